@@ -237,3 +237,116 @@ def local_cluster_spec(replicas: Replicas, ports: Mapping[tuple[str, int], int],
         return f"{host}:{ports[(task_type, index)]}"
 
     return build_cluster_spec(replicas, address)
+
+
+# --- Reading TF_CONFIG (the trainer's side) -----------------------------------------
+
+#: What a task does, decided from TF_CONFIG (see ``strategy_kind``).
+PARAMETER_SERVER = "parameter_server"
+MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+SINGLE_PROCESS = "single_process"
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """TF_CONFIG as read by one task.
+
+    Attributes:
+        cluster_spec: task type -> ``host:port`` list; empty without TF_CONFIG.
+        task_type: "chief", "worker", "ps" or "evaluator"; "chief" without TF_CONFIG
+            (a single process plays the chief: it logs, checkpoints and evaluates).
+        task_index: index within ``task_type``.
+    """
+
+    cluster_spec: ClusterSpec
+    task_type: str = "chief"
+    task_index: int = 0
+
+    @property
+    def is_chief(self) -> bool:
+        """True for the task that logs, checkpoints, evaluates and writes TensorBoard."""
+        if self.task_type == "chief":
+            return True
+        # Without a chief, TensorFlow's convention makes worker 0 the chief.
+        return (self.task_type == "worker" and self.task_index == 0
+                and "chief" not in self.cluster_spec)
+
+    @property
+    def strategy_kind(self) -> str:
+        """PARAMETER_SERVER with ps tasks, MULTI_WORKER_MIRRORED with workers and no ps,
+        SINGLE_PROCESS without a cluster (the rule of issue 3, item 1)."""
+        return strategy_kind(self.cluster_spec)
+
+
+def strategy_kind(cluster_spec: Mapping[str, list[str]]) -> str:
+    """Which tf.distribute strategy a cluster spec calls for.
+
+    ps tasks -> ParameterServerStrategy (chief = coordinator); workers without ps ->
+    MultiWorkerMirroredStrategy (chief included as a worker); nothing -> one process.
+    """
+    if cluster_spec.get("ps"):
+        return PARAMETER_SERVER
+    if cluster_spec.get("worker") or cluster_spec.get("chief"):
+        return MULTI_WORKER_MIRRORED
+    return SINGLE_PROCESS
+
+
+def parse_tf_config(text: str | None) -> TaskConfig:
+    """Parse and check a TF_CONFIG string (TensorFlow's standard format).
+
+    Args:
+        text: the value of the TF_CONFIG environment variable; None or blank means
+            no cluster (a single process).
+
+    Returns:
+        The task's view of the cluster.
+
+    Raises:
+        ClusterSpecError: invalid JSON, an unknown task type, a task index outside the
+            cluster spec, a host that is not ``host:port``, or ps tasks without a chief
+            (ParameterServerStrategy needs a coordinator).
+    """
+    if text is None or not text.strip():
+        return TaskConfig(cluster_spec={})
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ClusterSpecError(f"TF_CONFIG is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise ClusterSpecError(f"TF_CONFIG must be a JSON object, got {type(config).__name__}")
+    cluster = config.get("cluster") or {}
+    task = config.get("task") or {}
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise ClusterSpecError("TF_CONFIG 'cluster' and 'task' must be JSON objects")
+    spec: ClusterSpec = {}
+    for task_type, hosts in cluster.items():
+        if task_type not in TASK_TYPES:
+            raise ClusterSpecError(
+                f"TF_CONFIG cluster has unknown task type {task_type!r}: must be one of {TASK_TYPES}")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            raise ClusterSpecError(f"TF_CONFIG cluster[{task_type!r}] must be a list of 'host:port'")
+        for host in hosts:
+            name, _, port = host.rpartition(":")
+            if not name or not port.isdigit() or not 1 <= int(port) <= 65535:
+                raise ClusterSpecError(
+                    f"TF_CONFIG cluster[{task_type!r}] entry {host!r} must be 'host:port' "
+                    "with a port in 1-65535")
+        spec[task_type] = list(hosts)
+    if len(spec.get("chief", [])) > 1:
+        raise ClusterSpecError("TF_CONFIG cluster has more than one chief")
+    if spec.get("ps") and not spec.get("chief"):
+        raise ClusterSpecError(
+            "TF_CONFIG has ps tasks but no chief: ParameterServerStrategy runs its coordinator "
+            "on the chief")
+    if not spec and not task:
+        return TaskConfig(cluster_spec={})
+    task_type = task.get("type")
+    task_index = task.get("index", 0)
+    if task_type not in TASK_TYPES:
+        raise ClusterSpecError(
+            f"TF_CONFIG task type {task_type!r} is invalid: must be one of {TASK_TYPES}")
+    if isinstance(task_index, bool) or not isinstance(task_index, int):
+        raise ClusterSpecError(f"TF_CONFIG task index {task_index!r} must be an integer")
+    if task_type != "evaluator":
+        tf_config(spec, task_type, task_index)  # raises when the task is not in the spec
+    return TaskConfig(cluster_spec=spec, task_type=task_type, task_index=task_index)

@@ -1,0 +1,58 @@
+"""``python -m trainer``: run one task of a training run, dispatching on TF_CONFIG's task type.
+
+chief (or a single process without TF_CONFIG, or any task with ps 0) trains; ps and,
+with ps tasks, workers run a tf.distribute.Server until the chief is done.
+Exit codes: 0 success; 1 bad data, lost peers or other failure; 2 bad flags or TF_CONFIG;
+143 stopped by SIGTERM after saving a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Every task retries gRPC calls by the caller's choice (TensorFlow's ParameterServerStrategy
+# guidance), so a briefly unreachable peer is waited for instead of failing the step.
+os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from trainer import flags  # noqa: E402
+from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
+                                  parse_tf_config)
+from trainer.data import DataError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one task; return its exit code."""
+    args = flags.parse(argv)
+    try:
+        task = parse_tf_config(os.environ.get("TF_CONFIG"))
+    except ClusterSpecError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if task.task_type == "evaluator":
+        print("error: the evaluator task type is not supported by this trainer (the chief "
+              "evaluates after every epoch)", file=sys.stderr)
+        return 2
+    if task.task_type == "ps" or (task.task_type == "worker"
+                                  and task.strategy_kind == PARAMETER_SERVER):
+        from trainer.servers import run_server
+        return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir,
+                          args.peer_timeout)
+    from trainer.train import PeerLost, run
+    try:
+        return run(args, task)
+    except (DataError, flags.FlagError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except PeerLost as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: TensorFlow's gRPC and coordinator threads can keep a normal exit waiting.
+    os._exit(code)

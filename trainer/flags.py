@@ -1,0 +1,106 @@
+"""Command-line flags of one training task (``python -m trainer``) and their checks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+#: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
+BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data" / "mnist-10k"
+
+#: The chart's hyperparameters (ack-tensorflow-training values: epochs 100, batchsize 20,
+#: learningrate 0.001), kept as defaults so the stack and users' habits carry over.
+DEFAULT_EPOCHS = 100
+DEFAULT_BATCH_SIZE = 20
+DEFAULT_LEARNING_RATE = 0.001
+
+MODELS = ("convnet", "mlp")
+
+
+class FlagError(ValueError):
+    """A flag value that breaks its rule; the message names the flag, the value and the rule."""
+
+
+def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the trainer's flags to ``parser`` (shared by ``trainer`` and ``trainer.local``)."""
+    parser.add_argument("--data_dir", default=str(BUNDLED_DATA_DIR),
+                        help="directory with the four MNIST IDX .gz files or mnist.npz "
+                             "(default: the bundled mnist-10k sample)")
+    parser.add_argument("--log_dir", default="runs/local",
+                        help="shared directory for checkpoints, TensorBoard events, result.json "
+                             "(default: runs/local)")
+    parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
+                        help=f"passes over the training set (default {DEFAULT_EPOCHS})")
+    parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE,
+                        help="examples per step and replica (default "
+                             f"{DEFAULT_BATCH_SIZE}); with ps 0 the global batch is "
+                             "batch_size x replicas")
+    parser.add_argument("--learning_rate", type=float, default=DEFAULT_LEARNING_RATE,
+                        help=f"Adam learning rate (default {DEFAULT_LEARNING_RATE})")
+    parser.add_argument("--model", choices=MODELS, default="convnet",
+                        help="convnet (about 99%% on full MNIST) or the guide's 784-100-10 "
+                             "sigmoid mlp (default convnet)")
+    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    parser.add_argument("--steps_per_execution", type=int, default=20,
+                        help="training steps per tf.function call; with ps, per scheduled "
+                             "function on a worker (default 20)")
+    parser.add_argument("--log_interval", type=int, default=100,
+                        help="print a Step line every this many batches (default 100)")
+    parser.add_argument("--peer_timeout", type=float, default=600.0,
+                        help="seconds a task waits for lost peers (or the chief for progress) "
+                             "before exiting non-zero (default 600)")
+
+
+def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
+    """The parser of ``python -m trainer``."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Train MNIST with TensorFlow 2: one task of a distributed run (TF_CONFIG "
+                    "in the environment) or a single process without TF_CONFIG.")
+    add_trainer_flags(parser)
+    return parser
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Check every flag's rule; raise one FlagError listing every violation.
+
+    The batch size against the training-set size is checked later, once the data is
+    read (``check_batch_size``).
+    """
+    problems = []
+    positive = {"epochs": args.epochs, "batch_size": args.batch_size,
+                "steps_per_execution": args.steps_per_execution,
+                "log_interval": args.log_interval}
+    for name, value in positive.items():
+        if value < 1:
+            problems.append(f"--{name} {value} is invalid: must be an integer >= 1")
+    if not args.learning_rate > 0:
+        problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0")
+    if not args.peer_timeout > 0:
+        problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
+    if not args.data_dir:
+        problems.append("--data_dir is empty: give the directory holding the MNIST files")
+    if not args.log_dir:
+        problems.append("--log_dir is empty: give a directory shared by all tasks")
+    if problems:
+        raise FlagError("\n".join(problems))
+
+
+def check_batch_size(batch_size: int, replicas: int, train_examples: int, data_dir: str) -> None:
+    """Raise FlagError when one global batch (batch_size x replicas) exceeds the training set."""
+    if batch_size * replicas > train_examples:
+        extra = f" x {replicas} replicas" if replicas > 1 else ""
+        raise FlagError(
+            f"--batch_size {batch_size}{extra} is invalid: larger than the training set "
+            f"({train_examples} examples in {data_dir})")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and validate; on a bad flag print the message and exit 2 (argparse's code)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        validate(args)
+    except FlagError as err:
+        parser.error(str(err))
+    return args

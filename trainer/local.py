@@ -1,0 +1,250 @@
+"""``python -m trainer.local``: the whole distributed topology on one machine (the embedded
+default).
+
+Builds the cluster spec with ``trainer.cluster_spec`` (the module the Kubernetes stack
+uses), picks free localhost ports, starts chief, workers and ps as child processes of
+``python -m trainer`` with their TF_CONFIG, streams their output prefixed by task
+(``[worker-1] ...``), and restarts a task that dies, as Kubernetes restarts a failed Job
+pod, up to ``--backoff_limit`` restarts per task. After a ps dies the chief is restarted
+too (TensorFlow's guidance for ParameterServerStrategy: restart the coordinator, which
+resumes from the last checkpoint). Ctrl-C or a spent backoff limit stops every child.
+The exit code is the chief's final status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from trainer import flags
+from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
+
+#: Seconds a stopping child gets between SIGTERM and SIGKILL (Kubernetes' default grace).
+STOP_GRACE_S = 30.0
+#: Seconds the servers get to notice the chief's done marker (issue 3: within 60 s).
+SERVER_EXIT_WAIT_S = 60.0
+#: Restart delays grow like a Job's back-off (10 s, 20 s, ...), scaled down for one machine.
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 10.0
+
+
+def free_ports(count: int, host: str = "localhost") -> list[int]:
+    """``count`` distinct TCP ports that were free on ``host`` a moment ago."""
+    socks, ports = [], []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((host, 0))
+            socks.append(sock)
+            ports.append(sock.getsockname()[1])
+    finally:
+        for sock in socks:
+            sock.close()
+    return ports
+
+
+@dataclass
+class Task:
+    """One child task and its restart history."""
+
+    task_type: str
+    index: int
+    argv: list[str]
+    env: dict
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    exit_codes: list[int] = field(default_factory=list)
+    restart_at: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.task_type}-{self.index}"
+
+
+class Launcher:
+    """Starts, watches, restarts and stops the tasks of one local run."""
+
+    def __init__(self, replicas: Replicas, trainer_argv: list[str], backoff_limit: int,
+                 host: str = "localhost", out=None) -> None:
+        self.replicas = replicas
+        self.backoff_limit = backoff_limit
+        self.out = out or sys.stdout
+        self.lock = threading.Lock()
+        tasks = [(t, i) for t, i in replicas.tasks() if t != "evaluator"]
+        ports = dict(zip(tasks, free_ports(len(tasks), host)))
+        self.cluster_spec = local_cluster_spec(replicas, ports, host)
+        self.tasks: dict[str, Task] = {}
+        for task_type, index in tasks:
+            env = dict(os.environ, TF_CONFIG=tf_config_json(self.cluster_spec, task_type, index),
+                       GRPC_FAIL_FAST="use_caller", PYTHONUNBUFFERED="1")
+            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            argv = [sys.executable, "-m", "trainer", *trainer_argv]
+            task = Task(task_type, index, argv, env)
+            self.tasks[task.name] = task
+        self.stopping = False
+
+    def say(self, message: str) -> None:
+        with self.lock:
+            print(f"[local] {message}", file=self.out, flush=True)
+
+    def _stream(self, task: Task, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            with self.lock:
+                self.out.write(f"[{task.name}] {line}")
+                self.out.flush()
+
+    def start(self, task: Task) -> None:
+        task.proc = subprocess.Popen(
+            task.argv, env=task.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True)  # Ctrl-C reaches only the launcher
+        task.restart_at = None
+        threading.Thread(target=self._stream, args=(task, task.proc), daemon=True).start()
+        self.say(f"started {task.name} (pid {task.proc.pid})")
+
+    def stop(self, task: Task, sig: int = signal.SIGTERM) -> None:
+        if task.proc and task.proc.poll() is None:
+            try:
+                task.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    def stop_all(self) -> None:
+        self.stopping = True
+        running = [t for t in self.tasks.values() if t.proc and t.proc.poll() is None]
+        for task in running:
+            self.stop(task)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for task in running:
+            try:
+                task.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say(f"{task.name} ignored SIGTERM for {STOP_GRACE_S:g}s; killing it")
+                task.proc.kill()
+                task.proc.wait()
+
+    def _schedule_restart(self, task: Task, reason: str) -> bool:
+        if task.restarts >= self.backoff_limit:
+            self.say(f"{task.name} {reason}; backoff limit {self.backoff_limit} reached")
+            return False
+        delay = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** task.restarts)
+        task.restarts += 1
+        task.restart_at = time.monotonic() + delay
+        self.say(f"{task.name} {reason}; restart {task.restarts} of {self.backoff_limit} "
+                 f"in {delay:g}s")
+        return True
+
+    def run(self) -> int:
+        """Run to the end; return the chief's final exit code (130 after Ctrl-C)."""
+        chief = self.tasks["chief-0"]
+        self.say("cluster spec " + tf_config_json(self.cluster_spec, "chief", 0))
+        # Servers first, so the coordinator finds them listening.
+        for task in self.tasks.values():
+            if task is not chief:
+                self.start(task)
+        self.start(chief)
+        try:
+            return self._watch(chief)
+        except KeyboardInterrupt:
+            self.say("interrupted: stopping every task")
+            self.stop_all()
+            return 130
+        finally:
+            if not self.stopping:
+                self.stop_all()
+
+    def _watch(self, chief: Task) -> int:
+        chief_done_at = None
+        while True:
+            now = time.monotonic()
+            for task in self.tasks.values():
+                if task.restart_at is not None and now >= task.restart_at:
+                    self.start(task)
+                code = task.proc.poll() if task.proc and task.restart_at is None else None
+                if code is None or len(task.exit_codes) > task.restarts:
+                    continue
+                task.exit_codes.append(code)
+                if task is chief:
+                    if code == 0:
+                        chief_done_at = now
+                        self.say("chief finished (exit 0); waiting for the other tasks")
+                    elif not self._schedule_restart(task, f"exited with code {code}"):
+                        self.stop_all()
+                        return code
+                elif code != 0 and chief_done_at is None:
+                    if not self._schedule_restart(task, f"exited with code {code}"):
+                        self.stop_all()
+                        return chief.proc.returncode if chief.proc.poll() is not None else 1
+                    if task.task_type == "ps" and chief.proc.poll() is None:
+                        self.say("a ps was lost: restarting the chief (coordinator) so that it "
+                                 "resumes from the last checkpoint")
+                        self.stop(chief, signal.SIGKILL)
+                elif code != 0:
+                    self.say(f"{task.name} exited with code {code} after the chief finished")
+                else:
+                    self.say(f"{task.name} exited 0")
+            if chief_done_at is not None:
+                others = [t for t in self.tasks.values() if t is not chief]
+                if all(t.proc.poll() is not None and t.restart_at is None for t in others):
+                    bad = [f"{t.name}={t.proc.returncode}" for t in others if t.proc.returncode]
+                    if bad:
+                        self.say(f"every task ended; non-zero: {', '.join(bad)}")
+                    else:
+                        self.say("every task exited 0")
+                    return 0
+                if now - chief_done_at > SERVER_EXIT_WAIT_S:
+                    self.say(f"tasks still running {SERVER_EXIT_WAIT_S:g}s after the chief "
+                             "finished: stopping them")
+                    self.stop_all()
+                    return 0
+            time.sleep(0.2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.local",
+        description="Run chief + workers + ps of a distributed MNIST training on this machine.")
+    parser.add_argument("--workers", type=int, default=2, help="worker tasks (default 2)")
+    parser.add_argument("--ps", type=int, default=1,
+                        help="ps tasks (default 1); 0 = synchronous workers "
+                             "(MultiWorkerMirroredStrategy, chief included)")
+    parser.add_argument("--backoff_limit", type=int, default=6,
+                        help="restarts allowed per task, like a Job's backoffLimit (default 6)")
+    flags.add_trainer_flags(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problems = []
+    if args.workers < 1:
+        problems.append(f"--workers {args.workers} is invalid: must be an integer >= 1")
+    if args.ps < 0:
+        problems.append(f"--ps {args.ps} is invalid: must be an integer >= 0")
+    if args.backoff_limit < 0:
+        problems.append(f"--backoff_limit {args.backoff_limit} is invalid: must be >= 0")
+    try:
+        flags.validate(args)
+    except flags.FlagError as err:
+        problems.append(str(err))
+    if problems:
+        parser.error("\n".join(problems))
+    trainer_argv = []
+    for action in flags.build_parser()._actions:
+        if action.dest != "help":
+            trainer_argv += [action.option_strings[0], str(getattr(args, action.dest))]
+    launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv,
+                        args.backoff_limit)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    return launcher.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The guide's progress lines (printed by the chief), their parser, and the JSON result.
+
+The lines keep the TF1 guide's exact format so that users' habits and log scrapers keep
+working, e.g. ``Step: 124607,  Epoch: 24,  Batch: 1600 of 2750,  Cost: 0.8027,  AvgTime: 6.79ms``
+then ``Test-Accuracy: 0.89``, ``Total Time: 1664.68s``, ``Final Cost: 0.5333``, ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+RESULT_FILE = "result.json"
+
+_STEP = re.compile(
+    r"^Step: (?P<step>\d+),  Epoch: (?P<epoch>\d+),  Batch: (?P<batch>\d+) of (?P<batches>\d+),"
+    r"  Cost: (?P<cost>[-+0-9.eEnaif]+),  AvgTime: (?P<avg_ms>[0-9.]+)ms$")
+_FINAL = {
+    "test_accuracy": re.compile(r"^Test-Accuracy: (?P<v>[0-9.]+)$"),
+    "total_time_s": re.compile(r"^Total Time: (?P<v>[0-9.]+)s$"),
+    "final_cost": re.compile(r"^Final Cost: (?P<v>[-+0-9.eEnaif]+)$"),
+}
+
+
+def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
+              avg_ms: float) -> str:
+    """``Step: <global step>,  Epoch: <e>,  Batch: <b> of <n>,  Cost: <c>,  AvgTime: <ms>ms``.
+
+    Args:
+        step: global step (optimizer updates so far, all workers together).
+        epoch: 1-based epoch; batch: 1-based batch within it; batches: batches per epoch.
+        cost: mean training loss (cross-entropy, nats) of the latest steps.
+        avg_ms: mean wall time per batch since the previous line, milliseconds.
+    """
+    return (f"Step: {step},  Epoch: {epoch},  Batch: {batch} of {batches},  "
+            f"Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms")
+
+
+def final_lines(test_accuracy: float, total_time_s: float, final_cost: float) -> list[str]:
+    """The guide's closing lines: accuracy (fraction), wall time (s), last cost, ``done``."""
+    return [f"Test-Accuracy: {test_accuracy:.4f}", f"Total Time: {total_time_s:.2f}s",
+            f"Final Cost: {final_cost:.4f}", "done"]
+
+
+@dataclass
+class ParsedLog:
+    """What ``parse_log`` found: Step lines as dicts, the final values, whether ``done``."""
+
+    steps: list[dict]
+    test_accuracy: float | None = None
+    total_time_s: float | None = None
+    final_cost: float | None = None
+    done: bool = False
+
+
+def parse_log(text: str) -> ParsedLog:
+    """Parse the guide's lines from log text; other lines (and task prefixes such as
+    ``[chief-0] ``) are ignored."""
+    parsed = ParsedLog(steps=[])
+    for raw in text.splitlines():
+        line = re.sub(r"^\[[a-z]+-\d+\] ", "", raw).strip()
+        match = _STEP.match(line)
+        if match:
+            d = match.groupdict()
+            parsed.steps.append({"step": int(d["step"]), "epoch": int(d["epoch"]),
+                                 "batch": int(d["batch"]), "batches": int(d["batches"]),
+                                 "cost": float(d["cost"]), "avg_ms": float(d["avg_ms"])})
+            continue
+        for key, pattern in _FINAL.items():
+            match = pattern.match(line)
+            if match:
+                setattr(parsed, key, float(match["v"]))
+        if line == "done":
+            parsed.done = True
+    return parsed
+
+
+@dataclass
+class Result:
+    """The run's result, written as ``<log_dir>/result.json``.
+
+    Units: accuracy a fraction, cost mean cross-entropy in nats, times in seconds,
+    examples_per_s training examples per second of training wall time.
+    """
+
+    test_accuracy: float
+    final_cost: float
+    total_time_s: float
+    train_time_s: float
+    epochs: int
+    examples_per_s: float
+    train_examples: int
+    batch_size: int
+    strategy: str
+    model: str
+    global_step: int
+
+
+def write_result(log_dir: str | Path, result: Result) -> Path:
+    """Write result.json atomically (temporary name, then rename); return its path."""
+    path = Path(log_dir) / RESULT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{RESULT_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(log_dir: str | Path) -> dict | None:
+    """The result.json dict, or None when there is none."""
+    path = Path(log_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())

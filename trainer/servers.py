@@ -1,0 +1,129 @@
+"""Server tasks (ps and, with ParameterServerStrategy, workers) and the files the chief
+uses to tell them how the run is going.
+
+``tf.distribute.Server.join()`` never returns, which is why the guide's ps Jobs never
+completed. Instead each server polls two files in ``<log_dir>/cluster/`` on the shared
+volume (works the same on localhost and on Kubernetes' NAS mount, and needs no extra
+port): the chief touches ``heartbeat`` every few seconds while it runs and writes ``done``
+when the run has finished. A server exits 0 once ``done`` is newer than its own start or
+than the chief's last heartbeat, and exits 1 with a message when the chief has been silent
+for longer than ``--peer_timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+HEARTBEAT_INTERVAL_S = 5.0
+POLL_INTERVAL_S = 1.0
+#: Tolerated clock difference between nodes writing the same NFS volume (mtimes).
+CLOCK_SLACK_S = 5.0
+#: How long a server started after an earlier run's ``done`` waits for a new chief.
+STALE_GRACE_S = 30.0
+
+
+class ClusterFiles:
+    """``<log_dir>/cluster/heartbeat`` and ``<log_dir>/cluster/done``."""
+
+    def __init__(self, log_dir: str | Path) -> None:
+        self.dir = Path(log_dir) / "cluster"
+        self.heartbeat = self.dir / "heartbeat"
+        self.done = self.dir / "done"
+
+    def touch_heartbeat(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.heartbeat.touch()
+
+    def mark_done(self) -> None:
+        """Tell the servers the run is over (after the result is written)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".done.{os.getpid()}.tmp"
+        tmp.write_text(f"{time.time()}\n")
+        os.replace(tmp, self.done)
+
+    @staticmethod
+    def _mtime(path: Path) -> float | None:
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def heartbeat_mtime(self) -> float | None:
+        return self._mtime(self.heartbeat)
+
+    def done_mtime(self) -> float | None:
+        return self._mtime(self.done)
+
+
+def start_heartbeat(files: ClusterFiles, interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
+    """Touch the heartbeat now and then every ``interval_s`` from a daemon thread."""
+    files.touch_heartbeat()
+
+    def beat() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                files.touch_heartbeat()
+            except OSError as err:  # a flaky NFS write must not kill the chief
+                print(f"warning: cannot touch {files.heartbeat}: {err}", flush=True)
+
+    threading.Thread(target=beat, name="heartbeat", daemon=True).start()
+
+
+def server_decision(files: ClusterFiles, started_at: float, now: float,
+                    peer_timeout_s: float) -> tuple[str, str] | None:
+    """What a waiting server should do now: None to keep serving, or (``"exit0"`` |
+    ``"exit1"``, message).
+
+    Rules: ``done`` newer than this server's start (less clock slack) means the run
+    finished: exit 0; so does an older ``done`` with no heartbeat after it once
+    STALE_GRACE_S have passed (a pod restarted after the run ended). No heartbeat newer than
+    ``peer_timeout_s`` seconds (counting from this server's start when there is none)
+    means the chief is lost: exit 1.
+    """
+    done = files.done_mtime()
+    beat = files.heartbeat_mtime()
+    if done is not None:
+        finished_while_serving = done >= started_at - CLOCK_SLACK_S
+        # A marker from before this server started counts only if no chief has beaten
+        # since (the run is over and nobody is training): wait STALE_GRACE_S first so that
+        # a chief starting a longer run in the same log dir can show its first heartbeat.
+        finished_before = (now - started_at > STALE_GRACE_S
+                           and (beat is None or done >= beat))
+        if finished_while_serving or finished_before:
+            return "exit0", f"the chief finished the run ({files.done} written); exiting"
+    last_seen = max(started_at, beat or 0.0)
+    if now - last_seen > peer_timeout_s:
+        return "exit1", (f"lost the chief: no heartbeat in {files.heartbeat} for "
+                         f"{now - last_seen:.0f}s (--peer_timeout {peer_timeout_s:g}s); "
+                         "exiting non-zero so that the task is restarted or reported")
+    return None
+
+
+def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str,
+               peer_timeout_s: float) -> int:
+    """Run a tf.distribute.Server for (task_type, task_index) until the run ends.
+
+    Returns:
+        0 after the chief's ``done`` marker; 1 after ``peer_timeout_s`` without a heartbeat.
+    """
+    import tensorflow as tf
+
+    started_at = time.time()
+    files = ClusterFiles(log_dir)
+    tf.distribute.Server(tf.train.ClusterSpec(cluster_spec), job_name=task_type,
+                         task_index=task_index, protocol="grpc", start=True)
+    print(f"{task_type} {task_index}: serving on {cluster_spec[task_type][task_index]}",
+          flush=True)
+    while True:
+        decision = server_decision(files, started_at, time.time(), peer_timeout_s)
+        if decision:
+            code, message = decision
+            print(f"{task_type} {task_index}: {message}", file=sys.stdout if code == "exit0"
+                  else sys.stderr, flush=True)
+            return 0 if code == "exit0" else 1
+        time.sleep(POLL_INTERVAL_S)

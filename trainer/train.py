@@ -1,0 +1,346 @@
+"""Training: strategy from TF_CONFIG, the custom loop, checkpoints, evaluation, results.
+
+One loop serves all three cases (issue 3, item 1):
+- ps tasks -> ParameterServerStrategy; this process (the chief) is the coordinator and
+  schedules functions of ``--steps_per_execution`` steps on the workers through
+  tf.distribute.coordinator.ClusterCoordinator (Keras 3 has no DatasetCreator, so
+  ``model.fit`` cannot drive it). Worker failures are absorbed by the coordinator (it
+  re-runs the function elsewhere and rebuilds the restarted worker's dataset); a ps failure
+  raises, and TensorFlow's guidance is to restart the coordinator, which resumes from the
+  last checkpoint.
+- workers and no ps -> MultiWorkerMirroredStrategy; every task (chief included) runs the
+  loop; a lost peer makes the collectives fail, every task exits non-zero and, once
+  restarted, resumes from the chief's checkpoint.
+- no TF_CONFIG -> the default strategy in one process.
+
+An epoch is ``train_examples // (batch_size x replicas)`` steps in every case, so a run
+does exactly ``--epochs`` epochs of updates however often it is interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from trainer import data as data_mod
+from trainer import progress
+from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
+from trainer.flags import check_batch_size
+from trainer.servers import ClusterFiles, start_heartbeat
+
+CHECKPOINT_SUBDIR = "checkpoints"
+TENSORBOARD_SUBDIR = "train"
+EXIT_SIGTERM = 128 + signal.SIGTERM
+EVAL_BATCH = 1000
+
+
+class PeerLost(RuntimeError):
+    """A peer (ps, or with ps 0 any worker) went away; the task should be restarted."""
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+class Watchdog:
+    """Exit the process (code 1) when no training progress is seen for ``timeout_s``.
+
+    The coordinator waits forever for lost workers and collectives can hang on a dead
+    peer; this turns "lost peers for longer than a timeout" into a clear non-zero exit.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.last = time.monotonic()
+        threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
+
+    def kick(self) -> None:
+        self.last = time.monotonic()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(5.0, self.timeout_s / 4))
+            idle = time.monotonic() - self.last
+            if idle > self.timeout_s:
+                print(f"error: no training progress for {idle:.0f}s (--peer_timeout "
+                      f"{self.timeout_s:g}s): peers lost; exiting so the task is restarted",
+                      file=sys.stderr, flush=True)
+                os._exit(1)
+
+
+def make_strategy(task: TaskConfig):
+    """(strategy, coordinator or None) for the task's cluster."""
+    import tensorflow as tf
+
+    kind = task.strategy_kind
+    if kind == PARAMETER_SERVER:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        resolver.rpc_layer = "grpc"
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        return strategy, tf.distribute.coordinator.ClusterCoordinator(strategy)
+    if kind == MULTI_WORKER_MIRRORED:
+        return tf.distribute.MultiWorkerMirroredStrategy(), None
+    return tf.distribute.get_strategy(), None
+
+
+def run(args: argparse.Namespace, task: TaskConfig) -> int:
+    """Train (or resume, or notice the run is finished) as ``task``; return the exit code.
+
+    Raises:
+        trainer.data.DataError, trainer.flags.FlagError: bad data or batch size, raised
+            before any training.
+        PeerLost: a ps (or, with ps 0, a worker) was lost mid-run.
+    """
+    started = time.time()
+    is_chief = task.is_chief
+    files = ClusterFiles(args.log_dir)
+    if is_chief:
+        start_heartbeat(files)  # first, so waiting servers know a chief is alive
+    dataset = data_mod.load(args.data_dir)
+    n_train = len(dataset.x_train)
+
+    import keras
+    import tensorflow as tf
+
+    from trainer.model import build_model
+
+    keras.utils.set_random_seed(args.seed)
+    strategy, coordinator = make_strategy(task)
+    kind = task.strategy_kind
+    replicas = strategy.num_replicas_in_sync if kind == MULTI_WORKER_MIRRORED else 1
+    check_batch_size(args.batch_size, replicas, n_train, args.data_dir)
+    global_batch = args.batch_size * replicas
+    steps_per_epoch = n_train // global_batch
+    if is_chief:
+        _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
+             f"({dataset.fmt}); strategy {kind}; {args.epochs} epochs of {steps_per_epoch} "
+             f"batches of {global_batch}")
+
+    with strategy.scope():
+        model = build_model(args.model)
+        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        optimizer.build(model.trainable_variables)
+        # (completed epochs, completed batches of the current epoch): where to resume.
+        position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position)
+    ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
+    if is_chief:
+        save_dir = ckpt_dir
+    else:  # MultiWorkerMirroredStrategy: every task saves, only the chief's copy is kept
+        save_dir = ckpt_dir / f".{task.task_type}-{task.task_index}"
+    manager = tf.train.CheckpointManager(checkpoint, str(save_dir), max_to_keep=3)
+    latest = tf.train.latest_checkpoint(str(ckpt_dir))
+    if latest:
+        checkpoint.restore(latest).expect_partial()
+    done_epochs, done_batches = (int(v) for v in position.numpy())
+    if done_epochs >= args.epochs:
+        if is_chief:
+            _finish_already_done(args, files, latest, done_epochs, dataset, model)
+        return 0
+    if is_chief:
+        try:
+            files.done.unlink()  # a marker left by an earlier, shorter run
+        except FileNotFoundError:
+            pass
+        if latest:
+            where = (f"continuing from epoch {done_epochs + 1}" if done_batches == 0 else
+                     f"continuing epoch {done_epochs + 1} at batch {done_batches + 1}")
+            _say(f"Restored checkpoint {latest}: {done_epochs} of {args.epochs} epochs done; "
+                 f"{where}")
+
+    if kind == PARAMETER_SERVER:
+        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=None)
+        tf.random.set_seed(None)  # every worker shuffles with its own seed (see make_dataset_fn)
+    else:
+        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=args.seed)
+
+    def step_fn(images, labels):
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            per_example = keras.losses.sparse_categorical_crossentropy(
+                labels, logits, from_logits=True)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
+                                                 labels), tf.float32))
+        return loss, correct
+
+    @tf.function
+    def train_steps(iterator, num_steps):
+        """num_steps steps; returns (mean loss per step, correct predictions)."""
+        total_loss = tf.constant(0.0)
+        total_correct = tf.constant(0.0)
+        for _ in tf.range(num_steps):
+            images, labels = next(iterator)
+            loss, correct = strategy.run(step_fn, args=(images, labels))
+            total_loss += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+            total_correct += strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None)
+        return total_loss / tf.cast(num_steps, tf.float32), total_correct
+
+    if coordinator is not None:
+        @tf.function
+        def per_worker_dataset_fn():
+            return strategy.distribute_datasets_from_function(dataset_fn)
+
+        iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
+    else:
+        iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+
+    stop = {"sigterm": False}
+
+    def on_sigterm(signum, frame):  # Kubernetes deletes pods with SIGTERM, then SIGKILL
+        stop["sigterm"] = True
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    watchdog = Watchdog(args.peer_timeout)
+    writer = tf.summary.create_file_writer(
+        str(Path(args.log_dir) / TENSORBOARD_SUBDIR)) if is_chief else None
+
+    def run_chunk(num_steps: int):
+        """Run num_steps steps; returns something whose value() gives (loss, correct)."""
+        k = tf.constant(num_steps, tf.int32)
+        if coordinator is not None:
+            remote = coordinator.schedule(train_steps, args=(iterator, k))
+            return lambda: tuple(float(v) for v in remote.fetch())
+        loss, correct = train_steps(iterator, k)
+        return lambda: (float(loss), float(correct))
+
+    def join():
+        if coordinator is not None:
+            coordinator.join()
+
+    def save(epochs_done: int, batches_done: int) -> str:
+        position.assign([epochs_done, batches_done])
+        path = manager.save()
+        if not is_chief:
+            shutil.rmtree(save_dir, ignore_errors=True)
+        return path
+
+    train_time = 0.0
+    examples = 0
+    last_cost = float("nan")
+    try:
+        for epoch in range(done_epochs, args.epochs):
+            batch = done_batches if epoch == done_epochs else 0
+            epoch_start = time.perf_counter()
+            interval_start, interval_batches = epoch_start, 0
+            pending = []
+            while batch < steps_per_epoch:
+                k = min(args.steps_per_execution, steps_per_epoch - batch,
+                        args.log_interval - batch % args.log_interval)
+                value = run_chunk(k)
+                pending.append((k, value))
+                batch += k
+                interval_batches += k
+                if batch % args.log_interval == 0 or batch == steps_per_epoch:
+                    loss, _ = value()  # waits for this chunk only
+                    watchdog.kick()
+                    if is_chief and batch % args.log_interval == 0:
+                        now = time.perf_counter()
+                        avg_ms = 1000 * (now - interval_start) / max(interval_batches, 1)
+                        step = int(optimizer.iterations.numpy())
+                        _say(progress.step_line(step, epoch + 1, batch, steps_per_epoch,
+                                                loss, avg_ms))
+                        with writer.as_default(step=step):
+                            _scalar("cost", loss)
+                        interval_start, interval_batches = now, 0
+                if stop["sigterm"]:
+                    join()
+                    path = save(epoch, batch)
+                    if is_chief:
+                        _say(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
+                             f"{batch}; exiting")
+                    return EXIT_SIGTERM
+            join()
+            epoch_time = time.perf_counter() - epoch_start
+            train_time += epoch_time
+            results = [(k, value()) for k, value in pending]
+            epoch_steps = sum(k for k, _ in results)
+            examples += epoch_steps * global_batch
+            last_cost = sum(k * r[0] for k, r in results) / epoch_steps
+            train_accuracy = sum(r[1] for _, r in results) / (epoch_steps * global_batch)
+            path = save(epoch + 1, 0)
+            watchdog.kick()
+            if is_chief:
+                test_accuracy = evaluate(model, dataset)
+                step = int(optimizer.iterations.numpy())
+                with writer.as_default(step=step):
+                    _scalar("cost", last_cost)
+                    _scalar("accuracy", train_accuracy)
+                    _scalar("test_accuracy", test_accuracy)
+                    _scalar("examples_per_s", epoch_steps * global_batch / epoch_time)
+                writer.flush()
+                _say(f"Epoch {epoch + 1} of {args.epochs} done: cost {last_cost:.4f}, "
+                     f"train accuracy {train_accuracy:.4f}, test accuracy "
+                     f"{test_accuracy:.4f}, {epoch_time:.1f}s; checkpoint {path}")
+    except tf.errors.OpError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        what = "a parameter server" if kind == PARAMETER_SERVER else "a peer"
+        raise PeerLost(f"lost {what} ({type(err).__name__}: {first}); exiting so the task "
+                       "is restarted and resumes from the last checkpoint") from None
+
+    if not is_chief:
+        return 0
+    test_accuracy = evaluate(model, dataset)
+    total_time = time.time() - started
+    result = progress.Result(
+        test_accuracy=test_accuracy, final_cost=last_cost, total_time_s=total_time,
+        train_time_s=train_time, epochs=args.epochs,
+        examples_per_s=examples / train_time if train_time else 0.0,
+        train_examples=n_train, batch_size=args.batch_size, strategy=kind, model=args.model,
+        global_step=int(optimizer.iterations.numpy()))
+    progress.write_result(args.log_dir, result)
+    for line in progress.final_lines(test_accuracy, total_time, last_cost):
+        _say(line)
+    files.mark_done()
+    return 0
+
+
+def _scalar(name: str, value: float) -> None:
+    """Write a TensorBoard scalar with core TensorFlow only.
+
+    tf.summary.scalar needs the tensorboard package, which tensorflow 2.21 no longer
+    installs; this writes the same event (a float32 tensor tagged for the "scalars" plugin),
+    so the trainer image does not need TensorBoard.
+    """
+    import tensorflow as tf
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
+
+
+def evaluate(model, dataset: data_mod.Dataset) -> float:
+    """Test accuracy (fraction correct) of ``model`` on the whole test set, run locally."""
+    correct = 0
+    for start in range(0, len(dataset.x_test), EVAL_BATCH):
+        x = dataset.x_test[start:start + EVAL_BATCH].astype(np.float32)[..., None] / 255.0
+        logits = model(x, training=False)
+        correct += int(np.sum(np.argmax(np.asarray(logits), 1)
+                              == dataset.y_test[start:start + EVAL_BATCH]))
+    return correct / len(dataset.x_test)
+
+
+def _finish_already_done(args, files: ClusterFiles, latest: str, done_epochs: int,
+                         dataset: data_mod.Dataset, model) -> None:
+    _say(f"Run already finished: checkpoint {latest} has {done_epochs} of {args.epochs} "
+         "epochs; not training again")
+    previous = progress.read_result(args.log_dir)
+    if previous:
+        accuracy, total, cost = (previous["test_accuracy"], previous["total_time_s"],
+                                 previous["final_cost"])
+    else:
+        accuracy, total, cost = evaluate(model, dataset), 0.0, float("nan")
+    for line in progress.final_lines(accuracy, total, cost):
+        _say(line)
+    files.mark_done()
