@@ -1,0 +1,1 @@
+"""The tf-mnist Pulumi program (see program.py)."""

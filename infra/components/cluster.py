@@ -1,0 +1,72 @@
+"""Cluster: an ACK managed cluster (created or reused by id) and a Kubernetes provider for it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+import pulumi_alicloud as alicloud
+import pulumi_kubernetes as k8s
+
+
+class Cluster(pulumi.ComponentResource):
+    """ACK managed Kubernetes cluster and the Kubernetes provider that deploys into it.
+
+    Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``cluster_id`` is given) and
+    ``provider`` (kubernetes.Provider).
+
+    The kubeconfig comes from ``cs.get_cluster_credential_output`` (the cluster resource has
+    no kubeconfig attribute); while the cluster id is unknown (a preview before creation) the
+    invoke is not made and the kubeconfig stays unknown. The provider gets
+    ``cluster_identifier=<cluster id>``, so a refreshed credential is a provider update rather
+    than a replacement of every Kubernetes resource.
+
+    Outputs:
+        cluster_id: the ACK cluster id.
+        kubeconfig: the cluster's kubeconfig (secret).
+    """
+
+    cluster_id: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+
+    def __init__(self, name: str, *, vswitch_id: pulumi.Input[str], cluster_id: Optional[str],
+                 version: Optional[str], pod_cidr: str, service_cidr: str, api_server_public: bool,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        if cluster_id is None:
+            cluster = alicloud.cs.ManagedKubernetes(
+                f"{name}-ack",
+                name=name,
+                cluster_spec="ack.pro.small",
+                vswitch_ids=[vswitch_id],
+                # Flannel with explicit CIDRs: Terway would need pod vSwitches; both are
+                # immutable after creation.
+                pod_cidr=pod_cidr,
+                service_cidr=service_cidr,
+                # Nodes have no public IPs: the NAT gateway lets them pull images.
+                new_nat_gateway=True,
+                # Pulumi talks to the API server from outside the VPC.
+                slb_internet_enabled=api_server_public,
+                addons=[
+                    alicloud.cs.ManagedKubernetesAddonArgs(name="flannel"),
+                    alicloud.cs.ManagedKubernetesAddonArgs(name="csi-plugin"),
+                    alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
+                ],
+                version=version,
+                opts=child,
+            )
+            self.cluster_id = cluster.id
+        else:
+            self.cluster_id = pulumi.Output.from_input(cluster_id)
+        credential = alicloud.cs.get_cluster_credential_output(
+            cluster_id=self.cluster_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        self.kubeconfig = pulumi.Output.secret(credential.kube_config)
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            cluster_identifier=self.cluster_id,
+            opts=child,
+        )
+        self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})

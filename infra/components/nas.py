@@ -1,0 +1,71 @@
+"""NasStorage: a standard NFS NAS file system, its access group and rule, and a mount target."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+
+class NasStorage(pulumi.ComponentResource):
+    """Shared storage for data, checkpoints and TensorBoard logs.
+
+    Children: ``file_system`` (standard NFS; with ``retain_on_destroy`` a `pulumi destroy`
+    leaves it and its data in place), ``access_group`` (VPC), ``access_rule`` (the node
+    vSwitch CIDR, RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash)
+    and ``mount_target`` in the node vSwitch.
+
+    Outputs:
+        file_system_id: the NAS file system id.
+        mount_target_domain: NFS server name for the PV.
+    """
+
+    file_system_id: pulumi.Output[str]
+    mount_target_domain: pulumi.Output[str]
+    mount_target: alicloud.nas.MountTarget
+
+    def __init__(self, name: str, *, vswitch_id: pulumi.Input[str], vswitch_cidr: pulumi.Input[str],
+                 storage_type: str, retain_on_destroy: bool,
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:NasStorage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # No vpc_id/vswitch_id on a standard NAS: those belong to CPFS and force replacement.
+        file_system = alicloud.nas.FileSystem(
+            f"{name}-fs",
+            protocol_type="NFS",
+            storage_type=storage_type,
+            file_system_type="standard",
+            description=f"{name} training data",
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=retain_on_destroy),
+        )
+        access_group = alicloud.nas.AccessGroup(
+            f"{name}-access",
+            access_group_name=name,
+            access_group_type="Vpc",
+            file_system_type="standard",
+            opts=child,
+        )
+        access_rule = alicloud.nas.AccessRule(
+            f"{name}-rule",
+            access_group_name=access_group.access_group_name,
+            file_system_type="standard",
+            source_cidr_ip=vswitch_cidr,
+            rw_access_type="RDWR",
+            user_access_type="no_squash",
+            priority=1,
+            opts=child,
+        )
+        self.mount_target = alicloud.nas.MountTarget(
+            f"{name}-mount",
+            file_system_id=file_system.id,
+            access_group_name=access_group.access_group_name,
+            vswitch_id=vswitch_id,
+            network_type="Vpc",
+            # Mounts are refused until the rule exists.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[access_rule]),
+        )
+        self.file_system_id = file_system.id
+        self.mount_target_domain = self.mount_target.mount_target_domain
+        self.register_outputs({"file_system_id": self.file_system_id,
+                               "mount_target_domain": self.mount_target_domain})

@@ -1,0 +1,78 @@
+"""NodePools: the CPU node pool and the GPU node pool of an ACK cluster, created in turn."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+#: Taint on GPU nodes so only pods that tolerate it (GPU workers) land there.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+GPU_TAINT_EFFECT = "NoSchedule"
+#: Node label naming the pool a node belongs to.
+POOL_LABEL = "tf-mnist/pool"
+
+
+class NodePools(pulumi.ComponentResource):
+    """Node pools of the training run.
+
+    Children: ``cpu`` (ps, chief, TensorBoard, staging and CPU workers) and, when
+    ``gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled, optionally autoscaled
+    from 0). ACK refuses to create two pools of one cluster at once ("cannot operate cluster
+    where state is scaling"), so the GPU pool depends on the CPU pool.
+
+    Outputs:
+        ready: the last pool's id (Kubernetes objects may depend on it).
+    """
+
+    cpu: alicloud.cs.NodePool
+    gpu: Optional[alicloud.cs.NodePool]
+
+    def __init__(self, name: str, *, cluster_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
+                 cpu_instance_types: Sequence[str], cpu_size: int, cpu_system_disk_category: str,
+                 gpu_instance_types: Sequence[str], gpu_size: Optional[int], gpu_autoscaling: bool,
+                 gpu_system_disk_category: str, gpu_system_disk_size: int, key_name: Optional[str],
+                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:NodePools", name, None, opts)
+        self.cpu = alicloud.cs.NodePool(
+            f"{name}-cpu",
+            node_pool_name=f"{name}-cpu",
+            cluster_id=cluster_id,
+            vswitch_ids=[vswitch_id],
+            instance_types=list(cpu_instance_types),
+            desired_size=str(cpu_size),
+            system_disk_category=cpu_system_disk_category,
+            system_disk_size=40,
+            labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
+            key_name=key_name,
+            install_cloud_monitor=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.gpu = None
+        if gpu_size is not None:
+            sizing: dict = (
+                # Autoscaling from 0: idle GPU nodes are released and cost nothing.
+                {"scaling_config": alicloud.cs.NodePoolScalingConfigArgs(
+                    enable=True, min_size=0, max_size=gpu_size, type="gpu")}
+                if gpu_autoscaling else {"desired_size": str(gpu_size)}
+            )
+            self.gpu = alicloud.cs.NodePool(
+                f"{name}-gpu",
+                node_pool_name=f"{name}-gpu",
+                cluster_id=cluster_id,
+                vswitch_ids=[vswitch_id],
+                instance_types=list(gpu_instance_types),
+                system_disk_category=gpu_system_disk_category,
+                system_disk_size=gpu_system_disk_size,
+                labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="gpu")],
+                taints=[alicloud.cs.NodePoolTaintArgs(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE,
+                                                      effect=GPU_TAINT_EFFECT)],
+                key_name=key_name,
+                install_cloud_monitor=False,
+                **sizing,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),
+            )
+        self.ready = (self.gpu or self.cpu).id
+        self.register_outputs({"ready": self.ready})

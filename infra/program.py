@@ -1,0 +1,117 @@
+"""The Pulumi program: reads the configuration (and nothing else does), builds the stack,
+exports its outputs."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components.cluster import Cluster
+from infra.components.labels import recommended_labels
+from infra.components.nas import NasStorage
+from infra.components.network import Network
+from infra.components.node_pools import NodePools
+from infra.components.storage import SharedVolume
+from infra.components.tensorboard import TensorBoard
+from infra.components.training import TrainingJob
+from infra.settings import PROJECT, Settings, load_settings
+
+
+def run() -> dict[str, Any]:
+    """Validate the stack configuration, register every resource, export the outputs.
+
+    Returns:
+        The stack outputs by name (the same values ``pulumi.export`` receives), for tests.
+
+    Raises:
+        infra.settings.ConfigError: on any invalid configuration, before any resource exists.
+    """
+    settings = load_settings()
+    outputs = build(settings)
+    for name, value in outputs.items():
+        pulumi.export(name, value)
+    return outputs
+
+
+def build(settings: Settings) -> dict[str, Any]:
+    """Register the cloud layer (unless a kubeconfig is given) and the Kubernetes layer."""
+    prefix = settings.name_prefix
+    cloud_name = f"{prefix}-{settings.stack}"
+    cluster_id: Optional[pulumi.Output[str]] = None
+    file_system_id: Optional[pulumi.Output[str]] = None
+    pods_depend_on: list[pulumi.Resource] = []
+    if settings.create_cloud:
+        network = Network(cloud_name, zone=settings.zone, vpc_id=settings.vpc_id, vpc_cidr=settings.vpc_cidr,
+                          vswitch_id=settings.vswitch_id, vswitch_cidr=settings.vswitch_cidr)
+        cluster = Cluster(cloud_name, vswitch_id=network.vswitch_id, cluster_id=settings.cluster_id,
+                          version=settings.cluster_version, pod_cidr=settings.pod_cidr,
+                          service_cidr=settings.service_cidr, api_server_public=settings.api_server_public)
+        pools = NodePools(
+            cloud_name, cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
+            cpu_instance_types=settings.cpu_instance_types, cpu_size=settings.cpu_pool_size,
+            cpu_system_disk_category=settings.cpu_system_disk_category,
+            gpu_instance_types=settings.gpu_instance_types,
+            gpu_size=settings.gpu_pool_size if settings.gpu_count > 0 else None,
+            gpu_autoscaling=settings.gpu_autoscaling,
+            gpu_system_disk_category=settings.gpu_system_disk_category,
+            gpu_system_disk_size=settings.gpu_system_disk_size, key_name=settings.key_name)
+        nas = NasStorage(cloud_name, vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
+                         storage_type=settings.nas_storage_type, retain_on_destroy=settings.nas_retain)
+        provider = cluster.provider
+        kubeconfig: pulumi.Output[str] = cluster.kubeconfig
+        cluster_id = cluster.cluster_id
+        file_system_id = nas.file_system_id
+        server: pulumi.Input[str] = nas.mount_target_domain
+        # The PV must not exist before its NFS server does; pods need nodes to run on.
+        volume_depends_on: list[pulumi.Resource] = [nas.mount_target]
+        pods_depend_on = [pools]
+    else:
+        kubeconfig = pulumi.Output.secret(settings.kubeconfig)
+        provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig)
+        server = settings.nas_mount_target_domain
+        volume_depends_on = []
+
+    k8s_opts = pulumi.ResourceOptions(providers=[provider])
+    # Namespaced objects take the name from the Namespace resource when the stack creates it,
+    # which orders them after it.
+    namespace: pulumi.Input[str] = settings.namespace
+    if settings.create_namespace:
+        namespace = k8s.core.v1.Namespace(
+            settings.namespace,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=settings.namespace,
+                                                labels=recommended_labels(prefix, "namespace")),
+            opts=pulumi.ResourceOptions(provider=provider)).metadata.name
+
+    volume = SharedVolume(
+        prefix, namespace=namespace, server=server, path=settings.nas_path, storage=settings.storage,
+        match_labels=settings.match_labels,
+        after=volume_depends_on, opts=k8s_opts)
+    training = TrainingJob(settings, namespace=namespace, pvc_name=volume.pvc_name, after=pods_depend_on, opts=k8s_opts)
+    tensorboard = TensorBoard(
+        prefix, namespace=namespace, image=settings.tensorboard_image,
+        image_pull_policy=settings.ps.image_pull_policy, log_dir=settings.log_dir,
+        mount_path=settings.mount_path, pvc_name=volume.pvc_name,
+        service_type=settings.tensorboard_service_type, address_type=settings.tensorboard_address_type,
+        source_ranges=settings.tensorboard_source_ranges, after=pods_depend_on, opts=k8s_opts)
+
+    ns = settings.namespace
+    chief = f"{prefix}-chief-0"
+    return {
+        "clusterId": cluster_id,
+        "kubeconfig": kubeconfig,
+        "nasFileSystemId": file_system_id,
+        "mountTargetDomain": pulumi.Output.from_input(server),
+        "namespace": ns,
+        "pvName": volume.pv_name,
+        "pvcName": volume.pvc_name,
+        "clusterSpec": training.cluster_spec,
+        "jobNames": training.job_names,
+        "stagingJobName": training.staging_job_name,
+        "tensorboardUrl": tensorboard.url,
+        "followChiefLog": [
+            f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
+            f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
+        ],
+    }

@@ -1,0 +1,672 @@
+"""Stack configuration: every key, its default and its rule, read and validated in one place.
+
+``load_settings()`` reads each key of the ``tf-mnist`` namespace in both forms the Pulumi CLI
+stores (see ``_RawConfig``), checks every value, and either returns a frozen ``Settings`` or
+raises one ``ConfigError`` that lists every violation, before the program registers any
+resource. Defaults live only in ``KEYS`` below (``Pulumi.yaml`` mirrors the scalar ones and a
+test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import pulumi
+
+from trainer import cluster_spec as cs
+
+PROJECT = "tf-mnist"
+
+#: Default image registry (team contract); images are ``<registry>/<name>:<tag>``.
+DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
+TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
+TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
+TENSORBOARD_TAG = "tensorboard:2.21.0"
+
+#: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
+GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
+#: Standard (general-purpose) NAS storage types.
+NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+ADDRESS_TYPES = ("internet", "intranet")
+
+
+class ConfigError(pulumi.RunError):
+    """Every invalid configuration value of a run, one violation per entry.
+
+    A ``pulumi.RunError`` so the CLI prints the message without a traceback.
+
+    Attributes:
+        violations: the formatted lines, one per bad key, in key order.
+    """
+
+    def __init__(self, violations: Sequence[str]) -> None:
+        self.violations = list(violations)
+        count = len(self.violations)
+        header = (f"{count} invalid configuration value{'s' if count != 1 else ''}; "
+                  "nothing was deployed:")
+        super().__init__("\n".join([header, *self.violations]))
+
+
+# --- parsers: raw config value -> typed value, or ValueError(rule) -------------------------
+#
+# Values arrive as strings (flat keys: `pulumi config set worker.number 4` stores "4") or as
+# JSON-typed values (structured keys: `pulumi config set --path worker.number 4` stores 4).
+# Each parser accepts both and raises ValueError carrying the rule text.
+
+Parser = Callable[[Any], Any]
+
+_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
+    rule = (f"must be an integer >= {minimum}" if maximum is None
+            else f"must be an integer between {minimum} and {maximum}")
+
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(rule)
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str) and _INT.match(raw.strip()):
+            value = int(raw.strip())
+        else:
+            raise ValueError(rule)
+        if value < minimum or (maximum is not None and value > maximum):
+            raise ValueError(rule)
+        return value
+
+    return parse
+
+
+def positive_number(raw: Any) -> float:
+    rule = "must be a number > 0"
+    if isinstance(raw, bool):
+        raise ValueError(rule)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(rule) from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(rule)
+    return value
+
+
+def boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError("must be true or false")
+
+
+def one_of(choices: Sequence[str]) -> Parser:
+    def parse(raw: Any) -> str:
+        if not isinstance(raw, str) or raw not in choices:
+            raise ValueError("must be one of " + ", ".join(choices))
+        return raw
+
+    return parse
+
+
+def optional_string(raw: Any) -> Optional[str]:
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise ValueError("must be a string")
+    return raw
+
+
+# Kubernetes resource.Quantity (k8s.io/apimachinery/pkg/api/resource), restricted to the
+# plain forms people write: a non-negative decimal and an optional SI or binary suffix.
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def quantity(raw: Any) -> str:
+    rule = "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)"
+    if isinstance(raw, bool):
+        raise ValueError(rule)
+    text = str(raw) if isinstance(raw, (int, float)) else raw
+    if not isinstance(text, str) or not _QUANTITY.match(text) or float(
+            re.sub(r"[A-Za-z]+$", "", text)) <= 0:
+        raise ValueError(rule)
+    return text
+
+
+# Image reference grammar of github.com/distribution/reference (reference.go):
+# [domain[:port]/]path[:tag][@digest], path components lowercase.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN = (r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+           r"(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?)")
+_IMAGE = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+
+def image_reference(raw: Any) -> Optional[str]:
+    """An OCI image reference, or None when unset (the stack then derives one)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or len(raw) > 255 or not _IMAGE.match(raw):
+        raise ValueError("must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu")
+    return raw
+
+
+def registry(raw: Any) -> str:
+    if not isinstance(raw, str) or not re.match(rf"^{_DOMAIN}(?:/{_COMPONENT})*$", raw):
+        raise ValueError("must be a registry host with an optional path, such as registry.example.com/team")
+    return raw
+
+
+def dns_label(raw: Any) -> str:
+    if not isinstance(raw, str) or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", raw) or len(raw) > 40:
+        raise ValueError("must be a DNS-1035 label of at most 40 characters (lowercase letters, "
+                         "digits and '-', starting with a letter)")
+    return raw
+
+
+def namespace(raw: Any) -> str:
+    try:
+        cs.validate_namespace(raw if isinstance(raw, str) else "")
+    except cs.ClusterSpecError:
+        raise ValueError("must be a DNS-1123 label (lowercase letters, digits and '-')") from None
+    return raw
+
+
+def absolute_path(raw: Any) -> str:
+    if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or raw == "/" or "//" in raw \
+            or raw.endswith("/") or "/../" in raw + "/":
+        raise ValueError("must be an absolute path other than '/', such as /data")
+    return raw
+
+
+def cidr(raw: Any) -> str:
+    try:
+        return str(ipaddress.IPv4Network(raw, strict=True))
+    except (TypeError, ValueError):
+        raise ValueError("must be an IPv4 CIDR block such as 192.168.0.0/16") from None
+
+
+def optional_cidr(raw: Any) -> Optional[str]:
+    return None if raw in (None, "") else cidr(raw)
+
+
+def cidr_list(raw: Any) -> tuple[str, ...]:
+    items = _list(raw)
+    try:
+        return tuple(str(ipaddress.IPv4Network(i, strict=False)) for i in items)
+    except (TypeError, ValueError):
+        raise ValueError('must be a list of IPv4 CIDR blocks such as ["203.0.113.0/24"]') from None
+
+
+def string_list(raw: Any) -> tuple[str, ...]:
+    items = _list(raw)
+    if not items or not all(isinstance(i, str) and i for i in items):
+        raise ValueError('must be a non-empty list of strings such as ["ecs.gn5-c4g1.xlarge"]')
+    return tuple(items)
+
+
+def _list(raw: Any) -> list:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = [s.strip() for s in raw.split(",") if s.strip()]
+    if not isinstance(raw, list):
+        raise ValueError("must be a list")
+    return raw
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_map(raw: Any) -> dict[str, str]:
+    """Kubernetes labels (apimachinery validation: qualified-name keys, <= 63-char values)."""
+    rule = 'must be a non-empty map of Kubernetes labels such as {"train": "mnist"}'
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ValueError(rule) from None
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(rule)
+    labels: dict[str, str] = {}
+    for key, value in raw.items():
+        value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        prefix, _, name = key.rpartition("/")
+        if (not _LABEL_NAME.match(name) or len(name) > 63
+                or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))
+                or not isinstance(value, str)
+                or len(value) > 63 or (value and not _LABEL_NAME.match(value))):
+            raise ValueError(rule)
+        labels[key] = value
+    return labels
+
+
+def optional_positive_int(raw: Any) -> Optional[int]:
+    return None if raw in (None, "") else integer(1)(raw)
+
+
+# --- the keys ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key.
+
+    Attributes:
+        name: key within the project namespace, dotted like the chart's values
+            (``worker.number``); users set it flat or with ``--path``.
+        default: used when the key is absent in both forms; a parsed value.
+        parse: raw value -> typed value, raising ValueError(rule).
+        fix: the value the fix command suggests.
+        schema_type: the Pulumi.yaml ``config:`` type, or None where the schema cannot express
+            the key (no float or object type there).
+        description: one line for Pulumi.yaml.
+    """
+
+    name: str
+    default: Any
+    parse: Parser
+    fix: str
+    schema_type: Optional[str]
+    description: str
+
+
+KEYS: tuple[Key, ...] = (
+    # The chart's keys with the chart's (GPU example) values.
+    Key("worker.number", 2, integer(1), "2", "integer", "Number of worker tasks."),
+    Key("worker.gpuCount", 1, integer(0), "1", "integer",
+        "GPUs per worker (nvidia.com/gpu); 0 runs workers on the CPU node pool."),
+    Key("worker.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}", None,
+        "Worker image; default <imageRegistry>/trainer:2.21.0-gpu (or -cpu when gpuCount is 0)."),
+    Key("worker.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",
+        "Worker image pull policy."),
+    Key("worker.port", 8000, integer(1, 65535), "8000", "integer", "gRPC port of worker and chief tasks."),
+    Key("worker.cpu", "2", quantity, "2", "string", "CPU request of each worker."),
+    Key("worker.memory", "8Gi", quantity, "8Gi", "string", "Memory request and limit of each worker."),
+    Key("ps.number", 2, integer(0), "2", "integer",
+        "Number of parameter servers; 0 trains the workers synchronously."),
+    Key("ps.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}", None,
+        "CPU trainer image for ps, chief and data staging; default <imageRegistry>/trainer:2.21.0-cpu."),
+    Key("ps.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",
+        "ps and chief image pull policy."),
+    Key("ps.port", 9000, integer(1, 65535), "9000", "integer", "gRPC port of ps tasks."),
+    Key("ps.cpu", "1", quantity, "1", "string", "CPU request of each ps and the chief."),
+    Key("ps.memory", "2Gi", quantity, "2Gi", "string", "Memory request and limit of each ps and the chief."),
+    Key("hyperparams.epochs", 100, integer(1), "100", "integer", "Training epochs."),
+    Key("hyperparams.batchsize", 20, integer(1), "20", "integer", "Batch size per worker step."),
+    Key("hyperparams.learningrate", 0.001, positive_number, "0.001", None, "Learning rate (> 0)."),
+    Key("tensorboard.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}", None,
+        "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0."),
+    Key("tensorboard.serviceType", "LoadBalancer", one_of(SERVICE_TYPES), "LoadBalancer", "string",
+        "TensorBoard Service type."),
+    Key("tensorboard.addressType", "internet", one_of(ADDRESS_TYPES), "intranet", "string",
+        "ACK load balancer address type (internet or intranet)."),
+    Key("tensorboard.allowedSourceRanges", (), cidr_list, '["203.0.113.0/24"]', None,
+        "Source CIDRs allowed to reach TensorBoard's load balancer (ACK ACL); empty = everyone."),
+    Key("mountPath", "/data", absolute_path, "/data", "string",
+        "Where the shared NAS volume is mounted in every pod."),
+    Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
+    Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, '\'{"train": "mnist"}\'', None,
+        "Labels on the PV that the PVC selects."),
+    # Names and images.
+    Key("namePrefix", "mnist", dns_label, "mnist", "string",
+        "Prefix of every object name (two stacks can share a namespace)."),
+    Key("namespace", "default", namespace, "default", "string", "Kubernetes namespace of the run."),
+    Key("createNamespace", False, boolean, "true", "boolean",
+        "Create the namespace (leave false when it exists or other stacks share it)."),
+    Key("imageRegistry", DEFAULT_REGISTRY, registry, DEFAULT_REGISTRY, "string",
+        "Registry holding the trainer and tensorboard images built from docker/."),
+    Key("job.backoffLimit", 4, integer(0), "4", "integer", "Pod retries of each task's Job."),
+    Key("job.waitForChief", False, boolean, "true", "boolean",
+        "Make `pulumi up` wait until the chief's Job completes."),
+    Key("job.waitTimeoutMinutes", 180, integer(1), "180", "integer",
+        "How long `pulumi up` waits for the chief when job.waitForChief is true."),
+    # Cloud layer.
+    Key("zone", None, optional_string, "cn-hangzhou-i", None,
+        "Zone of the vSwitch (required when the stack creates the vSwitch)."),
+    Key("vpc.id", None, optional_string, "vpc-xxxxxxxx", None, "Existing VPC to create the vSwitch in."),
+    Key("vpc.cidr", "192.168.0.0/16", cidr, "192.168.0.0/16", "string", "CIDR of a new VPC."),
+    Key("vswitch.id", None, optional_string, "vsw-xxxxxxxx", None,
+        "Existing vSwitch for nodes and the NAS mount target (set vswitch.cidr to its CIDR)."),
+    Key("vswitch.cidr", "192.168.0.0/20", cidr, "192.168.0.0/20", "string",
+        "CIDR of the node vSwitch; the NAS access rule authorises it."),
+    Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
+    Key("cluster.version", None, optional_string, "1.33.3-aliyun.1", None,
+        "Kubernetes version of a new cluster; default the newest."),
+    Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string", "Flannel pod CIDR."),
+    Key("cluster.serviceCidr", "172.21.0.0/20", cidr, "172.21.0.0/20", "string", "Service CIDR."),
+    Key("cluster.apiServerPublic", True, boolean, "true", "boolean",
+        "Expose the API server on an internet load balancer (Pulumi must reach it)."),
+    Key("kubeconfig", None, optional_string, "~/.kube/config", None,
+        "Skip the cloud layer and deploy into the cluster of this kubeconfig (path or content)."),
+    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), string_list, '["ecs.gn5-c4g1.xlarge"]', None,
+        "GPU instance types, tried in order."),
+    Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
+        "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
+    Key("gpuPool.size", None, optional_positive_int, "2", None,
+        "GPU nodes; default ceil(worker.number x worker.gpuCount / gpuPool.gpusPerInstance)."),
+    Key("gpuPool.autoscaling", False, boolean, "true", "boolean",
+        "Autoscale the GPU pool between 0 and gpuPool.size nodes."),
+    Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
+        "cloud_efficiency", "string", "System disk category of GPU nodes (GN5: no ESSD)."),
+    Key("gpuPool.systemDiskSize", 120, integer(40, 2048), "120", "integer", "System disk GiB of GPU nodes."),
+    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), string_list, '["ecs.g6.xlarge"]', None,
+        "CPU instance types for ps, chief, TensorBoard (and CPU workers)."),
+    Key("cpuPool.size", 2, integer(1), "2", "integer", "CPU nodes."),
+    Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
+        "cloud_essd", "string", "System disk category of CPU nodes."),
+    Key("nodePools.keyName", None, optional_string, "my-key-pair", None, "ECS key pair for node login."),
+    Key("nas.storageType", "Performance", one_of(NAS_STORAGE_TYPES), "Performance", "string",
+        "Standard NAS storage type."),
+    Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
+        "Keep the NAS file system (and its data) when the stack is destroyed."),
+    Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),
+    Key("nas.mountTargetDomain", None, optional_string, "xxxx.cn-hangzhou.nas.aliyuncs.com", None,
+        "Existing NAS mount target (with kubeconfig: the stack then creates no NAS)."),
+)
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+
+
+# --- typed settings ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """One task type's container settings (image already resolved)."""
+
+    image: str
+    image_pull_policy: str
+    port: int
+    cpu: str
+    memory: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated configuration of one stack.
+
+    ``replicas`` always has one chief (the coordinator) beside ``ps.number`` ps and
+    ``worker.number`` workers (team contract).
+    """
+
+    project: str
+    stack: str
+    name_prefix: str
+    namespace: str
+    create_namespace: bool
+    replicas: cs.Replicas
+    worker: TaskSettings
+    gpu_count: int
+    ps: TaskSettings
+    chief: TaskSettings
+    staging_image: str
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    mount_path: str
+    storage: str
+    match_labels: Mapping[str, str]
+    tensorboard_image: str
+    tensorboard_service_type: str
+    tensorboard_address_type: str
+    tensorboard_source_ranges: tuple[str, ...]
+    backoff_limit: int
+    wait_for_chief: bool
+    wait_timeout_minutes: int
+    # cloud
+    create_cloud: bool
+    zone: Optional[str]
+    vpc_id: Optional[str]
+    vpc_cidr: str
+    vswitch_id: Optional[str]
+    vswitch_cidr: str
+    cluster_id: Optional[str]
+    cluster_version: Optional[str]
+    pod_cidr: str
+    service_cidr: str
+    api_server_public: bool
+    kubeconfig: Optional[str]
+    gpu_instance_types: tuple[str, ...]
+    gpus_per_instance: int
+    gpu_pool_size: int
+    gpu_autoscaling: bool
+    gpu_system_disk_category: str
+    gpu_system_disk_size: int
+    cpu_instance_types: tuple[str, ...]
+    cpu_pool_size: int
+    cpu_system_disk_category: str
+    key_name: Optional[str]
+    nas_storage_type: str
+    nas_retain: bool
+    nas_path: str
+    nas_mount_target_domain: Optional[str]
+    ports: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def data_dir(self) -> str:
+        """Where staging puts MNIST and the trainer reads it (team contract)."""
+        return f"{self.mount_path}/mnist"
+
+    @property
+    def log_dir(self) -> str:
+        """Trainer --log_dir and TensorBoard --logdir (team contract)."""
+        return f"{self.mount_path}/runs/{self.name_prefix}"
+
+    @property
+    def uses_gpu_pool(self) -> bool:
+        return self.gpu_count > 0 and self.create_node_pools
+
+    @property
+    def create_node_pools(self) -> bool:
+        return self.kubeconfig is None
+
+
+class _RawConfig:
+    """Reads a key in both forms the CLI stores.
+
+    `pulumi config set worker.number 4` stores the flat key ``tf-mnist:worker.number`` = "4";
+    `pulumi config set --path worker.number 4` stores ``tf-mnist:worker`` = {"number": 4}.
+    The flat key wins when both exist: the CLI writes Pulumi.yaml's defaults through the
+    structured form, so a structured value beside a flat one may be a default, never the user's
+    latest word.
+    """
+
+    def __init__(self, config: pulumi.Config) -> None:
+        self._config = config
+
+    def get(self, name: str) -> Any:
+        flat = self._config.get(name)
+        if flat is not None:
+            return flat
+        head, *path = name.split(".")
+        if not path:
+            return None
+        raw = self._config.get(head)
+        if raw is None:
+            return None
+        try:
+            node: Any = json.loads(raw)
+        except ValueError:
+            return None
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+def _show(raw: Any) -> str:
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (dict, list)):
+        return json.dumps(raw, separators=(",", ":"))
+    return str(raw)
+
+
+def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str) -> str:
+    """One violation in Pulumi's own wording: key, value, rule, then the fix command."""
+    return (f"Configuration '{PROJECT}:{key}' value '{_show(raw)}' is invalid: {rule}.\n"
+            f"    fix: pulumi config set {fix_key} {fix_value}")
+
+
+def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None) -> Settings:
+    """Read and validate the whole stack configuration.
+
+    Args:
+        config: the ``tf-mnist`` config bag (default ``pulumi.Config("tf-mnist")``).
+        stack: the stack name (default ``pulumi.get_stack()``), used in cloud resource names.
+
+    Returns:
+        The frozen Settings.
+
+    Raises:
+        ConfigError: listing every invalid key at once, each with key, value, rule and fix.
+    """
+    raw_config = _RawConfig(config or pulumi.Config(PROJECT))
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    raws: dict[str, Any] = {}
+    for key in KEYS:
+        raw = raw_config.get(key.name)
+        raws[key.name] = raw
+        if raw is None:
+            values[key.name] = key.default
+            continue
+        try:
+            values[key.name] = key.parse(raw)
+        except ValueError as error:
+            problems.append(violation(key.name, raw, str(error), key.name, key.fix))
+            values[key.name] = key.default
+
+    def bad(name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None) -> None:
+        problems.append(violation(name, raws[name] if raws[name] is not None else values[name], rule,
+                                  fix_key or name, fix_value or KEYS_BY_NAME[fix_key or name].fix))
+
+    v = values
+    if v["ps.port"] == v["worker.port"]:
+        bad("ps.port", f"must differ from worker.port ({v['worker.port']})", "ps.port",
+            str(v["worker.port"] + 1000 if v["worker.port"] <= 64535 else v["worker.port"] - 1000))
+    kubeconfig = v["kubeconfig"]
+    create_network = kubeconfig is None and v["vswitch.id"] is None
+    if create_network and v["cluster.id"] is not None:
+        bad("cluster.id", "needs vswitch.id (and vswitch.cidr) of the cluster's node vSwitch",
+            "vswitch.id", KEYS_BY_NAME["vswitch.id"].fix)
+    if create_network and not v["zone"]:
+        problems.append(
+            f"Configuration '{PROJECT}:zone' is missing: required when the stack creates the vSwitch.\n"
+            f"    fix: pulumi config set zone {KEYS_BY_NAME['zone'].fix}")
+    if kubeconfig is not None and v["nas.mountTargetDomain"] is None:
+        problems.append(
+            f"Configuration '{PROJECT}:nas.mountTargetDomain' is missing: required with kubeconfig "
+            "(the stack then creates no NAS).\n"
+            f"    fix: pulumi config set nas.mountTargetDomain {KEYS_BY_NAME['nas.mountTargetDomain'].fix}")
+    if create_network and v["vpc.id"] is None:
+        vpc = ipaddress.IPv4Network(v["vpc.cidr"])
+        if not ipaddress.IPv4Network(v["vswitch.cidr"]).subnet_of(vpc):
+            bad("vswitch.cidr", f"must lie inside vpc.cidr ({v['vpc.cidr']})")
+    if kubeconfig is None and v["cluster.id"] is None:
+        node_cidrs = {"vpc.cidr": v["vpc.cidr"]} if v["vpc.id"] is None and create_network else {}
+        node_cidrs["vswitch.cidr"] = v["vswitch.cidr"]
+        for name in ("cluster.podCidr", "cluster.serviceCidr"):
+            for other, other_cidr in [*node_cidrs.items(),
+                                      *([("cluster.podCidr", v["cluster.podCidr"])]
+                                        if name == "cluster.serviceCidr" else [])]:
+                if ipaddress.IPv4Network(v[name]).overlaps(ipaddress.IPv4Network(other_cidr)):
+                    bad(name, f"must not overlap {other} ({other_cidr})")
+                    break
+
+    registry_ = v["imageRegistry"]
+    cpu_image = v["ps.image"] or f"{registry_}/{TRAINER_CPU_TAG}"
+    worker_image = v["worker.image"] or (f"{registry_}/{TRAINER_GPU_TAG}" if v["worker.gpuCount"] > 0
+                                         else cpu_image)
+    ports = {"chief": v["worker.port"], "worker": v["worker.port"], "ps": v["ps.port"]}
+    replicas = cs.Replicas(chief=1, worker=v["worker.number"], ps=v["ps.number"])
+    # The longest object name must still be a DNS label: checked through the shared module.
+    try:
+        cs.kubernetes_cluster_spec(v["namePrefix"], v["namespace"], replicas, ports)
+    except cs.ClusterSpecError as error:
+        bad("namePrefix", f"gives invalid task names ({error})", "namePrefix", "mnist")
+
+    if problems:
+        raise ConfigError(problems)
+
+    gpu_size = v["gpuPool.size"]
+    if gpu_size is None:
+        gpu_size = max(1, math.ceil(v["worker.number"] * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
+    ps_task = TaskSettings(cpu_image, v["ps.imagePullPolicy"], v["ps.port"], v["ps.cpu"], v["ps.memory"])
+    return Settings(
+        project=PROJECT,
+        stack=stack or pulumi.get_stack(),
+        name_prefix=v["namePrefix"],
+        namespace=v["namespace"],
+        create_namespace=v["createNamespace"],
+        replicas=replicas,
+        worker=TaskSettings(worker_image, v["worker.imagePullPolicy"], v["worker.port"], v["worker.cpu"],
+                            v["worker.memory"]),
+        gpu_count=v["worker.gpuCount"],
+        ps=ps_task,
+        chief=TaskSettings(cpu_image, v["ps.imagePullPolicy"], v["worker.port"], v["ps.cpu"], v["ps.memory"]),
+        staging_image=cpu_image,
+        epochs=v["hyperparams.epochs"],
+        batch_size=v["hyperparams.batchsize"],
+        learning_rate=v["hyperparams.learningrate"],
+        mount_path=v["mountPath"],
+        storage=v["persistence.pvc.storage"],
+        match_labels=dict(v["persistence.pvc.matchLabels"]),
+        tensorboard_image=v["tensorboard.image"] or f"{registry_}/{TENSORBOARD_TAG}",
+        tensorboard_service_type=v["tensorboard.serviceType"],
+        tensorboard_address_type=v["tensorboard.addressType"],
+        tensorboard_source_ranges=tuple(v["tensorboard.allowedSourceRanges"]),
+        backoff_limit=v["job.backoffLimit"],
+        wait_for_chief=v["job.waitForChief"],
+        wait_timeout_minutes=v["job.waitTimeoutMinutes"],
+        create_cloud=kubeconfig is None,
+        zone=v["zone"],
+        vpc_id=v["vpc.id"],
+        vpc_cidr=v["vpc.cidr"],
+        vswitch_id=v["vswitch.id"],
+        vswitch_cidr=v["vswitch.cidr"],
+        cluster_id=v["cluster.id"],
+        cluster_version=v["cluster.version"],
+        pod_cidr=v["cluster.podCidr"],
+        service_cidr=v["cluster.serviceCidr"],
+        api_server_public=v["cluster.apiServerPublic"],
+        kubeconfig=kubeconfig,
+        gpu_instance_types=tuple(v["gpuPool.instanceTypes"]),
+        gpus_per_instance=v["gpuPool.gpusPerInstance"],
+        gpu_pool_size=gpu_size,
+        gpu_autoscaling=v["gpuPool.autoscaling"],
+        gpu_system_disk_category=v["gpuPool.systemDiskCategory"],
+        gpu_system_disk_size=v["gpuPool.systemDiskSize"],
+        cpu_instance_types=tuple(v["cpuPool.instanceTypes"]),
+        cpu_pool_size=v["cpuPool.size"],
+        cpu_system_disk_category=v["cpuPool.systemDiskCategory"],
+        key_name=v["nodePools.keyName"],
+        nas_storage_type=v["nas.storageType"],
+        nas_retain=v["nas.retainOnDestroy"],
+        nas_path=v["nas.path"],
+        nas_mount_target_domain=v["nas.mountTargetDomain"],
+        ports=ports,
+    )
+
+
+def project_config_schema() -> dict[str, dict[str, Any]]:
+    """The ``config:`` section of Pulumi.yaml, derived from KEYS (tests keep the file equal).
+
+    Only keys the schema can express (string, integer, boolean) are declared, each with its
+    default: a declared key without one is *required* by the CLI.
+    """
+    return {k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
+            for k in KEYS if k.schema_type is not None}

@@ -1,0 +1,254 @@
+"""Runs the whole Pulumi program under Pulumi's mock engine and records what it registers.
+
+``run_program(config)`` re-runs ``infra.program.run()`` from scratch with the given config (in
+the form the CLI hands a program: ``{"tf-mnist:worker.number": "4"}`` for flat keys,
+``{"tf-mnist:worker": '{"number": 4}'}`` for structured ones) and returns every resource
+registration (type, name, engine-form camelCase inputs, dependencies, options), the invokes
+made, and the stack outputs once resolved.
+
+``Checks`` counts assertions that run inside ``apply`` callbacks, so an assertion that never
+ran (an unknown output under preview) fails the test instead of passing vacuously.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT = "tf-mnist"
+
+#: What the mock cloud answers for outputs the program reads.
+MOUNT_TARGET_DOMAIN = "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"
+CLUSTER_ID = "c0123456789abcdef0123456789abcdef"
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# mock credential\n"
+LOAD_BALANCER_IP = "203.0.113.10"
+CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
+
+
+@dataclass
+class Registration:
+    """One RegisterResource call as the engine sees it."""
+
+    urn: str
+    type: str
+    name: str
+    inputs: dict
+    custom: bool
+    parent: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    provider: str
+    retain_on_delete: bool
+    delete_before_replace: bool
+
+
+@dataclass
+class Run:
+    """What one program run registered, invoked and exported."""
+
+    registrations: list[Registration] = field(default_factory=list)
+    calls: list[pulumi_mocks.MockCallArgs] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: Optional[BaseException] = None
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def one(self, type_: str, name: str) -> Registration:
+        found = [r for r in self.registrations if r.type == type_ and r.name == name]
+        assert len(found) == 1, f"expected one {type_} named {name!r}, found {len(found)}: " + \
+            ", ".join(sorted(r.name for r in self.of_type(type_)))
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.registrations if r.urn == urn)
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def __init__(self, run: Run, preview: bool) -> None:
+        self.run = run
+        self.preview = preview
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs):
+        state = dict(args.inputs)
+        if self.preview:
+            # A preview before creation: no ids, no computed outputs.
+            return "", state
+        if args.typ == "alicloud:cs/managedKubernetes:ManagedKubernetes":
+            return CLUSTER_ID, state
+        if args.typ == "alicloud:nas/mountTarget:MountTarget":
+            state["mountTargetDomain"] = MOUNT_TARGET_DOMAIN
+        if args.typ == "kubernetes:core/v1:Service" and state.get("spec", {}).get("type") == "LoadBalancer":
+            state["status"] = {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi_mocks.MockCallArgs):
+        self.run.calls.append(args)
+        if args.token == CREDENTIAL_TOKEN:
+            return {"clusterId": args.args.get("clusterId"), "kubeConfig": KUBECONFIG}
+        raise AssertionError(f"unexpected invoke {args.token}: the program must call no other data source")
+
+
+class _Monitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: _Mocks) -> None:
+        super().__init__(mocks)
+        self.run = mocks.run
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.run.registrations.append(Registration(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                inputs=rpc.deserialize_properties(request.object),
+                custom=request.custom,
+                parent=request.parent,
+                dependencies=list(request.dependencies),
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                provider=request.provider,
+                retain_on_delete=request.retainOnDelete,
+                delete_before_replace=request.deleteBeforeReplace,
+            ))
+        return response
+
+
+def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev") -> Run:
+    """Run ``infra.program.run()`` once under fresh mocks.
+
+    Args:
+        config: full config keys ("tf-mnist:worker.number") -> string values, as the CLI
+            passes them (objects as JSON strings).
+        preview: run as a preview: resources get no ids and no computed outputs.
+
+    Returns:
+        The Run; ``error`` holds an exception the program raised (nothing else is caught).
+    """
+    run = Run()
+    mocks = _Mocks(run, preview)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
+    pulumi.runtime.set_all_config(dict(config), [])
+
+    from infra import program, settings
+
+    def program_body():
+        try:
+            outputs = program.run()
+        except settings.ConfigError as error:
+            run.error = error
+            return None
+
+        def keep(values: dict) -> None:
+            run.outputs.update(values)
+
+        return pulumi.Output.all(**{k: v for k, v in outputs.items()}).apply(keep)
+
+    pulumi.runtime.test(program_body)()
+    return run
+
+
+# --- configuration in the CLI's forms -----------------------------------------------------
+
+
+def stack_config(stack: str = "dev") -> dict[str, Any]:
+    """The ``config:`` map of Pulumi.<stack>.yaml, values as YAML gives them."""
+    return yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+
+def project_defaults() -> dict[str, Any]:
+    """Pulumi.yaml's ``config:`` defaults: key -> default."""
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    return {k: v["default"] for k, v in project.get("config", {}).items() if "default" in v}
+
+
+def engine_form(config: dict[str, Any]) -> dict[str, str]:
+    """Stack-file values to what the program receives: scalars as strings, objects as JSON."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, (dict, list)):
+            out[key] = json.dumps(value)
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = str(value)
+    return out
+
+
+def with_cli_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """Apply Pulumi.yaml defaults the way the CLI does (pulumi/sdk workspace mergeConfig).
+
+    Each project key is looked up *as a path* (``worker.number`` -> ``tf-mnist:worker`` ->
+    ``number``); when absent it is written through the same path, i.e. into the structured
+    object, even when a flat ``tf-mnist:worker.number`` exists.
+    """
+    merged = json.loads(json.dumps(config))
+    for key, default in project_defaults().items():
+        head, *path = key.split(".")
+        full = f"{PROJECT}:{head}"
+        if not path:
+            merged.setdefault(full, default)
+            continue
+        node = merged.setdefault(full, {})
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node.setdefault(path[-1], default)
+    return merged
+
+
+def flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """Structured project keys to flat dotted keys (what `pulumi config set a.b v` stores).
+
+    Label maps stay objects below ``matchLabels``: a flat key holds one value.
+    """
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and not prefix.endswith("matchLabels"):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}", v)
+        else:
+            out[prefix] = value
+
+    for key, value in config.items():
+        if key.startswith(f"{PROJECT}:") and isinstance(value, dict):
+            walk(key, value)
+        else:
+            out[key] = value
+    return out
+
+
+# --- assertions that must run ---------------------------------------------------------------
+
+
+class Checks:
+    """Counts assertions made inside Output callbacks; ``verify()`` fails on any that never ran.
+
+    Usage: ``checks.on(output, "label", lambda value: ...)`` then, after the program finished,
+    ``checks.verify()``.
+    """
+
+    def __init__(self) -> None:
+        self.expected: list[str] = []
+        self.ran: list[str] = []
+
+    def on(self, output: pulumi.Output, label: str, check: Callable[[Any], None]) -> pulumi.Output:
+        self.expected.append(label)
+
+        def run_check(value: Any) -> None:
+            check(value)
+            self.ran.append(label)
+
+        return output.apply(run_check)
+
+    def verify(self) -> None:
+        missing = [label for label in self.expected if label not in self.ran]
+        assert not missing, f"assertions that never ran (unknown outputs?): {missing}"
+        assert self.expected, "no assertion was registered"
