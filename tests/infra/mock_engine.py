@@ -57,6 +57,7 @@ class Run:
     registrations: list[Registration] = field(default_factory=list)
     calls: list[pulumi_mocks.MockCallArgs] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: dict[str, bool] = field(default_factory=dict)
     error: Optional[BaseException] = None
 
     def of_type(self, type_: str) -> list[Registration]:
@@ -146,13 +147,44 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
             run.error = error
             return None
 
+        async def secrecy() -> None:
+            for name, value in outputs.items():
+                run.secret_outputs[name] = isinstance(value, pulumi.Output) and await value.is_secret()
+
         def keep(values: dict) -> None:
             run.outputs.update(values)
 
-        return pulumi.Output.all(**{k: v for k, v in outputs.items()}).apply(keep)
+        return pulumi.Output.all(pulumi.Output.from_input(secrecy()),
+                                 pulumi.Output.all(**outputs).apply(keep))
 
     pulumi.runtime.test(program_body)()
     return run
+
+
+_SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def is_secret_value(value: Any) -> bool:
+    """True for an engine-form secret (``{<secret signature>: ..., "value": ...}``)."""
+    return isinstance(value, dict) and _SECRET_SIG in value
+
+
+def to_manifest(inputs: Any) -> Any:
+    """Engine-form Kubernetes inputs to a plain manifest.
+
+    The engine's wire format (protobuf Struct) carries every number as a double and wraps
+    secrets; Kubernetes wants integers where it says integer. Integral floats become ints,
+    secrets their values.
+    """
+    if is_secret_value(inputs):
+        return to_manifest(inputs["value"])
+    if isinstance(inputs, dict):
+        return {k: to_manifest(v) for k, v in inputs.items()}
+    if isinstance(inputs, list):
+        return [to_manifest(v) for v in inputs]
+    if isinstance(inputs, float) and inputs.is_integer():
+        return int(inputs)
+    return inputs
 
 
 # --- configuration in the CLI's forms -----------------------------------------------------
