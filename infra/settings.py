@@ -142,8 +142,10 @@ def quantity(raw: Any) -> str:
 # Image reference grammar of github.com/distribution/reference (reference.go):
 # [domain[:port]/]path[:tag][@digest], path components lowercase.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
-_DOMAIN = (r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-           r"(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?)")
+_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+# As in the reference implementation, a first segment is a registry host only when it has a
+# dot or a port, or is localhost; otherwise it is a (lowercase) path component.
+_DOMAIN = (rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABEL}:[0-9]+)")
 _IMAGE = re.compile(
     rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
@@ -270,6 +272,8 @@ class Key:
         schema_type: the Pulumi.yaml ``config:`` type, or None where the schema cannot express
             the key (no float or object type there).
         description: one line for Pulumi.yaml.
+        fix_key: what the fix command sets, when not the key itself (``--path`` for lists and
+            maps, which a flat key cannot hold as such).
     """
 
     name: str
@@ -278,6 +282,7 @@ class Key:
     fix: str
     schema_type: Optional[str]
     description: str
+    fix_key: Optional[str] = None
 
 
 KEYS: tuple[Key, ...] = (
@@ -310,13 +315,14 @@ KEYS: tuple[Key, ...] = (
         "TensorBoard Service type."),
     Key("tensorboard.addressType", "internet", one_of(ADDRESS_TYPES), "intranet", "string",
         "ACK load balancer address type (internet or intranet)."),
-    Key("tensorboard.allowedSourceRanges", (), cidr_list, '["203.0.113.0/24"]', None,
-        "Source CIDRs allowed to reach TensorBoard's load balancer (ACK ACL); empty = everyone."),
+    Key("tensorboard.allowedSourceRanges", (), cidr_list, "203.0.113.0/24", None,
+        "Source CIDRs allowed to reach TensorBoard's load balancer (ACK ACL); empty = everyone.",
+        "--path 'tensorboard.allowedSourceRanges[0]'"),
     Key("mountPath", "/data", absolute_path, "/data", "string",
         "Where the shared NAS volume is mounted in every pod."),
     Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
-    Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, '\'{"train": "mnist"}\'', None,
-        "Labels on the PV that the PVC selects."),
+    Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, "mnist", None,
+        "Labels on the PV that the PVC selects.", "--path persistence.pvc.matchLabels.train"),
     # Names and images.
     Key("namePrefix", "mnist", dns_label, "mnist", "string",
         "Prefix of every object name (two stacks can share a namespace)."),
@@ -348,8 +354,8 @@ KEYS: tuple[Key, ...] = (
         "Expose the API server on an internet load balancer (Pulumi must reach it)."),
     Key("kubeconfig", None, optional_string, "~/.kube/config", None,
         "Skip the cloud layer and deploy into the cluster of this kubeconfig (path or content)."),
-    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), string_list, '["ecs.gn5-c4g1.xlarge"]', None,
-        "GPU instance types, tried in order."),
+    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), string_list, "ecs.gn5-c4g1.xlarge", None,
+        "GPU instance types, tried in order.", "--path 'gpuPool.instanceTypes[0]'"),
     Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
         "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
     Key("gpuPool.size", None, optional_positive_int, "2", None,
@@ -359,8 +365,8 @@ KEYS: tuple[Key, ...] = (
     Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
         "cloud_efficiency", "string", "System disk category of GPU nodes (GN5: no ESSD)."),
     Key("gpuPool.systemDiskSize", 120, integer(40, 2048), "120", "integer", "System disk GiB of GPU nodes."),
-    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), string_list, '["ecs.g6.xlarge"]', None,
-        "CPU instance types for ps, chief, TensorBoard (and CPU workers)."),
+    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), string_list, "ecs.g6.xlarge", None,
+        "CPU instance types for ps, chief, TensorBoard (and CPU workers).", "--path 'cpuPool.instanceTypes[0]'"),
     Key("cpuPool.size", 2, integer(1), "2", "integer", "CPU nodes."),
     Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
         "cloud_essd", "string", "System disk category of CPU nodes."),
@@ -547,7 +553,7 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         try:
             values[key.name] = key.parse(raw)
         except ValueError as error:
-            problems.append(violation(key.name, raw, str(error), key.name, key.fix))
+            problems.append(violation(key.name, raw, str(error), key.fix_key or key.name, key.fix))
             values[key.name] = key.default
 
     def bad(name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None) -> None:

@@ -1,0 +1,183 @@
+"""Configuration: both CLI forms, Pulumi.yaml in step with the code, and every bad value
+reported at once, exactly, before any resource is registered."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+import yaml
+
+import mock_engine as me
+from infra import settings as st
+
+HEADER_1 = "1 invalid configuration value; nothing was deployed:"
+
+
+def _line(key: str, value: str, rule: str, fix: str) -> str:
+    return (f"Configuration 'tf-mnist:{key}' value '{value}' is invalid: {rule}.\n"
+            f"    fix: pulumi config set {fix}")
+
+
+BAD = [
+    # (key, value as the CLI stores a flat key, rule, fix command arguments)
+    ("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
+    ("worker.number", "0", "must be an integer >= 1", "worker.number 2"),
+    ("worker.number", "-1", "must be an integer >= 1", "worker.number 2"),
+    ("worker.number", "4.5", "must be an integer >= 1", "worker.number 2"),
+    ("worker.gpuCount", "-1", "must be an integer >= 0", "worker.gpuCount 1"),
+    ("worker.gpuCount", "1.5", "must be an integer >= 0", "worker.gpuCount 1"),
+    ("worker.port", "0", "must be an integer between 1 and 65535", "worker.port 8000"),
+    ("worker.port", "65536", "must be an integer between 1 and 65535", "worker.port 8000"),
+    ("ps.port", "70000", "must be an integer between 1 and 65535", "ps.port 9000"),
+    ("ps.port", "8000", "must differ from worker.port (8000)", "ps.port 9000"),
+    ("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 20"),
+    ("hyperparams.learningrate", "0", "must be a number > 0", "hyperparams.learningrate 0.001"),
+    ("hyperparams.learningrate", "-0.01", "must be a number > 0", "hyperparams.learningrate 0.001"),
+    ("hyperparams.learningrate", "fast", "must be a number > 0", "hyperparams.learningrate 0.001"),
+    ("hyperparams.learningrate", "nan", "must be a number > 0", "hyperparams.learningrate 0.001"),
+    ("hyperparams.epochs", "0", "must be an integer >= 1", "hyperparams.epochs 100"),
+    ("persistence.pvc.storage", "5 GB", "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)",
+     "persistence.pvc.storage 5Gi"),
+    ("persistence.pvc.matchLabels", "{}",
+     'must be a non-empty map of Kubernetes labels such as {"train": "mnist"}',
+     "--path persistence.pvc.matchLabels.train mnist"),
+    ("worker.image", "Registry.example.com/Trainer:latest!",
+     "must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu",
+     "worker.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu"),
+    ("ps.image", "trainer:", "must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu",
+     "ps.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"),
+    ("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
+     "tensorboard.serviceType LoadBalancer"),
+]
+
+
+@pytest.mark.parametrize("key,value,rule,fix", BAD, ids=[f"{k}={v}" for k, v, _, _ in BAD])
+def test_bad_value_gives_its_exact_message_and_registers_nothing(dev_config, key, value, rule, fix):
+    config = {**dev_config, f"tf-mnist:{key}": value}  # a flat key beside the structured dev config
+    run = me.run_program(config)
+    assert isinstance(run.error, st.ConfigError)
+    assert isinstance(run.error, pulumi.RunError)
+    assert str(run.error) == f"{HEADER_1}\n{_line(key, value, rule, fix)}"
+    assert run.registrations == []
+    assert run.calls == []
+
+
+def test_bad_structured_value_is_reported_as_the_cli_stored_it(dev_config):
+    worker = json.loads(dev_config["tf-mnist:worker"])
+    worker["number"] = -1  # `pulumi config set --path worker.number -- -1` stores an integer
+    run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker)})
+    assert str(run.error) == f"{HEADER_1}\n{_line('worker.number', '-1', 'must be an integer >= 1', 'worker.number 2')}"
+    assert run.registrations == []
+
+
+def test_every_violation_is_reported_at_once_in_key_order(dev_config):
+    config = {**dev_config, "tf-mnist:worker.number": "four", "tf-mnist:hyperparams.batchsize": "0",
+              "tf-mnist:tensorboard.serviceType": "External", "tf-mnist:persistence.pvc.storage": "5 GB"}
+    run = me.run_program(config)
+    assert str(run.error) == "\n".join([
+        "4 invalid configuration values; nothing was deployed:",
+        _line("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
+        _line("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 20"),
+        _line("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
+              "tensorboard.serviceType LoadBalancer"),
+        _line("persistence.pvc.storage", "5 GB",
+              "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)", "persistence.pvc.storage 5Gi"),
+    ])
+    assert run.registrations == []
+
+
+def test_missing_zone_when_the_stack_creates_the_vswitch(dev_config):
+    config = {k: v for k, v in dev_config.items() if k != "tf-mnist:zone"}
+    run = me.run_program(config)
+    assert str(run.error) == (
+        f"{HEADER_1}\nConfiguration 'tf-mnist:zone' is missing: required when the stack creates the vSwitch.\n"
+        "    fix: pulumi config set zone cn-hangzhou-i")
+    assert run.registrations == []
+
+
+def _topology(run: me.Run) -> list:
+    return sorted((r.type, r.name, json.dumps(r.inputs, sort_keys=True), tuple(sorted(r.dependencies)))
+                  for r in run.registrations)
+
+
+def test_flat_and_path_config_give_the_same_topology():
+    structured = me.stack_config("dev")
+    flat = me.flatten(structured)
+    assert "tf-mnist:worker.number" in flat and "tf-mnist:worker" not in flat
+    assert flat["tf-mnist:persistence.pvc.matchLabels"] == {"train": "mnist"}
+    changed = {"tf-mnist:worker.number": 4, "tf-mnist:ps.number": 1}
+    by_path = dict(structured)
+    by_path["tf-mnist:worker"] = {**structured["tf-mnist:worker"], "number": 4}
+    by_path["tf-mnist:ps"] = {**structured["tf-mnist:ps"], "number": 1}
+    runs = [me.run_program(me.engine_form(me.with_cli_defaults(c))) for c in ({**flat, **changed}, by_path)]
+    assert all(r.error is None for r in runs)
+    assert len(runs[0].of_type("kubernetes:batch/v1:Job")) == 1 + 4 + 1 + 1
+    assert _topology(runs[0]) == _topology(runs[1])
+
+
+def test_flat_key_wins_over_the_default_the_cli_writes_through_the_path():
+    # The CLI fills Pulumi.yaml's default worker.number=2 into tf-mnist:worker even when the
+    # flat tf-mnist:worker.number exists (it looks keys up as paths).
+    config = me.with_cli_defaults({**me.flatten(me.stack_config("dev")), "tf-mnist:worker.number": 3})
+    assert config["tf-mnist:worker"]["number"] == 2
+    run = me.run_program(me.engine_form(config))
+    assert run.outputs["jobNames"] == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2",
+                                       "mnist-ps-0", "mnist-ps-1"]
+
+
+def test_defaults_alone_are_the_guide_example():
+    # No stack config but the zone: the code's defaults give the chart's GPU example.
+    run = me.run_program({"tf-mnist:zone": "cn-hangzhou-i"})
+    assert run.error is None
+    assert run.outputs["jobNames"] == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0",
+                                       "mnist-ps-1"]
+
+
+def test_pulumi_yaml_declares_the_code_defaults():
+    project = yaml.safe_load((me.REPO / "Pulumi.yaml").read_text())
+    assert project["name"] == "tf-mnist"
+    assert project["main"] == "infra"
+    assert project["runtime"] == {"name": "python", "options": {"virtualenv": ".venv"}}
+    assert project["config"] == st.project_config_schema()
+    for key, spec in project["config"].items():
+        assert spec["type"] in ("string", "integer", "boolean"), key
+        assert spec["default"] == st.KEYS_BY_NAME[key].default, key
+        # Every declared default passes the code's own rule.
+        assert st.KEYS_BY_NAME[key].parse(spec["default"]) == spec["default"], key
+
+
+def test_pulumi_dev_yaml_is_the_guide_gpu_example():
+    config = me.stack_config("dev")
+    assert config["alicloud:region"] == "cn-hangzhou"
+    assert config["tf-mnist:worker"]["number"] == 2 and config["tf-mnist:worker"]["gpuCount"] == 1
+    assert config["tf-mnist:ps"]["number"] == 2
+    assert config["tf-mnist:hyperparams"] == {"epochs": 100, "batchsize": 20, "learningrate": 0.001}
+    assert config["tf-mnist:persistence"]["pvc"] == {"storage": "5Gi", "matchLabels": {"train": "mnist"}}
+    assert config["tf-mnist:mountPath"] == "/data"
+
+
+@pytest.mark.parametrize("raw,expected", [("4", 4), (4, 4), (" 7 ", 7), ("+3", 3)])
+def test_integer_accepts_both_cli_forms(raw, expected):
+    assert st.integer(1)(raw) == expected
+
+
+@pytest.mark.parametrize("raw", [True, 4.0, "4.0", "", "1e3", None])
+def test_integer_rejects_non_integers(raw):
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
+        st.integer(1)(raw)
+
+
+@pytest.mark.parametrize("image", [
+    "trainer", "trainer:2.21.0-cpu", "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu",
+    "localhost:5000/a/b_c__d-e:v1", "busybox@sha256:" + "a" * 64,
+])
+def test_image_reference_accepts_valid_references(image):
+    assert st.image_reference(image) == image
+
+
+@pytest.mark.parametrize("image", ["UPPER/case", "a//b", "trainer:", ":tag", "trainer:bad tag", "-lead/x"])
+def test_image_reference_rejects_invalid_references(image):
+    with pytest.raises(ValueError):
+        st.image_reference(image)
