@@ -1,0 +1,70 @@
+"""Fixtures for the real-engine preview tests (marker ``engine``).
+
+The toolchain comes from PATH, as scripts/test.sh puts it there (``tools/pulumi-toolchain.sh``
+prints the directory). Missing binaries skip these tests with the reason, except when
+``REQUIRE_PULUMI_ENGINE=1`` (scripts/test.sh, CI): then they fail. A binary the toolchain
+script recorded as BLOCKED (the Go module proxy refused its module) skips only the tests that
+need it, with the recorded refusal as the reason, in both cases: nothing here can build it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from .engine import PulumiProject, Toolchain, find_toolchain, install_plugins
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: What a copy of the project needs to run: the program, the packages it imports, its config.
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+
+
+def _require_engine() -> bool:
+    return os.environ.get("REQUIRE_PULUMI_ENGINE") == "1"
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Toolchain:
+    """The toolchain on PATH; skip or fail (REQUIRE_PULUMI_ENGINE=1) when a binary is missing."""
+    found = find_toolchain()
+    unexplained = [name for name in found.missing if name not in found.blocked]
+    if unexplained:
+        message = (
+            f"Pulumi engine binaries not found on PATH: {', '.join(unexplained)} "
+            "(run `bash tools/pulumi-toolchain.sh` and put the directory it prints on PATH)"
+        )
+        if _require_engine():
+            pytest.fail(message + "; REQUIRE_PULUMI_ENGINE=1")
+        pytest.skip(message)
+    return found
+
+
+def require_binary(toolchain: Toolchain, name: str) -> None:
+    """Skip a test that needs ``name`` when the toolchain recorded it as blocked."""
+    if not toolchain.has(name):
+        pytest.skip(toolchain.blocked.get(name, f"{name} is missing"))
+
+
+@pytest.fixture(scope="session")
+def pulumi_home(toolchain: Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private PULUMI_HOME with the toolchain's provider plugins installed (no download)."""
+    home = tmp_path_factory.mktemp("pulumi-home")
+    providers = [name for name in ("kubernetes", "alicloud") if toolchain.has(f"pulumi-resource-{name}")]
+    install_plugins(toolchain, home, providers)
+    return home
+
+
+@pytest.fixture
+def dev_project(toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> Iterator[PulumiProject]:
+    """A copy of this repository's project with the dev stack created in a local file backend."""
+    missing = [name for name in PROJECT_FILES if not (REPO / name).exists()]
+    if missing:
+        pytest.fail(f"the Pulumi project is incomplete: {', '.join(missing)} not found in {REPO}")
+    project = PulumiProject(REPO, tmp_path, toolchain, include=PROJECT_FILES, pulumi_home=pulumi_home,
+                            venv=REPO / ".venv")
+    project.init_stack("dev")
+    yield project

@@ -1,0 +1,146 @@
+"""`pulumi preview --json` of the dev stack with the real CLI, language host and providers.
+
+Each test previews a fresh copy of the project (see conftest.dev_project), so `pulumi config
+set` edits only the copy. Two ways of running the stack are previewed:
+
+* ``cloud``: the dev stack as committed, which creates the whole cloud layer (VPC, ACK cluster,
+  node pools, NAS) and the Kubernetes layer on it. Needs pulumi-resource-alicloud, configured
+  with fake static keys and the settings that keep its configure step off the network.
+* ``cluster``: the same stack given an existing cluster (``kubeconfig``, pointing at a closed
+  local port, and ``nas.mountTargetDomain``): the program skips the cloud layer and the
+  kubernetes provider previews every Kubernetes object from its inputs.
+
+The counts follow the stack's topology (infra/components/training.py and the committed
+Pulumi.dev.yaml: ps.number 2, worker.number 2, worker.gpuCount 1, name prefix ``mnist`` in
+namespace ``default``): one Job and one headless Service per task (chief, workers, ps), a
+data-staging Job, the cluster-spec ConfigMap, a PV and its PVC, and TensorBoard's Deployment
+and Service.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from .conftest import require_binary
+from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
+
+pytestmark = pytest.mark.engine
+
+PREFIX = "mnist"
+NAMESPACE = "default"
+PS = 2  # Pulumi.dev.yaml ps.number
+COMMITTED_WORKERS = 2  # Pulumi.dev.yaml worker.number
+WORKER_PORT = 8000
+PS_PORT = 9000
+
+#: Cloud layer of the dev stack (infra/components: network, cluster, node_pools, nas). Two node
+#: pools because worker.gpuCount is 1 (a CPU pool and a GPU pool); no SLB ACL because
+#: tensorboard.allowedSourceRanges is empty.
+ALICLOUD_COUNTS = {
+    "alicloud:vpc/network:Network": 1,
+    "alicloud:vpc/switch:Switch": 1,
+    "alicloud:cs/managedKubernetes:ManagedKubernetes": 1,
+    "alicloud:cs/nodePool:NodePool": 2,
+    "alicloud:nas/fileSystem:FileSystem": 1,
+    "alicloud:nas/accessGroup:AccessGroup": 1,
+    "alicloud:nas/accessRule:AccessRule": 1,
+    "alicloud:nas/mountTarget:MountTarget": 1,
+}
+
+
+def kubernetes_counts(workers: int) -> dict[str, int]:
+    """Kubernetes objects of the training topology with ``workers`` workers and PS ps."""
+    tasks = 1 + workers + PS  # the chief, the workers, the ps
+    return {
+        "kubernetes:batch/v1:Job": tasks + 1,  # + the data-staging Job
+        "kubernetes:core/v1:Service": tasks + 1,  # + TensorBoard's Service
+        "kubernetes:core/v1:ConfigMap": 1,
+        "kubernetes:core/v1:PersistentVolume": 1,
+        "kubernetes:core/v1:PersistentVolumeClaim": 1,
+        "kubernetes:apps/v1:Deployment": 1,
+    }
+
+
+def configure(project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
+    """Stack settings for ``mode`` (``cloud`` or ``cluster``), on the project copy only."""
+    if mode == "cloud":
+        require_binary(toolchain, "pulumi-resource-alicloud")
+        for key, value in alicloud_offline_config().items():
+            project.set_config(key, value, secret=key.endswith("Key"))
+    else:
+        project.set_config("tf-mnist:kubeconfig", UNREACHABLE_KUBECONFIG, secret=True)
+        project.set_config("tf-mnist:nas.mountTargetDomain", "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
+
+
+def names_of(preview: PreviewResult, rtype: str) -> list[str]:
+    return sorted(r["inputs"]["metadata"]["name"] for r in preview.resources(rtype))
+
+
+def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
+    """Exit status, every resource type with its count, worker names and the cluster spec."""
+    assert preview.returncode == 0, preview.messages()
+    errors = [d for d in preview.plan.get("diagnostics", []) if d.get("severity") == "error"]
+    assert errors == [], errors
+    assert {s["op"] for s in preview.steps} == {"create"}, "a fresh stack only creates"
+
+    expected = Counter(kubernetes_counts(workers))
+    if mode == "cloud":
+        expected.update(ALICLOUD_COUNTS)
+    assert preview.type_counts() == expected
+
+    worker_names = [f"{PREFIX}-worker-{i}" for i in range(workers)]
+    jobs = names_of(preview, "kubernetes:batch/v1:Job")
+    services = names_of(preview, "kubernetes:core/v1:Service")
+    assert [n for n in jobs if n.startswith(f"{PREFIX}-worker-")] == worker_names
+    assert [n for n in services if n.startswith(f"{PREFIX}-worker-")] == worker_names
+    assert f"{PREFIX}-chief-0" in jobs and f"{PREFIX}-chief-0" in services
+
+    (config_map,) = preview.resources("kubernetes:core/v1:ConfigMap")
+    spec = json.loads(config_map["inputs"]["data"]["cluster_spec.json"])
+    assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
+    assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
+    assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
+
+
+MODES = ["cloud", "cluster"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dev_stack_as_committed(dev_project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
+    configure(dev_project, toolchain, mode)
+    assert_topology(dev_project.preview(), COMMITTED_WORKERS, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_config_set_worker_number_4(dev_project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
+    """`pulumi config set worker.number 4` stores the flat key tf-mnist:worker.number = "4"."""
+    configure(dev_project, toolchain, mode)
+    dev_project.set_config("worker.number", "4")
+    assert_topology(dev_project.preview(), 4, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_config_set_path_worker_number_4(dev_project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
+    """`pulumi config set --path worker.number 4` stores tf-mnist:worker = {number: 4, ...}."""
+    configure(dev_project, toolchain, mode)
+    dev_project.set_config("worker.number", "4", path=True)
+    assert_topology(dev_project.preview(), 4, mode)
+
+
+def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
+    """worker.number four: the program's own ConfigError, no traceback, nothing planned.
+
+    The program validates its whole configuration before it registers any resource, so this
+    needs no provider plugin.
+    """
+    dev_project.set_config("worker.number", "four")
+    preview = dev_project.preview()
+    assert preview.returncode != 0
+    output = preview.messages()
+    assert "invalid configuration value" in output, output
+    assert "worker.number" in output and "four" in output, output
+    assert "Traceback" not in output, output
+    assert preview.resources() == []

@@ -1,0 +1,25 @@
+// Command pulumi-resource-kubernetes serves the Pulumi Kubernetes provider.
+//
+// It replaces the upstream cmd/pulumi-resource-kubernetes main, whose embedded files are
+// produced by `go generate` and are not in the module zip. tools/pulumi-toolchain.sh copies this
+// module into a build directory and writes schema-embed.json (the module's schema.json with
+// "version" set) and terraform-mapping-embed.json (terraform-mapping.json, compacted) beside
+// this file before `go build`, stamping pkg/version.Version with -ldflags.
+package main
+
+import (
+	_ "embed"
+
+	"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/provider"
+	"github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version"
+)
+
+//go:embed schema-embed.json
+var pulumiSchema []byte
+
+//go:embed terraform-mapping-embed.json
+var terraformMapping []byte
+
+func main() {
+	provider.Serve("kubernetes", version.Version, pulumiSchema, terraformMapping)
+}
