@@ -83,7 +83,9 @@ class Result:
     """The run's result, written as ``<log_dir>/result.json``.
 
     Units: accuracy a fraction, cost mean cross-entropy in nats, times in seconds,
-    examples_per_s training examples per second of training wall time.
+    examples_per_s training examples per second of training wall time; total_time_s spans
+    restarts (it includes earlier interrupted processes), train_time_s and examples_per_s
+    cover only the epochs trained by the last process (from ``resumed_from_epoch``).
     """
 
     test_accuracy: float
@@ -91,6 +93,7 @@ class Result:
     total_time_s: float
     train_time_s: float
     epochs: int
+    resumed_from_epoch: int
     examples_per_s: float
     train_examples: int
     batch_size: int

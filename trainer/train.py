@@ -130,7 +130,10 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         optimizer.build(model.trainable_variables)
         # (completed epochs, completed batches of the current epoch): where to resume.
         position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position)
+        # Wall time of earlier (interrupted) processes of this run, so Total Time spans restarts.
+        elapsed = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="elapsed_s")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position,
+                                     elapsed_s=elapsed)
     ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
     if is_chief:
         save_dir = ckpt_dir
@@ -141,6 +144,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if latest:
         checkpoint.restore(latest).expect_partial()
     done_epochs, done_batches = (int(v) for v in position.numpy())
+    earlier_s = float(elapsed.numpy())
     if done_epochs >= args.epochs:
         if is_chief:
             _finish_already_done(args, files, latest, done_epochs, dataset, model)
@@ -220,6 +224,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     def save(epochs_done: int, batches_done: int) -> str:
         position.assign([epochs_done, batches_done])
+        elapsed.assign(earlier_s + time.time() - started)
         path = manager.save()
         if not is_chief:
             shutil.rmtree(save_dir, ignore_errors=True)
@@ -291,10 +296,10 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if not is_chief:
         return 0
     test_accuracy = evaluate(model, dataset)
-    total_time = time.time() - started
+    total_time = earlier_s + time.time() - started
     result = progress.Result(
         test_accuracy=test_accuracy, final_cost=last_cost, total_time_s=total_time,
-        train_time_s=train_time, epochs=args.epochs,
+        train_time_s=train_time, epochs=args.epochs, resumed_from_epoch=done_epochs,
         examples_per_s=examples / train_time if train_time else 0.0,
         train_examples=n_train, batch_size=args.batch_size, strategy=kind, model=args.model,
         global_step=int(optimizer.iterations.numpy()))

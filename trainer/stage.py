@@ -1,0 +1,193 @@
+"""``python -m trainer.stage --dest DIR [--source DIR_OR_URL]``: put verified MNIST files
+in place (the stack's data step, run as a Job before training).
+
+Every file is checked against a known SHA-256 before it gets its final name, written
+under a temporary name in DIR and renamed (``os.replace``, atomic on one file system and on
+NFS), so two stagers at once cannot leave a torn file; files already in DIR with a known
+checksum are left alone, which makes a second run a no-op.
+
+Sources: a directory (default: the sample bundled with the trainer) or an http(s) URL,
+either of one ``.npz`` file or of a directory holding the four IDX files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from trainer.data import ALL_IDX_FILES, NPZ_FILE, DataError, load
+from trainer.flags import BUNDLED_DATA_DIR
+
+#: File name -> {sha256: data set}. Sources: trainer/data/mnist-10k/README.md (the bundled
+#: sample); Keras' keras.datasets.mnist (mnist.npz, the full 60,000 + 10,000 MNIST);
+#: Debian's dataset-fashion-mnist package files (the full Fashion-MNIST, recompressed
+#: by Debian, so they differ from upstream's .gz bytes).
+KNOWN_SHA256: dict[str, dict[str, str]] = {
+    "train-images-idx3-ubyte.gz": {
+        "dfcaaca908ab3468006b683de6b626ae74440eaca6c093d581aa5bfcbcdbc656": "mnist-10k",
+        "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7": "fashion-mnist (Debian)",
+    },
+    "train-labels-idx1-ubyte.gz": {
+        "74fcfd64b9ef3a5e6e9d649895d48c343c25b109c0ca51610abe60a1e4e2ba96": "mnist-10k",
+        "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056": "fashion-mnist (Debian)",
+    },
+    "t10k-images-idx3-ubyte.gz": {
+        "f41766449a7b871e440881385b081f4a89d7b170ad4401f545ecb7ebdb8ac28b": "mnist-10k",
+        "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa": "fashion-mnist (Debian)",
+    },
+    "t10k-labels-idx1-ubyte.gz": {
+        "d7b14c219b7a1093465e2181bd805ee63a34467a4e4dad353cbf82c57d2064af": "mnist-10k",
+        "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05": "fashion-mnist (Debian)",
+    },
+    NPZ_FILE: {
+        "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1": "mnist (Keras)",
+    },
+}
+
+
+class StageError(RuntimeError):
+    """A source that is missing, unreachable, or holds files with unknown checksums."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def _wanted(source: str) -> list[str]:
+    """The file names to stage from ``source``."""
+    if _is_url(source):
+        return [NPZ_FILE] if source.rstrip("/").endswith(".npz") else list(ALL_IDX_FILES)
+    directory = Path(source)
+    if not directory.is_dir():
+        raise StageError(f"--source {source}: not a directory or http(s) URL")
+    if any((directory / n).exists() for n in ALL_IDX_FILES) or not (directory / NPZ_FILE).exists():
+        return list(ALL_IDX_FILES)
+    return [NPZ_FILE]
+
+
+def _fetch(source: str, name: str, tmp: Path) -> None:
+    """Copy or download one file of ``source`` to ``tmp``."""
+    if _is_url(source):
+        url = source if name == NPZ_FILE and source.endswith(".npz") else \
+            f"{source.rstrip('/')}/{name}"
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
+                shutil.copyfileobj(response, out)
+        except OSError as err:
+            raise StageError(f"{url}: download failed: {err}") from None
+    else:
+        path = Path(source) / name
+        if not path.is_file():
+            raise StageError(f"{path}: file is missing")
+        shutil.copyfile(path, tmp)
+
+
+def _known(name: str, digest: str) -> str | None:
+    """The data set a file with this name and checksum belongs to, or None."""
+    return KNOWN_SHA256.get(name, {}).get(digest)
+
+
+def _source_digest(source: str, name: str) -> str:
+    path = Path(source) / name
+    if not path.is_file():
+        raise StageError(f"{path}: file is missing")
+    return sha256_of(path)
+
+
+def _unknown_message(source: str, name: str, digest: str) -> str:
+    return (f"{source} {name}: sha256 {digest} is not a known checksum of {name}; refusing "
+            "to stage it (--allow_unknown stages files that pass the trainer's data checks)")
+
+
+def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
+          allow_unknown: bool = False, log=print) -> list[str]:
+    """Stage the data set of ``source`` into ``dest``; return the file names now in place.
+
+    Raises:
+        StageError: a missing or unreachable source file, or a checksum not in
+            KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass the trainer's
+            own data checks instead).
+        DataError: with ``allow_unknown``, staged files that the trainer could not read.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    names = _wanted(source)
+    staged_sets = {}
+    for name in names:
+        target = dest / name
+        # For a directory source the file in place must be the source's own bytes; for a URL
+        # (which cannot be compared without downloading) any known checksum will do.
+        expected = None if _is_url(source) else _source_digest(source, name)
+        if expected is not None and expected not in KNOWN_SHA256.get(name, {}) \
+                and not allow_unknown:
+            raise StageError(_unknown_message(source, name, expected))
+        if target.is_file():
+            digest = sha256_of(target)
+            if _known(name, digest) and (expected is None or digest == expected):
+                staged_sets[name] = KNOWN_SHA256[name][digest]
+                log(f"{target}: already staged ({staged_sets[name]}, sha256 {digest})")
+                continue
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            _fetch(source, name, tmp)
+            digest = sha256_of(tmp)
+            what = _known(name, digest)
+            if what is None and not allow_unknown:
+                raise StageError(_unknown_message(source, name, digest))
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            tmp.chmod(0o644)
+            os.replace(tmp, target)
+            staged_sets[name] = what or "unknown checksum"
+            log(f"{target}: staged from {source} ({staged_sets[name]}, sha256 {digest})")
+        finally:
+            tmp.unlink(missing_ok=True)
+    known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
+    if len(known_sets) > 1:
+        raise StageError(f"{dest}: files from different data sets ended up together: "
+                         f"{staged_sets}; stage into an empty directory")
+    if allow_unknown:
+        load(dest)  # the trainer's checks: magic numbers, sizes, counts, label range
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.stage",
+        description="Copy or download MNIST-format files into DIR, checksum-verified and "
+                    "atomic; a no-op when they are already there.")
+    parser.add_argument("--dest", required=True, help="directory to stage into (created)")
+    parser.add_argument("--source", default=str(BUNDLED_DATA_DIR),
+                        help="directory or http(s) URL (of mnist.npz, or of a directory "
+                             "with the four IDX files); default: the bundled mnist-10k sample")
+    parser.add_argument("--allow_unknown", action="store_true",
+                        help="accept checksums not in the known list if the files pass the "
+                             "trainer's data checks")
+    args = parser.parse_args(argv)
+    try:
+        stage(args.dest, args.source, args.allow_unknown)
+    except (StageError, DataError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"staged in {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
