@@ -2,8 +2,7 @@
 
 chief (or a single process without TF_CONFIG, or any task with ps 0) trains; ps and,
 with ps tasks, workers run a tf.distribute.Server until the chief is done.
-Exit codes: 0 success; 1 bad data, lost peers or other failure; 2 bad flags or TF_CONFIG;
-143 stopped by SIGTERM after saving a checkpoint.
+Exit codes: see trainer.exit_codes.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from trainer import flags  # noqa: E402
 from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402
+from trainer.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,11 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         task = parse_tf_config(os.environ.get("TF_CONFIG"))
     except ClusterSpecError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_FLAGS
     if task.task_type == "evaluator":
         print("error: the evaluator task type is not supported by this trainer (the chief "
               "evaluates after every epoch)", file=sys.stderr)
-        return 2
+        return EXIT_BAD_FLAGS
     if task.task_type == "ps" or (task.task_type == "worker"
                                   and task.strategy_kind == PARAMETER_SERVER):
         from trainer.servers import run_server
@@ -42,12 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     from trainer.train import PeerLost, run
     try:
         return run(args, task)
-    except (DataError, flags.FlagError) as err:
+    except flags.FlagError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_FLAGS
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_DATA
     except PeerLost as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_RETRY
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from trainer import flags
+from trainer.exit_codes import PERMANENT_EXIT_CODES
 from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
 
 #: Seconds a stopping child gets between SIGTERM and SIGKILL (Kubernetes' default grace).
@@ -130,6 +131,9 @@ class Launcher:
                 task.proc.wait()
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
+        if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
+            self.say(f"{task.name} {reason} (bad flags, TF_CONFIG or data): not restarting")
+            return False
         if task.restarts >= self.backoff_limit:
             self.say(f"{task.name} {reason}; backoff limit {self.backoff_limit} reached")
             return False

@@ -33,12 +33,12 @@ import numpy as np
 from trainer import data as data_mod
 from trainer import progress
 from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
+from trainer.exit_codes import EXIT_SIGTERM
 from trainer.flags import check_batch_size
 from trainer.servers import ClusterFiles, start_heartbeat
 
 CHECKPOINT_SUBDIR = "checkpoints"
 TENSORBOARD_SUBDIR = "train"
-EXIT_SIGTERM = 128 + signal.SIGTERM
 EVAL_BATCH = 1000
 
 
@@ -106,6 +106,11 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         start_heartbeat(files)  # first, so waiting servers know a chief is alive
     dataset = data_mod.load(args.data_dir)
     n_train = len(dataset.x_train)
+    kind = task.strategy_kind
+    # MultiWorkerMirroredStrategy: one replica per task (chief + workers), CPU or one GPU.
+    replicas = (len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
+                if kind == MULTI_WORKER_MIRRORED else 1)
+    check_batch_size(args.batch_size, replicas, n_train, args.data_dir)
 
     import keras
     import tensorflow as tf
@@ -114,9 +119,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     keras.utils.set_random_seed(args.seed)
     strategy, coordinator = make_strategy(task)
-    kind = task.strategy_kind
     replicas = strategy.num_replicas_in_sync if kind == MULTI_WORKER_MIRRORED else 1
-    check_batch_size(args.batch_size, replicas, n_train, args.data_dir)
+    check_batch_size(args.batch_size, replicas, n_train, args.data_dir)  # GPUs may add replicas
     global_batch = args.batch_size * replicas
     steps_per_epoch = n_train // global_batch
     if is_chief:

@@ -1,0 +1,140 @@
+"""Flag validation and TF_CONFIG parsing (strategy choice) of ``python -m trainer``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer import flags
+from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS,
+                                  ClusterSpecError, Replicas, local_cluster_spec,
+                                  parse_tf_config, tf_config_json)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_trainer(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_defaults_are_the_charts_hyperparameters():
+    args = flags.parse([])
+    assert (args.epochs, args.batch_size, args.learning_rate) == (100, 20, 0.001)
+    assert Path(args.data_dir) == flags.BUNDLED_DATA_DIR and args.model == "convnet"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch_size", "0"], "--batch_size 0 is invalid: must be an integer >= 1"),
+    (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
+    (["--learning_rate", "0"], "--learning_rate 0.0 is invalid: must be > 0"),
+    (["--learning_rate", "-0.1"], "--learning_rate -0.1 is invalid: must be > 0"),
+    (["--steps_per_execution", "0"], "--steps_per_execution 0 is invalid: must be an integer >= 1"),
+])
+def test_invalid_flag_is_named(argv, message):
+    args = flags.build_parser().parse_args(argv)
+    with pytest.raises(flags.FlagError) as err:
+        flags.validate(args)
+    assert str(err.value) == message
+
+
+def test_every_violation_is_listed_at_once():
+    args = flags.build_parser().parse_args(["--epochs", "0", "--learning_rate", "0"])
+    with pytest.raises(flags.FlagError) as err:
+        flags.validate(args)
+    assert str(err.value).splitlines() == ["--epochs 0 is invalid: must be an integer >= 1",
+                                           "--learning_rate 0.0 is invalid: must be > 0"]
+
+
+def test_bad_flags_exit_non_zero_naming_the_flag(tmp_path):
+    proc = run_trainer("--batch_size", "0", "--log_dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--batch_size 0 is invalid: must be an integer >= 1" in proc.stderr
+
+
+def test_batch_larger_than_training_set_exits_non_zero(tmp_path):
+    proc = run_trainer("--batch_size", "8001", "--log_dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert ("--batch_size 8001 is invalid: larger than the training set (8000 examples in "
+            f"{flags.BUNDLED_DATA_DIR})") in proc.stderr
+
+
+def test_batch_times_replicas_larger_than_training_set_with_ps_0(tmp_path):
+    spec = local_cluster_spec(Replicas(chief=1, worker=2), {("chief", 0): 2001,
+                                                            ("worker", 0): 2002,
+                                                            ("worker", 1): 2003})
+    proc = run_trainer("--batch_size", "3000", "--log_dir", str(tmp_path),
+                       env_extra={"TF_CONFIG": tf_config_json(spec, "chief", 0)})
+    assert proc.returncode == 2
+    assert "--batch_size 3000 x 3 replicas is invalid: larger than the training set" in proc.stderr
+
+
+def test_bad_tf_config_exits_2(tmp_path):
+    proc = run_trainer("--log_dir", str(tmp_path), env_extra={"TF_CONFIG": "{not json"})
+    assert proc.returncode == 2
+    assert "TF_CONFIG is not valid JSON" in proc.stderr
+
+
+# --- TF_CONFIG ---------------------------------------------------------------------
+
+SPEC = {"chief": ["c:2222"], "worker": ["w0:2222", "w1:2222"], "ps": ["p0:2222"]}
+
+
+def test_no_tf_config_is_a_single_process_chief():
+    for text in (None, "", "  "):
+        task = parse_tf_config(text)
+        assert task.strategy_kind == SINGLE_PROCESS and task.is_chief and task.task_type == "chief"
+
+
+def test_ps_tasks_mean_parameter_server_strategy():
+    task = parse_tf_config(json.dumps({"cluster": SPEC, "task": {"type": "worker", "index": 1}}))
+    assert (task.task_type, task.task_index) == ("worker", 1)
+    assert task.strategy_kind == PARAMETER_SERVER and not task.is_chief
+    assert task.cluster_spec == SPEC
+
+
+def test_workers_without_ps_mean_multi_worker_mirrored():
+    spec = {"chief": ["c:1"], "worker": ["w:2"]}
+    task = parse_tf_config(json.dumps({"cluster": spec, "task": {"type": "chief", "index": 0}}))
+    assert task.strategy_kind == MULTI_WORKER_MIRRORED and task.is_chief
+
+
+def test_worker_0_is_chief_without_a_chief_task():
+    spec = {"worker": ["w:1", "w:2"]}
+    assert parse_tf_config(json.dumps({"cluster": spec, "task": {"type": "worker", "index": 0}})).is_chief
+    assert not parse_tf_config(json.dumps({"cluster": spec, "task": {"type": "worker",
+                                                                      "index": 1}})).is_chief
+
+
+def test_round_trip_with_the_stacks_module():
+    replicas = Replicas(chief=1, worker=2, ps=1)
+    ports = {t: 3000 + i for i, t in enumerate(replicas.tasks())}
+    spec = local_cluster_spec(replicas, ports)
+    for task_type, index in replicas.tasks():
+        task = parse_tf_config(tf_config_json(spec, task_type, index))
+        assert (task.task_type, task.task_index, task.cluster_spec) == (task_type, index, spec)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"cluster": SPEC, "task": {"type": "worker", "index": 2}},
+     "task (worker, 2) is not in the cluster spec (2 worker task(s))"),
+    ({"cluster": SPEC, "task": {"type": "master", "index": 0}}, "TF_CONFIG task type 'master' is invalid"),
+    ({"cluster": {"master": ["m:1"]}, "task": {"type": "chief", "index": 0}},
+     "TF_CONFIG cluster has unknown task type 'master'"),
+    ({"cluster": {"chief": ["c"], "ps": ["p:1"]}, "task": {"type": "chief", "index": 0}},
+     "entry 'c' must be 'host:port'"),
+    ({"cluster": {"worker": ["w:1"], "ps": ["p:1"]}, "task": {"type": "ps", "index": 0}},
+     "TF_CONFIG has ps tasks but no chief"),
+    ({"cluster": SPEC, "task": {"type": "ps", "index": "0"}}, "TF_CONFIG task index '0' must be an integer"),
+])
+def test_invalid_tf_config(config, message):
+    with pytest.raises(ClusterSpecError) as err:
+        parse_tf_config(json.dumps(config))
+    assert message in str(err.value)

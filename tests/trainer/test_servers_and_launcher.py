@@ -1,0 +1,84 @@
+"""When a server task exits (done marker, lost chief), and the launcher's flag checks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.local import free_ports
+from trainer.servers import CLOCK_SLACK_S, STALE_GRACE_S, ClusterFiles, server_decision
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _set_mtime(path: Path, t: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    os.utime(path, (t, t))
+
+
+def test_server_keeps_serving_while_the_chief_beats(tmp_path):
+    files = ClusterFiles(tmp_path)
+    _set_mtime(files.heartbeat, 1000.0)
+    assert server_decision(files, started_at=900.0, now=1010.0, peer_timeout_s=60) is None
+
+
+def test_server_exits_0_when_the_chief_finishes_while_it_serves(tmp_path):
+    files = ClusterFiles(tmp_path)
+    _set_mtime(files.heartbeat, 1000.0)
+    _set_mtime(files.done, 1001.0)
+    code, message = server_decision(files, started_at=900.0, now=1002.0, peer_timeout_s=60)
+    assert code == "exit0" and "the chief finished the run" in message
+
+
+def test_stale_done_marker_waits_for_a_new_chief(tmp_path):
+    files = ClusterFiles(tmp_path)
+    _set_mtime(files.heartbeat, 500.0)
+    _set_mtime(files.done, 501.0)  # an earlier run's marker
+    started = 1000.0
+    assert server_decision(files, started, started + 1, 600) is None
+    # A new chief beats: the old marker is ignored for good.
+    _set_mtime(files.heartbeat, started + 2)
+    assert server_decision(files, started, started + STALE_GRACE_S + 5, 600) is None
+
+
+def test_pod_restarted_after_the_run_ended_exits_0_after_the_grace(tmp_path):
+    files = ClusterFiles(tmp_path)
+    _set_mtime(files.heartbeat, 500.0)
+    _set_mtime(files.done, 501.0)
+    code, _ = server_decision(files, 1000.0, 1000.0 + STALE_GRACE_S + 1, 600)
+    assert code == "exit0"
+
+
+def test_server_exits_1_after_losing_the_chief(tmp_path):
+    files = ClusterFiles(tmp_path)
+    _set_mtime(files.heartbeat, 1000.0)
+    assert server_decision(files, 900.0, 1059.0, 60) is None
+    code, message = server_decision(files, 900.0, 1061.0, 60)
+    assert code == "exit1"
+    assert message.startswith(f"lost the chief: no heartbeat in {files.heartbeat} for 61s")
+    assert CLOCK_SLACK_S < 60
+
+
+def test_free_ports_are_distinct_and_bindable():
+    ports = free_ports(4)
+    assert len(set(ports)) == 4
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("localhost", port))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workers", "0"], "--workers 0 is invalid: must be an integer >= 1"),
+    (["--ps", "-1"], "--ps -1 is invalid: must be an integer >= 0"),
+    (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
+])
+def test_launcher_rejects_bad_flags(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "trainer.local", *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr

@@ -1,0 +1,124 @@
+"""``python -m trainer.stage``: checksum-verified, atomic, idempotent staging."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from trainer import data
+from trainer.flags import BUNDLED_DATA_DIR
+from trainer.stage import KNOWN_SHA256, StageError, sha256_of, stage
+from trainer_test_helpers import write_mnist
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _quiet(*_):
+    pass
+
+
+def test_bundled_checksums_match_the_readme():
+    for name in data.ALL_IDX_FILES:
+        digest = sha256_of(BUNDLED_DATA_DIR / name)
+        assert KNOWN_SHA256[name][digest] == "mnist-10k"
+        assert digest in (BUNDLED_DATA_DIR / "README.md").read_text()
+
+
+def test_stage_from_the_bundled_sample_then_no_op(tmp_path):
+    dest = tmp_path / "mnist"
+    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("staged from") == 4
+    assert len(data.load(dest).x_train) == 8000
+    mtimes = {p.name: p.stat().st_mtime_ns for p in dest.iterdir()}
+    again = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout.count("already staged") == 4
+    assert {p.name: p.stat().st_mtime_ns for p in dest.iterdir()} == mtimes
+
+
+def test_a_corrupted_staged_file_is_replaced(tmp_path):
+    stage(tmp_path, log=_quiet)
+    target = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    target.write_bytes(b"<html>oops</html>")
+    stage(tmp_path, log=_quiet)
+    assert sha256_of(target) == sha256_of(BUNDLED_DATA_DIR / target.name)
+
+
+def test_unknown_checksum_is_refused_and_nothing_is_staged(tmp_path):
+    write_mnist(tmp_path / "src")
+    with pytest.raises(StageError, match=r"sha256 [0-9a-f]{64} is not a known checksum of "
+                                         r"train-images-idx3-ubyte\.gz"):
+        stage(tmp_path / "dest", str(tmp_path / "src"), log=_quiet)
+    assert list((tmp_path / "dest").iterdir()) == []
+    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "d2"),
+                           "--source", str(tmp_path / "src")], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and "is not a known checksum" in proc.stderr
+
+
+def test_allow_unknown_stages_files_that_pass_the_data_checks(tmp_path):
+    write_mnist(tmp_path / "src")
+    stage(tmp_path / "dest", str(tmp_path / "src"), allow_unknown=True, log=_quiet)
+    assert len(data.load(tmp_path / "dest").x_train) == 80
+    (tmp_path / "src" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"<html></html>")
+    with pytest.raises(data.DataError, match="not a gzip file"):
+        stage(tmp_path / "bad", str(tmp_path / "src"), allow_unknown=True, log=_quiet)
+
+
+def test_missing_source_file(tmp_path):
+    shutil.copytree(BUNDLED_DATA_DIR, tmp_path / "src")
+    (tmp_path / "src" / "train-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(StageError, match=r"train-labels-idx1-ubyte\.gz: file is missing"):
+        stage(tmp_path / "dest", str(tmp_path / "src"), log=_quiet)
+
+
+def test_mixing_two_data_sets_is_refused(tmp_path):
+    fashion = Path("/usr/share/datasets/fashion-mnist")
+    if not (fashion / "t10k-labels-idx1-ubyte.gz").is_file():
+        pytest.skip("dataset-fashion-mnist is not installed")
+    src = tmp_path / "src"
+    shutil.copytree(BUNDLED_DATA_DIR, src)
+    shutil.copy(fashion / "t10k-labels-idx1-ubyte.gz", src)
+    with pytest.raises(StageError, match="files from different data sets ended up together"):
+        stage(tmp_path / "dest", str(src), log=_quiet)
+
+
+@pytest.fixture()
+def http_source():
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(BUNDLED_DATA_DIR))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_stage_from_a_url(tmp_path, http_source):
+    names = stage(tmp_path, http_source + "/", log=_quiet)
+    assert names == list(data.ALL_IDX_FILES)
+    assert len(data.load(tmp_path).x_test) == 2000
+    with pytest.raises(StageError, match=r"mnist\.npz: download failed: HTTP Error 404"):
+        stage(tmp_path / "npz", http_source + "/mnist.npz", log=_quiet)
+
+
+def test_two_stagers_at_once_leave_whole_files(tmp_path):
+    dest = tmp_path / "shared"
+    procs = [subprocess.Popen([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert sorted(p.name for p in dest.iterdir()) == sorted(data.ALL_IDX_FILES)  # no temporaries
+    for name in data.ALL_IDX_FILES:
+        assert sha256_of(dest / name) == sha256_of(BUNDLED_DATA_DIR / name)

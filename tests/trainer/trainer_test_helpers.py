@@ -1,0 +1,42 @@
+"""Builders of IDX files (good and deliberately broken) for the trainer tests."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from trainer.data import IMAGES_MAGIC, LABELS_MAGIC
+
+
+def idx_images(images: np.ndarray, magic: int = IMAGES_MAGIC, count: int | None = None) -> bytes:
+    n, rows, cols = images.shape
+    header = struct.pack(">IIII", magic, n if count is None else count, rows, cols)
+    return header + images.astype(np.uint8).tobytes()
+
+
+def idx_labels(labels: np.ndarray, magic: int = LABELS_MAGIC, count: int | None = None) -> bytes:
+    header = struct.pack(">II", magic, len(labels) if count is None else count)
+    return header + labels.astype(np.uint8).tobytes()
+
+
+def write_gz(path: Path, raw: bytes) -> Path:
+    path.write_bytes(gzip.compress(raw))
+    return path
+
+
+def write_mnist(directory: Path, n_train: int = 80, n_test: int = 20, seed: int = 0,
+                train_labels: np.ndarray | None = None) -> Path:
+    """Four valid IDX files with random pixels in ``directory``."""
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        write_gz(directory / f"{prefix}-images-idx3-ubyte.gz",
+                 idx_images(rng.integers(0, 256, (n, 28, 28))))
+        labels = rng.integers(0, 10, n)
+        if prefix == "train" and train_labels is not None:
+            labels = train_labels
+        write_gz(directory / f"{prefix}-labels-idx1-ubyte.gz", idx_labels(labels))
+    return directory
