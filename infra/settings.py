@@ -66,6 +66,7 @@ _INT = re.compile(r"^[+-]?[0-9]+$")
 
 
 def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
+    """Parser of an integer in [minimum, maximum]: an int or a decimal string ("4", not "4.5")."""
     rule = (f"must be an integer >= {minimum}" if maximum is None
             else f"must be an integer between {minimum} and {maximum}")
 
@@ -86,6 +87,7 @@ def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
 
 
 def positive_number(raw: Any) -> float:
+    """A finite number > 0 (float or numeric string); the schema has no float type."""
     rule = "must be a number > 0"
     if isinstance(raw, bool):
         raise ValueError(rule)
@@ -99,6 +101,7 @@ def positive_number(raw: Any) -> float:
 
 
 def boolean(raw: Any) -> bool:
+    """true/false as a bool or the strings the CLI stores."""
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
@@ -107,6 +110,7 @@ def boolean(raw: Any) -> bool:
 
 
 def one_of(choices: Sequence[str]) -> Parser:
+    """Parser accepting exactly one of ``choices`` (case-sensitive, as Kubernetes is)."""
     def parse(raw: Any) -> str:
         if not isinstance(raw, str) or raw not in choices:
             raise ValueError("must be one of " + ", ".join(choices))
@@ -116,6 +120,7 @@ def one_of(choices: Sequence[str]) -> Parser:
 
 
 def optional_string(raw: Any) -> Optional[str]:
+    """A non-empty string, or None when unset or empty."""
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str):
@@ -129,6 +134,7 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 
 
 def quantity(raw: Any) -> str:
+    """A positive Kubernetes quantity string such as 5Gi."""
     rule = "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)"
     if isinstance(raw, bool):
         raise ValueError(rule)
@@ -161,12 +167,14 @@ def image_reference(raw: Any) -> Optional[str]:
 
 
 def registry(raw: Any) -> str:
+    """A registry host (with a dot, a port, or localhost) and an optional lowercase path."""
     if not isinstance(raw, str) or not re.match(rf"^{_DOMAIN}(?:/{_COMPONENT})*$", raw):
         raise ValueError("must be a registry host with an optional path, such as registry.example.com/team")
     return raw
 
 
 def dns_label(raw: Any) -> str:
+    """A name prefix: DNS-1035 label of <= 40 characters, leaving room for "-worker-NNN"."""
     if not isinstance(raw, str) or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", raw) or len(raw) > 40:
         raise ValueError("must be a DNS-1035 label of at most 40 characters (lowercase letters, "
                          "digits and '-', starting with a letter)")
@@ -174,6 +182,7 @@ def dns_label(raw: Any) -> str:
 
 
 def namespace(raw: Any) -> str:
+    """A Kubernetes namespace name (rule shared with trainer.cluster_spec)."""
     try:
         cs.validate_namespace(raw if isinstance(raw, str) else "")
     except cs.ClusterSpecError:
@@ -182,6 +191,7 @@ def namespace(raw: Any) -> str:
 
 
 def absolute_path(raw: Any) -> str:
+    """An absolute POSIX path other than "/", without "//", "..", or a trailing slash."""
     if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or raw == "/" or "//" in raw \
             or raw.endswith("/") or "/../" in raw + "/":
         raise ValueError("must be an absolute path other than '/', such as /data")
@@ -189,17 +199,15 @@ def absolute_path(raw: Any) -> str:
 
 
 def cidr(raw: Any) -> str:
+    """An IPv4 network in CIDR form with no host bits set."""
     try:
         return str(ipaddress.IPv4Network(raw, strict=True))
     except (TypeError, ValueError):
         raise ValueError("must be an IPv4 CIDR block such as 192.168.0.0/16") from None
 
 
-def optional_cidr(raw: Any) -> Optional[str]:
-    return None if raw in (None, "") else cidr(raw)
-
-
 def cidr_list(raw: Any) -> tuple[str, ...]:
+    """A list of IPv4 CIDRs: a JSON list, a comma-separated string, or a --path list."""
     items = _list(raw)
     try:
         return tuple(str(ipaddress.IPv4Network(i, strict=False)) for i in items)
@@ -208,6 +216,7 @@ def cidr_list(raw: Any) -> tuple[str, ...]:
 
 
 def string_list(raw: Any) -> tuple[str, ...]:
+    """A non-empty list of non-empty strings (JSON, comma-separated, or a --path list)."""
     items = _list(raw)
     if not items or not all(isinstance(i, str) and i for i in items):
         raise ValueError('must be a non-empty list of strings such as ["ecs.gn5-c4g1.xlarge"]')
@@ -253,6 +262,7 @@ def label_map(raw: Any) -> dict[str, str]:
 
 
 def optional_positive_int(raw: Any) -> Optional[int]:
+    """An integer >= 1, or None when unset."""
     return None if raw in (None, "") else integer(1)(raw)
 
 

@@ -44,7 +44,7 @@ class NodePools(pulumi.ComponentResource):
             instance_types=list(cpu_instance_types),
             desired_size=str(cpu_size),
             system_disk_category=cpu_system_disk_category,
-            system_disk_size=40,
+            system_disk_size=120,  # ACK's default system disk
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
             key_name=key_name,
             install_cloud_monitor=False,

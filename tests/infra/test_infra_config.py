@@ -181,3 +181,9 @@ def test_image_reference_accepts_valid_references(image):
 def test_image_reference_rejects_invalid_references(image):
     with pytest.raises(ValueError):
         st.image_reference(image)
+
+
+def test_schema_tool_reproduces_pulumi_yaml():
+    from infra import schema
+    text = (me.REPO / "Pulumi.yaml").read_text()
+    assert schema.render(text) == text
