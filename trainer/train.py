@@ -136,8 +136,12 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
         # Wall time of earlier (interrupted) processes of this run, so Total Time spans restarts.
         elapsed = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="elapsed_s")
+        # The global step: steps of completed tf.function calls / scheduled functions. Not
+        # optimizer.iterations: with ParameterServerStrategy its read-add-write from
+        # concurrent workers loses increments, while one assign_add on the ps is atomic.
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position,
-                                     elapsed_s=elapsed)
+                                     elapsed_s=elapsed, global_step=global_step)
     ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
     if is_chief:
         save_dir = ckpt_dir
@@ -192,6 +196,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
             loss, correct = strategy.run(step_fn, args=(images, labels))
             total_loss += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             total_correct += strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None)
+        global_step.assign_add(tf.cast(num_steps, tf.int64))
         return total_loss / tf.cast(num_steps, tf.float32), total_correct
 
     if coordinator is not None:
@@ -256,7 +261,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                     if is_chief and batch % args.log_interval == 0:
                         now = time.perf_counter()
                         avg_ms = 1000 * (now - interval_start) / max(interval_batches, 1)
-                        step = int(optimizer.iterations.numpy())
+                        step = int(global_step.numpy())
                         _say(progress.step_line(step, epoch + 1, batch, steps_per_epoch,
                                                 loss, avg_ms))
                         with writer.as_default(step=step):
@@ -281,7 +286,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
             watchdog.kick()
             if is_chief:
                 test_accuracy = evaluate(model, dataset)
-                step = int(optimizer.iterations.numpy())
+                step = int(global_step.numpy())
                 with writer.as_default(step=step):
                     _scalar("cost", last_cost)
                     _scalar("accuracy", train_accuracy)
@@ -306,7 +311,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         train_time_s=train_time, epochs=args.epochs, resumed_from_epoch=done_epochs,
         examples_per_s=examples / train_time if train_time else 0.0,
         train_examples=n_train, batch_size=args.batch_size, strategy=kind, model=args.model,
-        global_step=int(optimizer.iterations.numpy()))
+        global_step=int(global_step.numpy()))
     progress.write_result(args.log_dir, result)
     for line in progress.final_lines(test_accuracy, total_time, last_cost):
         _say(line)

@@ -1,0 +1,210 @@
+"""Real TensorFlow processes through the local launcher on the shipped mnist-10k sample.
+
+Each configuration runs once per module (fixtures shared by the assertions) to keep the
+slow suite to a few minutes on 2 cores: chief + 2 workers + 1 ps, and the same with ps 0,
+each undisturbed and with tasks killed mid-run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from trainer import progress
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+EPOCHS = 4
+BATCH = 32
+COMMON = ["--epochs", str(EPOCHS), "--batch_size", str(BATCH), "--log_interval", "40",
+          "--peer_timeout", "120"]
+
+
+@dataclass
+class Run:
+    """One launcher run: its output, exit code, and every pid it started."""
+
+    returncode: int
+    output: str
+    log_dir: Path
+    pids: dict[str, list[int]] = field(default_factory=dict)
+    killed: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def chief_log(self) -> str:
+        return "\n".join(line for line in self.output.splitlines() if line.startswith("[chief-0]"))
+
+
+def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = ()) -> Run:
+    """Run ``python -m trainer.local`` to the end; ``kills`` are (pattern, task): SIGKILL the
+    task's current process at the first output line matching the pattern, in order."""
+    cmd = [sys.executable, "-m", "trainer.local", "--log_dir", str(log_dir), *COMMON, *extra]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    run = Run(returncode=-1, output="", log_dir=log_dir)
+    lines = []
+    pending = list(kills)
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
+            if match:
+                run.pids.setdefault(match[1], []).append(int(match[2]))
+            if pending and re.search(pending[0][0], line):
+                _, task = pending.pop(0)
+                os.kill(run.pids[task][-1], signal.SIGKILL)
+                run.killed.append(task)
+                lines.append(f"[test] killed {task} (pid {run.pids[task][-1]})\n")
+        run.returncode = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run.output = "".join(lines)
+    run.wall_s = time.monotonic() - start
+    assert not pending, f"kill triggers never matched: {pending}\n{run.output[-3000:]}"
+    return run
+
+
+@pytest.fixture(scope="module")
+def ps1(tmp_path_factory) -> Run:
+    return launch(tmp_path_factory.mktemp("ps1"), "--workers", "2", "--ps", "1")
+
+
+@pytest.fixture(scope="module")
+def ps1_faults(tmp_path_factory) -> Run:
+    return launch(tmp_path_factory.mktemp("ps1f"), "--workers", "2", "--ps", "1",
+                  kills=[(r"\[chief-0\] Epoch 1 of \d+ done", "worker-0"),
+                         (r"\[chief-0\] Step: \d+,  Epoch: 3,  Batch: 80 ", "ps-0")])
+
+
+@pytest.fixture(scope="module")
+def ps0(tmp_path_factory) -> Run:
+    return launch(tmp_path_factory.mktemp("ps0"), "--workers", "2", "--ps", "0")
+
+
+@pytest.fixture(scope="module")
+def ps0_faults(tmp_path_factory) -> Run:
+    return launch(tmp_path_factory.mktemp("ps0f"), "--workers", "2", "--ps", "0",
+                  kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-1")])
+
+
+def _assert_clean_run(run: Run, tasks: set[str]) -> progress.ParsedLog:
+    tail = run.output[-4000:]
+    assert run.returncode == 0, tail
+    assert set(run.pids) == tasks, tail
+    # Every process exited 0: the chief and each server's last incarnation.
+    assert "[local] chief finished (exit 0)" in run.output, tail
+    for task in tasks - {"chief-0"}:
+        assert f"[local] {task} exited 0" in run.output, tail
+    assert "[local] every task exited 0" in run.output, tail
+    # No process left behind.
+    alive = [pid for pids in run.pids.values() for pid in pids
+             if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"processes left behind: {alive}"
+    parsed = progress.parse_log(run.chief_log)
+    assert parsed.done and parsed.test_accuracy is not None and parsed.final_cost is not None
+    assert parsed.total_time_s and parsed.total_time_s > 0
+    # Exactly the configured epochs: each "Epoch k of N done" once, k = 1..N, in order
+    # (epochs redone after a restore appear again, but the last record of each is unique).
+    done = [int(k) for k in re.findall(r"Epoch (\d+) of %d done" % EPOCHS, run.chief_log)]
+    assert done[-EPOCHS:] == list(range(1, EPOCHS + 1)), done
+    result = progress.read_result(run.log_dir)
+    assert result["epochs"] == EPOCHS
+    assert abs(result["test_accuracy"] - parsed.test_accuracy) < 5e-5
+    assert abs(result["final_cost"] - parsed.final_cost) < 5e-5
+    return parsed
+
+
+def _tensorboard_tags(log_dir: Path) -> set[str]:
+    import tensorflow as tf
+
+    tags = set()
+    files = sorted((log_dir / "train").glob("events.out.tfevents.*"))
+    assert files, f"no event files under {log_dir / 'train'}"
+    for path in files:
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(v.tag for v in event.summary.value)
+    return tags
+
+
+TASKS_PS1 = {"chief-0", "worker-0", "worker-1", "ps-0"}
+TASKS_PS0 = {"chief-0", "worker-0", "worker-1"}
+
+
+def test_ps_run_trains_and_ends_cleanly(ps1):
+    parsed = _assert_clean_run(ps1, TASKS_PS1)
+    assert parsed.test_accuracy >= 0.95, ps1.chief_log[-2000:]
+    assert "strategy parameter_server" in ps1.chief_log
+    # 250 batches per epoch, a Step line every 40: 6 per epoch.
+    assert len(parsed.steps) == 6 * EPOCHS
+    assert [s["batch"] for s in parsed.steps[:6]] == [40, 80, 120, 160, 200, 240]
+    assert all(s["batches"] == 8000 // BATCH for s in parsed.steps)
+    assert parsed.steps[-1]["cost"] < parsed.steps[0]["cost"]
+    assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
+
+
+def test_ps_run_writes_tensorboard_scalars_from_the_chief_only(ps1):
+    assert {"cost", "accuracy", "test_accuracy", "examples_per_s"} <= _tensorboard_tags(ps1.log_dir)
+    assert [p.name for p in ps1.log_dir.iterdir() if p.is_dir()] and \
+        {p.name for p in ps1.log_dir.iterdir()} >= {"train", "checkpoints", "result.json"}
+
+
+def test_ps_run_with_a_worker_and_then_the_ps_killed(ps1, ps1_faults):
+    assert ps1_faults.killed == ["worker-0", "ps-0"]
+    parsed = _assert_clean_run(ps1_faults, TASKS_PS1)
+    log = ps1_faults.chief_log
+    assert len(ps1_faults.pids["worker-0"]) == 2 and len(ps1_faults.pids["ps-0"]) == 2
+    assert len(ps1_faults.pids["chief-0"]) == 2, "the coordinator is restarted after a ps loss"
+    assert "error: lost a parameter server" in log or \
+        "a ps was lost: restarting the chief" in ps1_faults.output
+    assert re.search(r"Restored checkpoint \S+ckpt-2: 2 of 4 epochs done; continuing from "
+                     r"epoch 3", log), log[-3000:]
+    # Steps of the interrupted epoch are redone from the checkpoint: exactly the configured run.
+    assert progress.read_result(ps1_faults.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
+    assert abs(parsed.test_accuracy - progress.parse_log(ps1.chief_log).test_accuracy) <= 0.02
+
+
+def test_sync_run_trains_and_ends_cleanly(ps0):
+    parsed = _assert_clean_run(ps0, TASKS_PS0)
+    assert "strategy multi_worker_mirrored" in ps0.chief_log
+    assert parsed.test_accuracy >= 0.95, ps0.chief_log[-2000:]
+    # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
+    assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)
+    assert progress.read_result(ps0.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
+    assert {"cost", "test_accuracy"} <= _tensorboard_tags(ps0.log_dir)
+
+
+def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
+    assert ps0_faults.killed == ["worker-1"]
+    parsed = _assert_clean_run(ps0_faults, TASKS_PS0)
+    log = ps0_faults.chief_log
+    assert len(ps0_faults.pids["worker-1"]) >= 2
+    assert re.search(r"Restored checkpoint \S+ckpt-1: 1 of 4 epochs done; continuing from "
+                     r"epoch 2", log), log[-3000:]
+    # Updates lost with the killed epoch are redone: the total is exactly the configured run.
+    assert progress.read_result(ps0_faults.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
+    assert abs(parsed.test_accuracy - progress.parse_log(ps0.chief_log).test_accuracy) <= 0.02
+
+
+def test_a_finished_run_does_not_train_again(ps1):
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer", "--log_dir", str(ps1.log_dir), *COMMON],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Run already finished: checkpoint" in proc.stdout
+    assert "Step:" not in proc.stdout
+    parsed = progress.parse_log(proc.stdout)
+    assert parsed.done and parsed.test_accuracy == progress.parse_log(ps1.chief_log).test_accuracy
