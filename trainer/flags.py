@@ -28,15 +28,14 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
                              "(default: the bundled mnist-10k sample)")
     parser.add_argument("--log_dir", default="runs/local",
                         help="shared directory for checkpoints, TensorBoard events, result.json "
-                             "(default: runs/local)")
+                             "(default: %(default)s)")
     parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
-                        help=f"passes over the training set (default {DEFAULT_EPOCHS})")
+                        help="passes over the training set (default %(default)s)")
     parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help="examples per step and replica (default "
-                             f"{DEFAULT_BATCH_SIZE}); with ps 0 the global batch is "
-                             "batch_size x replicas")
+                        help="examples per step and replica (default %(default)s); with "
+                             "ps 0 the global batch is batch_size x replicas")
     parser.add_argument("--learning_rate", type=float, default=DEFAULT_LEARNING_RATE,
-                        help=f"Adam learning rate (default {DEFAULT_LEARNING_RATE})")
+                        help="Adam learning rate (default %(default)s)")
     parser.add_argument("--model", choices=MODELS, default="convnet",
                         help="convnet (about 99%% on full MNIST) or the guide's 784-100-10 "
                              "sigmoid mlp (default convnet)")

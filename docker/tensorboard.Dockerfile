@@ -1,0 +1,17 @@
+# <registry>/tensorboard:2.21.0: serves the runs under the shared log directory.
+# Build from the repository root:
+#   docker build -f docker/tensorboard.Dockerfile -t <registry>/tensorboard:2.21.0 .
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# TensorBoard alone: the trainer writes its scalars with core TensorFlow ops, so the
+# trainer images do not carry TensorBoard and this image does not carry TensorFlow.
+RUN pip install tensorboard==2.21.0
+
+RUN useradd --uid 1000 --no-create-home tensorboard
+USER 1000
+EXPOSE 6006
+# The stack passes --logdir <mountPath>/runs/<name_prefix>; --bind_all listens on the
+# pod IP so the Service can reach it.
+ENTRYPOINT ["tensorboard", "--bind_all", "--port", "6006"]
+CMD ["--logdir", "/data/runs"]
