@@ -23,6 +23,7 @@ import json
 from collections import Counter
 
 import pytest
+import yaml
 
 from .conftest import require_binary
 from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
@@ -75,6 +76,11 @@ def configure(project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
         project.set_config("tf-mnist:nas.mountTargetDomain", "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com")
 
 
+def stack_config(project: PulumiProject) -> dict:
+    """The copy's Pulumi.dev.yaml ``config`` section, as the CLI wrote it."""
+    return yaml.safe_load((project.dir / "Pulumi.dev.yaml").read_text())["config"]
+
+
 def names_of(preview: PreviewResult, rtype: str) -> list[str]:
     return sorted(r["inputs"]["metadata"]["name"] for r in preview.resources(rtype))
 
@@ -119,6 +125,9 @@ def test_config_set_worker_number_4(dev_project: PulumiProject, toolchain: Toolc
     """`pulumi config set worker.number 4` stores the flat key tf-mnist:worker.number = "4"."""
     configure(dev_project, toolchain, mode)
     dev_project.set_config("worker.number", "4")
+    config = stack_config(dev_project)
+    assert config["tf-mnist:worker.number"] == "4"
+    assert config["tf-mnist:worker"]["number"] == COMMITTED_WORKERS  # the committed structured value stays
     assert_topology(dev_project.preview(), 4, mode)
 
 
@@ -127,6 +136,9 @@ def test_config_set_path_worker_number_4(dev_project: PulumiProject, toolchain: 
     """`pulumi config set --path worker.number 4` stores tf-mnist:worker = {number: 4, ...}."""
     configure(dev_project, toolchain, mode)
     dev_project.set_config("worker.number", "4", path=True)
+    config = stack_config(dev_project)
+    assert "tf-mnist:worker.number" not in config
+    assert config["tf-mnist:worker"]["number"] == 4
     assert_topology(dev_project.preview(), 4, mode)
 
 
