@@ -118,18 +118,23 @@ class Launcher:
                 pass
 
     def stop_all(self) -> None:
+        """SIGTERM the chief first (it saves a checkpoint, which needs the ps alive), then
+        the others; SIGKILL whatever outlives STOP_GRACE_S."""
         self.stopping = True
-        running = [t for t in self.tasks.values() if t.proc and t.proc.poll() is None]
-        for task in running:
-            self.stop(task)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for task in running:
-            try:
-                task.proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.say(f"{task.name} ignored SIGTERM for {STOP_GRACE_S:g}s; killing it")
-                task.proc.kill()
-                task.proc.wait()
+        chief = self.tasks["chief-0"]
+        others = [t for t in self.tasks.values() if t is not chief]
+        for group in ([chief], others):
+            running = [t for t in group if t.proc and t.proc.poll() is None]
+            for task in running:
+                self.stop(task)
+            deadline = time.monotonic() + STOP_GRACE_S
+            for task in running:
+                try:
+                    task.proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.say(f"{task.name} ignored SIGTERM for {STOP_GRACE_S:g}s; killing it")
+                    task.proc.kill()
+                    task.proc.wait()
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
         if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
@@ -250,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             trainer_argv += [action.option_strings[0], str(getattr(args, action.dest))]
     launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv,
                         args.backoff_limit)
+    # Ctrl-C (SIGINT) and SIGTERM both stop every child; SIGINT is set explicitly because a
+    # shell starts background jobs with it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     return launcher.run()
 

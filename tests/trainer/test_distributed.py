@@ -46,10 +46,12 @@ class Run:
         return "\n".join(line for line in self.output.splitlines() if line.startswith("[chief-0]"))
 
 
-def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = ()) -> Run:
+def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = (),
+           common: list[str] = COMMON) -> Run:
     """Run ``python -m trainer.local`` to the end; ``kills`` are (pattern, task): SIGKILL the
-    task's current process at the first output line matching the pattern, in order."""
-    cmd = [sys.executable, "-m", "trainer.local", "--log_dir", str(log_dir), *COMMON, *extra]
+    task's current process (SIGINT for "launcher") at the first output line matching the
+    pattern, in order."""
+    cmd = [sys.executable, "-m", "trainer.local", "--log_dir", str(log_dir), *common, *extra]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
@@ -64,9 +66,12 @@ def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = ()) -> Run
                 run.pids.setdefault(match[1], []).append(int(match[2]))
             if pending and re.search(pending[0][0], line):
                 _, task = pending.pop(0)
-                os.kill(run.pids[task][-1], signal.SIGKILL)
+                if task == "launcher":  # as Ctrl-C would
+                    proc.send_signal(signal.SIGINT)
+                else:
+                    os.kill(run.pids[task][-1], signal.SIGKILL)
                 run.killed.append(task)
-                lines.append(f"[test] killed {task} (pid {run.pids[task][-1]})\n")
+                lines.append(f"[test] killed {task}\n")
         run.returncode = proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
@@ -208,3 +213,24 @@ def test_a_finished_run_does_not_train_again(ps1):
     assert "Step:" not in proc.stdout
     parsed = progress.parse_log(proc.stdout)
     assert parsed.done and parsed.test_accuracy == progress.parse_log(ps1.chief_log).test_accuracy
+
+
+def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
+    """SIGINT to the launcher: the chief saves a checkpoint on SIGTERM mid-epoch, every task
+    is stopped; the same command then resumes inside that epoch and finishes."""
+    common = ["--epochs", "2", "--batch_size", str(BATCH), "--log_interval", "40"]
+    stopped = launch(tmp_path, "--ps", "1", common=common,
+                     kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 80 ", "launcher")])
+    assert stopped.returncode == 130, stopped.output[-3000:]
+    assert "[local] interrupted: stopping every task" in stopped.output
+    match = re.search(r"SIGTERM: saved checkpoint \S+ at epoch 2, batch (\d+); exiting",
+                      stopped.chief_log)
+    assert match, stopped.output[-3000:]
+    alive = [pid for pids in stopped.pids.values() for pid in pids
+             if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    resumed = launch(tmp_path, "--ps", "1", common=common)
+    assert resumed.returncode == 0, resumed.output[-3000:]
+    assert f"1 of 2 epochs done; continuing epoch 2 at batch {int(match[1]) + 1}" in resumed.chief_log
+    assert progress.read_result(tmp_path)["global_step"] == 2 * (8000 // BATCH)
+    assert progress.parse_log(resumed.chief_log).done
