@@ -57,10 +57,12 @@ require_go() {
 # cache, or fails naming the module and version the proxy refused.
 module_dir() {
   local out
-  if ! out="$(go mod download -json "$1@$2" 2>&1)"; then
+  # Bounded: a proxy that does not answer is reported like a refusal, never a hang.
+  if ! out="$(timeout "${PULUMI_TOOLCHAIN_PROXY_TIMEOUT:-300}" go mod download -json "$1@$2" 2>&1)"; then
     if printf '%s' "$out" | grep -q '"Dir"'; then :; else
-      log "the Go module proxy refused $1@$2:"
-      printf '%s\n' "$out" | grep -E '"Error"' | sed 's/^/[pulumi-toolchain]   /' >&2
+      log "the Go module proxy refused (or did not answer for) $1@$2:"
+      { printf '%s\n' "$out" | grep -E '"Error"' || printf '%s\n' "$out" | tail -n 5; } |
+        sed 's/^/[pulumi-toolchain]   /' >&2
       return 3
     fi
   fi
@@ -152,14 +154,26 @@ install_language_host() {
   # The host's source is ours and small: refresh it every run so edits take effect.
   install -m 0644 "$tools/pulumi_language_python.py" "$out/pulumi_language_python.py"
   printf '%s\n' "$PULUMI_SDK_VERSION" >"$out/pulumi-language-python.version"
+  if [ -x "$repo/.venv/bin/python" ]; then
+    printf '%s\n' "$repo/.venv/bin/python" >"$out/pulumi-language-python.python"
+  fi
   cat >"$out/pulumi-language-python.tmp" <<'EOF'
 #!/bin/sh
 # Pulumi Python language host (tools/pulumi_language_python.py). It needs a Python with the
-# pulumi SDK and grpcio: $PULUMI_LANGUAGE_HOST_PYTHON, else ./.venv (the CLI starts plugins in the
-# project directory), else python3 on PATH.
+# pulumi SDK and grpcio, found in this order: $PULUMI_LANGUAGE_HOST_PYTHON; the virtualenv that
+# ./Pulumi.yaml names (the CLI starts plugins in the project directory); ./.venv; the Python of
+# the project that last ran tools/pulumi-toolchain.sh; python3 on PATH.
 here="$(dirname "$(readlink -f "$0")")"
 py="${PULUMI_LANGUAGE_HOST_PYTHON:-}"
+if [ -z "$py" ] && [ -f Pulumi.yaml ]; then
+  venv="$(sed -n 's/^[[:space:]]*virtualenv:[[:space:]]*//p' Pulumi.yaml | head -n 1 | tr -d "\"' ")"
+  if [ -n "$venv" ] && [ -x "$venv/bin/python" ]; then py="$venv/bin/python"; fi
+fi
 if [ -z "$py" ] && [ -x ./.venv/bin/python ]; then py=./.venv/bin/python; fi
+if [ -z "$py" ] && [ -f "$here/pulumi-language-python.python" ]; then
+  py="$(cat "$here/pulumi-language-python.python")"
+  [ -x "$py" ] || py=""
+fi
 exec "${py:-python3}" "$here/pulumi_language_python.py" "$@"
 EOF
   chmod 0755 "$out/pulumi-language-python.tmp"
@@ -255,7 +269,8 @@ fi
 link() { ln -f "$1" "$bin/$2" 2>/dev/null || cp -f "$1" "$bin/$2"; }
 for f in pulumi; do link "$cli_dir/$f" "$f"; done
 # The language host shim and its sources must stay together; copy them side by side.
-for f in pulumi-language-python pulumi-language-python-exec pulumi_language_python.py pulumi-language-python.version; do
+for f in pulumi-language-python pulumi-language-python-exec pulumi_language_python.py \
+  pulumi-language-python.version pulumi-language-python.python; do
   [ -e "$lang_dir/$f" ] && cp -f "$lang_dir/$f" "$bin/$f"
 done
 link "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes

@@ -182,7 +182,6 @@ class PulumiProject:
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",
-            "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
             "PULUMI_LANGUAGE_HOST_PYTHON": str(venv / "bin" / "python") if venv else "python3",
             "NO_COLOR": "1",
         }

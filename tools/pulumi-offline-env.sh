@@ -1,0 +1,32 @@
+# Source this (bash) to run the Pulumi CLI by hand with no internet, the way tests/preview does:
+#   source tools/pulumi-offline-env.sh
+#   export PULUMI_CONFIG_PASSPHRASE=...      # your stack's passphrase (never set here)
+#   pulumi stack select dev --create --secrets-provider passphrase
+#   pulumi preview
+# It finds or builds the toolchain (tools/pulumi-toolchain.sh), puts it on PATH, installs its
+# provider plugins into a PULUMI_HOME inside the toolchain cache without downloading anything,
+# and, unless you chose a backend already, keeps stack state in a local file backend there.
+_pulumi_offline_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_pulumi_offline_bin="$(bash "$_pulumi_offline_repo/tools/pulumi-toolchain.sh" | tail -n 1)" || return 1
+_pulumi_offline_cache="$(dirname "$_pulumi_offline_bin")"
+export PATH="$_pulumi_offline_bin:$PATH"
+export PULUMI_HOME="${PULUMI_HOME:-$_pulumi_offline_cache/home}"
+export PULUMI_SKIP_UPDATE_CHECK=true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_IGNORE_AMBIENT_PLUGINS=true   # use the plugins installed below, by version
+if [ -z "${PULUMI_BACKEND_URL:-}" ]; then
+  mkdir -p "$_pulumi_offline_cache/state"
+  export PULUMI_BACKEND_URL="file://$_pulumi_offline_cache/state"
+fi
+# Plugin versions = the pip SDKs in requirements.txt (what the SDKs ask the engine for).
+for _pulumi_offline_p in kubernetes:4.25.0 alicloud:3.95.0; do
+  _pulumi_offline_name="${_pulumi_offline_p%%:*}"
+  _pulumi_offline_version="${_pulumi_offline_p#*:}"
+  if [ -x "$_pulumi_offline_bin/pulumi-resource-$_pulumi_offline_name" ] &&
+    [ ! -d "$PULUMI_HOME/plugins/resource-$_pulumi_offline_name-v$_pulumi_offline_version" ]; then
+    pulumi plugin install resource "$_pulumi_offline_name" "$_pulumi_offline_version" \
+      --file "$_pulumi_offline_bin/pulumi-resource-$_pulumi_offline_name" >&2
+  fi
+done
+unset _pulumi_offline_repo _pulumi_offline_bin _pulumi_offline_cache _pulumi_offline_p \
+  _pulumi_offline_name _pulumi_offline_version
