@@ -135,6 +135,7 @@ build_cli() {
     -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_CLI_VERSION" \
     -o "$out/pulumi.tmp" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
   mv -f "$out/pulumi.tmp" "$out/pulumi"
+  rm -rf "$dir"
 }
 
 # Our Python language host (see tools/pulumi_language_python.py for why) plus the SDK's own
@@ -227,7 +228,12 @@ build_provider() {
 total_start="$(date +%s)"
 bin="$cache/bin"
 mkdir -p "$bin"
-rm -f "$bin/BLOCKED-"*
+# One run at a time per cache (test runs may start together): the second waits for the first's
+# builds instead of repeating them, and never sees a half-updated bin directory.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$cache/.lock"
+  flock 9
+fi
 
 # 1. CLI + language host: an installed CLI of a suitable version (what users have) wins.
 installed_cli="$(command -v pulumi 2>/dev/null || true)"
@@ -266,19 +272,27 @@ fi
 
 # 3. One directory with all five names (hard links where possible: the CLI resolves its own
 # path through symlinks when it looks for plugins beside itself).
-link() { ln -f "$1" "$bin/$2" 2>/dev/null || cp -f "$1" "$bin/$2"; }
-for f in pulumi; do link "$cli_dir/$f" "$f"; done
+# put SRC NAME: replace bin/NAME atomically (a test may be running the old one).
+put() {
+  # Already this file (a hard link from an earlier run) or an identical copy: nothing to do.
+  if [ "$1" -ef "$bin/$2" ] || cmp -s "$1" "$bin/$2" 2>/dev/null; then return 0; fi
+  ln -f "$1" "$bin/.$2.tmp" 2>/dev/null || cp -f "$1" "$bin/.$2.tmp"
+  mv -f "$bin/.$2.tmp" "$bin/$2"
+}
+put "$cli_dir/pulumi" pulumi
 # The language host shim and its sources must stay together; copy them side by side.
 for f in pulumi-language-python pulumi-language-python-exec pulumi_language_python.py \
   pulumi-language-python.version pulumi-language-python.python; do
-  [ -e "$lang_dir/$f" ] && cp -f "$lang_dir/$f" "$bin/$f"
+  if [ -e "$lang_dir/$f" ]; then cp -f "$lang_dir/$f" "$bin/.$f.tmp" && mv -f "$bin/.$f.tmp" "$bin/$f"; fi
 done
-link "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
+put "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
 if [ "$alicloud_rc" -eq 0 ]; then
-  link "$(readlink -f "$cache/pulumi-resource-alicloud/v$ALICLOUD_VERSION/pulumi-resource-alicloud")" pulumi-resource-alicloud
+  put "$(readlink -f "$cache/pulumi-resource-alicloud/v$ALICLOUD_VERSION/pulumi-resource-alicloud")" pulumi-resource-alicloud
+  rm -f "$bin/BLOCKED-pulumi-resource-alicloud"
 else
   rm -f "$bin/pulumi-resource-alicloud"
-  printf '%s\n' "$msg" >"$bin/BLOCKED-pulumi-resource-alicloud"
+  printf '%s\n' "$msg" >"$bin/.BLOCKED.tmp"
+  mv -f "$bin/.BLOCKED.tmp" "$bin/BLOCKED-pulumi-resource-alicloud"
 fi
 
 log "toolchain ready in $(($(date +%s) - total_start)) s: $bin"
