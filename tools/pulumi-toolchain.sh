@@ -14,6 +14,9 @@
 # (pulumi-kubernetes==4.25.0, pulumi-alicloud==3.95.0) because a provider answers with the schema
 # of its own release. The CLI is v3.274.0 because the Go module proxy refuses pkg/v3 v3.271.0,
 # v3.272.0 and v3.273.0 (403); the engine speaks the same protocol to the 3.272.0 Python SDK.
+# The Go language host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)
+# is refused in every form, so without an installed CLI the language host is
+# tools/pulumi_language_python.py, running the SDK's own pulumi-language-python-exec.
 #
 # Exit status: non-zero, naming the module and version, when a build fails or the proxy refuses a
 # module the CLI or the kubernetes provider needs. The proxy also refuses the alicloud provider
