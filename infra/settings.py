@@ -13,6 +13,7 @@ import ipaddress
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -282,8 +283,9 @@ class Key:
         schema_type: the Pulumi.yaml ``config:`` type, or None where the schema cannot express
             the key (no float or object type there).
         description: one line for Pulumi.yaml.
-        fix_key: what the fix command sets, when not the key itself (``--path`` for lists and
-            maps, which a flat key cannot hold as such).
+        fix_key: for a list or a map, the ``--path`` arguments of the fix when the bad value
+            was set with ``--path``; set flat, the fix is the key with a JSON value
+            (see ``fix_args``).
     """
 
     name: str
@@ -500,25 +502,56 @@ class _RawConfig:
     def __init__(self, config: pulumi.Config) -> None:
         self._config = config
 
-    def get(self, name: str) -> Any:
-        flat = self._config.get(name)
+    def get(self, name: str) -> tuple[Any, Optional[str]]:
+        """The value the program uses and the form it came from: FLAT, PATH, or None when unset."""
+        flat, structured = self.forms(name)
         if flat is not None:
-            return flat
+            return flat, FLAT
+        if structured is not None:
+            return structured, PATH
+        return None, None
+
+    def forms(self, name: str) -> tuple[Any, Any]:
+        """``(flat value, structured value)`` of a key, None where that form is not set."""
+        flat = self._config.get(name)
         head, *path = name.split(".")
         if not path:
-            return None
+            return flat, None
         raw = self._config.get(head)
         if raw is None:
-            return None
+            return flat, None
         try:
             node: Any = json.loads(raw)
         except ValueError:
-            return None
+            return flat, None
         for part in path:
             if not isinstance(node, dict) or part not in node:
-                return None
+                return flat, None
             node = node[part]
-        return node
+        return flat, node
+
+
+#: The two forms a value can be set in (see _RawConfig).
+FLAT = "flat"
+PATH = "path"
+
+
+def fix_args(key: Key, form: Optional[str]) -> tuple[str, str]:
+    """``(key arguments, value)`` of the fix command, in the form the bad value was set.
+
+    The program reads a flat key before the structured one, so a structured fix cannot
+    replace a flat value: a flat list or map gets a flat JSON value (which ``cidr_list``,
+    ``string_list`` and ``label_map`` accept), a structured value gets ``--path``.
+    """
+    if form == PATH and "." in key.name:
+        return (key.fix_key, key.fix) if key.fix_key else (f"--path {key.name}", key.fix)
+    if key.fix_key:  # a list or a map, set flat
+        if isinstance(key.default, Mapping):
+            example: Any = dict(key.default)
+        else:
+            example = list(key.default) or [key.fix]
+        return key.name, shlex.quote(json.dumps(example, separators=(",", ":")))
+    return key.name, key.fix
 
 
 def _show(raw: Any) -> str:
@@ -554,21 +587,25 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
     problems: list[str] = []
     values: dict[str, Any] = {}
     raws: dict[str, Any] = {}
+    forms: dict[str, Optional[str]] = {}
     for key in KEYS:
-        raw = raw_config.get(key.name)
+        raw, form = raw_config.get(key.name)
         raws[key.name] = raw
+        forms[key.name] = form
         if raw is None:
             values[key.name] = key.default
             continue
         try:
             values[key.name] = key.parse(raw)
         except ValueError as error:
-            problems.append(violation(key.name, raw, str(error), key.fix_key or key.name, key.fix))
+            problems.append(violation(key.name, raw, str(error), *fix_args(key, form)))
             values[key.name] = key.default
 
     def bad(name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None) -> None:
+        fix_name = fix_key or name
+        args, value = fix_args(KEYS_BY_NAME[fix_name], forms[fix_name])
         problems.append(violation(name, raws[name] if raws[name] is not None else values[name], rule,
-                                  fix_key or name, fix_value or KEYS_BY_NAME[fix_key or name].fix))
+                                  args, fix_value or value))
 
     v = values
     if v["ps.port"] == v["worker.port"]:

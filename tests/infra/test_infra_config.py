@@ -42,7 +42,7 @@ BAD = [
      "persistence.pvc.storage 5Gi"),
     ("persistence.pvc.matchLabels", "{}",
      'must be a non-empty map of Kubernetes labels such as {"train": "mnist"}',
-     "--path persistence.pvc.matchLabels.train mnist"),
+     "persistence.pvc.matchLabels '{\"train\":\"mnist\"}'"),
     ("worker.image", "Registry.example.com/Trainer:latest!",
      "must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu",
      "worker.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu"),
@@ -68,7 +68,7 @@ def test_bad_structured_value_is_reported_as_the_cli_stored_it(dev_config):
     worker = json.loads(dev_config["tf-mnist:worker"])
     worker["number"] = -1  # `pulumi config set --path worker.number -- -1` stores an integer
     run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker)})
-    assert str(run.error) == f"{HEADER_1}\n{_line('worker.number', '-1', 'must be an integer >= 1', 'worker.number 2')}"
+    assert str(run.error) == f"{HEADER_1}\n{_line('worker.number', '-1', 'must be an integer >= 1', '--path worker.number 2')}"
     assert run.registrations == []
 
 
@@ -187,3 +187,41 @@ def test_schema_tool_reproduces_pulumi_yaml():
     from infra import schema
     text = (me.REPO / "Pulumi.yaml").read_text()
     assert schema.render(text) == text
+
+
+# --- the fix command works in the form the bad value was set ---------------------------------
+# The program reads a flat key before the structured one, so a fix given in the other form
+# would leave the bad value in force (found by running the suggested command with the real CLI).
+
+
+def test_fix_for_a_flat_label_map_is_a_flat_value_that_replaces_it(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:persistence.pvc.matchLabels": "{}"})
+    assert str(run.error).endswith(
+        "    fix: pulumi config set persistence.pvc.matchLabels '{\"train\":\"mnist\"}'")
+    # ... and that value, set flat as the CLI stores it, is accepted.
+    fixed = me.run_program({**dev_config, "tf-mnist:persistence.pvc.matchLabels": '{"train":"mnist"}'})
+    assert fixed.error is None
+
+
+def test_fix_for_a_flat_list_is_a_flat_value_that_replaces_it(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:gpuPool.instanceTypes": "[]"})
+    assert str(run.error).endswith("    fix: pulumi config set gpuPool.instanceTypes '[\"ecs.gn5-c4g1.xlarge\"]'")
+
+
+
+def test_fix_for_a_structured_value_uses_path(dev_config):
+    worker = json.loads(dev_config["tf-mnist:worker"])
+    worker["number"] = 0
+    labels = json.loads(dev_config["tf-mnist:persistence"])
+    labels["pvc"]["matchLabels"] = {}
+    run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker),
+                          "tf-mnist:persistence": json.dumps(labels)})
+    assert str(run.error).splitlines()[2] == "    fix: pulumi config set --path worker.number 2"
+    assert str(run.error).splitlines()[4] == "    fix: pulumi config set --path persistence.pvc.matchLabels.train mnist"
+
+
+def test_fix_for_equal_structured_ports_uses_path(dev_config):
+    ps = json.loads(dev_config["tf-mnist:ps"])
+    ps["port"] = 8000
+    run = me.run_program({**dev_config, "tf-mnist:ps": json.dumps(ps)})
+    assert str(run.error).endswith("    fix: pulumi config set --path ps.port 9000")
