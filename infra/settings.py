@@ -494,9 +494,10 @@ class _RawConfig:
 
     `pulumi config set worker.number 4` stores the flat key ``tf-mnist:worker.number`` = "4";
     `pulumi config set --path worker.number 4` stores ``tf-mnist:worker`` = {"number": 4}.
-    The flat key wins when both exist: the CLI writes Pulumi.yaml's defaults through the
-    structured form, so a structured value beside a flat one may be a default, never the user's
-    latest word.
+    The flat key is the one used when both exist: the CLI writes Pulumi.yaml's defaults through
+    the structured form, so a structured value equal to the default beside a flat one may be
+    that default. Any other pair of different values is a conflict that ``load_settings``
+    reports (``conflicting``): silently dropping one would ignore a command the user ran.
     """
 
     def __init__(self, config: pulumi.Config) -> None:
@@ -564,6 +565,33 @@ def _show(raw: Any) -> str:
     return str(raw)
 
 
+def conflicting(key: Key, flat: Any, structured: Any) -> bool:
+    """True when a key set both flat and with --path holds two different values.
+
+    A valid structured value equal to the key's default is not a conflict: the CLI writes
+    Pulumi.yaml's default there by itself (and the flat value is then the user's).
+    """
+    def parsed(raw: Any) -> tuple[bool, Any]:
+        try:
+            return True, key.parse(raw)
+        except ValueError:
+            return False, None
+
+    structured_ok, structured_value = parsed(structured)
+    if structured_ok and structured_value == key.default:
+        return False
+    flat_ok, flat_value = parsed(flat)
+    return not (structured_ok and flat_ok and flat_value == structured_value)
+
+
+def conflict(key: str, flat: Any, structured: Any) -> str:
+    """The violation of a key set both ways to different values, with both ways out."""
+    return (f"Configuration '{PROJECT}:{key}' is set twice, to '{_show(flat)}' (flat) and to "
+            f"'{_show(structured)}' (--path): a key must be set one way only.\n"
+            f"    fix: pulumi config rm {key} (keeps '{_show(structured)}'), "
+            f"or pulumi config rm --path {key} (keeps '{_show(flat)}')")
+
+
 def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str) -> str:
     """One violation in Pulumi's own wording: key, value, rule, then the fix command."""
     return (f"Configuration '{PROJECT}:{key}' value '{_show(raw)}' is invalid: {rule}.\n"
@@ -592,6 +620,11 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         raw, form = raw_config.get(key.name)
         raws[key.name] = raw
         forms[key.name] = form
+        flat, structured = raw_config.forms(key.name)
+        if flat is not None and structured is not None and conflicting(key, flat, structured):
+            problems.append(conflict(key.name, flat, structured))
+            values[key.name] = key.default
+            continue
         if raw is None:
             values[key.name] = key.default
             continue

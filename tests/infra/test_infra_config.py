@@ -225,3 +225,39 @@ def test_fix_for_equal_structured_ports_uses_path(dev_config):
     ps["port"] = 8000
     run = me.run_program({**dev_config, "tf-mnist:ps": json.dumps(ps)})
     assert str(run.error).endswith("    fix: pulumi config set --path ps.port 9000")
+
+
+# --- one key set both flat and with --path ---------------------------------------------------
+
+
+def test_a_key_set_both_ways_to_different_values_is_rejected(dev_config):
+    # `pulumi config set worker.number 4` then `pulumi config set --path worker.number 6`:
+    # the flat value would win, silently dropping the user's latest command.
+    worker = json.loads(dev_config["tf-mnist:worker"])
+    worker["number"] = 6
+    run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker), "tf-mnist:worker.number": "4"})
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:worker.number' is set twice, to '4' (flat) and to '6' (--path): "
+        "a key must be set one way only.",
+        "    fix: pulumi config rm worker.number (keeps '6'), or pulumi config rm --path worker.number (keeps '4')",
+    ])
+    assert run.registrations == []
+
+
+def test_a_key_set_both_ways_to_the_same_value_is_accepted(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:worker.number": "2", "tf-mnist:ps.number": 2})
+    assert run.error is None
+
+
+def test_a_bad_structured_value_beside_a_flat_one_is_reported_once_as_the_conflict(dev_config):
+    labels = json.loads(dev_config["tf-mnist:persistence"])
+    labels["pvc"]["matchLabels"] = {}
+    run = me.run_program({**dev_config, "tf-mnist:persistence": json.dumps(labels),
+                          "tf-mnist:persistence.pvc.matchLabels": '{"team":"ml"}'})
+    assert str(run.error).splitlines()[1:] == [
+        "Configuration 'tf-mnist:persistence.pvc.matchLabels' is set twice, to '{\"team\":\"ml\"}' (flat) "
+        "and to '{}' (--path): a key must be set one way only.",
+        "    fix: pulumi config rm persistence.pvc.matchLabels (keeps '{}'), "
+        "or pulumi config rm --path persistence.pvc.matchLabels (keeps '{\"team\":\"ml\"}')",
+    ]

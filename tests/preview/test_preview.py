@@ -156,3 +156,22 @@ def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiPr
     assert "worker.number" in output and "four" in output, output
     assert "Traceback" not in output, output
     assert preview.resources() == []
+
+
+def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
+    """`config set worker.number 4` then `config set --path worker.number 6`: the CLI keeps both.
+
+    The program must not silently preview 4 workers (the flat value) after the user's latest
+    command asked for 6; it names both values and both ways out.
+    """
+    dev_project.set_config("worker.number", "4")
+    dev_project.set_config("worker.number", "6", path=True)
+    config = stack_config(dev_project)
+    assert (config["tf-mnist:worker.number"], config["tf-mnist:worker"]["number"]) == ("4", 6)
+    preview = dev_project.preview()
+    assert preview.returncode != 0
+    output = preview.messages()
+    assert ("Configuration 'tf-mnist:worker.number' is set twice, to '4' (flat) and to '6' (--path)" in output), output
+    assert "pulumi config rm worker.number (keeps '6')" in output, output
+    assert "Traceback" not in output, output
+    assert preview.resources() == []
