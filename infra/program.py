@@ -71,6 +71,9 @@ def build(settings: Settings) -> dict[str, Any]:
         kubeconfig = pulumi.Output.secret(settings.kubeconfig)
         provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig)
         server = settings.nas_mount_target_domain
+        if "nas.mountTargetDomain" in settings.secret_keys:
+            # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
+            server = pulumi.Output.secret(server)
         volume_depends_on = []
 
     k8s_opts = pulumi.ResourceOptions(providers=[provider])

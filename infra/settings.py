@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
+from pulumi.runtime.config import is_config_secret
 
 from trainer import cluster_spec as cs
 
@@ -36,6 +37,11 @@ NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 ADDRESS_TYPES = ("internet", "intranet")
+#: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
+#: other value goes into object names, labels, pod specs or plain outputs, so a secret there
+#: is refused rather than written out in plain text.
+SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain")
+SECRET_SHOWN_AS = "[secret]"
 
 
 class ConfigError(pulumi.RunError):
@@ -469,6 +475,9 @@ class Settings:
     nas_path: str
     nas_mount_target_domain: Optional[str]
     ports: Mapping[str, int] = field(default_factory=dict)
+    #: Keys (of SECRET_CAPABLE_KEYS) set with ``--secret``: the program wraps them in
+    #: ``pulumi.Output.secret``.
+    secret_keys: frozenset[str] = frozenset()
 
     @property
     def data_dir(self) -> str:
@@ -511,6 +520,18 @@ class _RawConfig:
         if structured is not None:
             return structured, PATH
         return None, None
+
+    @staticmethod
+    def is_secret(name: str, form: Optional[str]) -> bool:
+        """Whether the value of ``name`` in ``form`` was set with ``--secret``.
+
+        The CLI names the flat key, or for a structured value the top-level key that holds it.
+        """
+        if form == FLAT:
+            return is_config_secret(f"{PROJECT}:{name}")
+        if form == PATH:
+            return is_config_secret(f"{PROJECT}:{name.split('.')[0]}")
+        return False
 
     def forms(self, name: str) -> tuple[Any, Any]:
         """``(flat value, structured value)`` of a key, None where that form is not set."""
@@ -555,7 +576,9 @@ def fix_args(key: Key, form: Optional[str]) -> tuple[str, str]:
     return key.name, key.fix
 
 
-def _show(raw: Any) -> str:
+def _show(raw: Any, secret: bool = False) -> str:
+    if secret:
+        return SECRET_SHOWN_AS
     if isinstance(raw, str):
         return raw
     if isinstance(raw, bool):
@@ -584,18 +607,37 @@ def conflicting(key: Key, flat: Any, structured: Any) -> bool:
     return not (structured_ok and flat_ok and flat_value == structured_value)
 
 
-def conflict(key: str, flat: Any, structured: Any) -> str:
+def conflict(key: str, flat: Any, structured: Any, flat_secret: bool = False,
+             structured_secret: bool = False) -> str:
     """The violation of a key set both ways to different values, with both ways out."""
-    return (f"Configuration '{PROJECT}:{key}' is set twice, to '{_show(flat)}' (flat) and to "
-            f"'{_show(structured)}' (--path): a key must be set one way only.\n"
-            f"    fix: pulumi config rm {key} (keeps '{_show(structured)}'), "
-            f"or pulumi config rm --path {key} (keeps '{_show(flat)}')")
+    flat_shown, structured_shown = _show(flat, flat_secret), _show(structured, structured_secret)
+    return (f"Configuration '{PROJECT}:{key}' is set twice, to '{flat_shown}' (flat) and to "
+            f"'{structured_shown}' (--path): a key must be set one way only.\n"
+            f"    fix: pulumi config rm {key} (keeps '{structured_shown}'), "
+            f"or pulumi config rm --path {key} (keeps '{flat_shown}')")
 
 
-def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str) -> str:
-    """One violation in Pulumi's own wording: key, value, rule, then the fix command."""
-    return (f"Configuration '{PROJECT}:{key}' value '{_show(raw)}' is invalid: {rule}.\n"
+def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secret: bool = False) -> str:
+    """One violation in Pulumi's own wording: key, value, rule, then the fix command.
+
+    A value set with ``--secret`` is shown as ``[secret]``, never as its plaintext.
+    """
+    return (f"Configuration '{PROJECT}:{key}' value '{_show(raw, secret)}' is invalid: {rule}.\n"
             f"    fix: pulumi config set {fix_key} {fix_value}")
+
+
+def secret_refused(name: str, structured: bool) -> str:
+    """The violation of a secret the stack would write out in plain text (value not shown)."""
+    capable = " and ".join(SECRET_CAPABLE_KEYS)
+    if structured:
+        return (f"Configuration '{PROJECT}:{name}' holds a secret: the stack writes {name}.* values into "
+                "Kubernetes objects and stack outputs in plain text, so they cannot stay secret "
+                f"(only {capable} can).\n"
+                f"    fix: pulumi config set --path {name}.<key> <value> (again, without --secret)")
+    return (f"Configuration '{PROJECT}:{name}' is a secret: the stack writes this value into Kubernetes "
+            "objects and stack outputs in plain text, so it cannot stay secret "
+            f"(only {capable} can).\n"
+            f"    fix: pulumi config set {name} <value> (again, without --secret)")
 
 
 def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None) -> Settings:
@@ -616,13 +658,25 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
     values: dict[str, Any] = {}
     raws: dict[str, Any] = {}
     forms: dict[str, Optional[str]] = {}
+    secrets: set[str] = set()
+    refused_heads: set[str] = set()
     for key in KEYS:
         raw, form = raw_config.get(key.name)
         raws[key.name] = raw
         forms[key.name] = form
         flat, structured = raw_config.forms(key.name)
+        flat_secret = flat is not None and raw_config.is_secret(key.name, FLAT)
+        structured_secret = structured is not None and raw_config.is_secret(key.name, PATH)
+        head = key.name.split(".")[0]
+        if structured_secret and head not in refused_heads:
+            refused_heads.add(head)
+            problems.append(secret_refused(head, structured=True))
+        if flat_secret and key.name not in SECRET_CAPABLE_KEYS:
+            problems.append(secret_refused(key.name, structured=False))
+        if flat_secret if form == FLAT else structured_secret:
+            secrets.add(key.name)
         if flat is not None and structured is not None and conflicting(key, flat, structured):
-            problems.append(conflict(key.name, flat, structured))
+            problems.append(conflict(key.name, flat, structured, flat_secret, structured_secret))
             values[key.name] = key.default
             continue
         if raw is None:
@@ -631,14 +685,15 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         try:
             values[key.name] = key.parse(raw)
         except ValueError as error:
-            problems.append(violation(key.name, raw, str(error), *fix_args(key, form)))
+            problems.append(violation(key.name, raw, str(error), *fix_args(key, form),
+                                      secret=key.name in secrets))
             values[key.name] = key.default
 
     def bad(name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None) -> None:
         fix_name = fix_key or name
         args, value = fix_args(KEYS_BY_NAME[fix_name], forms[fix_name])
         problems.append(violation(name, raws[name] if raws[name] is not None else values[name], rule,
-                                  args, fix_value or value))
+                                  args, fix_value or value, secret=name in secrets))
 
     v = values
     if v["ps.port"] == v["worker.port"]:
@@ -745,6 +800,7 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         nas_path=v["nas.path"],
         nas_mount_target_domain=v["nas.mountTargetDomain"],
         ports=ports,
+        secret_keys=frozenset(secrets & set(SECRET_CAPABLE_KEYS)),
     )
 
 

@@ -122,13 +122,16 @@ class _Monitor(pulumi_mocks.MockMonitor):
         return response
 
 
-def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev") -> Run:
+def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
+                secret_keys: tuple[str, ...] = ()) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
         config: full config keys ("tf-mnist:worker.number") -> string values, as the CLI
             passes them (objects as JSON strings).
         preview: run as a preview: resources get no ids and no computed outputs.
+        secret_keys: config keys set with ``--secret`` (the CLI names the flat key, or the
+            top-level key of a structured value that holds a secret).
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
@@ -136,7 +139,7 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
     run = Run()
     mocks = _Mocks(run, preview)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
-    pulumi.runtime.set_all_config(dict(config), [])
+    pulumi.runtime.set_all_config(dict(config), list(secret_keys))
 
     from infra import program, settings
 

@@ -261,3 +261,62 @@ def test_a_bad_structured_value_beside_a_flat_one_is_reported_once_as_the_confli
         "    fix: pulumi config rm persistence.pvc.matchLabels (keeps '{}'), "
         "or pulumi config rm --path persistence.pvc.matchLabels (keeps '{\"team\":\"ml\"}')",
     ]
+
+
+# --- secret config values (`pulumi config set --secret`) -------------------------------------
+# The program reads config with Config.get, which returns a secret's plaintext: before these
+# checks a secret nas.mountTargetDomain went into the PV and the mountTargetDomain output in
+# plain text (real `pulumi preview --json`), and a bad secret value was printed back.
+
+KUBECONFIG_MODE = {"tf-mnist:kubeconfig": "/home/me/.kube/config",
+                   "tf-mnist:nas.mountTargetDomain": "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"}
+
+
+def test_a_secret_mount_target_stays_secret_in_the_pv_and_the_outputs(dev_config):
+    run = me.run_program({**dev_config, **KUBECONFIG_MODE}, secret_keys=("tf-mnist:nas.mountTargetDomain",))
+    assert run.error is None
+    (pv,) = run.of_type("kubernetes:core/v1:PersistentVolume")
+    spec = pv.inputs["spec"]  # the SDK marks the whole input object that holds the secret
+    assert me.is_secret_value(spec), spec
+    assert spec["value"]["csi"]["volumeAttributes"]["server"] == "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"
+    assert run.secret_outputs["mountTargetDomain"] is True
+
+
+def test_a_plain_mount_target_stays_plain(dev_config):
+    run = me.run_program({**dev_config, **KUBECONFIG_MODE})
+    (pv,) = run.of_type("kubernetes:core/v1:PersistentVolume")
+    assert pv.inputs["spec"]["csi"]["volumeAttributes"]["server"] == "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"
+    assert run.secret_outputs["mountTargetDomain"] is False
+
+
+def test_a_secret_that_would_go_into_specs_in_plain_text_is_rejected_without_its_value(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:worker.memory": "9Gi"}, secret_keys=("tf-mnist:worker.memory",))
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:worker.memory' is a secret: the stack writes this value into Kubernetes "
+        "objects and stack outputs in plain text, so it cannot stay secret "
+        "(only kubeconfig and nas.mountTargetDomain can).",
+        "    fix: pulumi config set worker.memory <value> (again, without --secret)",
+    ])
+    assert "9Gi" not in str(run.error)
+    assert run.registrations == []
+
+
+def test_a_structured_secret_is_reported_once_for_its_top_level_key(dev_config):
+    # `pulumi config set --secret --path worker.memory 9Gi`: the CLI marks all of tf-mnist:worker.
+    worker = {**json.loads(dev_config["tf-mnist:worker"]), "memory": "9Gi"}
+    run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker)}, secret_keys=("tf-mnist:worker",))
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:worker' holds a secret: the stack writes worker.* values into Kubernetes "
+        "objects and stack outputs in plain text, so they cannot stay secret "
+        "(only kubeconfig and nas.mountTargetDomain can).",
+        "    fix: pulumi config set --path worker.<key> <value> (again, without --secret)",
+    ])
+
+
+def test_a_bad_secret_value_is_never_printed(dev_config):
+    run = me.run_program({**dev_config, **KUBECONFIG_MODE, "tf-mnist:nas.path": "relative/s3cr3t"},
+                         secret_keys=("tf-mnist:nas.path",))
+    assert "s3cr3t" not in str(run.error)
+    assert "Configuration 'tf-mnist:nas.path' value '[secret]' is invalid: must be an absolute path" in str(run.error)

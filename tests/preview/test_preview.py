@@ -175,3 +175,31 @@ def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_p
     assert "pulumi config rm worker.number (keeps '6')" in output, output
     assert "Traceback" not in output, output
     assert preview.resources() == []
+
+
+def test_secret_config_never_appears_in_plain_text_in_the_plan(dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    """kubeconfig (content) and nas.mountTargetDomain set with --secret stay secret in `preview --json`.
+
+    Before the program carried nas.mountTargetDomain as a secret, its plaintext showed in the
+    PV's csi.volumeAttributes.server of the JSON plan.
+    """
+    configure(dev_project, toolchain, "cluster")
+    domain = "s3cr3t0a1b-abc12.cn-hangzhou.nas.aliyuncs.com"
+    dev_project.set_config("tf-mnist:nas.mountTargetDomain", domain, secret=True)
+    preview = dev_project.preview()
+    assert_topology(preview, COMMITTED_WORKERS, "cluster")
+    for plaintext in (domain, "not-a-credential"):  # the kubeconfig's token
+        assert plaintext not in preview.stdout and plaintext not in preview.stderr
+
+
+def test_a_secret_the_stack_cannot_keep_secret_is_refused(dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    """`pulumi config set --secret --path worker.memory 9Gi`: the value would go into pod specs in plain text."""
+    configure(dev_project, toolchain, "cluster")
+    dev_project.set_config("worker.memory", "9Gi", path=True, secret=True)
+    preview = dev_project.preview()
+    assert preview.returncode != 0
+    output = preview.messages()
+    assert "Configuration 'tf-mnist:worker' holds a secret" in output, output
+    assert "fix: pulumi config set --path worker.<key> <value> (again, without --secret)" in output, output
+    assert "Traceback" not in output, output
+    assert preview.resources() == []
