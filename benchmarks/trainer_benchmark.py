@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--learning_rate", type=float, default=0.001)
     parser.add_argument("--model", default="convnet")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--steps_per_execution", type=int, default=20)
+    parser.add_argument("--steps_per_execution", type=int, default=50)
     parser.add_argument("--_plain_fit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._plain_fit:

@@ -52,6 +52,13 @@ def free_ports(count: int, host: str = "localhost") -> list[int]:
     return ports
 
 
+def intra_op_threads(replicas: Replicas, cpus: int | None = None) -> int:
+    """Intra-op threads per task: the cores divided among the computing tasks (the workers,
+    plus the chief with ps 0), at least 1."""
+    computing = replicas.worker + (replicas.chief if replicas.ps == 0 else 0)
+    return max(1, (cpus or os.cpu_count() or 1) // max(1, computing))
+
+
 @dataclass
 class Task:
     """One child task and its restart history."""
@@ -87,6 +94,9 @@ class Launcher:
             env = dict(os.environ, TF_CONFIG=tf_config_json(self.cluster_spec, task_type, index),
                        GRPC_FAIL_FAST="use_caller", PYTHONUNBUFFERED="1")
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            # Share the cores among the tasks that compute instead of giving each TensorFlow
+            # process a thread per core (oversubscription slows every task down).
+            env.setdefault("TF_NUM_INTRAOP_THREADS", str(intra_op_threads(replicas)))
             argv = [sys.executable, "-m", "trainer", *trainer_argv]
             task = Task(task_type, index, argv, env)
             self.tasks[task.name] = task

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.local import free_ports
+from trainer.cluster_spec import Replicas
+from trainer.local import free_ports, intra_op_threads
 from trainer.servers import CLOCK_SLACK_S, STALE_GRACE_S, ClusterFiles, server_decision
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +83,10 @@ def test_launcher_rejects_bad_flags(argv, message):
     proc = subprocess.run([sys.executable, "-m", "trainer.local", *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_intra_op_threads_share_the_cores_among_computing_tasks():
+    assert intra_op_threads(Replicas(chief=1, worker=2, ps=1), cpus=2) == 1
+    assert intra_op_threads(Replicas(chief=1, worker=2, ps=1), cpus=16) == 8
+    assert intra_op_threads(Replicas(chief=1, worker=2, ps=0), cpus=16) == 5
+    assert intra_op_threads(Replicas(chief=1, worker=4, ps=1), cpus=2) == 1
