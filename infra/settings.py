@@ -9,6 +9,7 @@ test keeps the two equal).
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import math
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
-from pulumi.runtime.config import is_config_secret
+from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
 
 from trainer import cluster_spec as cs
 
@@ -617,6 +618,65 @@ def conflict(key: str, flat: Any, structured: Any, flat_secret: bool = False,
             f"or pulumi config rm --path {key} (keeps '{flat_shown}')")
 
 
+def unknown_keys(config: Mapping[str, Any]) -> list[str]:
+    """Violations for project keys the program does not read (typos such as worker.numbr).
+
+    Args:
+        config: every ``tf-mnist:`` key the engine passed, without the prefix, as the CLI
+            hands them over (a structured value as its JSON text).
+
+    A flat key must be a name in KEYS; a structured value (under the first segment of a dotted
+    name) may hold only paths that lead to one. Values of keys that are maps (matchLabels) are
+    not looked into.
+    """
+    names = set(KEYS_BY_NAME)
+    heads = {name.split(".")[0] for name in names if "." in name}
+    found: list[tuple[str, Any, bool, bool]] = []  # path, value, structured, secret
+
+    def leads_to_a_key(path: str) -> bool:
+        return any(name.startswith(path + ".") for name in names)
+
+    def walk(path: str, node: Any, secret: bool) -> None:
+        if path in names:
+            return
+        if isinstance(node, dict) and leads_to_a_key(path):
+            for part, child in node.items():
+                walk(f"{path}.{part}", child, secret)
+            return
+        found.append((path, node, True, secret))
+
+    for name, raw in config.items():
+        secret = is_config_secret(f"{PROJECT}:{name}")
+        if name in names:
+            continue
+        if name in heads:
+            try:
+                node = json.loads(raw) if isinstance(raw, str) else raw
+            except ValueError:
+                node = raw
+            if isinstance(node, dict):
+                for part, child in node.items():
+                    walk(f"{name}.{part}", child, secret)
+                continue
+        found.append((name, raw, False, secret))
+
+    out = []
+    for path, raw, structured, secret in sorted(found, key=lambda f: f[0]):
+        close = difflib.get_close_matches(path, sorted(names | heads), n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        out.append(f"Configuration '{PROJECT}:{path}' value '{_show(raw, secret)}' is not a setting of this "
+                   f"stack{hint}: the program would ignore it.\n"
+                   f"    fix: pulumi config rm {'--path ' if structured else ''}{path}")
+    return out
+
+
+def _project_config() -> dict[str, Any]:
+    """Every ``tf-mnist:`` key of this run (the engine's config), without the prefix."""
+    merged = {**get_config_env(), **CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix):]: value for key, value in merged.items() if key.startswith(prefix)}
+
+
 def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secret: bool = False) -> str:
     """One violation in Pulumi's own wording: key, value, rule, then the fix command.
 
@@ -688,6 +748,8 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
             problems.append(violation(key.name, raw, str(error), *fix_args(key, form),
                                       secret=key.name in secrets))
             values[key.name] = key.default
+
+    problems += unknown_keys(_project_config())
 
     def bad(name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None) -> None:
         fix_name = fix_key or name

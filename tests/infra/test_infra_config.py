@@ -320,3 +320,48 @@ def test_a_bad_secret_value_is_never_printed(dev_config):
                          secret_keys=("tf-mnist:nas.path",))
     assert "s3cr3t" not in str(run.error)
     assert "Configuration 'tf-mnist:nas.path' value '[secret]' is invalid: must be an absolute path" in str(run.error)
+
+
+# --- keys the program does not know ----------------------------------------------------------
+# A typo (`pulumi config set worker.numbr 4`) used to be ignored: the preview showed the
+# default 2 workers and no word about the key (real CLI).
+
+
+def test_an_unknown_flat_key_is_reported_with_the_key_it_resembles(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:worker.numbr": "4", "alicloud:profile": "default"})
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:worker.numbr' value '4' is not a setting of this stack (did you mean "
+        "worker.number?): the program would ignore it.",
+        "    fix: pulumi config rm worker.numbr",
+    ])
+    assert run.registrations == []
+
+
+def test_an_unknown_structured_key_is_reported_by_its_path(dev_config):
+    persistence = json.loads(dev_config["tf-mnist:persistence"])
+    persistence["pvc"]["size"] = "5Gi"
+    run = me.run_program({**dev_config, "tf-mnist:workers": '{"number": 8}',
+                          "tf-mnist:persistence": json.dumps(persistence)})
+    assert str(run.error).splitlines()[1:] == [  # in key order
+        "Configuration 'tf-mnist:persistence.pvc.size' value '5Gi' is not a setting of this stack (did you "
+        "mean persistence.pvc.storage?): the program would ignore it.",
+        "    fix: pulumi config rm --path persistence.pvc.size",
+        "Configuration 'tf-mnist:workers' value '{\"number\": 8}' is not a setting of this stack (did you mean "
+        "worker?): the program would ignore it.",
+        "    fix: pulumi config rm workers",
+    ]
+
+
+def test_an_unknown_secret_key_is_reported_without_its_value(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:apiKey": "s3cr3t"}, secret_keys=("tf-mnist:apiKey",))
+    assert "s3cr3t" not in str(run.error)
+    assert "Configuration 'tf-mnist:apiKey' value '[secret]' is not a setting of this stack" in str(run.error)
+
+
+def test_label_maps_and_known_objects_are_not_unknown_keys(dev_config):
+    persistence = json.loads(dev_config["tf-mnist:persistence"])
+    persistence["pvc"]["matchLabels"] = {"train": "mnist", "team": "ml"}
+    run = me.run_program({**dev_config, "tf-mnist:persistence": json.dumps(persistence),
+                          "tf-mnist:gpuPool.instanceTypes": '["ecs.gn5-c8g1.2xlarge"]'})
+    assert run.error is None

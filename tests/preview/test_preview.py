@@ -203,3 +203,16 @@ def test_a_secret_the_stack_cannot_keep_secret_is_refused(dev_project: PulumiPro
     assert "fix: pulumi config set --path worker.<key> <value> (again, without --secret)" in output, output
     assert "Traceback" not in output, output
     assert preview.resources() == []
+
+
+def test_a_misspelt_key_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
+    """`pulumi config set worker.numbr 4` used to preview the default 2 workers without a word."""
+    dev_project.set_config("worker.numbr", "4")
+    preview = dev_project.preview()
+    assert preview.returncode != 0
+    output = preview.messages()
+    assert ("Configuration 'tf-mnist:worker.numbr' value '4' is not a setting of this stack "
+            "(did you mean worker.number?)") in output, output
+    assert "fix: pulumi config rm worker.numbr" in output, output
+    assert "Traceback" not in output, output
+    assert preview.resources() == []
