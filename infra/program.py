@@ -101,6 +101,15 @@ def build(settings: Settings) -> dict[str, Any]:
 
     ns = settings.namespace
     chief = f"{prefix}-chief-0"
+    follow_log: Any = [
+        f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
+        f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
+    ]
+    if settings.kubeconfig is not None and _is_kubeconfig_path(settings.kubeconfig):
+        # The kubeconfig output is then the path itself, not a file kubectl could read.
+        follow_log = [f"kubectl --kubeconfig {settings.kubeconfig} --namespace {ns} logs --follow job/{chief}"]
+        if "kubeconfig" in settings.secret_keys:
+            follow_log = pulumi.Output.secret(follow_log)
     return {
         "clusterId": cluster_id,
         "kubeconfig": kubeconfig,
@@ -113,8 +122,14 @@ def build(settings: Settings) -> dict[str, Any]:
         "jobNames": training.job_names,
         "stagingJobName": training.staging_job_name,
         "tensorboardUrl": tensorboard.url,
-        "followChiefLog": [
-            f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
-            f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
-        ],
+        "followChiefLog": follow_log,
     }
+
+
+def _is_kubeconfig_path(value: str) -> bool:
+    """Whether the ``kubeconfig`` setting is a file path rather than kubeconfig content.
+
+    Content is YAML over several lines or JSON (``{...}``); the kubernetes provider takes either
+    and expands a leading ``~`` of a path itself.
+    """
+    return "\n" not in value and not value.lstrip().startswith("{")

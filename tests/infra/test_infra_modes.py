@@ -216,3 +216,32 @@ def test_custom_match_labels_flow_to_pv_and_pvc(dev_config):
     assert {"train": "mnist", "team": "vision"}.items() <= pv.inputs["metadata"]["labels"].items()
     pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim", "mnist-data")
     assert pvc.inputs["spec"]["selector"]["matchLabels"] == {"train": "mnist", "team": "vision"}
+
+
+KUBECONFIG_PATH_MODE = {"tf-mnist:kubeconfig": "~/.kube/config",
+                        "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"}
+
+
+def test_follow_log_commands_work_with_a_kubeconfig_path(dev_config):
+    # With kubeconfig set to a path (what the README says to set), the kubeconfig output is
+    # that path: `pulumi stack output kubeconfig --show-secrets > file` wrote the path, not a
+    # kubeconfig, into the file kubectl was then told to read.
+    run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE})
+    assert run.error is None
+    assert run.outputs["followChiefLog"] == [
+        "kubectl --kubeconfig ~/.kube/config --namespace default logs --follow job/mnist-chief-0"]
+    assert run.secret_outputs["followChiefLog"] is False
+
+
+def test_follow_log_commands_keep_a_secret_kubeconfig_path_secret(dev_config):
+    run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE}, secret_keys=("tf-mnist:kubeconfig",))
+    assert run.error is None
+    assert run.secret_outputs["followChiefLog"] is True
+
+
+def test_follow_log_commands_with_kubeconfig_content(dev_config):
+    run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE,
+                          "tf-mnist:kubeconfig": "apiVersion: v1\nkind: Config\n"})
+    assert run.outputs["followChiefLog"] == [
+        "pulumi stack output kubeconfig --show-secrets > tf-mnist-kubeconfig.yaml",
+        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace default logs --follow job/mnist-chief-0"]
