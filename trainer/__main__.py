@@ -54,7 +54,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report, then exit without waiting for TF threads
+        import traceback
+
+        traceback.print_exc()
+        code = EXIT_RETRY
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: TensorFlow's gRPC and coordinator threads can keep a normal exit waiting.

@@ -118,6 +118,9 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     from trainer.model import build_model
 
     keras.utils.set_random_seed(args.seed)
+    # Started before connecting to the cluster: a ps or worker that never comes up is a
+    # lost peer too.
+    watchdog = Watchdog(args.peer_timeout)
     strategy, coordinator = make_strategy(task)
     replicas = strategy.num_replicas_in_sync if kind == MULTI_WORKER_MIRRORED else 1
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)  # GPUs may add replicas
@@ -214,7 +217,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         stop["sigterm"] = True
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    watchdog = Watchdog(args.peer_timeout)
+    watchdog.kick()
     writer = tf.summary.create_file_writer(
         str(Path(args.log_dir) / TENSORBOARD_SUBDIR)) if is_chief else None
 
