@@ -762,6 +762,11 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         bad("ps.port", f"must differ from worker.port ({v['worker.port']})", "ps.port",
             str(v["worker.port"] + 1000 if v["worker.port"] <= 64535 else v["worker.port"] - 1000))
     kubeconfig = v["kubeconfig"]
+    if kubeconfig is None and v["worker.gpuCount"] > v["gpuPool.gpusPerInstance"]:
+        # A pod's GPUs come from one node: a bigger request stays Pending on every GPU node.
+        bad("worker.gpuCount", f"must be at most gpuPool.gpusPerInstance ({v['gpuPool.gpusPerInstance']}), "
+            "the GPUs of one node (or choose larger gpuPool.instanceTypes and set gpuPool.gpusPerInstance)",
+            "worker.gpuCount", str(v["gpuPool.gpusPerInstance"]))
     create_network = kubeconfig is None and v["vswitch.id"] is None
     if create_network and v["cluster.id"] is not None:
         bad("cluster.id", "needs vswitch.id (and vswitch.cidr) of the cluster's node vSwitch",

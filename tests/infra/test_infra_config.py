@@ -365,3 +365,26 @@ def test_label_maps_and_known_objects_are_not_unknown_keys(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:persistence": json.dumps(persistence),
                           "tf-mnist:gpuPool.instanceTypes": '["ecs.gn5-c8g1.2xlarge"]'})
     assert run.error is None
+
+
+def test_worker_gpus_must_fit_on_one_gpu_node(dev_config):
+    # worker.gpuCount 2 on the default 1-GPU ecs.gn5-c4g1.xlarge: the stack used to create 4 GPU
+    # nodes on which no worker pod (2 GPUs each) could ever be scheduled.
+    run = me.run_program({**dev_config, "tf-mnist:worker.gpuCount": "2"})
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:worker.gpuCount' value '2' is invalid: must be at most "
+        "gpuPool.gpusPerInstance (1), the GPUs of one node (or choose larger gpuPool.instanceTypes "
+        "and set gpuPool.gpusPerInstance).",
+        "    fix: pulumi config set worker.gpuCount 1",
+    ])
+    assert run.registrations == []
+    fits = me.run_program({**dev_config, "tf-mnist:worker.gpuCount": "2", "tf-mnist:gpuPool.gpusPerInstance": "2",
+                           "tf-mnist:gpuPool.instanceTypes": "ecs.gn5-c4g1.2xlarge"})
+    assert fits.error is None
+
+
+def test_worker_gpus_are_not_checked_against_a_pool_the_stack_does_not_create(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:worker.gpuCount": "4", "tf-mnist:kubeconfig": "~/.kube/config",
+                          "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"})
+    assert run.error is None
