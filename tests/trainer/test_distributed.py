@@ -234,3 +234,34 @@ def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
     assert f"1 of 2 epochs done; continuing epoch 2 at batch {int(match[1]) + 1}" in resumed.chief_log
     assert progress.read_result(tmp_path)["global_step"] == 2 * (8000 // BATCH)
     assert progress.parse_log(resumed.chief_log).done
+
+
+def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.CompletedProcess:
+    """Run one task of a chief + worker + ps cluster whose other tasks never start."""
+    from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
+    from trainer.local import free_ports
+
+    replicas = Replicas(chief=1, worker=1, ps=1)
+    ports = dict(zip(replicas.tasks(), free_ports(3)))
+    spec = local_cluster_spec(replicas, ports)
+    env = dict(os.environ, TF_CONFIG=tf_config_json(spec, task_type, 0))
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--epochs", "1",
+         "--peer_timeout", str(peer_timeout)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_ps_without_a_chief_exits_1_after_the_peer_timeout(tmp_path):
+    start = time.monotonic()
+    proc = _lone_task(tmp_path, "ps", peer_timeout=5)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for \d+s "
+                     r"\(--peer_timeout 5s\)", proc.stderr), proc.stderr[-2000:]
+    assert time.monotonic() - start < 60
+
+
+def test_a_chief_without_its_peers_exits_1_after_the_peer_timeout(tmp_path):
+    proc = _lone_task(tmp_path, "chief", peer_timeout=20)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert re.search(r"no training progress for \d+s \(--peer_timeout 20s\): peers lost",
+                     proc.stderr), proc.stderr[-3000:]
