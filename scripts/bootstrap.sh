@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv and installs requirements.txt into it; a no-op when nothing changed.
-# Sourced by the other scripts; prints progress on stderr.
+# Run it (`bash scripts/bootstrap.sh`), don't source it; progress goes to stderr.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs the whole suite.
 #   scripts/test.sh                 everything (unit, real TensorFlow, real `pulumi preview`)
-#   scripts/test.sh -m "not slow"   the fast unit tests only
+#   scripts/test.sh -m "not slow and not engine"   the fast unit tests only
 # Extra arguments go to pytest.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-source scripts/bootstrap.sh
+bash scripts/bootstrap.sh
 # The real Pulumi engine (CLI, language host, providers): found on PATH or built from Go modules
 # into a cache outside the repo; the last line printed is the directory holding the binaries.
 toolchain_bin="$(bash tools/pulumi-toolchain.sh | tail -n 1)"

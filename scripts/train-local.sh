@@ -6,7 +6,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-source scripts/bootstrap.sh
+bash scripts/bootstrap.sh
 # A fresh log directory per run: the trainer resumes from (and will not retrain) a finished run
 # in an existing one.
 log_dir="runs/local-$(date -u +%Y%m%d-%H%M%S)"
