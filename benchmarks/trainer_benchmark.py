@@ -141,7 +141,7 @@ def run_launcher(args: argparse.Namespace, ps: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=str(BUNDLED_DATA_DIR))
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=0.001)
     parser.add_argument("--model", default="convnet")
