@@ -136,6 +136,17 @@ def optional_string(raw: Any) -> Optional[str]:
     return raw
 
 
+def data_source(raw: Any) -> Optional[str]:
+    """Where the staging Job gets MNIST: None (the sample in the image), an http(s) URL, or an
+    absolute path inside the trainer image (``python -m trainer.stage --source``)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not re.match(r"^(https?://[^\s/]+[^\s]*|/[^\s]*)$", raw):
+        raise ValueError("must be an http(s) URL (of mnist.npz, or of a directory holding the four "
+                         "MNIST IDX files) or an absolute path inside the trainer image")
+    return raw
+
+
 # Kubernetes resource.Quantity (k8s.io/apimachinery/pkg/api/resource), restricted to the
 # plain forms people write: a non-negative decimal and an optional SI or binary suffix.
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
@@ -339,6 +350,9 @@ KEYS: tuple[Key, ...] = (
         "--path 'tensorboard.allowedSourceRanges[0]'"),
     Key("mountPath", "/data", absolute_path, "/data", "string",
         "Where the shared NAS volume is mounted in every pod."),
+    Key("data.source", None, data_source, "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
+        None, "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX "
+              "files (checksums verified); default: the 10,000-digit sample in the trainer image."),
     Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
     Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, "mnist", None,
         "Labels on the PV that the PVC selects.", "--path persistence.pvc.matchLabels.train"),
@@ -439,6 +453,8 @@ class Settings:
     batch_size: int
     learning_rate: float
     mount_path: str
+    #: staging source (``trainer.stage --source``); None = the sample in the trainer image.
+    data_source: Optional[str]
     storage: str
     match_labels: Mapping[str, str]
     tensorboard_image: str
@@ -831,6 +847,7 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         batch_size=v["hyperparams.batchsize"],
         learning_rate=v["hyperparams.learningrate"],
         mount_path=v["mountPath"],
+        data_source=v["data.source"],
         storage=v["persistence.pvc.storage"],
         match_labels=dict(v["persistence.pvc.matchLabels"]),
         tensorboard_image=v["tensorboard.image"] or f"{registry_}/{TENSORBOARD_TAG}",

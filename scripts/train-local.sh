@@ -12,5 +12,5 @@ bash scripts/bootstrap.sh
 log_dir="runs/local-$(date -u +%Y%m%d-%H%M%S)"
 echo "train-local: logs, checkpoints and result.json in $log_dir" >&2
 exec "$repo/.venv/bin/python" -m trainer.local \
-  --workers 2 --ps 1 --epochs 5 --batch_size 64 --log_interval 25 \
+  --workers 2 --ps 1 --epochs 10 --batch_size 32 --log_interval 50 \
   --log_dir "$log_dir" "$@"

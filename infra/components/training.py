@@ -96,7 +96,8 @@ class TrainingJob(pulumi.ComponentResource):
                             name="stage",
                             image=settings.staging_image,
                             image_pull_policy=settings.ps.image_pull_policy,
-                            command=["python", "-m", "trainer.stage", "--dest", settings.data_dir],
+                            command=["python", "-m", "trainer.stage", "--dest", settings.data_dir,
+                                     *(["--source", settings.data_source] if settings.data_source else [])],
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
                             volume_mounts=[self._volume_mount()],

@@ -50,6 +50,10 @@ BAD = [
      "ps.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"),
     ("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
      "tensorboard.serviceType LoadBalancer"),
+    ("data.source", "ftp://mirror.example.com/mnist.npz",
+     "must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files) or an "
+     "absolute path inside the trainer image",
+     "data.source https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"),
 ]
 
 

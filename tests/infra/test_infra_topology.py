@@ -281,3 +281,11 @@ def test_tensorboard(dev_config):
         deployment.inputs["spec"]["template"]["metadata"]["labels"].items()
     assert svc.inputs["metadata"]["annotations"] == {
         "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}
+
+
+def test_staging_source_comes_from_data_source(dev_config):
+    url = "https://mirror.example.com/datasets/mnist.npz"
+    run = me.run_program({**dev_config, "tf-mnist:data.source": url})
+    assert run.error is None, run.error
+    container = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "trainer.stage", "--dest", "/data/mnist", "--source", url]
