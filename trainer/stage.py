@@ -113,57 +113,90 @@ def _unknown_message(source: str, name: str, digest: str) -> str:
             "to stage it (--allow_unknown stages files that pass the trainer's data checks)")
 
 
+def _make_dest(dest: Path) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise StageError(f"--dest {dest}: not a directory")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StageError(f"--dest {dest}: cannot create the directory: "
+                         f"{err.strerror or err}") from None
+
+
 def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
           allow_unknown: bool = False, log=print) -> list[str]:
     """Stage the data set of ``source`` into ``dest``; return the file names now in place.
 
+    All or nothing: every file that needs staging is fetched into a private temporary
+    directory inside ``dest`` and checked (checksums; with ``allow_unknown`` the trainer's
+    data checks on the whole set) before any is renamed to its final name, so a failure
+    leaves ``dest`` as it was.
+
     Raises:
-        StageError: a missing or unreachable source file, or a checksum not in
-            KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass the trainer's
-            own data checks instead).
-        DataError: with ``allow_unknown``, staged files that the trainer could not read.
+        StageError: ``dest`` not a directory, a missing or unreachable source file, or a
+            checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
+            the trainer's own data checks instead).
+        DataError: with ``allow_unknown``, files that the trainer could not read.
     """
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
     names = _wanted(source)
-    staged_sets = {}
+    # For a directory source the file in place must be the source's own bytes; for a URL
+    # (which cannot be compared without downloading) any known checksum will do. Every
+    # source file is checked here, before anything is written.
+    expected: dict[str, str | None] = {}
     for name in names:
-        target = dest / name
-        # For a directory source the file in place must be the source's own bytes; for a URL
-        # (which cannot be compared without downloading) any known checksum will do.
-        expected = None if _is_url(source) else _source_digest(source, name)
-        if expected is not None and expected not in KNOWN_SHA256.get(name, {}) \
+        expected[name] = None if _is_url(source) else _source_digest(source, name)
+        if expected[name] is not None and expected[name] not in KNOWN_SHA256.get(name, {}) \
                 and not allow_unknown:
-            raise StageError(_unknown_message(source, name, expected))
-        if target.is_file():
-            digest = sha256_of(target)
-            if _known(name, digest) and (expected is None or digest == expected):
-                staged_sets[name] = KNOWN_SHA256[name][digest]
-                log(f"{target}: already staged ({staged_sets[name]}, sha256 {digest})")
-                continue
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=dest)
-        os.close(fd)
-        tmp = Path(tmp_name)
-        try:
+            raise StageError(_unknown_message(source, name, expected[name]))
+    _make_dest(dest)
+    staged_sets: dict[str, str] = {}
+    in_place: list[str] = []
+    work = Path(tempfile.mkdtemp(prefix=".stage.", suffix=".tmp", dir=dest))
+    try:
+        for name in names:
+            target = dest / name
+            if target.is_file():
+                digest = sha256_of(target)
+                if _known(name, digest) and (expected[name] is None
+                                             or digest == expected[name]):
+                    staged_sets[name] = KNOWN_SHA256[name][digest]
+                    in_place.append(name)
+                    continue
+            tmp = work / name
             _fetch(source, name, tmp)
             digest = sha256_of(tmp)
             what = _known(name, digest)
             if what is None and not allow_unknown:
                 raise StageError(_unknown_message(source, name, digest))
+            staged_sets[name] = what or "unknown checksum"
+        known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
+        if len(known_sets) > 1:
+            raise StageError(f"{dest}: files from different data sets would end up together: "
+                             f"{staged_sets}; stage into an empty directory")
+        if allow_unknown:
+            # The trainer's checks (magic numbers, sizes, counts, label range) on the set as
+            # it will be, before any file gets its final name.
+            for name in in_place:
+                shutil.copyfile(dest / name, work / name)
+            try:
+                load(work)
+            except DataError as err:  # name the source's file, not our temporary copy
+                raise DataError(str(err).replace(str(work), source.rstrip("/"))) from None
+        for name in names:
+            if name in in_place:
+                log(f"{dest / name}: already staged ({staged_sets[name]}, "
+                    f"sha256 {sha256_of(dest / name)})")
+                continue
+            tmp = work / name
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             tmp.chmod(0o644)
-            os.replace(tmp, target)
-            staged_sets[name] = what or "unknown checksum"
-            log(f"{target}: staged from {source} ({staged_sets[name]}, sha256 {digest})")
-        finally:
-            tmp.unlink(missing_ok=True)
-    known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
-    if len(known_sets) > 1:
-        raise StageError(f"{dest}: files from different data sets ended up together: "
-                         f"{staged_sets}; stage into an empty directory")
-    if allow_unknown:
-        load(dest)  # the trainer's checks: magic numbers, sizes, counts, label range
+            os.replace(tmp, dest / name)  # atomic: readers see the old file or the whole new one
+            log(f"{dest / name}: staged from {source} ({staged_sets[name]}, "
+                f"sha256 {sha256_of(dest / name)})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return names
 
 

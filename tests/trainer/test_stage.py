@@ -58,7 +58,7 @@ def test_unknown_checksum_is_refused_and_nothing_is_staged(tmp_path):
     with pytest.raises(StageError, match=r"sha256 [0-9a-f]{64} is not a known checksum of "
                                          r"train-images-idx3-ubyte\.gz"):
         stage(tmp_path / "dest", str(tmp_path / "src"), log=_quiet)
-    assert list((tmp_path / "dest").iterdir()) == []
+    assert not (tmp_path / "dest").exists()  # refused before anything was written
     proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "d2"),
                            "--source", str(tmp_path / "src")], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
@@ -88,7 +88,7 @@ def test_mixing_two_data_sets_is_refused(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(BUNDLED_DATA_DIR, src)
     shutil.copy(fashion / "t10k-labels-idx1-ubyte.gz", src)
-    with pytest.raises(StageError, match="files from different data sets ended up together"):
+    with pytest.raises(StageError, match="files from different data sets would end up together"):
         stage(tmp_path / "dest", str(src), log=_quiet)
 
 
@@ -122,3 +122,37 @@ def test_two_stagers_at_once_leave_whole_files(tmp_path):
     assert sorted(p.name for p in dest.iterdir()) == sorted(data.ALL_IDX_FILES)  # no temporaries
     for name in data.ALL_IDX_FILES:
         assert sha256_of(dest / name) == sha256_of(BUNDLED_DATA_DIR / name)
+
+
+def test_a_missing_source_file_stages_nothing(tmp_path):
+    # Every source file is checked before any is renamed into place: a half-staged
+    # directory would mix this run's files with whatever comes next.
+    shutil.copytree(BUNDLED_DATA_DIR, tmp_path / "src")
+    (tmp_path / "src" / "train-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(StageError, match=r"train-labels-idx1-ubyte\.gz: file is missing"):
+        stage(tmp_path / "dest", str(tmp_path / "src"), log=_quiet)
+    assert not (tmp_path / "dest").exists()
+
+
+def test_allow_unknown_with_a_bad_file_leaves_the_destination_unchanged(tmp_path):
+    write_mnist(tmp_path / "src")
+    (tmp_path / "src" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"<html></html>")
+    with pytest.raises(data.DataError, match=r"^" + str(tmp_path / "src") +
+                       r"/t10k-labels-idx1-ubyte\.gz: not a gzip file"):
+        stage(tmp_path / "dest", str(tmp_path / "src"), allow_unknown=True, log=_quiet)
+    assert list((tmp_path / "dest").iterdir()) == []
+    # A destination that already held a valid set keeps it.
+    stage(tmp_path / "good", log=_quiet)
+    before = {p.name: sha256_of(p) for p in (tmp_path / "good").iterdir()}
+    with pytest.raises(data.DataError):
+        stage(tmp_path / "good", str(tmp_path / "src"), allow_unknown=True, log=_quiet)
+    assert {p.name: sha256_of(p) for p in (tmp_path / "good").iterdir()} == before
+
+
+def test_dest_that_is_a_file_names_the_flag(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest",
+                           str(tmp_path / "afile")], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: --dest {tmp_path / 'afile'}: not a directory")
