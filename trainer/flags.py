@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 #: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
@@ -75,8 +76,9 @@ def validate(args: argparse.Namespace) -> None:
     for name, value in positive.items():
         if value < 1:
             problems.append(f"--{name} {value} is invalid: must be an integer >= 1")
-    if not args.learning_rate > 0:
-        problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0")
+    if not 0 < args.learning_rate < math.inf:  # inf would turn every weight into nan
+        problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0 "
+                        "and finite")
     if not args.peer_timeout > 0:
         problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
     if not args.data_dir:

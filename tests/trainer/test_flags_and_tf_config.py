@@ -34,8 +34,10 @@ def test_defaults_are_the_charts_hyperparameters():
 @pytest.mark.parametrize("argv, message", [
     (["--batch_size", "0"], "--batch_size 0 is invalid: must be an integer >= 1"),
     (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
-    (["--learning_rate", "0"], "--learning_rate 0.0 is invalid: must be > 0"),
-    (["--learning_rate", "-0.1"], "--learning_rate -0.1 is invalid: must be > 0"),
+    (["--learning_rate", "0"], "--learning_rate 0.0 is invalid: must be > 0 and finite"),
+    (["--learning_rate", "-0.1"], "--learning_rate -0.1 is invalid: must be > 0 and finite"),
+    (["--learning_rate", "inf"], "--learning_rate inf is invalid: must be > 0 and finite"),
+    (["--learning_rate", "nan"], "--learning_rate nan is invalid: must be > 0 and finite"),
     (["--steps_per_execution", "0"], "--steps_per_execution 0 is invalid: must be an integer >= 1"),
 ])
 def test_invalid_flag_is_named(argv, message):
@@ -50,7 +52,7 @@ def test_every_violation_is_listed_at_once():
     with pytest.raises(flags.FlagError) as err:
         flags.validate(args)
     assert str(err.value).splitlines() == ["--epochs 0 is invalid: must be an integer >= 1",
-                                           "--learning_rate 0.0 is invalid: must be > 0"]
+                                           "--learning_rate 0.0 is invalid: must be > 0 and finite"]
 
 
 def test_bad_flags_exit_non_zero_naming_the_flag(tmp_path):
