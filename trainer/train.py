@@ -102,8 +102,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     started = time.time()
     is_chief = task.is_chief
     files = ClusterFiles(args.log_dir)
-    if is_chief:
-        start_heartbeat(files)  # first, so waiting servers know a chief is alive
+    # Data and batch size are checked before anything is written to --log_dir: a run that
+    # cannot start leaves no trace (the servers count their wait from their own start).
     dataset = data_mod.load(args.data_dir)
     n_train = len(dataset.x_train)
     kind = task.strategy_kind
@@ -111,6 +111,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     replicas = (len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
                 if kind == MULTI_WORKER_MIRRORED else 1)
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)
+    if is_chief:
+        start_heartbeat(files)  # before connecting, so waiting servers know a chief is alive
 
     import keras
     import tensorflow as tf

@@ -62,10 +62,19 @@ def test_bad_flags_exit_non_zero_naming_the_flag(tmp_path):
 
 
 def test_batch_larger_than_training_set_exits_non_zero(tmp_path):
-    proc = run_trainer("--batch_size", "8001", "--log_dir", str(tmp_path))
+    proc = run_trainer("--batch_size", "8001", "--log_dir", str(tmp_path / "logs"))
     assert proc.returncode == 2
     assert ("--batch_size 8001 is invalid: larger than the training set (8000 examples in "
             f"{flags.BUNDLED_DATA_DIR})") in proc.stderr
+    assert not (tmp_path / "logs").exists()  # nothing written for a run that never started
+
+
+def test_bad_data_writes_nothing_to_the_log_dir(tmp_path):
+    proc = run_trainer("--data_dir", str(tmp_path / "nowhere"), "--log_dir",
+                       str(tmp_path / "logs"))
+    assert proc.returncode == 3
+    assert f"error: {tmp_path / 'nowhere'}: data directory does not exist" in proc.stderr
+    assert not (tmp_path / "logs").exists()
 
 
 def test_batch_times_replicas_larger_than_training_set_with_ps_0(tmp_path):
