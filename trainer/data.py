@@ -55,15 +55,32 @@ class Dataset:
     fmt: str
 
 
-def _gunzip(path: Path) -> bytes:
+def _read(path: Path) -> bytes:
+    """The bytes of ``path``; DataError when it is missing, a directory, empty or unreadable."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file")
     if not path.is_file():
         raise DataError(f"{path}: file is missing")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not raw:
+        raise DataError(f"{path}: empty file (0 bytes): the download or copy failed")
+    return raw
+
+
+def _html_hint(raw: bytes, suffix: str) -> str:
+    if raw.lstrip()[:1] == b"<":
+        return f" (looks like an HTML page saved as {suffix}: a failed download?)"
+    return ""
+
+
+def _gunzip(path: Path) -> bytes:
+    raw = _read(path)
     if raw[:2] != b"\x1f\x8b":
-        hint = ""
-        if raw.lstrip()[:1] == b"<":
-            hint = " (looks like an HTML page saved as .gz: a failed download?)"
-        raise DataError(f"{path}: not a gzip file: starts with {raw[:16]!r}{hint}")
+        raise DataError(f"{path}: not a gzip file: starts with {raw[:16]!r}"
+                        f"{_html_hint(raw, '.gz')}")
     try:
         return gzip.decompress(raw)
     except EOFError:
@@ -148,8 +165,11 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         DataError: missing, not a zip/npz, a missing array, wrong shape or dtype,
             mismatched counts, labels outside 0-9.
     """
-    if not path.is_file():
-        raise DataError(f"{path}: file is missing")
+    raw = _read(path)
+    # np.load takes anything that is not a zip for a pickle and blames pickling.
+    if raw[:4] != b"PK\x03\x04":
+        raise DataError(f"{path}: not a .npz (zip) archive: starts with {raw[:16]!r}"
+                        f"{_html_hint(raw, '.npz')}")
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test") if k in npz}
@@ -182,6 +202,8 @@ def data_format(data_dir: str | Path) -> str:
     """"idx" when any IDX file is present (then all four must be), else "npz" when
     mnist.npz is, else DataError listing what was looked for."""
     directory = Path(data_dir)
+    if directory.exists() and not directory.is_dir():
+        raise DataError(f"{directory}: data directory is a file, not a directory")
     if not directory.is_dir():
         raise DataError(f"{directory}: data directory does not exist")
     if any((directory / n).exists() for n in ALL_IDX_FILES):

@@ -152,12 +152,6 @@ def test_npz_faults(tmp_path, overrides, message):
     assert message in str(err.value)
 
 
-def test_npz_that_is_an_html_page(tmp_path):
-    (tmp_path / "mnist.npz").write_text("<html>captive portal</html>")
-    with pytest.raises(data.DataError, match=r"mnist\.npz: not a valid \.npz archive"):
-        data.load(tmp_path)
-
-
 def test_trainer_exits_3_on_bad_data_before_training(tmp_path):
     labels = np.zeros(80, np.uint8)
     labels[3] = 10
@@ -171,3 +165,39 @@ def test_trainer_exits_3_on_bad_data_before_training(tmp_path):
     assert "label 10 at index 3 is outside 0-9" in proc.stderr
     assert "train-labels-idx1-ubyte.gz" in proc.stderr
     assert not (tmp_path / "log" / "checkpoints").exists()
+
+
+def test_data_dir_that_is_a_file(tmp_path):
+    (tmp_path / "mnist").write_text("x")
+    with pytest.raises(data.DataError) as err:
+        data.load(tmp_path / "mnist")
+    assert str(err.value) == f"{tmp_path / 'mnist'}: data directory is a file, not a directory"
+
+
+def test_idx_name_that_is_a_directory(tmp_path):
+    write_mnist(tmp_path)
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(data.DataError) as err:
+        data.load(tmp_path)
+    assert str(err.value) == f"{path}: is a directory, not a file"
+
+
+def test_empty_gz_file(tmp_path):
+    write_mnist(tmp_path)
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    path.write_bytes(b"")
+    with pytest.raises(data.DataError) as err:
+        data.load(tmp_path)
+    assert str(err.value) == f"{path}: empty file (0 bytes): the download or copy failed"
+
+
+def test_html_page_saved_as_npz(tmp_path):
+    path = tmp_path / "mnist.npz"
+    path.write_bytes(b"<!DOCTYPE html><html><body>Not Found</body></html>")
+    with pytest.raises(data.DataError) as err:
+        data.load(tmp_path)
+    assert str(err.value) == (
+        f"{path}: not a .npz (zip) archive: starts with b'<!DOCTYPE html><'"
+        " (looks like an HTML page saved as .npz: a failed download?)")
