@@ -129,8 +129,31 @@ class Launcher:
 
     def stop_all(self) -> None:
         """SIGTERM the chief first (it saves a checkpoint, which needs the ps alive), then
-        the others; SIGKILL whatever outlives STOP_GRACE_S."""
+        the others; SIGKILL whatever outlives STOP_GRACE_S. A second Ctrl-C (or SIGTERM)
+        meanwhile SIGKILLs every task at once: the tasks run in their own sessions, so
+        nobody else would stop them."""
         self.stopping = True
+        try:
+            self._stop_gracefully()
+        except KeyboardInterrupt:
+            self.say("interrupted again: killing every task")
+            self.kill_all()
+
+    def kill_all(self) -> None:
+        """SIGKILL every running task and reap it; further interrupts are ignored."""
+        while True:
+            try:
+                for task in self.tasks.values():
+                    if task.proc and task.proc.poll() is None:
+                        task.proc.kill()
+                for task in self.tasks.values():
+                    if task.proc:
+                        task.proc.wait()
+                return
+            except KeyboardInterrupt:
+                continue
+
+    def _stop_gracefully(self) -> None:
         chief = self.tasks["chief-0"]
         others = [t for t in self.tasks.values() if t is not chief]
         for group in ([chief], others):

@@ -90,3 +90,65 @@ def test_intra_op_threads_share_the_cores_among_computing_tasks():
     assert intra_op_threads(Replicas(chief=1, worker=2, ps=1), cpus=16) == 8
     assert intra_op_threads(Replicas(chief=1, worker=2, ps=0), cpus=16) == 5
     assert intra_op_threads(Replicas(chief=1, worker=4, ps=1), cpus=2) == 1
+
+
+# A stand-in task that ignores SIGTERM (like a TensorFlow process stuck in a gRPC call).
+_STUBBORN_TASK = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                  "print('up', flush=True); time.sleep(120)")
+_DRIVER = f"""
+import sys
+from trainer.cluster_spec import Replicas
+from trainer.local import Launcher
+import signal
+launcher = Launcher(Replicas(chief=1, worker=1, ps=1), [], backoff_limit=0)
+for task in launcher.tasks.values():
+    task.argv = [sys.executable, "-c", {_STUBBORN_TASK!r}]
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.exit(launcher.run())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
+    # Users press Ctrl-C twice; the tasks run in their own sessions (so the terminal's
+    # SIGINT reaches only the launcher), so the launcher must not leave them behind.
+    import re
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pids, ups, lines = [], 0, []
+    while ups < 3:
+        line = proc.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+        ups += line.rstrip().endswith("] up")
+        pids += [int(p) for p in re.findall(r"started \S+ \(pid (\d+)\)", line)]
+    assert len(pids) == 3
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        for pid in pids:  # clean up even when the launcher is broken
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+    assert time.monotonic() - start < 10
+    assert proc.returncode == 130, out
+    assert "interrupted again: killing every task" in out
+    assert [pid for pid in pids if _alive(pid)] == []
