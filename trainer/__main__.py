@@ -16,6 +16,7 @@ os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from trainer import flags  # noqa: E402
+from trainer.lifetime import exit_with_launcher  # noqa: E402
 from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_with_launcher()
     try:
         code = main()
     except SystemExit as exit_:  # argparse's usage errors

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from trainer import flags
 from trainer.exit_codes import PERMANENT_EXIT_CODES
+from trainer.lifetime import LAUNCHER_PID_ENV
 from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
 
 #: Seconds a stopping child gets between SIGTERM and SIGKILL (Kubernetes' default grace).
@@ -93,6 +94,8 @@ class Launcher:
         for task_type, index in tasks:
             env = dict(os.environ, TF_CONFIG=tf_config_json(self.cluster_spec, task_type, index),
                        GRPC_FAIL_FAST="use_caller", PYTHONUNBUFFERED="1")
+            # The task exits when the launcher dies, even by SIGKILL (trainer.__main__).
+            env[LAUNCHER_PID_ENV] = str(os.getpid())
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             # Share the cores among the tasks that compute instead of giving each TensorFlow
             # process a thread per core (oversubscription slows every task down).
@@ -288,11 +291,24 @@ def main(argv: list[str] | None = None) -> int:
             trainer_argv += [action.option_strings[0], str(getattr(args, action.dest))]
     launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv,
                         args.backoff_limit)
-    # Ctrl-C (SIGINT) and SIGTERM both stop every child; SIGINT is set explicitly because a
-    # shell starts background jobs with it ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    install_signal_handlers()
     return launcher.run()
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def install_signal_handlers() -> None:
+    """Ctrl-C (SIGINT), SIGTERM and SIGHUP (the terminal closed) all stop every child.
+
+    SIGINT is set explicitly because a shell starts background jobs with it ignored;
+    SIGHUP because its default would end the launcher and leave the children, which run
+    in their own sessions, training on their own.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
 
 
 if __name__ == "__main__":

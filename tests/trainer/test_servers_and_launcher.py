@@ -95,17 +95,54 @@ def test_intra_op_threads_share_the_cores_among_computing_tasks():
 # A stand-in task that ignores SIGTERM (like a TensorFlow process stuck in a gRPC call).
 _STUBBORN_TASK = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                   "print('up', flush=True); time.sleep(120)")
-_DRIVER = f"""
+# A stand-in task that, like `python -m trainer`, ties its life to the launcher's.
+_TIED_TASK = ("import time; from trainer.lifetime import exit_with_launcher; "
+              "assert exit_with_launcher(); print('up', flush=True); time.sleep(120)")
+_DRIVER = """
 import sys
 from trainer.cluster_spec import Replicas
-from trainer.local import Launcher
-import signal
+from trainer.local import Launcher, install_signal_handlers
 launcher = Launcher(Replicas(chief=1, worker=1, ps=1), [], backoff_limit=0)
 for task in launcher.tasks.values():
-    task.argv = [sys.executable, "-c", {_STUBBORN_TASK!r}]
-signal.signal(signal.SIGINT, signal.default_int_handler)
+    task.argv = [sys.executable, "-c", sys.argv[1]]
+install_signal_handlers()
 sys.exit(launcher.run())
 """
+
+
+def _start_driver(task_code: str):
+    """A launcher of three stand-in tasks; returns (launcher process, task pids) once all
+    three tasks are up."""
+    import re
+
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, task_code], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pids, ups, lines = [], 0, []
+    while ups < 3:
+        line = proc.stdout.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+        ups += line.rstrip().endswith("] up")
+        pids += [int(p) for p in re.findall(r"started \S+ \(pid (\d+)\)", line)]
+    assert len(pids) == 3
+    return proc, pids
+
+
+def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+def _kill(pids: list[int]) -> None:
+    import signal
+
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
@@ -123,20 +160,10 @@ def _alive(pid: int) -> bool:
 def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
     # Users press Ctrl-C twice; the tasks run in their own sessions (so the terminal's
     # SIGINT reaches only the launcher), so the launcher must not leave them behind.
-    import re
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    pids, ups, lines = [], 0, []
-    while ups < 3:
-        line = proc.stdout.readline()
-        assert line, "".join(lines)
-        lines.append(line)
-        ups += line.rstrip().endswith("] up")
-        pids += [int(p) for p in re.findall(r"started \S+ \(pid (\d+)\)", line)]
-    assert len(pids) == 3
+    proc, pids = _start_driver(_STUBBORN_TASK)
     proc.send_signal(signal.SIGINT)
     time.sleep(1.0)
     start = time.monotonic()
@@ -152,3 +179,30 @@ def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
     assert proc.returncode == 130, out
     assert "interrupted again: killing every task" in out
     assert [pid for pid in pids if _alive(pid)] == []
+
+
+def test_closing_the_terminal_stops_every_task(tmp_path):
+    import signal
+
+    proc, pids = _start_driver(_TIED_TASK)
+    proc.send_signal(signal.SIGHUP)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        _kill(pids)
+        proc.kill()
+    assert proc.returncode == 130, out
+    assert "interrupted: stopping every task" in out
+    assert _wait_gone(pids, 1) == []
+
+
+def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
+    import signal
+
+    proc, pids = _start_driver(_TIED_TASK)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    try:
+        assert _wait_gone(pids, 10) == []
+    finally:
+        _kill(pids)

@@ -1,0 +1,39 @@
+"""Tie a task's life to the local launcher that started it (``python -m trainer.local``).
+
+The launcher starts each task in its own session, so Ctrl-C in the terminal reaches only the
+launcher, which then stops the tasks in order. When the launcher dies without doing that
+(SIGKILL, a crash) the tasks would go on: a chief training to the end, servers waiting up
+to --peer_timeout. Linux's PR_SET_PDEATHSIG (prctl(2)) has the kernel send SIGTERM to the
+task when its parent dies; the chief then checkpoints and exits, like a deleted pod.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+#: Set by the launcher in each task's environment: the launcher's pid.
+LAUNCHER_PID_ENV = "TRAINER_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def exit_with_launcher(environ: dict | None = None) -> bool:
+    """Ask the kernel to SIGTERM this process when the launcher in LAUNCHER_PID_ENV dies.
+
+    Returns True when armed; False without the variable or off Linux (Kubernetes and
+    manual runs). Exits 1 at once when the launcher is already gone (the race between the
+    launcher's death and this call).
+    """
+    launcher = (environ if environ is not None else os.environ).get(LAUNCHER_PID_ENV)
+    if not launcher or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != int(launcher):
+        print(f"error: the local launcher (pid {launcher}) is gone; exiting", file=sys.stderr,
+              flush=True)
+        os._exit(1)
+    return True
