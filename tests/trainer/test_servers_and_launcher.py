@@ -118,7 +118,7 @@ def _start_driver(task_code: str):
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER, task_code], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pids, ups, lines = [], 0, []
-    while ups < 3:
+    while ups < 3 or len(pids) < 3:  # a task's 'up' can come before its 'started' line
         line = proc.stdout.readline()
         assert line, "".join(lines)
         lines.append(line)
