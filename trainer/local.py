@@ -190,12 +190,12 @@ class Launcher:
         """Run to the end; return the chief's final exit code (130 after Ctrl-C)."""
         chief = self.tasks["chief-0"]
         self.say("cluster spec " + tf_config_json(self.cluster_spec, "chief", 0))
-        # Servers first, so the coordinator finds them listening.
-        for task in self.tasks.values():
-            if task is not chief:
-                self.start(task)
-        self.start(chief)
-        try:
+        try:  # from the first start on: an interrupt must stop whatever has started
+            # Servers first, so the coordinator finds them listening.
+            for task in self.tasks.values():
+                if task is not chief:
+                    self.start(task)
+            self.start(chief)
             return self._watch(chief)
         except KeyboardInterrupt:
             self.say("interrupted: stopping every task")
