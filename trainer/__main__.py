@@ -29,7 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         task = parse_tf_config(os.environ.get("TF_CONFIG"))
     except ClusterSpecError as err:
-        print(f"error: {err}", file=sys.stderr)
+        message = str(err)
+        if not message.startswith("TF_CONFIG"):  # say where the bad value came from
+            message = f"TF_CONFIG: {message}"
+        if "task type None is invalid" in message:
+            message = ("TF_CONFIG has a cluster but no task: set "
+                       "\"task\": {\"type\": ..., \"index\": ...}")
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_FLAGS
     if task.task_type == "evaluator":
         print("error: the evaluator task type is not supported by this trainer (the chief "

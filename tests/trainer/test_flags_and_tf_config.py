@@ -149,3 +149,19 @@ def test_invalid_tf_config(config, message):
     with pytest.raises(ClusterSpecError) as err:
         parse_tf_config(json.dumps(config))
     assert message in str(err.value)
+
+
+def test_a_task_outside_the_cluster_is_reported_as_a_tf_config_error(tmp_path):
+    config = {"cluster": SPEC, "task": {"type": "worker", "index": 3}}
+    proc = run_trainer("--log_dir", str(tmp_path), env_extra={"TF_CONFIG": json.dumps(config)})
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: TF_CONFIG: task (worker, 3) is not in the cluster spec "
+                           "(2 worker task(s))\n")
+
+
+def test_a_cluster_without_a_task_says_so(tmp_path):
+    proc = run_trainer("--log_dir", str(tmp_path),
+                       env_extra={"TF_CONFIG": json.dumps({"cluster": SPEC})})
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: TF_CONFIG has a cluster but no task: set "
+                           "\"task\": {\"type\": ..., \"index\": ...}\n")
