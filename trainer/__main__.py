@@ -16,7 +16,7 @@ os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from trainer import flags  # noqa: E402
-from trainer.lifetime import exit_with_launcher  # noqa: E402
+from trainer.lifetime import exit_with_launcher, remove_autograph_files  # noqa: E402
 from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402
@@ -71,6 +71,7 @@ if __name__ == "__main__":
 
         traceback.print_exc()
         code = EXIT_RETRY
+    remove_autograph_files()
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: TensorFlow's gRPC and coordinator threads can keep a normal exit waiting.

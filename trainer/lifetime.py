@@ -1,4 +1,5 @@
-"""Tie a task's life to the local launcher that started it (``python -m trainer.local``).
+"""A task's process lifetime: tied to the local launcher that started it, and the clean-up
+that its final ``os._exit`` would otherwise skip.
 
 The launcher starts each task in its own session, so Ctrl-C in the terminal reaches only the
 launcher, which then stops the tasks in order. When the launcher dies without doing that
@@ -37,3 +38,33 @@ def exit_with_launcher(environ: dict | None = None) -> bool:
               flush=True)
         os._exit(1)
     return True
+
+
+#: Prefix of the modules TensorFlow's AutoGraph writes to the temporary directory
+#: (tensorflow/python/autograph/pyct/loader.py); it deletes them from an atexit hook.
+AUTOGRAPH_PREFIX = "__autograph_generated_file"
+
+
+def remove_autograph_files() -> int:
+    """Delete the AutoGraph source files this process wrote; return how many.
+
+    ``python -m trainer`` ends with ``os._exit`` (TensorFlow's threads can keep a normal exit
+    waiting), which skips atexit hooks, so without this every run would leave a few
+    ``__autograph_generated_file*.py`` in the temporary directory.
+    """
+    import tempfile
+
+    tmp = os.path.realpath(tempfile.gettempdir())
+    removed = 0
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not name.startswith(AUTOGRAPH_PREFIX) or not path:
+            continue
+        if os.path.dirname(os.path.realpath(path)) != tmp:
+            continue
+        try:
+            os.remove(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
