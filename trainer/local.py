@@ -220,6 +220,12 @@ class Launcher:
                     if code == 0:
                         chief_done_at = now
                         self.say("chief finished (exit 0); waiting for the other tasks")
+                        for other in self.tasks.values():
+                            if other.restart_at is not None:  # nothing left to rejoin
+                                other.restart_at = None
+                                other.restarts -= 1  # its exit stays counted, not re-reported
+                                self.say(f"{other.name}: restart cancelled, the chief has "
+                                         "finished")
                     elif not self._schedule_restart(task, f"exited with code {code}"):
                         self.stop_all()
                         return code

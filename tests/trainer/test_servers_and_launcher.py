@@ -206,3 +206,27 @@ def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
         assert _wait_gone(pids, 10) == []
     finally:
         _kill(pids)
+
+
+_AFTER_CHIEF_DRIVER = """
+import sys
+from trainer import local
+from trainer.cluster_spec import Replicas
+local.BACKOFF_BASE_S = 4.0  # worker-0's restart falls after the chief has finished
+launcher = local.Launcher(Replicas(chief=1, worker=2, ps=0), [], backoff_limit=3)
+code = {"chief-0": "import time; time.sleep(1.5)", "worker-0": "raise SystemExit(1)",
+        "worker-1": "import time; time.sleep(2.5)"}
+for task in launcher.tasks.values():
+    task.argv = [sys.executable, "-c", code[task.name]]
+sys.exit(launcher.run())
+"""
+
+
+def test_no_task_is_restarted_after_the_chief_has_finished():
+    proc = subprocess.run([sys.executable, "-c", _AFTER_CHIEF_DRIVER], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("started worker-0") == 1, proc.stdout
+    assert "worker-0: restart cancelled, the chief has finished" in proc.stdout
+    assert "every task ended; non-zero: worker-0=1" in proc.stdout
+    assert proc.stdout.count("worker-0 exited") == 1, proc.stdout
