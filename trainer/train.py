@@ -34,7 +34,7 @@ from trainer import data as data_mod
 from trainer import progress
 from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
 from trainer.exit_codes import EXIT_SIGTERM
-from trainer.flags import check_batch_size
+from trainer.flags import FlagError, check_batch_size
 from trainer.servers import ClusterFiles, start_heartbeat
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -111,8 +111,13 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     replicas = (len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
                 if kind == MULTI_WORKER_MIRRORED else 1)
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)
-    if is_chief:
-        start_heartbeat(files)  # before connecting, so waiting servers know a chief is alive
+    try:
+        files.dir.mkdir(parents=True, exist_ok=True)  # also makes --log_dir itself
+        if is_chief:
+            start_heartbeat(files)  # before connecting, so waiting servers see a live chief
+    except OSError as err:
+        raise FlagError(f"--log_dir {args.log_dir} is invalid: cannot create "
+                        f"{err.filename or files.dir}: {err.strerror or err}") from None
 
     import keras
     import tensorflow as tf

@@ -165,3 +165,11 @@ def test_a_cluster_without_a_task_says_so(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == ("error: TF_CONFIG has a cluster but no task: set "
                            "\"task\": {\"type\": ..., \"index\": ...}\n")
+
+
+def test_a_log_dir_that_cannot_be_written_is_a_bad_flag(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    proc = run_trainer("--log_dir", str(tmp_path / "afile"))
+    assert proc.returncode == 2  # permanent: the launcher and a podFailurePolicy do not retry
+    assert proc.stderr == (f"error: --log_dir {tmp_path / 'afile'} is invalid: cannot create "
+                           f"{tmp_path / 'afile' / 'cluster'}: Not a directory\n")
