@@ -49,7 +49,7 @@ class ClusterFiles:
     def _mtime(path: Path) -> float | None:
         try:
             return path.stat().st_mtime
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def heartbeat_mtime(self) -> float | None:

@@ -230,3 +230,10 @@ def test_no_task_is_restarted_after_the_chief_has_finished():
     assert "worker-0: restart cancelled, the chief has finished" in proc.stdout
     assert "every task ended; non-zero: worker-0=1" in proc.stdout
     assert proc.stdout.count("worker-0 exited") == 1, proc.stdout
+
+
+def test_server_decision_with_a_log_dir_that_is_a_file(tmp_path):
+    # The chief reports the bad --log_dir (exit 2); a server must not crash with a traceback.
+    (tmp_path / "afile").write_text("x")
+    files = ClusterFiles(tmp_path / "afile")
+    assert server_decision(files, started_at=1000.0, now=1001.0, peer_timeout_s=60) is None
