@@ -4,8 +4,10 @@ that its final ``os._exit`` would otherwise skip.
 The launcher starts each task in its own session, so Ctrl-C in the terminal reaches only the
 launcher, which then stops the tasks in order. When the launcher dies without doing that
 (SIGKILL, a crash) the tasks would go on: a chief training to the end, servers waiting up
-to --peer_timeout. Linux's PR_SET_PDEATHSIG (prctl(2)) has the kernel send SIGTERM to the
-task when its parent dies; the chief then checkpoints and exits, like a deleted pod.
+to --peer_timeout. Linux's PR_SET_PDEATHSIG (prctl(2)) has the kernel send SIGKILL to the
+task when its parent dies. SIGKILL, not SIGTERM: every task gets it at once, so the chief's
+SIGTERM checkpoint could not reach the dead ps, and a chief waiting on dead workers stayed
+until --peer_timeout (seen with SIGTERM); the last epoch's checkpoint is what a rerun resumes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def exit_with_launcher(environ: dict | None = None) -> bool:
-    """Ask the kernel to SIGTERM this process when the launcher in LAUNCHER_PID_ENV dies.
+    """Ask the kernel to SIGKILL this process when the launcher in LAUNCHER_PID_ENV dies.
 
     Returns True when armed; False without the variable or off Linux (Kubernetes and
     manual runs). Exits 1 at once when the launcher is already gone (the race between the
@@ -31,7 +33,7 @@ def exit_with_launcher(environ: dict | None = None) -> bool:
     if not launcher or not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         return False
     if os.getppid() != int(launcher):
         print(f"error: the local launcher (pid {launcher}) is gone; exiting", file=sys.stderr,

@@ -197,9 +197,11 @@ def test_closing_the_terminal_stops_every_task(tmp_path):
 
 
 def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
+    # Even a task that would not end on SIGTERM (a chief waiting on its dead peers).
     import signal
 
-    proc, pids = _start_driver(_TIED_TASK)
+    proc, pids = _start_driver("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                               + _TIED_TASK)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     try:
