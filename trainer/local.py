@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,6 +52,26 @@ def free_ports(count: int, host: str = "localhost") -> list[int]:
         for sock in socks:
             sock.close()
     return ports
+
+
+#: Lines every TensorFlow task prints that tell a user nothing (TF_CPP_MIN_LOG_LEVEL does not
+#: reach them: absl prints them before its logging is initialised): absl's notice, the oneDNN
+#: banner (twice per task), and the coordinator's retracing warning for checkpoint saves (each
+#: save under ParameterServerStrategy traces anew; harmless). Matched exactly, so that real
+#: warnings and errors still show.
+NOISE_PATTERNS = (
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are "
+               r"written to STDERR$"),
+    re.compile(r"^I\d{4} [\d:.]+\s+\d+ port\.cc:\d+\] oneDNN custom operations are on\. "),
+    re.compile(r"^WARNING:tensorflow:\d+ out of the last \d+ calls to <function "
+               r"MultiDeviceSaver\.save\.<locals>\.tf_function_save at 0x[0-9a-f]+> triggered "
+               r"tf\.function retracing\."),
+)
+
+
+def is_log_noise(line: str) -> bool:
+    """Whether a task's output line is one of NOISE_PATTERNS (the launcher drops it)."""
+    return any(p.match(line.rstrip("\n")) for p in NOISE_PATTERNS)
 
 
 def intra_op_threads(replicas: Replicas, cpus: int | None = None) -> int:
@@ -111,6 +132,8 @@ class Launcher:
 
     def _stream(self, task: Task, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
+            if is_log_noise(line):
+                continue
             with self.lock:
                 self.out.write(f"[{task.name}] {line}")
                 self.out.flush()

@@ -239,3 +239,29 @@ def test_server_decision_with_a_log_dir_that_is_a_file(tmp_path):
     (tmp_path / "afile").write_text("x")
     files = ClusterFiles(tmp_path / "afile")
     assert server_decision(files, started_at=1000.0, now=1001.0, peer_timeout_s=60) is None
+
+
+def test_tensorflow_start_up_noise_is_dropped_and_real_messages_kept():
+    from trainer.local import is_log_noise
+
+    # Lines printed by every task of a real run (TensorFlow 2.21, 2 workers + 1 ps).
+    noise = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to "
+        "STDERR\n",
+        "I0000 00:00:1796008922.813621   22302 port.cc:153] oneDNN custom operations are on. "
+        "You may see slightly different numerical results due to floating-point round-off "
+        "errors from different computation orders. To turn them off, set the environment "
+        "variable `TF_ENABLE_ONEDNN_OPTS=0`.\n",
+        "WARNING:tensorflow:5 out of the last 5 calls to <function MultiDeviceSaver.save."
+        "<locals>.tf_function_save at 0x7f2c182e6660> triggered tf.function retracing. "
+        "Tracing is expensive\n",
+    ]
+    kept = [
+        "Step: 50,  Epoch: 1,  Batch: 50 of 250,  Cost: 1.6910,  AvgTime: 49.27ms\n",
+        "E0000 00:00:1796008922.813621   22302 grpc_server_lib.cc:1] Failed to start server\n",
+        "WARNING:tensorflow:5 out of the last 5 calls to <function train_steps at 0x7f> "
+        "triggered tf.function retracing.\n",
+        "error: /data/mnist/train-images-idx3-ubyte.gz: file is missing\n",
+    ]
+    assert [is_log_noise(line) for line in noise] == [True] * 3
+    assert [is_log_noise(line) for line in kept] == [False] * 4
