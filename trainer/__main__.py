@@ -21,11 +21,14 @@ from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402
 from trainer.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
+from trainer.servers import use_run_id  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one task; return its exit code."""
     args = flags.parse(argv)
+    # Before any task code runs: the chief's heartbeat and done files carry this run's id.
+    use_run_id(args.run_id)
     try:
         task = parse_tf_config(os.environ.get("TF_CONFIG"))
     except ClusterSpecError as err:

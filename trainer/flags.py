@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import secrets
+import time
 from pathlib import Path
 
 #: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
@@ -16,6 +19,9 @@ DEFAULT_BATCH_SIZE = 20
 DEFAULT_LEARNING_RATE = 0.001
 
 MODELS = ("convnet", "mlp")
+
+#: A run id: it is compared as text and goes into Kubernetes pod args, so a plain token.
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class FlagError(ValueError):
@@ -51,6 +57,16 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peer_timeout", type=float, default=600.0,
                         help="seconds a task waits for lost peers (or the chief for progress) "
                              "before exiting non-zero (default 600)")
+    parser.add_argument("--run_id", default="",
+                        help="identity of this run, the same for every task (the Kubernetes "
+                             "stack and trainer.local set it): ps and workers ignore the "
+                             "heartbeat and done files another run left in <log_dir>/cluster; "
+                             "empty (the default) makes them trust any such file")
+
+
+def new_run_id() -> str:
+    """A fresh run id (local launches): the start time plus 6 random hex digits."""
+    return f"local-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
@@ -81,6 +97,9 @@ def validate(args: argparse.Namespace) -> None:
                         "and finite")
     if not args.peer_timeout > 0:
         problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
+    if args.run_id and not RUN_ID.match(args.run_id):
+        problems.append(f"--run_id {args.run_id} is invalid: must be at most 63 letters, digits, "
+                        "'.', '_' or '-', starting with a letter or digit")
     if not args.data_dir:
         problems.append("--data_dir is empty: give the directory holding the MNIST files")
     if not args.log_dir:

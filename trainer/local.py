@@ -295,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     # A demo-sized default: the chart's 100 epochs take over ten minutes on 2 cores, while 5
     # epochs of the bundled sample reach about 0.97 in under a minute. --epochs 100 restores it.
     parser.set_defaults(epochs=LOCAL_DEFAULT_EPOCHS)
+    parser.set_defaults(run_id=flags.new_run_id())
     return parser
 
 

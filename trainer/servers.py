@@ -4,10 +4,16 @@ uses to tell them how the run is going.
 ``tf.distribute.Server.join()`` never returns, which is why the guide's ps Jobs never
 completed. Instead each server polls two files in ``<log_dir>/cluster/`` on the shared
 volume (works the same on localhost and on Kubernetes' NAS mount, and needs no extra
-port): the chief touches ``heartbeat`` every few seconds while it runs and writes ``done``
+port): the chief rewrites ``heartbeat`` every few seconds while it runs and writes ``done``
 when the run has finished. A server exits 0 once ``done`` is newer than its own start or
 than the chief's last heartbeat, and exits 1 with a message when the chief has been silent
 for longer than ``--peer_timeout``.
+
+Both files carry the run id (``--run_id``; one value shared by every task of a run, set by
+the Kubernetes stack and by ``trainer.local``), and a server ignores files whose id is not
+its own: a rerun in the same log directory is never ended early by the previous run's
+``done`` (issue 8.2), nor kept alive by the previous chief's last heartbeats. With an empty
+``--run_id`` (tasks started by hand) every file counts, as before run ids existed.
 """
 
 from __future__ import annotations
@@ -24,39 +30,87 @@ POLL_INTERVAL_S = 1.0
 CLOCK_SLACK_S = 5.0
 #: How long a server started after an earlier run's ``done`` waits for a new chief.
 STALE_GRACE_S = 30.0
+#: The line of a heartbeat or done file that names its run.
+RUN_ID_PREFIX = "run_id="
+
+#: The run id of this process (``--run_id``); see use_run_id.
+_process_run_id = ""
+
+
+def use_run_id(run_id: str) -> None:
+    """Make ``run_id`` the default run id of every ClusterFiles this process creates.
+
+    trainer.__main__ calls it once with ``--run_id`` before the task starts: trainer.train
+    builds its ClusterFiles from ``--log_dir`` alone, and this is how the chief's heartbeat
+    and done marker get the run's id without that module knowing about it.
+    """
+    global _process_run_id
+    _process_run_id = run_id
 
 
 class ClusterFiles:
-    """``<log_dir>/cluster/heartbeat`` and ``<log_dir>/cluster/done``."""
+    """``<log_dir>/cluster/heartbeat`` and ``<log_dir>/cluster/done`` of one run.
 
-    def __init__(self, log_dir: str | Path) -> None:
+    Each file holds a ``run_id=<id>`` line (done also ``time=<unix seconds>``); its mtime
+    is the time that counts. Readers see only files of their own run (any file when the
+    run id is empty).
+
+    Args:
+        log_dir: the shared ``--log_dir``.
+        run_id: this run's id; default: the one given to use_run_id (empty if never called).
+    """
+
+    def __init__(self, log_dir: str | Path, run_id: str | None = None) -> None:
         self.dir = Path(log_dir) / "cluster"
         self.heartbeat = self.dir / "heartbeat"
         self.done = self.dir / "done"
+        self.run_id = _process_run_id if run_id is None else run_id
 
     def touch_heartbeat(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.heartbeat.touch()
+        """Rewrite the heartbeat (new mtime, this run's id)."""
+        self._write(self.heartbeat, f"{RUN_ID_PREFIX}{self.run_id}\n")
 
     def mark_done(self) -> None:
         """Tell the servers the run is over (after the result is written)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / f".done.{os.getpid()}.tmp"
-        tmp.write_text(f"{time.time()}\n")
-        os.replace(tmp, self.done)
+        self._write(self.done, f"{RUN_ID_PREFIX}{self.run_id}\ntime={time.time()}\n")
 
-    @staticmethod
-    def _mtime(path: Path) -> float | None:
+    def _write(self, path: Path, text: str) -> None:
+        # Written aside and renamed: a server reading at the same moment (on NFS too) sees
+        # the old file or the new one, never a partial id.
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f".{path.name}.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+    def _mtime(self, path: Path) -> float | None:
+        """The file's mtime if it exists and belongs to this run, else None."""
         try:
-            return path.stat().st_mtime
-        except (FileNotFoundError, NotADirectoryError):
+            with open(path, encoding="utf-8", errors="replace") as file:
+                # fstat of the file just read: mtime and id of one and the same version.
+                mtime = os.fstat(file.fileno()).st_mtime
+                text = file.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        if self.run_id and marker_run_id(text) != self.run_id:
+            return None
+        return mtime
 
     def heartbeat_mtime(self) -> float | None:
+        """When this run's chief last beat, or None (no heartbeat, or another run's)."""
         return self._mtime(self.heartbeat)
 
     def done_mtime(self) -> float | None:
+        """When this run's chief finished, or None (no marker, or another run's)."""
         return self._mtime(self.done)
+
+
+def marker_run_id(text: str) -> str:
+    """The run id a heartbeat or done file names; "" for files written before run ids
+    (an empty heartbeat, a done holding only a time)."""
+    for line in text.splitlines():
+        if line.startswith(RUN_ID_PREFIX):
+            return line[len(RUN_ID_PREFIX):].strip()
+    return ""
 
 
 def start_heartbeat(files: ClusterFiles, interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
@@ -79,8 +133,8 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
     """What a waiting server should do now: None to keep serving, or (``"exit0"`` |
     ``"exit1"``, message).
 
-    Rules: ``done`` newer than this server's start (less clock slack) means the run
-    finished: exit 0; so does an older ``done`` with no heartbeat after it once
+    Only this run's files count (``files.run_id``; see ClusterFiles). Rules: ``done``
+    newer than this server's start (less clock slack) means the run finished: exit 0; so does an older ``done`` with no heartbeat after it once
     STALE_GRACE_S have passed (a pod restarted after the run ended). No heartbeat newer than
     ``peer_timeout_s`` seconds (counting from this server's start when there is none)
     means the chief is lost: exit 1.
