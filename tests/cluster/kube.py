@@ -1,0 +1,107 @@
+"""Helpers for tests against the real local cluster (tools/local-cluster): run the tool, run
+kubectl, create objects and wait on what the API server reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+TOOL = REPO / "tools" / "local-cluster" / "local-cluster"
+
+
+def run_tool(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
+    """Runs ``local-cluster ARGS``; its stderr (progress) is kept for the failure message."""
+    return subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def binaries_dir() -> Path:
+    """The cluster's bin dir (kubectl, ...): what tools/local-cluster/build.sh prints last."""
+    proc = subprocess.run(["bash", str(REPO / "tools" / "local-cluster" / "build.sh")], capture_output=True,
+                          text=True, timeout=3600)
+    assert proc.returncode == 0, f"build.sh failed:\n{proc.stderr[-3000:]}"
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Kube:
+    """kubectl against one cluster (its kubeconfig) and one namespace."""
+
+    kubectl_bin: Path
+    kubeconfig: Path
+    namespace: str = "default"
+    #: host_sysctls() before the cluster came up
+    host_before: Optional[dict] = None
+
+    def run(self, *args: str, input_: Optional[str] = None, check: bool = True,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(self.kubectl_bin), f"--kubeconfig={self.kubeconfig}", "-n", self.namespace,
+                               *args], input=input_, capture_output=True, text=True, timeout=timeout)
+        if check:
+            assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {proc.stderr}"
+        return proc
+
+    def apply(self, *objects: dict) -> None:
+        self.run("apply", "-f", "-", input_=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+    def get(self, kind: str, name: str = "") -> dict[str, Any]:
+        return json.loads(self.run("get", kind, *([name] if name else []), "-o", "json").stdout)
+
+    def logs(self, what: str, *args: str) -> str:
+        return self.run("logs", what, *args).stdout
+
+    def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 180,
+                 every: float = 0.5) -> Any:
+        """Polls ``predicate`` until it returns a truthy value; fails naming ``what``."""
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(every)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def pod_phase(kube: Kube, name: str) -> str:
+    proc = kube.run("get", "pod", name, "-o", "jsonpath={.status.phase}", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def job_condition(kube: Kube, name: str) -> Optional[str]:
+    """'Complete' or 'Failed' once the Job has that condition True, else None."""
+    status = kube.get("job", name).get("status", {})
+    for cond in status.get("conditions", []):
+        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
+            return cond["type"]
+    return None
+
+
+#: What the CNI plugins or the kubelet could change on the host.
+SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/ipv4/conf/all/route_localnet")
+
+
+def host_sysctls() -> dict[str, str]:
+    return {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS
+            if Path("/proc/sys", name).exists()}
+
+
+def processes_mentioning(*fragments: str) -> list[str]:
+    """'pid cmdline' of every live (non-zombie) process whose command line holds a fragment."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(f in cmdline for f in fragments):
+            found.append(f"{entry.name} {cmdline.strip()}")
+    return found

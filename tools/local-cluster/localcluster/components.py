@@ -1,0 +1,296 @@
+"""The cluster's components: the command line and config files of each, and its health check.
+
+Start order (each waits for the one before to be healthy): etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, containerd, CoreDNS, kubelet. Flags that this
+machine needs are explained where they are set (see also ../../shared/notes/local-cluster.md).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from localcluster import layout
+from localcluster.layout import Paths
+
+APISERVER_URL = f"https://127.0.0.1:{layout.port('kube-apiserver', 'secure')}"
+
+#: What CoreDNS's kubernetes plugin reads (its documented RBAC), bound to its client identity.
+COREDNS_RBAC = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "tf-mnist:coredns"}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "tf-mnist:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "tf-mnist:coredns"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "tf-mnist:coredns"}
+"""
+
+
+@dataclass(frozen=True)
+class Component:
+    """A daemon: its name, how to start it, and how to tell it is serving."""
+
+    name: str
+    argv: list[str]
+    healthy: Callable[[], bool]
+    #: seconds `up` waits for ``healthy``
+    start_timeout: float = 60.0
+
+
+def http_ok(url: str, *, client: Optional[tuple[Path, Path]] = None, ca: Optional[Path] = None,
+            expect: Optional[str] = None, timeout: float = 2.0) -> bool:
+    """True when GET ``url`` answers 200 (and its body contains ``expect``, if given)."""
+    ctx = None
+    if url.startswith("https"):
+        ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+        if client:
+            ctx.load_cert_chain(str(client[0]), str(client[1]))
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
+            body = resp.read().decode(errors="replace")
+            return resp.status == 200 and (expect is None or expect in body)
+    except (urllib.error.URLError, OSError, ssl.SSLError):
+        return False
+
+
+def _admin_client(p: Paths) -> tuple[Path, Path]:
+    return p.pki / "admin.crt", p.pki / "admin.key"
+
+
+def apiserver_ready(p: Paths) -> bool:
+    return http_ok(f"{APISERVER_URL}/readyz", client=_admin_client(p), ca=p.pki / "ca.crt", expect="ok")
+
+
+def etcd(p: Paths, bin_dir: Path) -> Component:
+    client = f"http://127.0.0.1:{layout.port('etcd', 'client')}"
+    peer = f"http://127.0.0.1:{layout.port('etcd', 'peer')}"
+    # Plain HTTP on loopback only: nothing outside this machine can reach it.
+    return Component("etcd", [
+        str(bin_dir / "etcd"), "--name", "default", "--data-dir", str(p.etcd_data),
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", f"default={peer}", "--log-level", "warn",
+    ], lambda: http_ok(f"{client}/health", expect='"health":"true"'), 30)
+
+
+def kube_apiserver(p: Paths, bin_dir: Path) -> Component:
+    k = p.pki
+    return Component("kube-apiserver", [
+        str(bin_dir / "kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{layout.port('etcd', 'client')}",
+        "--bind-address=127.0.0.1", f"--secure-port={layout.port('kube-apiserver', 'secure')}",
+        # A loopback advertise address needs the endpoint reconciler off: with it on, every
+        # sync logs "may not be in the loopback range". Nothing in a pod calls the API here.
+        "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+        f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
+        f"--client-ca-file={k / 'ca.crt'}",
+        f"--tls-cert-file={k / 'apiserver.crt'}", f"--tls-private-key-file={k / 'apiserver.key'}",
+        f"--kubelet-client-certificate={k / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={k / 'apiserver-kubelet-client.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
+        "--service-account-issuer=https://kubernetes.default.svc." + layout.CLUSTER_DOMAIN,
+        f"--service-account-key-file={k / 'sa.pub'}", f"--service-account-signing-key-file={k / 'sa.key'}",
+        "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+        "--allow-privileged=true", "--profiling=false",
+        # Without the request-header flags the controller-manager and scheduler log
+        # "missing content for CA bundle" on every start.
+        f"--requestheader-client-ca-file={k / 'front-proxy-ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--requestheader-group-headers=X-Remote-Group", "--requestheader-username-headers=X-Remote-User",
+        f"--proxy-client-cert-file={k / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={k / 'front-proxy-client.key'}",
+    ], lambda: apiserver_ready(p), 90)
+
+
+def _kubeconfig_path(p: Paths, client: str) -> Path:
+    return p.etc / f"{client}.kubeconfig"
+
+
+def kube_controller_manager(p: Paths, bin_dir: Path) -> Component:
+    kc = _kubeconfig_path(p, "kube-controller-manager")
+    port = layout.port("kube-controller-manager", "secure")
+    return Component("kube-controller-manager", [
+        str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+        "--bind-address=127.0.0.1", f"--secure-port={port}",
+        "--controllers=*", "--leader-elect=false", "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={p.pki / 'sa.key'}", f"--root-ca-file={p.pki / 'ca.crt'}",
+        f"--cluster-signing-cert-file={p.pki / 'ca.crt'}", f"--cluster-signing-key-file={p.pki / 'ca.key'}",
+        f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
+        # A PV and a PVC created together can otherwise wait a 15 s resync to bind.
+        "--pvclaimbinder-sync-period=1s",
+    ], lambda: http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok"), 60)
+
+
+def kube_scheduler(p: Paths, bin_dir: Path) -> Component:
+    kc = _kubeconfig_path(p, "kube-scheduler")
+    port = layout.port("kube-scheduler", "secure")
+    return Component("kube-scheduler", [
+        str(bin_dir / "kube-scheduler"), f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+        "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false",
+    ], lambda: http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok"), 60)
+
+
+def containerd_config(p: Paths, sandbox_image: str) -> str:
+    """containerd's config.toml (version 2) for this cluster's own instance."""
+    return f"""\
+version = 2
+root = "{p.containerd_root}"
+state = "{p.containerd_state}"
+# The VM refuses negative oom_score_adj values (no CAP_SYS_RESOURCE).
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+                    "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{p.containerd_socket}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{p.containerd_root}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{sandbox_image}"
+  # The CRI asks for -998 on pod sandboxes; the VM only allows raising the score.
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  # Pod network namespaces under our state dir, not /var/run/netns: `down` unmounts them there.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    # Our own directory: podman's package drops 87-podman-bridge.conflist into /etc/cni/net.d
+    # and containerd would take the alphabetically first file there.
+    conf_dir = "{p.cni_conf_dir}"
+    max_conf_num = 1
+"""
+
+
+def cni_config(p: Paths) -> str:
+    """The pod network: the CNI bridge plugin on the tool's own bridge, host-local IPAM.
+
+    isGateway false and ipMasq false: the bridge plugin then neither enables IP forwarding nor
+    adds NAT rules, and pods get no default route, so pod traffic stays on the bridge (pods,
+    the node address, the cluster DNS). The bridge and its address are made by `up` itself
+    (network.py) because CoreDNS and the kubelet bind to that address before any pod exists.
+    """
+    return json.dumps({
+        "cniVersion": "1.0.0",
+        "name": layout.CNI_NETWORK,
+        "plugins": [{
+            "type": "bridge", "bridge": layout.BRIDGE, "isGateway": False, "ipMasq": False,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": layout.POD_SUBNET, "gateway": layout.BRIDGE_IP}]],
+                "dataDir": str(p.cni_ipam_dir),
+            },
+        }],
+    }, indent=2)
+
+
+def containerd(p: Paths, bin_dir: Path) -> Component:
+    config = p.etc / "containerd.toml"
+    sock = str(p.containerd_socket)
+    return Component("containerd", ["containerd", "--config", str(config)],
+                     lambda: subprocess.run(["ctr", "--address", sock, "version"], capture_output=True,
+                                            timeout=10).returncode == 0, 30)
+
+
+def corefile(p: Paths) -> str:
+    """CoreDNS serving cluster.local from the API server (headless Services included)."""
+    return f"""\
+.:{layout.port('coredns', 'dns')} {{
+    bind {layout.BRIDGE_IP}
+    errors
+    health 127.0.0.1:{layout.port('coredns', 'health')}
+    ready 127.0.0.1:{layout.port('coredns', 'ready')}
+    kubernetes {layout.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {_kubeconfig_path(p, 'coredns')}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        # A replaced pod's new address must be seen within seconds by its peers.
+        ttl 5
+    }}
+}}
+"""
+
+
+def coredns(p: Paths, bin_dir: Path) -> Component:
+    return Component("coredns", [str(bin_dir / "coredns"), "-conf", str(p.etc / "Corefile")],
+                     lambda: http_ok(f"http://127.0.0.1:{layout.port('coredns', 'ready')}/ready"), 60)
+
+
+def kubelet_config(p: Paths) -> str:
+    """KubeletConfiguration (v1beta1) for this machine: cgroupfs driver (no systemd), the
+    bridge address as node and DNS address, images never garbage-collected (they are imported,
+    not pullable), and low eviction thresholds so a full-ish disk does not evict training pods.
+    """
+    return json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": layout.BRIDGE_IP,
+        "port": layout.port("kubelet", "server"),
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": layout.port("kubelet", "healthz"),
+        "readOnlyPort": 0,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(p.pki / "ca.crt")}},
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
+        "clusterDNS": [layout.BRIDGE_IP],
+        "clusterDomain": layout.CLUSTER_DOMAIN,
+        # The host's resolv.conf names an upstream that pods must not use.
+        "resolvConf": str(p.etc / "pod-resolv.conf"),
+        "podCIDR": layout.POD_SUBNET,
+        "maxPods": layout.MAX_PODS,
+        "failSwapOn": False,
+        # The VM refuses negative values (the default is -999).
+        "oomScoreAdj": 0,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
+        "podLogsDir": str(p.pod_logs),
+        "volumePluginDir": str(p.kubelet_root / "volume-plugins"),
+        "serializeImagePulls": False,
+    }, indent=2)
+
+
+def kubelet(p: Paths, bin_dir: Path) -> Component:
+    labels = ",".join(f"{k}={v}" for k, v in layout.NODE_LABELS.items())
+    return Component("kubelet", [
+        str(bin_dir / "kubelet"), f"--config={p.etc / 'kubelet.json'}",
+        f"--kubeconfig={_kubeconfig_path(p, 'kubelet')}",
+        f"--hostname-override={layout.NODE_NAME}", f"--node-ip={layout.BRIDGE_IP}",
+        f"--node-labels={labels}", f"--root-dir={p.kubelet_root}", f"--cert-dir={p.kubelet_root / 'pki'}",
+    ], lambda: http_ok(f"http://127.0.0.1:{layout.port('kubelet', 'healthz')}/healthz", expect="ok"), 60)
+
+
+#: In start order.
+ALL = (etcd, kube_apiserver, kube_controller_manager, kube_scheduler, containerd, coredns, kubelet)
+NAMES = tuple(f.__name__.replace("_", "-") for f in ALL)
