@@ -13,10 +13,11 @@ from infra.components.labels import recommended_labels
 from infra.components.nas import NasStorage
 from infra.components.network import Network
 from infra.components.node_pools import NodePools
+from infra.components.registry import PullSecret
 from infra.components.storage import SharedVolume
 from infra.components.tensorboard import TensorBoard
 from infra.components.training import TrainingJob
-from infra.settings import PROJECT, Settings, load_settings
+from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
 
 
 def run() -> dict[str, Any]:
@@ -63,18 +64,28 @@ def build(settings: Settings) -> dict[str, Any]:
         kubeconfig: pulumi.Output[str] = cluster.kubeconfig
         cluster_id = cluster.cluster_id
         file_system_id = nas.file_system_id
-        server: pulumi.Input[str] = nas.mount_target_domain
+        server: Optional[pulumi.Input[str]] = nas.mount_target_domain
         # The PV must not exist before its NFS server does; pods need nodes to run on.
         volume_depends_on: list[pulumi.Resource] = [nas.mount_target]
         pods_depend_on = [pools]
     else:
         kubeconfig = pulumi.Output.secret(settings.kubeconfig)
-        provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig)
-        server = settings.nas_mount_target_domain
-        if "nas.mountTargetDomain" in settings.secret_keys:
-            # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
-            server = pulumi.Output.secret(server)
+        identifier: pulumi.Input[str] = settings.cluster_identifier
+        if "kubeconfig" in settings.secret_keys and settings.cluster_identifier_from_kubeconfig:
+            # Derived from a secret kubeconfig (its API server URL): as secret as its source.
+            identifier = pulumi.Output.secret(identifier)
+        # cluster_identifier: the provider (and with it every Kubernetes object) is replaced
+        # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
+        # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
+        provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
+        server = {"nas": settings.nas_mount_target_domain, "nfs": settings.nfs_server}.get(settings.volume_type)
         volume_depends_on = []
+    volume_path: pulumi.Input[str] = {"nas": settings.nas_path, "nfs": settings.nfs_path,
+                                      "hostPath": settings.host_path}[settings.volume_type]
+    if server is not None and settings.secret_keys & {"nas.mountTargetDomain", "nfs.server", "nfs.path"}:
+        # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
+        server = pulumi.Output.secret(server)
+        volume_path = pulumi.Output.secret(volume_path)
 
     k8s_opts = pulumi.ResourceOptions(providers=[provider])
     # Namespaced objects take the name from the Namespace resource when the stack creates it,
@@ -88,16 +99,24 @@ def build(settings: Settings) -> dict[str, Any]:
             opts=pulumi.ResourceOptions(provider=provider)).metadata.name
 
     volume = SharedVolume(
-        prefix, namespace=namespace, server=server, path=settings.nas_path, storage=settings.storage,
-        match_labels=settings.match_labels,
+        prefix, namespace=namespace, volume_type=settings.volume_type, server=server, path=volume_path,
+        storage=settings.storage, match_labels=settings.match_labels,
         after=volume_depends_on, opts=k8s_opts)
-    training = TrainingJob(settings, namespace=namespace, pvc_name=volume.pvc_name, after=pods_depend_on, opts=k8s_opts)
+    if settings.registry_credentials is not None and settings.image_pull_secret is not None:
+        # Pods would pull before the Secret exists and back off: create it first.
+        pods_depend_on = [*pods_depend_on, PullSecret(
+            prefix, secret_name=settings.image_pull_secret, namespace=namespace,
+            credentials=settings.registry_credentials, opts=k8s_opts)]
+    training = TrainingJob(settings, namespace=namespace, claim_name=volume.claim_name,
+                           after=[*pods_depend_on, volume.pvc], opts=k8s_opts)
     tensorboard = TensorBoard(
         prefix, namespace=namespace, image=settings.tensorboard_image,
         image_pull_policy=settings.ps.image_pull_policy, log_dir=settings.log_dir,
         mount_path=settings.mount_path, pvc_name=volume.pvc_name,
         service_type=settings.tensorboard_service_type, address_type=settings.tensorboard_address_type,
-        source_ranges=settings.tensorboard_source_ranges, after=pods_depend_on, opts=k8s_opts)
+        source_ranges=settings.tensorboard_source_ranges, cloud_acl=settings.create_cloud,
+        placement=settings.placement["tensorboard"], image_pull_secret=settings.image_pull_secret,
+        after=pods_depend_on, opts=k8s_opts)
 
     ns = settings.namespace
     chief = f"{prefix}-chief-0"
@@ -105,7 +124,7 @@ def build(settings: Settings) -> dict[str, Any]:
         f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
         f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
     ]
-    if settings.kubeconfig is not None and _is_kubeconfig_path(settings.kubeconfig):
+    if settings.kubeconfig is not None and is_kubeconfig_path(settings.kubeconfig):
         # The kubeconfig output is then the path itself, not a file kubectl could read.
         follow_log = [f"kubectl --kubeconfig {settings.kubeconfig} --namespace {ns} logs --follow job/{chief}"]
         if "kubeconfig" in settings.secret_keys:
@@ -114,22 +133,14 @@ def build(settings: Settings) -> dict[str, Any]:
         "clusterId": cluster_id,
         "kubeconfig": kubeconfig,
         "nasFileSystemId": file_system_id,
-        "mountTargetDomain": pulumi.Output.from_input(server),
+        "mountTargetDomain": pulumi.Output.from_input(server if settings.volume_type == "nas" else None),
         "namespace": ns,
         "pvName": volume.pv_name,
         "pvcName": volume.pvc_name,
         "clusterSpec": training.cluster_spec,
         "jobNames": training.job_names,
         "stagingJobName": training.staging_job_name,
+        "runId": training.run_id,
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": follow_log,
     }
-
-
-def _is_kubeconfig_path(value: str) -> bool:
-    """Whether the ``kubeconfig`` setting is a file path rather than kubeconfig content.
-
-    Content is YAML over several lines or JSON (``{...}``); the kubernetes provider takes either
-    and expands a leading ``~`` of a path itself.
-    """
-    return "\n" not in value and not value.lstrip().startswith("{")

@@ -8,7 +8,9 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from infra.components import pods
 from infra.components.labels import recommended_labels
+from infra.settings import Placement
 
 TENSORBOARD_PORT = 6006
 SERVICE_PORT = 80
@@ -20,10 +22,17 @@ class TensorBoard(pulumi.ComponentResource):
     """TensorBoard for one run.
 
     Children: ``<prefix>-tensorboard`` Deployment (``tensorboard --logdir <log_dir>``, the
-    volume mounted read-only) and Service (type ``service_type``, port 80). For an ACK
-    LoadBalancer: address type from config, and with ``source_ranges`` an SLB ACL (whitelist)
-    attached through the ACL annotations, because the default CLB ignores
-    ``spec.loadBalancerSourceRanges``.
+    volume mounted read-only) and Service (type ``service_type``, port 80). A LoadBalancer
+    gets ACK's address-type annotation and, with ``source_ranges``, the standard
+    ``spec.loadBalancerSourceRanges`` (kube-proxy and most load balancers enforce it); with
+    ``cloud_acl`` (the stack created the ACK cluster) also an SLB ACL (whitelist) attached
+    through the ACL annotations, because ACK's default CLB ignores loadBalancerSourceRanges.
+    Without the cloud layer nothing Alibaba-specific is created: the stack may be pointed at
+    any cluster, and a kubeconfig-only stack must not need Alibaba credentials.
+
+    Args:
+        placement: the tensorboard.* node selector and tolerations.
+        image_pull_secret: the docker-registry Secret to pull the image with, if any.
 
     Outputs:
         url: ``http://<address>/`` once the load balancer has one; None for other types.
@@ -33,8 +42,10 @@ class TensorBoard(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, namespace: pulumi.Input[str], image: str, image_pull_policy: str, log_dir: str,
                  mount_path: str, pvc_name: pulumi.Input[str], service_type: str, address_type: str,
-                 source_ranges: Sequence[str], after: Sequence[pulumi.Resource] = (),
+                 source_ranges: Sequence[str], cloud_acl: bool, placement: Placement,
+                 image_pull_secret: Optional[str], after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
+
         super().__init__("tf-mnist:index:TensorBoard", name, None, opts)
         full_name = f"{name}-tensorboard"
         labels = recommended_labels(name, "tensorboard")
@@ -49,6 +60,9 @@ class TensorBoard(pulumi.ComponentResource):
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                     spec=k8s.core.v1.PodSpecArgs(
+                        node_selector=pods.node_selector(placement),
+                        tolerations=pods.tolerations(placement, uses_gpu=False),
+                        image_pull_secrets=pods.image_pull_secrets(image_pull_secret),
                         containers=[k8s.core.v1.ContainerArgs(
                             name="tensorboard",
                             image=image,
@@ -77,7 +91,7 @@ class TensorBoard(pulumi.ComponentResource):
         annotations: dict[str, pulumi.Input[str]] = {}
         if service_type == "LoadBalancer":
             annotations[LB_ANNOTATION + "address-type"] = address_type
-            if source_ranges:
+            if source_ranges and cloud_acl:
                 acl = alicloud.slb.Acl(f"{full_name}-acl", name=full_name, ip_version="ipv4",
                                        opts=pulumi.ResourceOptions(parent=self))
                 for i, cidr in enumerate(source_ranges):
@@ -87,7 +101,7 @@ class TensorBoard(pulumi.ComponentResource):
                 annotations[LB_ANNOTATION + "acl-status"] = "on"
                 annotations[LB_ANNOTATION + "acl-id"] = acl.id
                 annotations[LB_ANNOTATION + "acl-type"] = "white"
-            elif address_type == "internet":
+            elif not source_ranges and address_type == "internet":
                 pulumi.log.warn(
                     f"TensorBoard ({full_name}) is open to the whole internet: set "
                     "tensorboard.allowedSourceRanges or tensorboard.addressType intranet.")
@@ -98,6 +112,8 @@ class TensorBoard(pulumi.ComponentResource):
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
                 selector=selector,
+                load_balancer_source_ranges=(list(source_ranges) or None) if service_type == "LoadBalancer"
+                else None,
                 ports=[k8s.core.v1.ServicePortArgs(name="http", port=SERVICE_PORT, target_port="http",
                                                   protocol="TCP")],
             ),

@@ -30,6 +30,17 @@ MOUNT_TARGET_DOMAIN = "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"
 CLUSTER_ID = "c0123456789abcdef0123456789abcdef"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n# mock credential\n"
 LOAD_BALANCER_IP = "203.0.113.10"
+#: API server of the existing cluster in kubeconfig mode (TEST-NET-1, never reached).
+CLUSTER_SERVER = "https://192.0.2.10:6443"
+
+
+def kubeconfig_content(server: str = CLUSTER_SERVER, token: str = "token-1", ca: str = "Q0EtMQ==",
+                       cluster_name: str = "existing") -> str:
+    """A kubeconfig for an existing cluster, as `kubectl config view --raw` prints one."""
+    return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster_name}\n  cluster:\n"
+            f"    server: {server}\n    certificate-authority-data: {ca}\n"
+            f"contexts:\n- name: ctx\n  context: {{cluster: {cluster_name}, user: me}}\n"
+            f"current-context: ctx\nusers:\n- name: me\n  user: {{token: {token}}}\n")
 CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
 
 

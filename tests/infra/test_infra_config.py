@@ -272,7 +272,7 @@ def test_a_bad_structured_value_beside_a_flat_one_is_reported_once_as_the_confli
 # checks a secret nas.mountTargetDomain went into the PV and the mountTargetDomain output in
 # plain text (real `pulumi preview --json`), and a bad secret value was printed back.
 
-KUBECONFIG_MODE = {"tf-mnist:kubeconfig": "/home/me/.kube/config",
+KUBECONFIG_MODE = {"tf-mnist:kubeconfig": "/home/me/.kube/config", "tf-mnist:clusterIdentifier": "existing",
                    "tf-mnist:nas.mountTargetDomain": "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"}
 
 
@@ -299,7 +299,7 @@ def test_a_secret_that_would_go_into_specs_in_plain_text_is_rejected_without_its
         HEADER_1,
         "Configuration 'tf-mnist:worker.memory' is a secret: the stack writes this value into Kubernetes "
         "objects and stack outputs in plain text, so it cannot stay secret "
-        "(only kubeconfig and nas.mountTargetDomain can).",
+        "(only kubeconfig, nas.mountTargetDomain, nfs.* and registryCredentials.* can).",
         "    fix: pulumi config set worker.memory <value> (again, without --secret)",
     ])
     assert "9Gi" not in str(run.error)
@@ -314,7 +314,7 @@ def test_a_structured_secret_is_reported_once_for_its_top_level_key(dev_config):
         HEADER_1,
         "Configuration 'tf-mnist:worker' holds a secret: the stack writes worker.* values into Kubernetes "
         "objects and stack outputs in plain text, so they cannot stay secret "
-        "(only kubeconfig and nas.mountTargetDomain can).",
+        "(only kubeconfig, nas.mountTargetDomain, nfs.* and registryCredentials.* can).",
         "    fix: pulumi config set --path worker.<key> <value> (again, without --secret)",
     ])
 
@@ -389,6 +389,6 @@ def test_worker_gpus_must_fit_on_one_gpu_node(dev_config):
 
 
 def test_worker_gpus_are_not_checked_against_a_pool_the_stack_does_not_create(dev_config):
-    run = me.run_program({**dev_config, "tf-mnist:worker.gpuCount": "4", "tf-mnist:kubeconfig": "~/.kube/config",
+    run = me.run_program({**dev_config, "tf-mnist:worker.gpuCount": "4", "tf-mnist:kubeconfig": me.kubeconfig_content(),
                           "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"})
     assert run.error is None

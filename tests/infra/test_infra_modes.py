@@ -32,15 +32,43 @@ CONFIGS = {
     "cpu-sync": {"worker.gpuCount": "0", "ps.number": "0", "tensorboard.serviceType": "ClusterIP"},
     "allowlist-namespace-wait": {"tensorboard.allowedSourceRanges": '["203.0.113.0/24"]', "namespace": "training",
                                  "createNamespace": "true", "job.waitForChief": "true"},
+    # Issue 8.2/8.3 and 11: a GPU chief, placement for every role, a deadline, a priority
+    # class, a pull Secret created from credentials.
+    "gpu-chief-placement-registry": {
+        "ps.number": "0", "job.activeDeadlineSeconds": "86400", "job.peerTimeoutSeconds": "900",
+        "job.priorityClassName": "training-high",
+        "worker.nodeSelector": '{"aliyun.accelerator/nvidia_name": "Tesla-P100-PCIE-16GB"}',
+        "worker.tolerations": '[{"key":"dedicated","operator":"Equal","value":"training","effect":"NoSchedule"}]',
+        "chief.nodeSelector": '{"tf-mnist/pool": "cpu"}', "ps.tolerations": '[{"operator":"Exists"}]',
+        "tensorboard.nodeSelector": '{"tf-mnist/pool": "cpu"}',
+        "tensorboard.tolerations": '[{"key":"a","operator":"Exists","effect":"NoExecute","tolerationSeconds":60}]',
+        "registryCredentials.username": "ml-team", "registryCredentials.password": "s3cr3t"},
+    # Issue 8.1 and 11 on an existing cluster: NFS, an allowlist, an existing pull Secret.
+    "existing-nfs": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "nfs",
+                     "nfs.server": "10.0.0.5", "nfs.path": "/exports/tf-mnist", "imagePullSecret": "acr-pull",
+                     "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'},
+    "existing-hostPath": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "hostPath",
+                          "tensorboard.serviceType": "NodePort"},
+}
+SECRET_KEYS = {"gpu-chief-placement-registry": ("tf-mnist:registryCredentials.password",)}
+#: Objects (kind, a field of its spec) a configuration must produce, so that they get validated.
+MUST_VALIDATE = {
+    "gpu-chief-placement-registry": [("Secret", "type"), ("Job", "podFailurePolicy")],
+    "existing-nfs": [("PersistentVolume", "nfs"), ("Service", "loadBalancerSourceRanges")],
+    "existing-hostPath": [("PersistentVolume", "hostPath")],
 }
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_kubernetes_object_validates_strictly(dev_config, name):
-    run = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in CONFIGS[name].items()}})
+    run = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in CONFIGS[name].items()}},
+                         secret_keys=SECRET_KEYS.get(name, ()))
     assert run.error is None, run.error
     objects = _kubernetes_objects(run)
     assert len(objects) >= 9
+    manifests = [me.to_manifest(obj.inputs) for obj in objects]
+    for kind, field_ in MUST_VALIDATE.get(name, []):
+        assert any(m["kind"] == kind and field_ in {**m, **m.get("spec", {})} for m in manifests), (kind, field_)
     for obj in objects:
         manifest = me.to_manifest(obj.inputs)
         assert manifest["kind"] == obj.type.rsplit(":", 1)[1], obj.type
@@ -165,7 +193,7 @@ def test_wait_for_chief_awaits_only_the_chief(dev_config):
 
 
 def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):
-    run = me.run_program(_set(dev_config, kubeconfig="apiVersion: v1\nkind: Config\n",
+    run = me.run_program(_set(dev_config, kubeconfig=me.kubeconfig_content(),
                               nas__mountTargetDomain="abc.cn-hangzhou.nas.aliyuncs.com"))
     assert run.error is None
     assert not [r for r in run.registrations if r.type.startswith("alicloud:")]
@@ -177,7 +205,7 @@ def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):
 
 
 def test_kubeconfig_mode_needs_a_mount_target(dev_config):
-    run = me.run_program(_set(dev_config, kubeconfig="/home/me/.kube/config"))
+    run = me.run_program(_set(dev_config, kubeconfig="/home/me/.kube/config", clusterIdentifier="existing"))
     assert str(run.error).endswith(
         "Configuration 'tf-mnist:nas.mountTargetDomain' is missing: required with kubeconfig "
         "(the stack then creates no NAS).\n    fix: pulumi config set nas.mountTargetDomain "
@@ -218,7 +246,7 @@ def test_custom_match_labels_flow_to_pv_and_pvc(dev_config):
     assert pvc.inputs["spec"]["selector"]["matchLabels"] == {"train": "mnist", "team": "vision"}
 
 
-KUBECONFIG_PATH_MODE = {"tf-mnist:kubeconfig": "~/.kube/config",
+KUBECONFIG_PATH_MODE = {"tf-mnist:kubeconfig": "~/.kube/config", "tf-mnist:clusterIdentifier": "existing",
                         "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"}
 
 
@@ -241,7 +269,7 @@ def test_follow_log_commands_keep_a_secret_kubeconfig_path_secret(dev_config):
 
 def test_follow_log_commands_with_kubeconfig_content(dev_config):
     run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE,
-                          "tf-mnist:kubeconfig": "apiVersion: v1\nkind: Config\n"})
+                          "tf-mnist:kubeconfig": me.kubeconfig_content()})
     assert run.outputs["followChiefLog"] == [
         "pulumi stack output kubeconfig --show-secrets > tf-mnist-kubeconfig.yaml",
         "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace default logs --follow job/mnist-chief-0"]

@@ -167,7 +167,8 @@ def test_trainer_and_staging_commands(topology):
             continue
         assert container["command"] == ["python", "-m", "trainer"]
         assert container["args"] == ["--data_dir", "/data/mnist", "--log_dir", "/data/runs/mnist",
-                                     "--epochs", "100", "--batch_size", "20", "--learning_rate", "0.001"]
+                                     "--epochs", "100", "--batch_size", "20", "--learning_rate", "0.001",
+                                     "--peer_timeout", "600", "--run_id", run.outputs["runId"]]
         assert _env(container)["GRPC_FAIL_FAST"] == "use_caller"
         assert job.inputs["spec"]["backoffLimit"] == 4
 

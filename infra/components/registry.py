@@ -1,0 +1,59 @@
+"""PullSecret: the docker-registry Secret every pod pulls its image with, made from
+registry credentials kept as Pulumi secrets."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Optional
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components.labels import recommended_labels
+from infra.settings import RegistryCredentials
+
+#: The Secret type kubelet reads image pull credentials from (a ``.dockerconfigjson`` key).
+DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
+
+
+def docker_config_json(credentials: RegistryCredentials) -> str:
+    """The ``.dockerconfigjson`` document for one registry (``docker login``'s format).
+
+    ``auth`` is base64("username:password"), which kubelet uses; username and password are
+    given beside it as ``kubectl create secret docker-registry`` writes them.
+    """
+    auth = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
+    return json.dumps({"auths": {credentials.server: {
+        "username": credentials.username, "password": credentials.password, "auth": auth}}},
+        separators=(",", ":"), sort_keys=True)
+
+
+class PullSecret(pulumi.ComponentResource):
+    """A ``kubernetes.io/dockerconfigjson`` Secret named ``secret_name`` in ``namespace``.
+
+    Children: ``secret``. Its ``data`` is a ``pulumi.Output.secret`` from the first moment, so
+    the plan, the state and the stack outputs hold only ciphertext (``[secret]`` in a
+    preview); the plaintext exists in this process and in the cluster only.
+
+    Outputs:
+        name: the Secret's name (pods reference it in imagePullSecrets).
+    """
+
+    name: pulumi.Output[str]
+
+    def __init__(self, prefix: str, *, secret_name: str, namespace: pulumi.Input[str],
+                 credentials: RegistryCredentials, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:PullSecret", secret_name, None, opts)
+        encoded = base64.b64encode(docker_config_json(credentials).encode()).decode()
+        self.secret = k8s.core.v1.Secret(
+            secret_name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=namespace,
+                                                labels=recommended_labels(prefix, "registry")),
+            type=DOCKER_CONFIG_JSON,
+            # data (base64), the form the API server stores; stringData is write-only there.
+            data=pulumi.Output.secret({".dockerconfigjson": encoded}),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.name = self.secret.metadata.name
+        self.register_outputs({"name": self.name})
