@@ -10,6 +10,10 @@ set` edits only the copy. Two ways of running the stack are previewed:
   local port, and ``nas.mountTargetDomain``): the program skips the cloud layer and the
   kubernetes provider previews every Kubernetes object from its inputs.
 
+The last tests (issue 11) preview a pull Secret made from ``--secret`` registry credentials,
+and a second ``pulumi config set kubeconfig`` after a targeted ``pulumi up`` of the kubernetes
+provider alone (which needs no cluster), to see the engine's update-or-replace decision.
+
 The counts follow the stack's topology (infra/components/training.py and the committed
 Pulumi.dev.yaml: ps.number 2, worker.number 2, worker.gpuCount 1, name prefix ``mnist`` in
 namespace ``default``): one Job and one headless Service per task (chief, workers, ps), a
@@ -216,3 +220,93 @@ def test_a_misspelt_key_fails_with_the_programs_message(dev_project: PulumiProje
     assert "fix: pulumi config rm worker.numbr" in output, output
     assert "Traceback" not in output, output
     assert preview.resources() == []
+
+
+# --- issue 11 with the real engine -----------------------------------------------------------
+
+#: Registry credentials of the pull-Secret tests (fake; what must never show in clear).
+REGISTRY_USERNAME = "ml-team@1234567890123456"
+REGISTRY_PASSWORD = "s3cr3t-Registry-Pa55"
+
+
+def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
+        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    """`pulumi config set --secret registryCredentials.password ...`: the plan holds the Secret
+    (type kubernetes.io/dockerconfigjson) that every pod pulls with, and no plain credential."""
+    import base64
+
+    configure(dev_project, toolchain, "cluster")
+    dev_project.set_config("registryCredentials.username", REGISTRY_USERNAME)
+    dev_project.set_config("registryCredentials.password", REGISTRY_PASSWORD, secret=True)
+    stack_file = (dev_project.dir / "Pulumi.dev.yaml").read_text()
+    assert REGISTRY_PASSWORD not in stack_file  # the CLI stored it encrypted
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    (secret,) = preview.resources("kubernetes:core/v1:Secret")
+    assert secret["inputs"]["type"] == "kubernetes.io/dockerconfigjson"
+    assert secret["inputs"]["metadata"]["name"] == f"{PREFIX}-registry"
+    pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
+    pods += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
+    assert len(pods) == 1 + COMMITTED_WORKERS + PS + 2
+    assert all(pod["imagePullSecrets"] == [{"name": f"{PREFIX}-registry"}] for pod in pods)
+    auth = base64.b64encode(f"{REGISTRY_USERNAME}:{REGISTRY_PASSWORD}".encode()).decode()
+    assert secret["inputs"]["data"] == "[secret]"  # the whole .dockerconfigjson, base64 and all
+    for plaintext in (REGISTRY_PASSWORD, auth, base64.b64encode(REGISTRY_PASSWORD.encode()).decode()):
+        assert plaintext not in preview.stdout and plaintext not in preview.stderr
+
+
+def _provider_op(preview: PreviewResult) -> str:
+    (step,) = [s for s in preview.steps if s.get("urn", "").endswith("pulumi:providers:kubernetes::mnist-k8s")]
+    return step["op"]
+
+
+@pytest.mark.parametrize("server,ops", [
+    ("https://127.0.0.1:1", {"update", "same"}),  # the same cluster: never a replacement
+    ("https://127.0.0.2:1", {"replace", "create-replacement"}),  # another cluster: everything moves
+], ids=["same-server", "other-server"])
+def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
+        dev_project: PulumiProject, toolchain: Toolchain, server: str, ops: set) -> None:
+    """The provider is created (a targeted `pulumi up`, which needs no cluster), then the
+    kubeconfig is set a second time with a new token and CA setting: with the same API server
+    the provider is updated, not replaced (its cluster_identifier is the server URL; without
+    one, pulumi-kubernetes replaces the provider, and every object with it, whenever the active
+    cluster entry changes). A kubeconfig for another server does replace it."""
+    configure(dev_project, toolchain, "cluster")
+    provider = "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s"
+    dev_project.pulumi("up", "--yes", "--target", provider)
+    edited = (UNREACHABLE_KUBECONFIG
+              .replace('cluster: {server: "https://127.0.0.1:1"}',
+                       f'cluster: {{server: "{server}", insecure-skip-tls-verify: true}}')
+              .replace("not-a-credential", "a-new-token"))
+    assert "a-new-token" in edited and "insecure-skip-tls-verify" in edited
+    dev_project.set_config("tf-mnist:kubeconfig", edited, secret=True)
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    assert _provider_op(preview) in ops
+
+
+def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project: PulumiProject,
+                                                                    toolchain: Toolchain) -> None:
+    """Issue 8: an NFS volume, a deadline, placement set with --path and ps.number 0 (the chief
+    then trains on a GPU), through the real CLI and kubernetes provider."""
+    configure(dev_project, toolchain, "cluster")
+    dev_project.pulumi("config", "rm", "tf-mnist:nas.mountTargetDomain")  # a NAS key: refused with nfs
+    dev_project.set_config("persistence.volume.type", "nfs")
+    dev_project.set_config("nfs.server", "10.0.0.5")
+    dev_project.set_config("nfs.path", "/exports/tf-mnist")
+    dev_project.set_config("job.activeDeadlineSeconds", "86400")
+    dev_project.set_config("worker.nodeSelector.disktype", "ssd", path=True)
+    dev_project.set_config("ps.number", "0", path=True)
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    (pv,) = [r for r in preview.resources("kubernetes:core/v1:PersistentVolume")
+             if r["type"] == "kubernetes:core/v1:PersistentVolume"]  # not the claim
+    assert pv["inputs"]["spec"]["nfs"] == {"server": "10.0.0.5", "path": "/exports/tf-mnist"}
+    jobs = {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")}
+    assert sorted(jobs) == [f"{PREFIX}-chief-0", f"{PREFIX}-stage-data", f"{PREFIX}-worker-0", f"{PREFIX}-worker-1"]
+    chief = jobs[f"{PREFIX}-chief-0"]
+    assert chief["activeDeadlineSeconds"] == 86400
+    assert [r["action"] for r in chief["podFailurePolicy"]["rules"]] == ["FailJob", "Ignore", "Ignore"]
+    pod = chief["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["nodeSelector"] == {"disktype": "ssd"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
