@@ -459,7 +459,7 @@ KEYS: tuple[Key, ...] = (
     # The chart's keys with the chart's (GPU example) values.
     Key("worker.number", 2, integer(1), "2", "integer", "Number of worker tasks."),
     Key("worker.gpuCount", 1, integer(0), "1", "integer",
-        "GPUs per worker (nvidia.com/gpu); 0 runs workers on the CPU node pool."),
+        "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu); 0 runs them on the CPU node pool."),
     Key("worker.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}", None,
         "Worker image; default <imageRegistry>/trainer:2.21.0-gpu (or -cpu when gpuCount is 0)."),
     Key("worker.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",
@@ -574,7 +574,8 @@ KEYS: tuple[Key, ...] = (
     Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
         "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
     Key("gpuPool.size", None, optional_positive_int, "2", None,
-        "GPU nodes; default ceil(worker.number x worker.gpuCount / gpuPool.gpusPerInstance)."),
+        "GPU nodes; default ceil(GPU pods x worker.gpuCount / gpuPool.gpusPerInstance), GPU pods being the "
+        "workers, plus the chief with ps.number 0."),
     Key("gpuPool.autoscaling", False, boolean, "true", "boolean",
         "Autoscale the GPU pool between 0 and gpuPool.size nodes."),
     Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
