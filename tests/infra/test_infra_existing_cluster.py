@@ -110,7 +110,8 @@ def test_an_unreadable_kubeconfig_file_is_refused(dev_config):
 
 
 def test_a_kubeconfig_without_a_server_is_refused_without_showing_it(dev_config):
-    run = me.run_program(_existing(dev_config, "apiVersion: v1\nkind: Config\nusers:\n- name: me\n  user: {token: t0ken}\n"))
+    kubeconfig = "apiVersion: v1\nkind: Config\nusers:\n- name: me\n  user: {token: t0ken}\n"
+    run = me.run_program(_existing(dev_config, kubeconfig))
     _rejected(run,
               "Configuration 'tf-mnist:kubeconfig' value '<kubeconfig content, 5 lines>' is invalid: names no API "
               "server in its current context, so the stack cannot tell which cluster it is (fix the kubeconfig, or "

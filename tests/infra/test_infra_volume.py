@@ -14,6 +14,7 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 #: An existing cluster (kubeconfig mode), where nfs and hostPath are allowed.
 EXISTING = {"tf-mnist:kubeconfig": me.kubeconfig_content()}
+DOMAIN = {"tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"}
 NFS = {**EXISTING, "tf-mnist:persistence.volume.type": "nfs", "tf-mnist:nfs.server": "10.0.0.5",
        "tf-mnist:nfs.path": "/exports/tf-mnist"}
 HOST_PATH = {**EXISTING, "tf-mnist:persistence.volume.type": "hostPath"}
@@ -42,7 +43,7 @@ def _assert_binds_like_nas(run: me.Run) -> dict:
 
 
 def test_nas_is_the_default_exactly_as_before(dev_config):
-    run = me.run_program({**dev_config, **EXISTING, "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"})
+    run = me.run_program({**dev_config, **EXISTING, **DOMAIN})
     assert run.error is None, run.error
     spec = _assert_binds_like_nas(run)
     assert spec["csi"] == {"driver": "nasplugin.csi.alibabacloud.com", "volumeHandle": "mnist-data",
@@ -153,8 +154,8 @@ def test_the_nas_defaults_the_cli_writes_are_not_taken_for_settings(dev_config):
 
 
 def test_nfs_and_host_path_keys_are_refused_with_nas(dev_config):
-    run = me.run_program({**dev_config, **EXISTING, "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
-                          "tf-mnist:nfs.server": "10.0.0.5", "tf-mnist:hostPath.path": "/srv/x"})
+    run = me.run_program({**dev_config, **EXISTING, **DOMAIN, "tf-mnist:nfs.server": "10.0.0.5",
+                          "tf-mnist:hostPath.path": "/srv/x"})
     _rejected(run,
               "Configuration 'tf-mnist:nfs.server' value '10.0.0.5' is invalid: applies only with "
               "persistence.volume.type nfs (this stack's is nas).",
