@@ -135,9 +135,9 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
 
     Only this run's files count (``files.run_id``; see ClusterFiles). Rules: ``done``
     newer than this server's start (less clock slack) means the run finished: exit 0; so
-    does an older ``done`` with no heartbeat after it once STALE_GRACE_S have passed (a pod restarted after the run ended). No heartbeat newer than
-    ``peer_timeout_s`` seconds (counting from this server's start when there is none)
-    means the chief is lost: exit 1.
+    does an older ``done`` with no heartbeat after it once STALE_GRACE_S have passed (a
+    pod restarted after the run ended). No heartbeat newer than ``peer_timeout_s`` seconds
+    (counting from this server's start when there is none) means the chief is lost: exit 1.
     """
     done = files.done_mtime()
     beat = files.heartbeat_mtime()
