@@ -25,6 +25,8 @@ TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 STAGING_TIMEOUT_SECONDS = 1200
 #: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
 DISRUPTION_TARGET = "DisruptionTarget"
+#: A replacement pod starts only once the failed one is gone (see TrainingJob).
+POD_REPLACEMENT_POLICY = "Failed"
 
 
 def trainer_args(settings: Settings, run_id: Optional[str]) -> list[str]:
@@ -45,7 +47,7 @@ def trainer_args(settings: Settings, run_id: Optional[str]) -> list[str]:
     return args if run_id is None else [*args, "--run_id", run_id]
 
 
-def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs]) -> str:
+def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
     """The run id: 12 hex digits of the SHA-256 of every task's pod template (without the id).
 
     A change to any template replaces the Jobs (pulumi-kubernetes forces replacement on
@@ -53,6 +55,13 @@ def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs]) -> str:
     ignore the previous run's done marker on the volume (trainer/servers.py). Changes that
     leave the templates alone (backoffLimit, the deadline, await annotations) update the
     Jobs in place and keep the run and its id.
+
+    Args:
+        templates: task name -> its pod template, built without ``--run_id``.
+        fixed: Job spec fields hashed along (the failure policy): the API server refuses to
+            change podFailurePolicy on an existing Job, so a change to it must change the
+            run id, and with it the templates, which replaces the Jobs instead of failing
+            the update.
 
     Raises:
         TypeError: a template holds an Output, whose value a preview may not know; a run id
@@ -64,7 +73,7 @@ def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs]) -> str:
             return pulumi_types.input_type_to_dict(value)
         raise TypeError(f"a pod template holds {type(value).__name__}, which has no fixed value")
 
-    text = json.dumps(templates, default=plain, sort_keys=True, separators=(",", ":"))
+    text = json.dumps([templates, fixed or {}], default=plain, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -186,7 +195,8 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
         tasks = list(settings.replicas.tasks())
-        run_id = run_id_of({cs.task_name(prefix, t, i): self._template(t, i, spec, None) for t, i in tasks})
+        run_id = run_id_of({cs.task_name(prefix, t, i): self._template(t, i, spec, None) for t, i in tasks},
+                           {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
         job_names: list[str] = []
         for task_type, index in tasks:
             name = cs.task_name(prefix, task_type, index)
@@ -220,7 +230,7 @@ class TrainingJob(pulumi.ComponentResource):
                     # A replacement starts only once the failed pod is gone: two pods of one
                     # task would both answer at its address. (The only value a
                     # podFailurePolicy allows; stated, not left to the default.)
-                    pod_replacement_policy="Failed",
+                    pod_replacement_policy=POD_REPLACEMENT_POLICY,
                     template=self._template(task_type, index, spec, run_id),
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[staging]),

@@ -215,3 +215,19 @@ def test_otherwise_the_chief_stays_on_cpu(dev_config, changes):
     assert container["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
     assert "tolerations" not in _pod(chief)
     assert _env(container)["NVIDIA_VISIBLE_DEVICES"] == "void"
+
+
+def test_a_new_failure_policy_is_a_new_run(monkeypatch, dev_config):
+    # podFailurePolicy cannot be changed on an existing Job: a stack version that changes it
+    # must replace the Jobs, which a new run id (in every template) does.
+    from infra.components import training
+
+    before = me.run_program(dev_config).outputs["runId"]
+    original = training.pod_failure_policy
+
+    def without_sigterm_rule():
+        policy = original()
+        return type(policy)(rules=[policy.rules[0], policy.rules[2]])
+
+    monkeypatch.setattr(training, "pod_failure_policy", without_sigterm_rule)
+    assert me.run_program(dev_config).outputs["runId"] != before
