@@ -1,14 +1,17 @@
-"""Reading and checking MNIST-format data: the four IDX gzip files or Keras' mnist.npz.
+"""Reading and checking MNIST-format data: the four IDX files (gzip or raw) or Keras' mnist.npz.
 
 IDX format (http://yann.lecun.com/exdb/mnist/): big-endian header; images have magic
 2051 (0x00000803) then count, rows, cols, then count*rows*cols uint8 pixels; labels have
 magic 2049 (0x00000801) then count, then count uint8 labels. Fashion-MNIST uses the same
-format and file names.
+format and file names. Each IDX file may be gzip (``train-images-idx3-ubyte.gz``, as
+published) or raw (``train-images-idx3-ubyte``, as unpacked); MNIST is recognised by the
+SHA-256 of the decompressed bytes (KNOWN_IDX_SHA256), so any faithful copy is.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import struct
 import zlib
 from dataclasses import dataclass
@@ -30,6 +33,49 @@ ALL_IDX_FILES: tuple[str, ...] = tuple(n for pair in IDX_FILES.values() for n in
 NPZ_FILE = "mnist.npz"
 IMAGES_HEADER_BYTES = 16
 LABELS_HEADER_BYTES = 8
+GZIP_MAGIC = b"\x1f\x8b"
+
+#: Standard (.gz) file name -> {SHA-256 of the decompressed IDX bytes: data set}. The same
+#: digest holds for the upstream .gz, any recompressed copy and the raw file. Sources:
+#: ../shared/data/mnist-full/README.md (the whole MNIST; its train-images digest is the one
+#: published for MNIST) and the bundled sample (trainer/data/mnist-10k, decompressed here).
+KNOWN_IDX_SHA256: dict[str, dict[str, str]] = {
+    "train-images-idx3-ubyte.gz": {
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db": "mnist",
+        "0aa6ed34a4a1c000cbb044b491b0b7a027e42524d5f37a8609ea6e037829c2d2": "mnist-10k",
+    },
+    "train-labels-idx1-ubyte.gz": {
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5": "mnist",
+        "dd0eb093641a01b5bb093fa6d27e613a8e3f7a23faad556f130ec59c78141486": "mnist-10k",
+    },
+    "t10k-images-idx3-ubyte.gz": {
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7": "mnist",
+        "9e18517fc83a5d79fd4ab0a8e3bc7edf4a3867cd1ad3066f38e01d3b464ac013": "mnist-10k",
+    },
+    "t10k-labels-idx1-ubyte.gz": {
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2": "mnist",
+        "4722d221e5d9a92b904fdbc43daba8cb1ad9207caf26c141efc31a76efac5d3a": "mnist-10k",
+    },
+}
+
+
+def raw_name(name: str) -> str:
+    """The uncompressed file name of a standard IDX name (``...-ubyte.gz`` -> ``...-ubyte``)."""
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def idx_path(directory: str | Path, name: str) -> Path:
+    """Where the standard IDX file ``name`` (a .gz name) is in ``directory``: the .gz file
+    when present, else the raw file when present, else the .gz path (reported missing)."""
+    directory = Path(directory)
+    if (directory / name).exists() or not (directory / raw_name(name)).exists():
+        return directory / name
+    return directory / raw_name(name)
+
+
+def known_idx_set(name: str, content_sha256: str) -> str | None:
+    """The data set whose ``name`` file has this SHA-256 of its decompressed bytes, or None."""
+    return KNOWN_IDX_SHA256.get(name, {}).get(content_sha256)
 
 
 class DataError(ValueError):
@@ -53,6 +99,18 @@ class Dataset:
     y_test: np.ndarray
     data_dir: str
     fmt: str
+    #: IDX only: standard (.gz) name -> the file read (the .gz or the raw file).
+    paths: dict[str, Path] | None = None
+    #: IDX only: standard name -> SHA-256 of the decompressed bytes.
+    content_sha256: dict[str, str] | None = None
+
+    @property
+    def known_as(self) -> str | None:
+        """The data set all four IDX files are known copies of (e.g. "mnist"), else None."""
+        if not self.content_sha256:
+            return None
+        sets = {known_idx_set(n, d) for n, d in self.content_sha256.items()}
+        return sets.pop() if len(sets) == 1 and None not in sets else None
 
 
 def _read(path: Path) -> bytes:
@@ -77,8 +135,12 @@ def _html_hint(raw: bytes, suffix: str) -> str:
 
 
 def _gunzip(path: Path) -> bytes:
+    """The IDX bytes of ``path``: decompressed for a .gz name (which must be gzip), as
+    read for a raw name (decompressed too if it holds gzip data after all)."""
     raw = _read(path)
-    if raw[:2] != b"\x1f\x8b":
+    if not path.name.endswith(".gz") and raw[:2] != GZIP_MAGIC:
+        return raw
+    if raw[:2] != GZIP_MAGIC:
         raise DataError(f"{path}: not a gzip file: starts with {raw[:16]!r}"
                         f"{_html_hint(raw, '.gz')}")
     try:
@@ -90,13 +152,14 @@ def _gunzip(path: Path) -> bytes:
         raise DataError(f"{path}: corrupt gzip data: {err}") from None
 
 
-def read_idx_images(path: Path) -> np.ndarray:
-    """Read an IDX image file (.gz) into uint8 (count, 28, 28).
+def read_idx_images(path: Path, data: bytes | None = None) -> np.ndarray:
+    """Read an IDX image file (.gz or raw) into uint8 (count, 28, 28); ``data``: its IDX
+    bytes when already read.
 
     Raises:
         DataError: missing, not gzip, truncated, wrong magic, wrong size, extra bytes.
     """
-    data = _gunzip(path)
+    data = _gunzip(path) if data is None else data
     if len(data) < IMAGES_HEADER_BYTES:
         raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 16-byte "
                         "IDX image header")
@@ -116,13 +179,14 @@ def read_idx_images(path: Path) -> np.ndarray:
     return np.frombuffer(data, np.uint8, offset=IMAGES_HEADER_BYTES).reshape(count, rows, cols)
 
 
-def read_idx_labels(path: Path) -> np.ndarray:
-    """Read an IDX label file (.gz) into uint8 (count,), each 0-9.
+def read_idx_labels(path: Path, data: bytes | None = None) -> np.ndarray:
+    """Read an IDX label file (.gz or raw) into uint8 (count,), each 0-9; ``data``: its IDX
+    bytes when already read.
 
     Raises:
         DataError: missing, not gzip, truncated, wrong magic, extra bytes, label > 9.
     """
-    data = _gunzip(path)
+    data = _gunzip(path) if data is None else data
     if len(data) < LABELS_HEADER_BYTES:
         raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 8-byte "
                         "IDX label header")
@@ -206,12 +270,13 @@ def data_format(data_dir: str | Path) -> str:
         raise DataError(f"{directory}: data directory is a file, not a directory")
     if not directory.is_dir():
         raise DataError(f"{directory}: data directory does not exist")
-    if any((directory / n).exists() for n in ALL_IDX_FILES):
+    if any((directory / n).exists() or (directory / raw_name(n)).exists()
+           for n in ALL_IDX_FILES):
         return "idx"
     if (directory / NPZ_FILE).exists():
         return "npz"
     raise DataError(f"{directory}: no MNIST data: expected the four IDX files "
-                    f"({', '.join(ALL_IDX_FILES)}) or {NPZ_FILE}")
+                    f"({', '.join(ALL_IDX_FILES)}, gzip or raw without .gz) or {NPZ_FILE}")
 
 
 def load(data_dir: str | Path) -> Dataset:
@@ -224,58 +289,86 @@ def load(data_dir: str | Path) -> Dataset:
     fmt = data_format(directory)
     if fmt == "npz":
         x_train, y_train, x_test, y_test = read_npz(directory / NPZ_FILE)
-    else:
-        arrays = {}
-        for split, (images_name, labels_name) in IDX_FILES.items():
-            images = read_idx_images(directory / images_name)
-            labels = read_idx_labels(directory / labels_name)
-            _check_pair(images, labels, directory / images_name, directory / labels_name)
-            arrays[split] = (images, labels)
-        (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
-    return Dataset(x_train, y_train, x_test, y_test, str(directory), fmt)
+        return Dataset(x_train, y_train, x_test, y_test, str(directory), fmt)
+    arrays, paths, digests = {}, {}, {}
+    for split, (images_name, labels_name) in IDX_FILES.items():
+        pair = []
+        for name, reader in ((images_name, read_idx_images), (labels_name, read_idx_labels)):
+            paths[name] = idx_path(directory, name)
+            raw = _gunzip(paths[name])
+            digests[name] = hashlib.sha256(raw).hexdigest()
+            pair.append(reader(paths[name], raw))
+        _check_pair(*pair, paths[images_name], paths[labels_name])
+        arrays[split] = tuple(pair)
+    (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
+    return Dataset(x_train, y_train, x_test, y_test, str(directory), fmt, paths, digests)
+
+
+def content_sha256(path: Path) -> str:
+    """SHA-256 of the IDX bytes of ``path`` (decompressed if gzip): the digest that
+    KNOWN_IDX_SHA256 lists. Raises DataError as the readers do (missing, not gzip, ...)."""
+    return hashlib.sha256(_gunzip(path)).hexdigest()
 
 
 def make_dataset_fn(dataset: Dataset, batch_size: int, seed: int | None):
     """A ``dataset_fn(input_context)`` for tf.distribute: shuffled, repeated training batches.
 
-    With IDX files each input pipeline reads the gzip files from the shared ``data_dir``
-    itself (tf.data.FixedLengthRecordDataset), so workers read their own shard and
-    nothing is shipped from the coordinator; with mnist.npz the arrays are embedded.
+    With IDX files each input pipeline reads the files from the shared ``data_dir`` itself
+    (whole files, decompressed in one op), so workers read their own shard and nothing is
+    shipped from the coordinator; with mnist.npz the arrays are embedded. The shard stays
+    in memory as one uint8 tensor and every batch is one gather of shuffled indices: no
+    per-example work in the pipeline (per-example decode and map ops cost a worker about a
+    tenth of its first epoch).
 
     ``seed`` None gives every input pipeline its own random order: ParameterServerStrategy
     traces ``dataset_fn`` once on the coordinator, so a fixed seed would make every worker
     see the same sequence.
 
-    Yields (images float32 (batch, 28, 28, 1) in [0, 1], labels int32 (batch,)), forever;
-    the caller decides how many steps make an epoch.
+    Yields (images float32 (batch, 28, 28, 1) in [0, 1], labels int32 (batch,)), forever,
+    each pass over the shard in a new random order; the caller decides how many steps make
+    an epoch.
     """
     import tensorflow as tf  # imported here so data checks stay TensorFlow-free
 
-    data_dir = Path(dataset.data_dir)
     fmt = dataset.fmt
     x_np, y_np = dataset.x_train, dataset.y_train
+    sources = {}
+    if fmt == "idx":
+        for name, header in zip(IDX_FILES["train"], (IMAGES_HEADER_BYTES, LABELS_HEADER_BYTES)):
+            path = dataset.paths[name] if dataset.paths else Path(dataset.data_dir) / name
+            with open(path, "rb") as f:
+                compressed = f.read(2) == GZIP_MAGIC
+            sources[name] = (str(path), header, compressed)
+
+    def read(name: str) -> tf.Tensor:
+        path, header, compressed = sources[name]
+        raw = tf.io.read_file(path)
+        if compressed:
+            raw = tf.io.decode_compressed(raw, compression_type="GZIP")
+        return tf.io.decode_raw(raw, tf.uint8)[header:]
 
     def dataset_fn(input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
         if fmt == "idx":
             images_name, labels_name = IDX_FILES["train"]
-            images = tf.data.FixedLengthRecordDataset(
-                str(data_dir / images_name), ROWS * COLS, header_bytes=IMAGES_HEADER_BYTES,
-                compression_type="GZIP")
-            labels = tf.data.FixedLengthRecordDataset(
-                str(data_dir / labels_name), 1, header_bytes=LABELS_HEADER_BYTES,
-                compression_type="GZIP")
-            ds = tf.data.Dataset.zip((images, labels)).map(
-                lambda x, y: (tf.reshape(tf.io.decode_raw(x, tf.uint8), (ROWS, COLS)),
-                              tf.io.decode_raw(y, tf.uint8)[0]))
+            images = tf.reshape(read(images_name), (-1, ROWS, COLS))
+            labels = read(labels_name)
         else:
-            ds = tf.data.Dataset.from_tensor_slices((x_np, y_np))
+            images, labels = tf.constant(x_np), tf.constant(y_np)
         shard_seed = seed
         if input_context is not None and input_context.num_input_pipelines > 1:
-            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            pipelines, pipeline = (input_context.num_input_pipelines,
+                                   input_context.input_pipeline_id)
+            images, labels = images[pipeline::pipelines], labels[pipeline::pipelines]
             if seed is not None:
-                shard_seed = seed + input_context.input_pipeline_id
-        ds = ds.map(lambda x, y: (tf.cast(x, tf.float32)[..., None] / 255.0, tf.cast(y, tf.int32)))
-        ds = ds.cache().shuffle(10_000, seed=shard_seed).repeat()
-        return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+                shard_seed = seed + pipeline
+        count = tf.shape(labels, out_type=tf.int64)[0]
+
+        def gather(indices):
+            return (tf.cast(tf.gather(images, indices), tf.float32)[..., None] / 255.0,
+                    tf.cast(tf.gather(labels, indices), tf.int32))
+
+        ds = tf.data.Dataset.range(count).shuffle(count, seed=shard_seed,
+                                                  reshuffle_each_iteration=True).repeat()
+        return ds.batch(batch_size, drop_remainder=True).map(gather).prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn

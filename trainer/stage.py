@@ -1,13 +1,17 @@
 """``python -m trainer.stage --dest DIR [--source DIR_OR_URL]``: put verified MNIST files
 in place (the stack's data step, run as a Job before training).
 
-Every file is checked against a known SHA-256 before it gets its final name, written
+Every file is checked against a known SHA-256 before it gets its final name (an IDX file
+by the SHA-256 of its decompressed bytes, trainer.data.KNOWN_IDX_SHA256, so the upstream
+.gz, a recompressed copy and the raw file are all recognised; or by that of its own bytes,
+KNOWN_SHA256), written
 under a temporary name in DIR and renamed (``os.replace``, atomic on one file system and on
 NFS), so two stagers at once cannot leave a torn file; files already in DIR with a known
 checksum are left alone, which makes a second run a no-op.
 
 Sources: a directory (default: the sample bundled with the trainer) or an http(s) URL,
-either of one ``.npz`` file or of a directory holding the four IDX files.
+either of one ``.npz`` file or of a directory holding the four IDX files (.gz; from a
+directory also raw, staged under the name they have there).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from trainer.data import ALL_IDX_FILES, NPZ_FILE, DataError, load
+from trainer.data import (ALL_IDX_FILES, NPZ_FILE, DataError, content_sha256, idx_path,
+                          known_idx_set, load, raw_name)
 from trainer.flags import BUNDLED_DATA_DIR
 
 #: File name -> {sha256: data set}. Sources: trainer/data/mnist-10k/README.md (the bundled
@@ -68,15 +73,40 @@ def _is_url(source: str) -> bool:
 
 
 def _wanted(source: str) -> list[str]:
-    """The file names to stage from ``source``."""
+    """The file names to stage from ``source`` (for IDX files from a directory, the .gz or
+    the raw name, whichever the directory holds)."""
     if _is_url(source):
         return [NPZ_FILE] if source.rstrip("/").endswith(".npz") else list(ALL_IDX_FILES)
     directory = Path(source)
     if not directory.is_dir():
         raise StageError(f"--source {source}: not a directory or http(s) URL")
-    if any((directory / n).exists() for n in ALL_IDX_FILES) or not (directory / NPZ_FILE).exists():
-        return list(ALL_IDX_FILES)
+    if any((directory / n).exists() or (directory / raw_name(n)).exists()
+           for n in ALL_IDX_FILES) or not (directory / NPZ_FILE).exists():
+        return [idx_path(directory, n).name for n in ALL_IDX_FILES]
     return [NPZ_FILE]
+
+
+def _standard(name: str) -> str:
+    """The standard (.gz) name of a staged file name (raw IDX names map to theirs)."""
+    return name if name == NPZ_FILE or name.endswith(".gz") else f"{name}.gz"
+
+
+def identify(name: str, path: Path) -> tuple[str | None, str]:
+    """(data set or None, identity) of the file ``path`` staged as ``name``.
+
+    The identity is what two copies of one file share: for IDX files the SHA-256 of the
+    decompressed bytes (any compression of the same data is the same file), else that of
+    the file's bytes.
+    """
+    digest = sha256_of(path)
+    known = KNOWN_SHA256.get(name, {}).get(digest)
+    if name == NPZ_FILE:
+        return known, digest
+    try:
+        content = content_sha256(path)
+    except DataError:  # not gzip, empty, ...: not a known copy (the data checks say why)
+        return known, digest
+    return known or known_idx_set(_standard(name), content), content
 
 
 def _fetch(source: str, name: str, tmp: Path) -> None:
@@ -96,21 +126,23 @@ def _fetch(source: str, name: str, tmp: Path) -> None:
         shutil.copyfile(path, tmp)
 
 
-def _known(name: str, digest: str) -> str | None:
-    """The data set a file with this name and checksum belongs to, or None."""
-    return KNOWN_SHA256.get(name, {}).get(digest)
-
-
-def _source_digest(source: str, name: str) -> str:
+def _source_identity(source: str, name: str) -> tuple[str | None, str]:
     path = Path(source) / name
     if not path.is_file():
         raise StageError(f"{path}: file is missing")
-    return sha256_of(path)
+    return identify(name, path)
 
 
-def _unknown_message(source: str, name: str, digest: str) -> str:
-    return (f"{source} {name}: sha256 {digest} is not a known checksum of {name}; refusing "
-            "to stage it (--allow_unknown stages files that pass the trainer's data checks)")
+def _unknown_message(source: str, name: str, path: Path) -> str:
+    digest = sha256_of(path)
+    try:
+        content = f" (nor is {content_sha256(path)} of its decompressed bytes)" \
+            if name != NPZ_FILE else ""
+    except DataError:
+        content = ""
+    return (f"{source} {name}: sha256 {digest} is not a known checksum of {name}{content}; "
+            "refusing to stage it (--allow_unknown stages files that pass the trainer's "
+            "data checks)")
 
 
 def _make_dest(dest: Path) -> None:
@@ -145,11 +177,17 @@ def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
     # source file is checked here, before anything is written.
     expected: dict[str, str | None] = {}
     for name in names:
-        expected[name] = None if _is_url(source) else _source_digest(source, name)
-        if expected[name] is not None and expected[name] not in KNOWN_SHA256.get(name, {}) \
-                and not allow_unknown:
-            raise StageError(_unknown_message(source, name, expected[name]))
+        expected[name] = None
+        if not _is_url(source):
+            known, expected[name] = _source_identity(source, name)
+            if known is None and not allow_unknown:
+                raise StageError(_unknown_message(source, name, Path(source) / name))
     _make_dest(dest)
+    for name in names:  # the trainer reads the .gz when both forms are there
+        other = dest / (raw_name(name) if name.endswith(".gz") else f"{name}.gz")
+        if name != NPZ_FILE and other.exists():
+            raise StageError(f"{dest}: holds {other.name}, the other form of {name}; stage "
+                             "into an empty directory (the trainer would read the .gz)")
     staged_sets: dict[str, str] = {}
     in_place: list[str] = []
     work = Path(tempfile.mkdtemp(prefix=".stage.", suffix=".tmp", dir=dest))
@@ -157,18 +195,16 @@ def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
         for name in names:
             target = dest / name
             if target.is_file():
-                digest = sha256_of(target)
-                if _known(name, digest) and (expected[name] is None
-                                             or digest == expected[name]):
-                    staged_sets[name] = KNOWN_SHA256[name][digest]
+                known, identity = identify(name, target)
+                if known and (expected[name] is None or identity == expected[name]):
+                    staged_sets[name] = known
                     in_place.append(name)
                     continue
             tmp = work / name
             _fetch(source, name, tmp)
-            digest = sha256_of(tmp)
-            what = _known(name, digest)
+            what, _ = identify(name, tmp)
             if what is None and not allow_unknown:
-                raise StageError(_unknown_message(source, name, digest))
+                raise StageError(_unknown_message(source, name, tmp))
             staged_sets[name] = what or "unknown checksum"
         known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
         if len(known_sets) > 1:

@@ -201,3 +201,21 @@ def test_html_page_saved_as_npz(tmp_path):
     assert str(err.value) == (
         f"{path}: not a .npz (zip) archive: starts with b'<!DOCTYPE html><'"
         " (looks like an HTML page saved as .npz: a failed download?)")
+
+
+def test_raw_uncompressed_files_read_like_the_gz_and_full_mnist_is_known(tmp_path):
+    import gzip
+
+    for name in data.ALL_IDX_FILES:
+        (tmp_path / data.raw_name(name)).write_bytes(
+            gzip.decompress((BUNDLED_DATA_DIR / name).read_bytes()))
+    raw, gz = data.load(tmp_path), data.load(BUNDLED_DATA_DIR)
+    assert (raw.x_train == gz.x_train).all() and (raw.y_test == gz.y_test).all()
+    assert raw.content_sha256 == gz.content_sha256 and raw.known_as == "mnist-10k"
+    assert data.load(tmp_path / ".." / tmp_path.name).paths["train-images-idx3-ubyte.gz"].name \
+        == "train-images-idx3-ubyte"
+    readme = (REPO / ".." / "shared" / "data" / "mnist-full" / "README.md")
+    if readme.is_file():  # the digests listed for the whole MNIST are the ones known
+        for name in data.ALL_IDX_FILES:
+            (digest,) = [d for d, what in data.KNOWN_IDX_SHA256[name].items() if what == "mnist"]
+            assert digest in readme.read_text()

@@ -31,6 +31,38 @@ def test_bundled_checksums_match_the_readme():
         assert digest in (BUNDLED_DATA_DIR / "README.md").read_text()
 
 
+def _recompressed_and_raw(tmp_path: Path) -> tuple[Path, Path]:
+    """The bundled sample gzip-recompressed (other .gz bytes) and unpacked (raw files)."""
+    import gzip
+
+    recompressed, raw = tmp_path / "recompressed", tmp_path / "raw"
+    recompressed.mkdir()
+    raw.mkdir()
+    for name in data.ALL_IDX_FILES:
+        content = gzip.decompress((BUNDLED_DATA_DIR / name).read_bytes())
+        (recompressed / name).write_bytes(gzip.compress(content, compresslevel=1, mtime=0))
+        (raw / data.raw_name(name)).write_bytes(content)
+    return recompressed, raw
+
+
+def test_any_faithful_copy_is_recognised_by_its_decompressed_sha256(tmp_path):
+    recompressed, raw = _recompressed_and_raw(tmp_path)
+    assert sha256_of(recompressed / data.ALL_IDX_FILES[0]) not in KNOWN_SHA256[data.ALL_IDX_FILES[0]]
+    names = stage(tmp_path / "a", str(recompressed), log=_quiet)
+    assert names == list(data.ALL_IDX_FILES)
+    names = stage(tmp_path / "b", str(raw), log=_quiet)
+    assert names == [data.raw_name(n) for n in data.ALL_IDX_FILES]
+    lines = []
+    stage(tmp_path / "b", str(raw), log=lines.append)
+    assert all("already staged (mnist-10k" in line for line in lines) and len(lines) == 4
+    for where in ("a", "b"):
+        loaded = data.load(tmp_path / where)
+        assert loaded.known_as == "mnist-10k" and len(loaded.x_train) == 8000
+    (tmp_path / "b" / "train-images-idx3-ubyte.gz").write_bytes(b"x")
+    with pytest.raises(StageError, match="holds train-images-idx3-ubyte.gz, the other form"):
+        stage(tmp_path / "b", str(raw), log=_quiet)
+
+
 def test_stage_from_the_bundled_sample_then_no_op(tmp_path):
     dest = tmp_path / "mnist"
     proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
