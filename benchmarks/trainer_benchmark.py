@@ -1,14 +1,18 @@
-"""Trainer benchmark: same model, data, epochs and batch size, measured in one run.
+"""Trainer benchmark: the launcher's recipe against one process, measured in one run.
 
-(a) one process, plain Keras ``model.fit``; (b) ``python -m trainer.local`` with 2 workers
-+ 1 ps (ParameterServerStrategy); (c) the same with ps 0 (MultiWorkerMirroredStrategy,
-chief + 2 workers). Prints a table: training examples/s (training loop only), wall time
-of the whole run (process start to exit), test accuracy, and peak resident memory per
-process (sampled every 0.2 s with psutil). A script that prints numbers, not a test.
+Rows: (a) one process, plain Keras ``model.fit`` (same model, data, batch, optimizer and
+learning-rate schedule); (b) ``python -m trainer.local`` with 2 workers + 1 ps
+(ParameterServerStrategy); (c) the same with ps 0 (MultiWorkerMirroredStrategy, chief + 2
+workers); (d) the guide's own recipe for reference: its 784-100-10 sigmoid MLP, plain SGD
+at lr 0.001, batch 20, 2 workers + 1 ps; optionally (e) the best-accuracy recipe
+(``--best``). Every row prints: epochs, training examples/s (training loop only) and its
+ratio to (a), wall time of the whole run (process start to exit, start-up and evaluation
+included), the time from start to the first epoch whose test accuracy reaches 0.99, the
+final test accuracy, and peak resident memory per process (sampled every 0.2 s with
+psutil). A script that prints numbers, not a test.
 
-    .venv/bin/python benchmarks/trainer_benchmark.py                      # mnist-10k sample
-    .venv/bin/python benchmarks/trainer_benchmark.py \\
-        --data_dir /usr/share/datasets/fashion-mnist                       # full Fashion-MNIST
+    .venv/bin/python benchmarks/trainer_benchmark.py                          # mnist-10k sample
+    .venv/bin/python benchmarks/trainer_benchmark.py --data_dir ../shared/data/mnist-full
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trainer.flags import BUNDLED_DATA_DIR  # noqa: E402
+from trainer import local  # noqa: E402
+
+TARGET = 0.99
+_EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
 
 
 class PeakMemory:
@@ -64,41 +71,48 @@ class PeakMemory:
 
 
 def plain_fit(args: argparse.Namespace) -> None:
-    """(a), run in a child process: plain Keras fit; prints one JSON line."""
+    """(a), run in a child process: plain Keras fit, one epoch at a time with a test
+    evaluation after each; prints one JSON line per epoch and one at the end."""
     import keras
     import numpy as np
 
     from trainer.data import load
     from trainer.model import build_model
+    from trainer.train import make_optimizer
 
     keras.utils.set_random_seed(args.seed)
     ds = load(args.data_dir)
     x = ds.x_train.astype(np.float32)[..., None] / 255.0
     xt = ds.x_test.astype(np.float32)[..., None] / 255.0
-    model = build_model(args.model)
-    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate),
+    steps = len(x) // args.batch_size
+    model = build_model(args.model, args.dropout)
+    model.compile(optimizer=make_optimizer(args, steps * args.epochs),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"], steps_per_execution=args.steps_per_execution)
-    steps = len(x) // args.batch_size
-    start = time.perf_counter()
-    model.fit(x[: steps * args.batch_size], ds.y_train[: steps * args.batch_size],
-              batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=0)
-    train_s = time.perf_counter() - start
-    _, accuracy = model.evaluate(xt, ds.y_test, batch_size=1000, verbose=0)
+    train_s, accuracy = 0.0, 0.0
+    for epoch in range(args.epochs):
+        start = time.perf_counter()
+        model.fit(x[: steps * args.batch_size], ds.y_train[: steps * args.batch_size],
+                  batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0)
+        train_s += time.perf_counter() - start
+        _, accuracy = model.evaluate(xt, ds.y_test, batch_size=1000, verbose=0)
+        print(json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy),
+                          "at": time.time()}), flush=True)
     print(json.dumps({"examples_per_s": steps * args.batch_size * args.epochs / train_s,
-                      "test_accuracy": float(accuracy)}), flush=True)
+                      "epoch_s": train_s / args.epochs, "test_accuracy": float(accuracy)}),
+          flush=True)
 
 
-def trainer_flags(args: argparse.Namespace) -> list[str]:
-    return ["--data_dir", args.data_dir, "--epochs", str(args.epochs),
-            "--batch_size", str(args.batch_size), "--learning_rate", str(args.learning_rate),
-            "--model", args.model, "--seed", str(args.seed),
-            "--steps_per_execution", str(args.steps_per_execution), "--log_interval", "100000"]
+def trainer_flags(r: argparse.Namespace) -> list[str]:
+    return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
+            "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
+            "--lr_schedule", r.lr_schedule, "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
+            "--steps_per_execution", str(r.steps_per_execution)]
 
 
-def run_plain(args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--_plain_fit", *trainer_flags(args)[:-2]]
-    start = time.perf_counter()
+def run_plain(r: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--_plain_fit", *trainer_flags(r)]
+    start, start_wall = time.perf_counter(), time.time()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
@@ -107,67 +121,94 @@ def run_plain(args: argparse.Namespace) -> dict:
     peaks = mem.stop()
     if proc.returncode:
         raise SystemExit(f"plain fit failed with exit code {proc.returncode}")
-    result = json.loads(out.strip().splitlines()[-1])
-    return {**result, "wall_s": wall, "peaks": peaks}
+    records = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    epochs = [(e["at"] - start_wall, e["test_accuracy"]) for e in records if "epoch" in e]
+    return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
 
 
-def run_launcher(args: argparse.Namespace, ps: int) -> dict:
+def run_launcher(r: argparse.Namespace, ps: int) -> dict:
     log_dir = Path(tempfile.mkdtemp(prefix=f"bench-ps{ps}-"))
     cmd = [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
-           "--log_dir", str(log_dir), *trainer_flags(args)]
+           "--log_dir", str(log_dir), *trainer_flags(r), "--log_interval", "100000"]
     names: dict[int, str] = {}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     mem = PeakMemory(psutil.Process(proc.pid),
                      lambda pid: "launcher" if pid == proc.pid else names.get(pid))
-    output = []
+    output, epochs = [], []
     for line in proc.stdout:
         output.append(line)
         match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
         if match:
             names[int(match[2])] = match[1]
+        match = _EPOCH.match(line)
+        if match:
+            epochs.append((time.perf_counter() - start, float(match[2])))
     proc.wait()
     wall = time.perf_counter() - start
     peaks = mem.stop()
     if proc.returncode:
         sys.stderr.write("".join(output[-40:]))
         raise SystemExit(f"launcher (ps {ps}) failed with exit code {proc.returncode}")
+    after_done = output[next(i for i, l in enumerate(output) if l.strip() == "[chief-0] done"):]
+    noisy = [l for l in after_done if re.search(r"\] [EW]\d{4} |error|warning", l, re.I)]
     result = json.loads((log_dir / "result.json").read_text())
     return {"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
-            "wall_s": wall, "peaks": peaks}
+            "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall, "peaks": peaks, "epochs": epochs, "noisy_end": len(noisy)}
 
 
 def main() -> None:
+    defaults = local.build_parser().parse_args([])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data_dir", default=str(BUNDLED_DATA_DIR))
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", type=float, default=0.001)
-    parser.add_argument("--model", default="convnet")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--steps_per_execution", type=int, default=50)
+    parser.add_argument("--data_dir", default=defaults.data_dir)
+    for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "dropout", "model",
+                 "seed", "steps_per_execution"):
+        parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
+                            default=getattr(defaults, name),
+                            help="default: the launcher's (%(default)s)")
+    parser.add_argument("--guide_epochs", type=int, default=1,
+                        help="epochs of the guide's recipe, row (d); 0 skips it (default 1)")
+    parser.add_argument("--best", default="",
+                        help="also run this recipe, row (e): launcher flags in one string, e.g. "
+                             "'--epochs 12 --batch_size 128 --learning_rate 0.003'")
     parser.add_argument("--_plain_fit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._plain_fit:
         plain_fit(args)
         return
-    print(f"data {args.data_dir}; model {args.model}; {args.epochs} epochs; batch "
-          f"{args.batch_size} per replica; Adam lr {args.learning_rate}; "
-          f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs", flush=True)
-    rows = [("(a) one process, Keras model.fit", run_plain(args))]
-    print("(a) done", flush=True)
-    rows.append(("(b) local: 2 workers + 1 ps", run_launcher(args, ps=1)))
-    print("(b) done", flush=True)
-    rows.append(("(c) local: 2 workers, ps 0", run_launcher(args, ps=0)))
+    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
+          f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
+          f"{args.learning_rate} ({args.lr_schedule}); {args.steps_per_execution} steps per "
+          f"execution; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
+    rows = [("(a) one process, Keras model.fit", run_plain(args), True)]
+    rows.append(("(b) local: 2 workers + 1 ps", run_launcher(args, ps=1), True))
+    rows.append(("(c) local: 2 workers, ps 0", run_launcher(args, ps=0), True))
+    if args.guide_epochs:
+        guide = argparse.Namespace(**{**vars(args), "model": "mlp", "optimizer": "sgd",
+                                      "learning_rate": 0.001, "lr_schedule": "constant",
+                                      "batch_size": 20, "epochs": args.guide_epochs})
+        rows.append(("(d) the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
+                     run_launcher(guide, ps=1), False))
+    if args.best:
+        best = parser.parse_args(["--data_dir", args.data_dir, *args.best.split()])
+        rows.append((f"(e) best accuracy: {args.best}, 2 workers + 1 ps",
+                     run_launcher(best, ps=1), False))
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
     base = rows[0][1]["examples_per_s"]
     print()
-    print(f"| run | examples/s | vs (a) | wall time | test accuracy | peak memory per process (MiB) |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name, r in rows:
+    print(f"| run | epochs | examples/s | vs (a) | wall time | training s per epoch | to {TARGET} | "
+          "test accuracy | peak memory per process (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, r, comparable in rows:
         mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(r["peaks"].items()))
-        print(f"| {name} | {r['examples_per_s']:.0f} | {r['examples_per_s'] / base:.2f}x | "
-              f"{r['wall_s']:.1f} s | {r['test_accuracy']:.4f} | {mem} |")
+        reach = next((f"{t:.1f} s (epoch {i + 1})" for i, (t, a) in enumerate(r["epochs"])
+                      if a >= TARGET), "not reached")
+        ratio = f"{r['examples_per_s'] / base:.2f}x" if comparable else "-"
+        n = len(r["epochs"])
+        end = "" if r.get("noisy_end", 0) == 0 else f" ({r['noisy_end']} error lines after done)"
+        print(f"| {name} | {n} | {r['examples_per_s']:.0f} | {ratio} | {r['wall_s']:.1f} s | "
+              f"{r['epoch_s']:.1f} s | {reach} | {r['test_accuracy']:.4f}{end} | {mem} |")
 
 
 if __name__ == "__main__":

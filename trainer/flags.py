@@ -19,6 +19,10 @@ DEFAULT_BATCH_SIZE = 20
 DEFAULT_LEARNING_RATE = 0.001
 
 MODELS = ("convnet", "mlp")
+OPTIMIZERS = ("adam", "sgd")
+#: constant: --learning_rate throughout (the chart's); warmup_cosine: linear warm-up to
+#: --learning_rate over the first 15% of the run's steps, then cosine decay to 0 at the end.
+LR_SCHEDULES = ("constant", "warmup_cosine")
 
 #: A run id: it is compared as text and goes into Kubernetes pod args, so a plain token.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -42,10 +46,20 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
                         help="examples per step and replica (default %(default)s); with "
                              "ps 0 the global batch is batch_size x replicas")
     parser.add_argument("--learning_rate", type=float, default=DEFAULT_LEARNING_RATE,
-                        help="Adam learning rate (default %(default)s)")
+                        help="learning rate, the peak one with a schedule (default "
+                             "%(default)s)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+                        help="adam, or sgd (plain gradient descent, the guide's) "
+                             "(default adam)")
+    parser.add_argument("--lr_schedule", choices=LR_SCHEDULES, default="constant",
+                        help="constant, or warmup_cosine (warm-up over 15%% of the steps, "
+                             "then cosine decay to 0) (default constant)")
     parser.add_argument("--model", choices=MODELS, default="convnet",
                         help="convnet (about 99%% on full MNIST) or the guide's 784-100-10 "
                              "sigmoid mlp (default convnet)")
+    parser.add_argument("--dropout", type=float, default=0.5,
+                        help="convnet dropout rate before its last layer (default 0.5, "
+                             "keras-io's)")
     parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     # 50: one scheduled function per 50 steps amortises the coordinator's round trip; on 2
     # cores it raised ParameterServerStrategy's throughput by about 20% over 20.
@@ -95,6 +109,8 @@ def validate(args: argparse.Namespace) -> None:
     if not 0 < args.learning_rate < math.inf:  # inf would turn every weight into nan
         problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0 "
                         "and finite")
+    if not 0 <= args.dropout < 1:
+        problems.append(f"--dropout {args.dropout} is invalid: must be >= 0 and < 1")
     if not args.peer_timeout > 0:
         problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
     if args.run_id and not RUN_ID.match(args.run_id):

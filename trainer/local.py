@@ -36,7 +36,15 @@ SERVER_EXIT_WAIT_S = 60.0
 #: Restart delays grow like a Job's back-off (10 s, 20 s, ...), scaled down for one machine.
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 10.0
-LOCAL_DEFAULT_EPOCHS = 5
+#: The launcher's recipe (issue 9): 0.99 test accuracy on full MNIST within 30 s from launch
+#: to exit on 2 CPU cores, with 2 workers + 1 ps or ps 0. Two epochs; batch 128 (4x fewer
+#: round trips to the ps per example than 32, and faster convolutions per example); Adam
+#: warmed up to 0.008 over 15% of the steps, then cosine-decayed to 0 (the large early rate
+#: learns fast, the decay settles it); dropout 0.1 (keras-io's 0.5 costs about 0.002 of
+#: accuracy after two epochs). The chart's defaults (100 epochs, batch 20, constant 0.001)
+#: stay those of ``python -m trainer`` and the stack.
+LOCAL_DEFAULTS = {"epochs": 2, "batch_size": 128, "learning_rate": 0.008,
+                  "lr_schedule": "warmup_cosine", "dropout": 0.1}
 
 
 def free_ports(count: int, host: str = "localhost") -> list[int]:
@@ -292,9 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backoff_limit", type=int, default=6,
                         help="restarts allowed per task, like a Job's backoffLimit (default 6)")
     flags.add_trainer_flags(parser)
-    # A demo-sized default: the chart's 100 epochs take over ten minutes on 2 cores, while 5
-    # epochs of the bundled sample reach about 0.97 in under a minute. --epochs 100 restores it.
-    parser.set_defaults(epochs=LOCAL_DEFAULT_EPOCHS)
+    # The fast recipe (LOCAL_DEFAULTS); --epochs 100 --batch_size 20 --learning_rate 0.001
+    # --lr_schedule constant --dropout 0.5 restores the chart's.
+    parser.set_defaults(**LOCAL_DEFAULTS)
     parser.set_defaults(run_id=flags.new_run_id())
     return parser
 

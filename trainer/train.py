@@ -20,6 +20,9 @@ does exactly ``--epochs`` epochs of updates however often it is interrupted.
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
+import math
 import os
 import shutil
 import signal
@@ -40,6 +43,14 @@ from trainer.servers import ClusterFiles, start_heartbeat
 CHECKPOINT_SUBDIR = "checkpoints"
 TENSORBOARD_SUBDIR = "train"
 EVAL_BATCH = 1000
+#: warmup_cosine: the share of the run's steps spent warming up from a tenth of the peak rate.
+WARMUP_FRACTION = 0.15
+
+#: What the chief holds on to from telling the servers "done" until the process exits: a
+#: tf.function, variable or dataset freed after that would be removed on the ps and workers
+#: by an RPC, which fails once they are gone and logs a "Failed to remove function
+#: remotely" error with gRPC's "remote target has been disconnected" (dozens of lines).
+_KEEP_UNTIL_EXIT: list = []
 
 
 class PeerLost(RuntimeError):
@@ -74,6 +85,52 @@ class Watchdog:
                       f"{self.timeout_s:g}s): peers lost; exiting so the task is restarted",
                       file=sys.stderr, flush=True)
                 os._exit(1)
+
+
+def make_optimizer(args: argparse.Namespace, total_steps: int):
+    """The optimizer of ``--optimizer`` with ``--learning_rate`` under ``--lr_schedule``.
+
+    warmup_cosine follows the optimizer's step count (``optimizer.iterations``), which the
+    training function resets to the global step at the start of every call, so the rate
+    follows the run's progress across workers and restarts.
+    """
+    import keras
+
+    rate = args.learning_rate
+    if args.lr_schedule == "warmup_cosine":
+        rate = warmup_cosine_class()(args.learning_rate, total_steps,
+                                     max(1, round(WARMUP_FRACTION * total_steps)))
+    if args.optimizer == "sgd":
+        return keras.optimizers.SGD(learning_rate=rate)
+    return keras.optimizers.Adam(learning_rate=rate)
+
+
+@functools.cache
+def warmup_cosine_class():
+    """The WarmupCosine schedule class (a Keras class, so defined once Keras is imported)."""
+    import keras
+    import tensorflow as tf
+
+    class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
+        """Linear warm-up from peak/10 to ``peak`` over ``warmup_steps``, then half a cosine
+        down to 0 at ``total_steps`` (and 0 after)."""
+
+        def __init__(self, peak: float, total_steps: int, warmup_steps: int) -> None:
+            self.peak, self.total_steps, self.warmup_steps = peak, total_steps, warmup_steps
+
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            warm = self.peak * (0.1 + 0.9 * step / self.warmup_steps)
+            progress = tf.clip_by_value((step - self.warmup_steps)
+                                        / max(1, self.total_steps - self.warmup_steps), 0.0, 1.0)
+            cosine = self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
+            return tf.where(step < self.warmup_steps, warm, cosine)
+
+        def get_config(self) -> dict:
+            return {"peak": self.peak, "total_steps": self.total_steps,
+                    "warmup_steps": self.warmup_steps}
+
+    return WarmupCosine
 
 
 def make_strategy(task: TaskConfig):
@@ -134,13 +191,16 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     global_batch = args.batch_size * replicas
     steps_per_epoch = n_train // global_batch
     if is_chief:
+        known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
+        schedule = "" if args.lr_schedule == "constant" else f" ({args.lr_schedule})"
         _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
-             f"({dataset.fmt}); strategy {kind}; {args.epochs} epochs of {steps_per_epoch} "
-             f"batches of {global_batch}")
+             f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
+             f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr "
+             f"{args.learning_rate:g}{schedule}")
 
     with strategy.scope():
-        model = build_model(args.model)
-        optimizer = keras.optimizers.Adam(learning_rate=args.learning_rate)
+        model = build_model(args.model, args.dropout)
+        optimizer = make_optimizer(args, args.epochs * steps_per_epoch)
         optimizer.build(model.trainable_variables)
         # (completed epochs, completed batches of the current epoch): where to resume.
         position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
@@ -199,6 +259,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     @tf.function
     def train_steps(iterator, num_steps):
         """num_steps steps; returns (mean loss per step, correct predictions)."""
+        if args.lr_schedule != "constant":  # see make_optimizer
+            optimizer.iterations.assign(global_step)
         total_loss = tf.constant(0.0)
         total_correct = tf.constant(0.0)
         for _ in tf.range(num_steps):
@@ -252,6 +314,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     train_time = 0.0
     examples = 0
     last_cost = float("nan")
+    test_accuracy = None
     try:
         for epoch in range(done_epochs, args.epochs):
             batch = done_batches if epoch == done_epochs else 0
@@ -314,7 +377,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     if not is_chief:
         return 0
-    test_accuracy = evaluate(model, dataset)
+    if test_accuracy is None:  # the last epoch's evaluation is the final one
+        test_accuracy = evaluate(model, dataset)
     total_time = earlier_s + time.time() - started
     result = progress.Result(
         test_accuracy=test_accuracy, final_cost=last_cost, total_time_s=total_time,
@@ -325,8 +389,25 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     progress.write_result(args.log_dir, result)
     for line in progress.final_lines(test_accuracy, total_time, last_cost):
         _say(line)
+    _KEEP_UNTIL_EXIT.append(dict(locals()))
+    release_remote_work()
     files.mark_done()
     return 0
+
+
+def release_remote_work() -> None:
+    """Finish every RPC the chief still owes the other tasks before they are told to go.
+
+    Garbage (old tf.functions, such as the save function that each checkpoint under
+    ParameterServerStrategy traces anew) is collected now and its remote removal waited
+    for; collection is then switched off, so nothing more is freed, and so removed
+    remotely, before ``os._exit`` (see _KEEP_UNTIL_EXIT).
+    """
+    from tensorflow.python.eager import context
+
+    gc.collect()
+    context.async_wait()
+    gc.disable()
 
 
 def _scalar(name: str, value: float) -> None:
@@ -344,14 +425,24 @@ def _scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
 
 
+_predict_fns: dict[int, object] = {}
+
+
 def evaluate(model, dataset: data_mod.Dataset) -> float:
-    """Test accuracy (fraction correct) of ``model`` on the whole test set, run locally."""
+    """Test accuracy (fraction correct) of ``model`` on the whole test set, run locally
+    (one traced function per model: eager calls cost the chief about twice the time)."""
+    import tensorflow as tf
+
+    predict = _predict_fns.get(id(model))
+    if predict is None:
+        predict = _predict_fns[id(model)] = tf.function(
+            lambda x: tf.argmax(model(x, training=False), 1, output_type=tf.int32),
+            input_signature=[tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)],
+            reduce_retracing=True)
     correct = 0
     for start in range(0, len(dataset.x_test), EVAL_BATCH):
         x = dataset.x_test[start:start + EVAL_BATCH].astype(np.float32)[..., None] / 255.0
-        logits = model(x, training=False)
-        correct += int(np.sum(np.argmax(np.asarray(logits), 1)
-                              == dataset.y_test[start:start + EVAL_BATCH]))
+        correct += int(np.sum(predict(x).numpy() == dataset.y_test[start:start + EVAL_BATCH]))
     return correct / len(dataset.x_test)
 
 
@@ -367,4 +458,6 @@ def _finish_already_done(args, files: ClusterFiles, latest: str, done_epochs: in
         accuracy, total, cost = evaluate(model, dataset), 0.0, float("nan")
     for line in progress.final_lines(accuracy, total, cost):
         _say(line)
+    _KEEP_UNTIL_EXIT.append(model)
+    release_remote_work()
     files.mark_done()

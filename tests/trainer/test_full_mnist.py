@@ -1,0 +1,44 @@
+"""The launcher's default recipe on the whole MNIST (../shared/data/mnist-full), when present.
+
+Opt-in data: the product never depends on it (see its README), so without it the test is
+skipped with the reason. Speed targets live in benchmarks/trainer_benchmark.py, not here.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer import data, progress
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+FULL_MNIST = REPO.parent / "shared" / "data" / "mnist-full"
+
+
+def _full_mnist() -> Path:
+    if not FULL_MNIST.is_dir():
+        pytest.skip(f"{FULL_MNIST} is not present (the whole MNIST, opt-in)")
+    if data.load(FULL_MNIST).known_as != "mnist":
+        pytest.skip(f"{FULL_MNIST} is not a known copy of MNIST (sha256 of the IDX bytes)")
+    return FULL_MNIST
+
+
+def test_default_recipe_reaches_0_99_on_full_mnist_and_ends_cleanly(tmp_path):
+    data_dir = _full_mnist()
+    proc = subprocess.run([sys.executable, "-m", "trainer.local", "--data_dir", str(data_dir),
+                           "--log_dir", str(tmp_path / "run")], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    parsed = progress.parse_log(proc.stdout)
+    assert parsed.done and parsed.test_accuracy >= 0.99, proc.stdout[-2000:]
+    after = proc.stdout[proc.stdout.index("[chief-0] done"):]
+    noisy = [line for line in after.splitlines()
+             if re.search(r"\] [EWF]\d{4} |error|warning|Traceback", line, re.I)]
+    assert not noisy, "\n".join(noisy)
+    assert "every task exited 0" in after
