@@ -22,6 +22,7 @@ from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E
 from trainer.data import DataError  # noqa: E402
 from trainer.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
 from trainer.servers import use_run_id  # noqa: E402
+from trainer import tasklog  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the evaluator task type is not supported by this trainer (the chief "
               "evaluates after every epoch)", file=sys.stderr)
         return EXIT_BAD_FLAGS
+    # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
+    tasklog.start(args.log_dir, f"{task.task_type}-{task.task_index}",
+                  f" run_id {args.run_id}" if args.run_id else "")
     if task.task_type == "ps" or (task.task_type == "worker"
                                   and task.strategy_kind == PARAMETER_SERVER):
         from trainer.servers import run_server
@@ -77,5 +81,6 @@ if __name__ == "__main__":
     remove_autograph_files()
     sys.stdout.flush()
     sys.stderr.flush()
+    tasklog.stop()  # the log file gets the last lines before the process goes
     # os._exit: TensorFlow's gRPC and coordinator threads can keep a normal exit waiting.
     os._exit(code)

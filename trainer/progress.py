@@ -10,14 +10,35 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 RESULT_FILE = "result.json"
+#: Where the chief writes its TensorBoard events under --log_dir: one run, the chief's only.
+TENSORBOARD_SUBDIR = "train"
+#: TensorBoard scalar tags of the per-epoch series (step = the 1-based epoch): key -> tag.
+#: Costs are mean cross-entropy in nats, accuracies fractions, examples/s of training time.
+EPOCH_TAGS = {
+    "train_cost": "epoch/train_cost",
+    "test_cost": "epoch/test_cost",
+    "train_accuracy": "epoch/train_accuracy",
+    "test_accuracy": "epoch/test_accuracy",
+    "learning_rate": "epoch/learning_rate",
+    "examples_per_s": "epoch/examples_per_s",
+}
+#: The cost of every progress line (step = the global step), as in the guide's Step lines.
+TAG_BATCH_COST = "batch/train_cost"
 
 _STEP = re.compile(
     r"^Step: (?P<step>\d+),  Epoch: (?P<epoch>\d+),  Batch: (?P<batch>\d+) of (?P<batches>\d+),"
     r"  Cost: (?P<cost>[-+0-9.eEnaif]+),  AvgTime: (?P<avg_ms>[0-9.]+)ms$")
+_EPOCH = re.compile(
+    r"^Epoch (?P<epoch>\d+) of (?P<epochs>\d+) done: cost (?P<train_cost>[-+0-9.eEnaif]+), "
+    r"train accuracy (?P<train_accuracy>[0-9.]+), test accuracy (?P<test_accuracy>[0-9.]+)"
+    r"(?:, test cost (?P<test_cost>[-+0-9.eEnaif]+))?, (?P<epoch_time_s>[0-9.]+)s"
+    r"(?:, (?P<examples_per_s>[0-9.]+) examples/s)?;")
+_TRAINING = re.compile(r"^Training .* (?P<epochs>\d+) epochs of (?P<batches>\d+) batches of "
+                       r"(?P<global_batch>\d+)")
 _FINAL = {
     "test_accuracy": re.compile(r"^Test-Accuracy: (?P<v>[0-9.]+)$"),
     "total_time_s": re.compile(r"^Total Time: (?P<v>[0-9.]+)s$"),
@@ -39,6 +60,17 @@ def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
             f"Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms")
 
 
+def epoch_line(epoch: int, epochs: int, values: dict, epoch_time_s: float,
+               checkpoint: str) -> str:
+    """``Epoch <e> of <n> done: cost <c>, train accuracy <a>, test accuracy <a>, test cost
+    <c>, <s>s, <n> examples/s; checkpoint <path>`` (``values`` keyed as EPOCH_TAGS)."""
+    return (f"Epoch {epoch} of {epochs} done: cost {values['train_cost']:.4f}, "
+            f"train accuracy {values['train_accuracy']:.4f}, test accuracy "
+            f"{values['test_accuracy']:.4f}, test cost {values['test_cost']:.4f}, "
+            f"{epoch_time_s:.1f}s, {values['examples_per_s']:.0f} examples/s; "
+            f"checkpoint {checkpoint}")
+
+
 def final_lines(test_accuracy: float, total_time_s: float, final_cost: float) -> list[str]:
     """The guide's closing lines: accuracy (fraction), wall time (s), last cost, ``done``."""
     return [f"Test-Accuracy: {test_accuracy:.4f}", f"Total Time: {total_time_s:.2f}s",
@@ -50,6 +82,12 @@ class ParsedLog:
     """What ``parse_log`` found: Step lines as dicts, the final values, whether ``done``."""
 
     steps: list[dict]
+    #: "Epoch ... done" lines: epoch, epochs, train_cost, train_accuracy, test_accuracy,
+    #: epoch_time_s, and (when printed) test_cost, examples_per_s.
+    epochs: list[dict] = field(default_factory=list)
+    #: From the "Training ..." line: epochs, batches per epoch, global batch; else None.
+    epochs_total: int | None = None
+    global_batch: int | None = None
     test_accuracy: float | None = None
     total_time_s: float | None = None
     final_cost: float | None = None
@@ -68,6 +106,16 @@ def parse_log(text: str) -> ParsedLog:
             parsed.steps.append({"step": int(d["step"]), "epoch": int(d["epoch"]),
                                  "batch": int(d["batch"]), "batches": int(d["batches"]),
                                  "cost": float(d["cost"]), "avg_ms": float(d["avg_ms"])})
+            continue
+        match = _EPOCH.match(line)
+        if match:
+            parsed.epochs.append({k: (int(v) if k in ("epoch", "epochs") else float(v))
+                                  for k, v in match.groupdict().items() if v is not None})
+            continue
+        match = _TRAINING.match(line)
+        if match:
+            parsed.epochs_total = int(match["epochs"])
+            parsed.global_batch = int(match["global_batch"])
             continue
         for key, pattern in _FINAL.items():
             match = pattern.match(line)

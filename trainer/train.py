@@ -34,14 +34,14 @@ from pathlib import Path
 import numpy as np
 
 from trainer import data as data_mod
-from trainer import progress
+from trainer import progress, tasklog
 from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
 from trainer.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size
 from trainer.servers import ClusterFiles, start_heartbeat
 
 CHECKPOINT_SUBDIR = "checkpoints"
-TENSORBOARD_SUBDIR = "train"
+TENSORBOARD_SUBDIR = progress.TENSORBOARD_SUBDIR
 EVAL_BATCH = 1000
 #: warmup_cosine: the share of the run's steps spent warming up from a tenth of the peak rate.
 WARMUP_FRACTION = 0.15
@@ -84,7 +84,7 @@ class Watchdog:
                 print(f"error: no training progress for {idle:.0f}s (--peer_timeout "
                       f"{self.timeout_s:g}s): peers lost; exiting so the task is restarted",
                       file=sys.stderr, flush=True)
-                os._exit(1)
+                tasklog.exit_now(1)  # os._exit(1) once the message is in the task's log file
 
 
 def make_optimizer(args: argparse.Namespace, total_steps: int):
@@ -338,7 +338,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                         _say(progress.step_line(step, epoch + 1, batch, steps_per_epoch,
                                                 loss, avg_ms))
                         with writer.as_default(step=step):
-                            _scalar("cost", loss)
+                            _scalar(progress.TAG_BATCH_COST, loss)
                         interval_start, interval_batches = now, 0
                 if stop["sigterm"]:
                     join()
@@ -358,17 +358,21 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
             path = save(epoch + 1, 0)
             watchdog.kick()
             if is_chief:
-                test_accuracy = evaluate(model, dataset)
-                step = int(global_step.numpy())
-                with writer.as_default(step=step):
-                    _scalar("cost", last_cost)
-                    _scalar("accuracy", train_accuracy)
-                    _scalar("test_accuracy", test_accuracy)
-                    _scalar("examples_per_s", epoch_steps * global_batch / epoch_time)
+                test_accuracy, test_cost = evaluate_with_cost(model, dataset)
+                # Per-epoch series at step = epoch (1-based): a restarted chief resumes at an
+                # epoch boundary, so no two processes write the same epoch.
+                epoch_values = {
+                    "train_cost": last_cost, "train_accuracy": train_accuracy,
+                    "test_cost": test_cost, "test_accuracy": test_accuracy,
+                    "learning_rate": learning_rate_at(optimizer, args,
+                                                      int(global_step.numpy())),
+                    "examples_per_s": epoch_steps * global_batch / epoch_time}
+                with writer.as_default(step=epoch + 1):
+                    for key, value in epoch_values.items():
+                        _scalar(progress.EPOCH_TAGS[key], value)
                 writer.flush()
-                _say(f"Epoch {epoch + 1} of {args.epochs} done: cost {last_cost:.4f}, "
-                     f"train accuracy {train_accuracy:.4f}, test accuracy "
-                     f"{test_accuracy:.4f}, {epoch_time:.1f}s; checkpoint {path}")
+                _say(progress.epoch_line(epoch + 1, args.epochs, epoch_values, epoch_time,
+                                         path))
     except tf.errors.OpError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         what = "a parameter server" if kind == PARAMETER_SERVER else "a peer"
@@ -428,22 +432,47 @@ def _scalar(name: str, value: float) -> None:
 _predict_fns: dict[int, object] = {}
 
 
+def learning_rate_at(optimizer, args: argparse.Namespace, step: int) -> float:
+    """The learning rate the optimizer uses at global step ``step``."""
+    if args.lr_schedule == "constant":
+        return float(args.learning_rate)
+    # Keras keeps the schedule there; optimizer.learning_rate would read optimizer.iterations,
+    # which the training function sets to the global step only at the start of each call.
+    return float(optimizer._learning_rate(step))
+
+
 def evaluate(model, dataset: data_mod.Dataset) -> float:
-    """Test accuracy (fraction correct) of ``model`` on the whole test set, run locally
-    (one traced function per model: eager calls cost the chief about twice the time)."""
+    """Test accuracy (fraction correct) of ``model`` on the whole test set, run locally."""
+    return evaluate_with_cost(model, dataset)[0]
+
+
+def evaluate_with_cost(model, dataset: data_mod.Dataset) -> tuple[float, float]:
+    """(test accuracy as a fraction correct, test cost as mean cross-entropy in nats) of
+    ``model`` on the whole test set, run locally (one traced function per model: eager calls
+    cost the chief about twice the time)."""
+    import keras
     import tensorflow as tf
+
+    def predict_fn(x, y):
+        logits = model(x, training=False)
+        costs = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+        return tf.argmax(logits, 1, output_type=tf.int32), tf.reduce_sum(costs)
 
     predict = _predict_fns.get(id(model))
     if predict is None:
         predict = _predict_fns[id(model)] = tf.function(
-            lambda x: tf.argmax(model(x, training=False), 1, output_type=tf.int32),
-            input_signature=[tf.TensorSpec((None, *model.input_shape[1:]), tf.float32)],
+            predict_fn,
+            input_signature=[tf.TensorSpec((None, *model.input_shape[1:]), tf.float32),
+                             tf.TensorSpec((None,), tf.int32)],
             reduce_retracing=True)
-    correct = 0
+    correct, cost = 0, 0.0
     for start in range(0, len(dataset.x_test), EVAL_BATCH):
         x = dataset.x_test[start:start + EVAL_BATCH].astype(np.float32)[..., None] / 255.0
-        correct += int(np.sum(predict(x).numpy() == dataset.y_test[start:start + EVAL_BATCH]))
-    return correct / len(dataset.x_test)
+        y = dataset.y_test[start:start + EVAL_BATCH]
+        predicted, cost_sum = predict(x, y.astype(np.int32))
+        correct += int(np.sum(predicted.numpy() == y))
+        cost += float(cost_sum)
+    return correct / len(dataset.x_test), cost / len(dataset.x_test)
 
 
 def _finish_already_done(args, files: ClusterFiles, latest: str, done_epochs: int,
