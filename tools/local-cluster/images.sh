@@ -16,13 +16,14 @@
 #       A step whose inputs (Dockerfile, its build context after the .dockerignore beside it,
 #       base image id; for base/pause their recipe) have not changed since its last build is
 #       skipped: a content hash is recorded in the cache.
-#   images.sh import --address <containerd socket> [--namespace k8s.io]
+#   images.sh import --address <containerd socket> [--namespace k8s.io] [--skip-missing]
 #       Exports pause, trainer-cpu and tensorboard as docker-archive (ctr 1.6 imports it under
 #       the name recorded in it, and the config blob, whose digest is the image id, is kept
 #       byte for byte; an oci-archive of these docker-format images gets a rewritten config)
 #       and imports each into containerd's namespace, so the CRI finds them by the tags above.
 #       An image already there with the same image id (config digest) is skipped. Prints the
 #       names it imported on stdout. The base image is not imported (nothing runs it).
+#       --skip-missing: images not built yet are left out (pause must exist); `up` uses it.
 #
 # Progress goes to stderr with the time each step took; the output of the long commands goes
 # to log files under the cache (the tail is shown when one fails).
@@ -550,14 +551,16 @@ containerd_config_digest() {
 }
 
 cmd_import() {
-    local sock="" ns=k8s.io name id have t0 archive imported=0
+    local sock="" ns=k8s.io name id have t0 archive imported=0 skip_missing=0
     while (($#)); do
         case $1 in
+        # `local-cluster up` imports what has been built so far; only pause must exist.
+        --skip-missing) skip_missing=1; shift ;;
         --address) sock=${2:?--address needs a socket path}; shift 2 ;;
         --address=*) sock=${1#*=}; shift ;;
         --namespace) ns=${2:?--namespace needs a name}; shift 2 ;;
         --namespace=*) ns=${1#*=}; shift ;;
-        *) die "import: unknown argument '$1' (usage: images.sh import --address <containerd socket> [--namespace k8s.io])" ;;
+        *) die "import: unknown argument '$1' (usage: images.sh import --address <containerd socket> [--namespace k8s.io] [--skip-missing])" ;;
         esac
     done
     [[ -n $sock ]] || die "usage: images.sh import --address <containerd socket> [--namespace k8s.io]"
@@ -567,7 +570,13 @@ cmd_import() {
     ctr --address "$sock" version >/dev/null 2>&1 || die "no containerd answers on $sock"
     t0=$(now)
     for name in "$PAUSE_IMAGE" "$TRAINER_IMAGE" "$TENSORBOARD_IMAGE"; do
-        id=$(image_id "$name") || die "$name is not in the local store: run images.sh build first"
+        if ! id=$(image_id "$name"); then
+            if ((skip_missing)) && [[ $name != "$PAUSE_IMAGE" ]]; then
+                log "$name: not built yet, not imported (tools/local-cluster/local-cluster images builds it)"
+                continue
+            fi
+            die "$name is not in the local store: run images.sh build first"
+        fi
         have=$(containerd_config_digest "$sock" "$ns" "$name")
         if [[ $have == "sha256:$id" ]]; then
             log "$name: already in containerd ($ns) as $(printf %.19s "$have"), skipped"

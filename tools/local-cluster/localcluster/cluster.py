@@ -178,7 +178,7 @@ def import_images(p: Paths) -> None:
     """Imports every image images.sh has built, building the pod sandbox (pause) image first
     when it is missing: no pod starts without it."""
     script = str(layout.TOOL_DIR / "images.sh")
-    for argv in (["bash", script, "build", "pause"], ["bash", script, "import", "--address", str(p.containerd_socket)]):
+    for argv in (["bash", script, "build", "pause"], ["bash", script, "import", "--address", str(p.containerd_socket), "--skip-missing"]):
         if subprocess.run(argv).returncode != 0:
             raise ClusterError(f"`{' '.join(argv[1:])}` failed; see the messages above")
 
@@ -386,6 +386,7 @@ def status() -> int:
 def images() -> int:
     """Builds the project's images (images.sh build) and imports them when the cluster is up."""
     p = layout.paths()
+    ensure_packages()
     proc = subprocess.run(["bash", str(layout.TOOL_DIR / "images.sh"), "build"])
     if proc.returncode != 0:
         raise ClusterError("building the images failed; see the messages above")

@@ -1,0 +1,208 @@
+"""`pulumi up` of the dev stack on the real local cluster: staged, trained to the end, updated,
+destroyed with the data kept (issue 8).
+
+The real CLI, language host and kubernetes provider drive a copy of the project (as the preview
+tests do) in kubeconfig mode with a hostPath volume (this kernel has no NFS server or client:
+/proc/filesystems lists neither nfs nor nfsd). Every assertion reads the cluster (kubectl) or
+the volume, not Pulumi's own view. Tests run in file order and share one stack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
+from trainer.progress import parse_log
+from trainer.data import ALL_IDX_FILES
+
+from .kube import Kube, job_condition
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+NAMESPACE = "tf-mnist-e2e"
+PREFIX = "mnist"
+EPOCHS = 3
+SAMPLE = REPO / "trainer" / "data" / "mnist-10k"
+#: Task Jobs of the run: 1 chief, 2 workers, 1 ps.
+TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
+
+#: What the dev stack needs changed to run here (structured keys, as Pulumi.dev.yaml holds
+#: them): no GPU, the issue's small run, requests that fit one 2-core node.
+LOCAL_CONFIG = {
+    "worker.gpuCount": "0", "worker.number": "2", "worker.cpu": "100m", "worker.memory": "2Gi",
+    "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
+    "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64",
+    "tensorboard.serviceType": "ClusterIP",
+    "namespace": NAMESPACE, "createNamespace": "true",
+    "persistence.volume.type": "hostPath",
+}
+
+
+@pytest.fixture(scope="module")
+def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PulumiProject, Path]]:
+    """The dev stack configured for the local cluster, and its volume's host directory."""
+    toolchain = find_toolchain()
+    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
+        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
+    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
+    home = tmp_path_factory.mktemp("pulumi-home")
+    install_plugins(toolchain, home, ["kubernetes"])
+    project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
+                            pulumi_home=home, venv=REPO / ".venv")
+    project.init_stack("dev")
+    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
+    volume = Path(tempfile.mkdtemp(prefix="tf-mnist-e2e-volume-", dir="/var/tmp"))
+    volume.chmod(0o755)
+    for key, value in {**LOCAL_CONFIG, "kubeconfig": str(local_cluster.kubeconfig),
+                       "hostPath.path": str(volume)}.items():
+        project.set_config(key, value, path=True)
+    try:
+        yield project, volume
+    finally:
+        project.pulumi("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+        shutil.rmtree(volume, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kube(local_cluster: Kube) -> Kube:
+    return Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _jobs(kube: Kube) -> dict[str, dict]:
+    return {j["metadata"]["name"]: j for j in kube.get("jobs")["items"]}
+
+
+def _completion(job: dict) -> float:
+    stamp = job["status"]["completionTime"]
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _wait_for_tasks(kube: Kube, prefix: str, timeout: float = 900) -> dict[str, str]:
+    names = [f"{prefix}-{t}" for t in TASKS]
+
+    def outcomes() -> dict[str, str] | None:
+        found = {n: job_condition(kube, n) for n in names}
+        return found if all(found.values()) else None
+    return kube.wait_for(f"{names} to end", outcomes, timeout=timeout, every=2)
+
+
+timings: dict[str, float] = {}
+
+
+def test_up_stages_the_data_without_waiting_for_training(stack, kube: Kube) -> None:
+    project, volume = stack
+    start = time.monotonic()
+    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+    timings["up_s"] = time.monotonic() - start
+    timings["up_done"] = time.monotonic()
+    # `up` returned before training ended: the chief's Job is still running (or just started).
+    assert job_condition(kube, f"{PREFIX}-chief-0") is None, "pulumi up waited for the training"
+    claims = kube.get("pvc")["items"]
+    assert len(claims) == 1 and claims[0]["status"]["phase"] == "Bound", claims
+    pv = kube.get("pv", claims[0]["spec"]["volumeName"])
+    assert pv["metadata"]["labels"].get("train") == "mnist" and pv["spec"]["hostPath"]["path"] == str(volume)
+    assert job_condition(kube, f"{PREFIX}-stage-data") == "Complete"
+    # The stack stages the sample bundled in the trainer image: the same bytes as in the repo.
+    staged = sorted(p.name for p in (volume / "mnist").iterdir() if not p.name.startswith("."))
+    assert staged == sorted(ALL_IDX_FILES), staged
+    for name in staged:
+        assert _sha256(volume / "mnist" / name) == _sha256(SAMPLE / name), f"{name} differs from {SAMPLE / name}"
+
+
+def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> None:
+    _, volume = stack
+    outcomes = _wait_for_tasks(kube, PREFIX)
+    timings["up_to_chief_done_s"] = time.monotonic() - timings["up_done"]
+    assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
+    jobs = _jobs(kube)
+    chief_done = _completion(jobs[f"{PREFIX}-chief-0"])
+    for t in TASKS[1:]:
+        lag = _completion(jobs[f"{PREFIX}-{t}"]) - chief_done
+        assert lag <= 60, f"{PREFIX}-{t} completed {lag:.0f} s after the chief"
+    running = [p["metadata"]["name"] for p in kube.get("pods")["items"] if p["status"]["phase"] == "Running"]
+    assert running == [n for n in running if "tensorboard" in n], f"pods left running: {running}"
+    parsed = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
+    assert parsed.steps and {s["epoch"] for s in parsed.steps} == set(range(1, EPOCHS + 1)), parsed.steps[-3:]
+    assert parsed.done and parsed.test_accuracy is not None and parsed.test_accuracy >= 0.95, parsed
+    run_dir = volume / "runs" / PREFIX
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
+    assert list(run_dir.rglob("events.out.tfevents.*")), sorted(str(p) for p in run_dir.rglob("*"))
+    timings["first_run_result"] = result["test_accuracy"]
+
+
+def _port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([str(kube.kubectl_bin), f"--kubeconfig={kube.kubeconfig}", "-n", kube.namespace,
+                             "port-forward", target, f"0:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r"127\.0\.0\.1:(\d+)", line)
+    if not found:
+        proc.kill()
+        raise AssertionError(f"port-forward said {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, int(found.group(1))
+
+
+def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
+    name = f"{PREFIX}-tensorboard"
+    kube.wait_for("TensorBoard Available", lambda: any(
+        c["type"] == "Available" and c["status"] == "True"
+        for c in kube.get("deployment", name).get("status", {}).get("conditions", [])), timeout=180)
+    service_port = kube.get("service", name)["spec"]["ports"][0]["port"]
+    proc, local_port = _port_forward(kube, f"service/{name}", service_port)
+    try:
+        def tags() -> dict:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/tags", timeout=5) as r:
+                    return json.loads(r.read())
+            except OSError:
+                return {}
+        runs = kube.wait_for("TensorBoard to list scalars", tags, timeout=120, every=2)
+        run, run_tags = next(iter(runs.items()))
+        tag = next(t for t in run_tags if "accuracy" in t.lower())
+        query = urllib.parse.urlencode({"run": run, "tag": tag})
+        with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/scalars?{query}",
+                                    timeout=5) as r:
+            points = json.loads(r.read())
+        assert len(points) >= EPOCHS, points
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def test_up_again_with_nothing_changed_is_a_no_op(stack) -> None:
+    project, _ = stack
+    proc = project.pulumi("preview", "--expect-no-changes", "--diff", check=False, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> None:
+    project, volume = stack
+    project.pulumi("destroy", "--yes", "--skip-preview", timeout=900)
+    remaining = kube.run("get", "all,configmaps,pvc", "-o", "name", check=False).stdout.split()
+    assert [r for r in remaining if not r.startswith("configmap/kube-root-ca")] == [], remaining
+    assert kube.run("get", "namespace", NAMESPACE, check=False).returncode != 0
+    assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
+    assert all(_sha256(volume / "mnist" / name) == _sha256(SAMPLE / name) for name in ALL_IDX_FILES)
+    assert (volume / "runs" / PREFIX / "result.json").is_file()
