@@ -26,6 +26,16 @@ EPOCH_TAGS = {
     "learning_rate": "epoch/learning_rate",
     "examples_per_s": "epoch/examples_per_s",
 }
+#: What each tag shows (TensorBoard's tooltip on a chart).
+TAG_DESCRIPTIONS = {
+    "epoch/train_cost": "Mean cross-entropy (nats) of the epoch's training batches",
+    "epoch/test_cost": "Mean cross-entropy (nats) on the test set after the epoch",
+    "epoch/train_accuracy": "Fraction of the epoch's training examples predicted right",
+    "epoch/test_accuracy": "Fraction of the test set predicted right after the epoch",
+    "epoch/learning_rate": "The optimizer's learning rate at the end of the epoch",
+    "epoch/examples_per_s": "Training examples per second of the epoch's wall time",
+    "batch/train_cost": "Cost of the latest batches at each progress line (x: global step)",
+}
 #: The cost of every progress line (step = the global step), as in the guide's Step lines.
 TAG_BATCH_COST = "batch/train_cost"
 

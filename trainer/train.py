@@ -425,6 +425,7 @@ def _scalar(name: str, value: float) -> None:
     from tensorflow.core.framework import summary_pb2
 
     metadata = summary_pb2.SummaryMetadata(
+        summary_description=progress.TAG_DESCRIPTIONS.get(name, ""),
         plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
 
