@@ -4,9 +4,12 @@
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-# TensorBoard alone: the trainer writes its scalars with core TensorFlow ops, so the
-# trainer images do not carry TensorBoard and this image does not carry TensorFlow.
-RUN pip install tensorboard==2.21.0
+# TensorBoard alone, at the trainer's own pin (the tensorboard== line of
+# trainer/requirements.txt, what `python -m trainer.local --tensorboard` runs): the trainer
+# writes its scalars with core TensorFlow ops, so this image does not carry TensorFlow.
+COPY trainer/requirements.txt /tmp/requirements.txt
+RUN pin="$(grep -E '^tensorboard==' /tmp/requirements.txt)" && test -n "$pin" \
+    && pip install "$pin" && rm /tmp/requirements.txt
 
 RUN useradd --uid 1000 --no-create-home tensorboard
 USER 1000
