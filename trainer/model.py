@@ -1,4 +1,5 @@
-"""The models: a small convnet (default) and the guide's 784-100-10 sigmoid MLP."""
+"""The models: a small convnet (default), the same with a hidden dense layer, and the guide's
+784-100-10 sigmoid MLP."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ def build_model(name: str = "convnet", dropout: float = 0.5) -> keras.Model:
 
     ``convnet``: keras-io's mnist_convnet (two 3x3 conv + max-pool blocks, dropout
     ``dropout`` (keras-io's 0.5), softmax layer; about 99% test accuracy on full MNIST,
-    34,826 parameters). Short runs learn faster with less dropout (0.1 in the launcher's
-    two-epoch recipe), long ones generalise better with more.
+    34,826 parameters).
+    ``convnet_fc``: the same with a 128-unit ReLU layer before the dropout, as the
+    convnets of TensorFlow's MNIST tutorials have (225,034 parameters, about 9% more
+    compute per example): it learns faster, 0.992 after two epochs where convnet reaches
+    0.989 (the launcher's recipe).
     ``mlp``: the guide's TF1 model, 784-100-10 with a sigmoid hidden layer (0.89 after 100
     epochs of plain SGD in the guide), kept for comparison.
 
@@ -22,17 +26,19 @@ def build_model(name: str = "convnet", dropout: float = 0.5) -> keras.Model:
         ValueError: an unknown name.
     """
     inputs = keras.Input(shape=(ROWS, COLS, 1), name="image")
-    if name == "convnet":
+    if name in ("convnet", "convnet_fc"):
         x = keras.layers.Conv2D(32, 3, activation="relu")(inputs)
         x = keras.layers.MaxPooling2D(2)(x)
         x = keras.layers.Conv2D(64, 3, activation="relu")(x)
         x = keras.layers.MaxPooling2D(2)(x)
         x = keras.layers.Flatten()(x)
+        if name == "convnet_fc":
+            x = keras.layers.Dense(128, activation="relu")(x)
         x = keras.layers.Dropout(dropout)(x)
     elif name == "mlp":
         x = keras.layers.Flatten()(inputs)
         x = keras.layers.Dense(100, activation="sigmoid")(x)
     else:
-        raise ValueError(f"unknown model {name!r}: must be 'convnet' or 'mlp'")
+        raise ValueError(f"unknown model {name!r}: must be 'convnet', 'convnet_fc' or 'mlp'")
     logits = keras.layers.Dense(NUM_CLASSES, name="logits")(x)
     return keras.Model(inputs, logits, name=name)
