@@ -19,10 +19,13 @@ its own: a rerun in the same log directory is never ended early by the previous 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
+
+from trainer.exit_codes import EXIT_SIGTERM
 
 HEARTBEAT_INTERVAL_S = 5.0
 POLL_INTERVAL_S = 1.0
@@ -158,6 +161,23 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
     return None
 
 
+def _exit_143_on_sigterm(task: str) -> None:
+    """Exit 143 at once on SIGTERM: a server has nothing to save.
+
+    Why a handler at all: in a container the task is PID 1, and the kernel drops signals that
+    PID 1 has no handler for, so `kubectl delete pod` (or a drain) would leave the server running
+    for the whole grace period; it would then see the chief's done marker and exit 0, and its
+    Job would be Complete with the task gone instead of starting a replacement (seen on the
+    local cluster). 143 (128 + SIGTERM) is what the Job's podFailurePolicy ignores
+    (trainer/exit_codes.py), so the replacement does not count against backoffLimit.
+    """
+    def stop(signum: int, frame: object) -> None:
+        print(f"{task}: stopped by SIGTERM", file=sys.stderr, flush=True)
+        os._exit(EXIT_SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str,
                peer_timeout_s: float) -> int:
     """Run a tf.distribute.Server for (task_type, task_index) until the run ends.
@@ -167,6 +187,7 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
     """
     import tensorflow as tf
 
+    _exit_143_on_sigterm(f"{task_type} {task_index}")
     started_at = time.time()
     files = ClusterFiles(log_dir)
     tf.distribute.Server(tf.train.ClusterSpec(cluster_spec), job_name=task_type,

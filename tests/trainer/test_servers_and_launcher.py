@@ -378,3 +378,45 @@ def test_tensorflow_start_up_noise_is_dropped_and_real_messages_kept():
     ]
     assert [is_log_noise(line) for line in noise] == [True] * 3
     assert [is_log_noise(line) for line in kept] == [False] * 4
+
+
+def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
+    # In a pod the task is PID 1 of its PID namespace, where the kernel drops every signal the
+    # process has no handler for: without one, `kubectl delete pod` left a worker serving until
+    # the run ended, and its Job then completed without the task (seen on the local cluster).
+    # unshare(1) makes the same PID namespace here; without root the server runs as a plain child.
+    import shutil
+    import signal
+    import time
+
+    from trainer.cluster_spec import local_cluster_spec, tf_config_json
+
+    replicas = Replicas(chief=1, worker=1, ps=1)
+    spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
+    env = dict(os.environ, TF_CONFIG=tf_config_json(spec, "ps", 0), TF_CPP_MIN_LOG_LEVEL="3")
+    argv = [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--peer_timeout", "120"]
+    as_pid_1 = os.geteuid() == 0 and shutil.which("unshare") is not None
+    if as_pid_1:
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", *argv]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "serving on" in line:
+                break
+        assert "ps 0: serving on" in "".join(lines), "".join(lines)
+        target = proc.pid
+        if as_pid_1:
+            target = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+        sent = time.monotonic()
+        os.kill(target, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, "".join(lines) + out
+    assert "ps 0: stopped by SIGTERM" in out
+    assert took < 10, f"took {took:.1f} s"
