@@ -65,6 +65,11 @@ def build(settings: Settings) -> dict[str, Any]:
         cluster_id = cluster.cluster_id
         file_system_id = nas.file_system_id
         server: Optional[pulumi.Input[str]] = nas.mount_target_domain
+        # The domain is unknown until the mount target exists, and the volume's name must be
+        # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
+        server_key = (f"nas {cloud_name} storageType={settings.nas_storage_type} zone={settings.zone} "
+                      f"vpc={settings.vpc_id or settings.vpc_cidr} "
+                      f"vswitch={settings.vswitch_id or settings.vswitch_cidr}")
         # The PV must not exist before its NFS server does; pods need nodes to run on.
         volume_depends_on: list[pulumi.Resource] = [nas.mount_target]
         pods_depend_on = [pools]
@@ -79,9 +84,11 @@ def build(settings: Settings) -> dict[str, Any]:
         # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
         provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
         server = {"nas": settings.nas_mount_target_domain, "nfs": settings.nfs_server}.get(settings.volume_type)
+        server_key = server or ""
         volume_depends_on = []
-    volume_path: pulumi.Input[str] = {"nas": settings.nas_path, "nfs": settings.nfs_path,
-                                      "hostPath": settings.host_path}[settings.volume_type]
+    path_key: str = {"nas": settings.nas_path, "nfs": settings.nfs_path,
+                     "hostPath": settings.host_path}[settings.volume_type]
+    volume_path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & {"nas.mountTargetDomain", "nfs.server", "nfs.path"}:
         # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
         server = pulumi.Output.secret(server)
@@ -98,8 +105,17 @@ def build(settings: Settings) -> dict[str, Any]:
                                                 labels=recommended_labels(prefix, "namespace")),
             opts=pulumi.ResourceOptions(provider=provider)).metadata.name
 
+    # A change of what the API server cannot change in place on the PV or its claim (capacity,
+    # matchLabels, the source, the namespace) renames both: a new pair is created, the Jobs and
+    # TensorBoard move to it (the claim's name is in their pod templates), the old pair is
+    # deleted last; the data stays where it is (Retain, same directory). See SharedVolume.
+    # On a run in progress that replaces the Jobs (a new run id): the old Jobs' pods get
+    # SIGTERM, on which the chief saves a checkpoint, and the new tasks resume from the latest
+    # checkpoint in log_dir, which is the same directory on the new PV; staging runs again and
+    # finds the data already there. A finished run stays finished (its last checkpoint).
     volume = SharedVolume(
-        prefix, namespace=namespace, volume_type=settings.volume_type, server=server, path=volume_path,
+        prefix, namespace=namespace, namespace_name=settings.namespace, volume_type=settings.volume_type,
+        server=server, server_key=server_key, path=volume_path, path_key=path_key,
         storage=settings.storage, match_labels=settings.match_labels,
         after=volume_depends_on, opts=k8s_opts)
     if settings.registry_credentials is not None and settings.image_pull_secret is not None:

@@ -3,6 +3,8 @@ directory) and the claim that binds to it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Mapping, Optional, Sequence
 
 import pulumi
@@ -17,29 +19,80 @@ NAS_CSI_DRIVER = "nasplugin.csi.alibabacloud.com"
 NAS_MOUNT_OPTIONS = ("nolock,tcp,noresvport", "vers=3")
 #: hostPath type: the directory is made on the node when missing, never a file or socket.
 HOST_PATH_TYPE = "DirectoryOrCreate"
+ACCESS_MODES = ("ReadWriteMany",)
+#: Hex digits of the hash in the volume's name (see volume_name).
+NAME_HASH_HEX = 8
 
 
-def claim_name(name: str) -> str:
-    """The PV's and the PVC's name for the component ``name`` (the name prefix)."""
-    return f"{name}-data"
+def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str, path: str, storage: str,
+                match_labels: Mapping[str, str]) -> str:
+    """The PV's and the PVC's name: ``<name>-data-<8 hex>``, e.g. ``mnist-data-1a2b3c4d``.
+
+    The hex digits are the start of the SHA-256 of everything of the pair that the API server
+    will not change in place: the PV's source (type, server, path, the CSI driver or hostPath
+    type; ``persistentvolumesource is immutable``), its capacity and the claim's request
+    (a statically bound claim cannot be resized: "only dynamically provisioned pvc can be
+    resized"), the claim's selector, access modes and class (immutable on a claim), and the
+    claim's namespace (the PV's claimRef names it). A change to any of them gives a new name,
+    so Pulumi creates the new PV and claim next to the old ones (a replacement under a new
+    name is create-before-delete), replaces the pods that name the claim, and deletes the old
+    pair last; the old PV's Retain policy leaves the data, which the new PV finds in the same
+    directory. Anything else (replicas, hyperparameters, images) leaves the name alone.
+
+    Args:
+        name: the name prefix (<= 40 characters, infra.settings), so the name stays far below
+            the 253 of a DNS subdomain, and within the 63 of a label value.
+        namespace: the claim's namespace.
+        server_key: plain text that stands for the server: the server itself, or for a NAS
+            the stack creates (its mount target domain is unknown until it exists) what
+            identifies that file system and mount target. It must be plain because pod
+            templates name the claim and their hash (the run id) is taken at preview.
+        path: the NAS sub-directory, NFS export or node directory, as plain text.
+        storage: the capacity and request, as written in the config ("5Gi").
+        match_labels: the PV's labels that the claim selects.
+
+    A secret server or path goes into the name only through these 32 bits of a hash of all of
+    the above, which cannot be reversed, though it can confirm a guess of every input.
+    """
+    source: dict = {"type": volume_type, "server": server_key, "path": path}
+    if volume_type == "nas":
+        source["driver"] = NAS_CSI_DRIVER
+    elif volume_type == "hostPath":
+        source["hostPathType"] = HOST_PATH_TYPE
+    fixed = {"source": source, "capacity": storage, "matchLabels": dict(match_labels),
+             "accessModes": list(ACCESS_MODES), "storageClassName": "", "namespace": namespace}
+    text = json.dumps(fixed, sort_keys=True, separators=(",", ":"))
+    return f"{name}-data-{hashlib.sha256(text.encode()).hexdigest()[:NAME_HASH_HEX]}"
 
 
 class SharedVolume(pulumi.ComponentResource):
     """The run's ReadWriteMany volume.
 
-    Children: ``pv`` (PersistentVolume ``<prefix>-data``: labels = match_labels, Retain,
-    storageClassName "", and by ``volume_type``: ``nas``, CSI with server = the mount target
-    domain and path = a NAS sub-directory; ``nfs``, the in-tree nfs volume with the same mount
-    options; ``hostPath``, a node directory of type DirectoryOrCreate, which the API accepts
-    as ReadWriteMany for a static PV, so the same claim serves every type) and ``pvc``
-    (PersistentVolumeClaim ``<prefix>-data``: selector = match_labels, storageClassName "" so
-    no default StorageClass takes it, volumeName pinning the PV so a second run's PV with the
-    same labels cannot take its place).
+    Children (Pulumi names ``<prefix>-data``; object names ``volume_name``, the same for both):
+    ``pv`` (PersistentVolume: labels = match_labels, Retain, storageClassName "", and by
+    ``volume_type``: ``nas``, CSI with server = the mount target domain and path = a NAS
+    sub-directory; ``nfs``, the in-tree nfs volume with the same mount options; ``hostPath``, a
+    node directory of type DirectoryOrCreate, which the API accepts as ReadWriteMany for a
+    static PV, so the same claim serves every type) and ``pvc`` (PersistentVolumeClaim:
+    selector = match_labels, storageClassName "" so no default StorageClass takes it,
+    volumeName pre-binding it to this PV, so a second run's PV with the same labels, or an
+    earlier PV of this run, cannot take its place).
+
+    What the API server cannot change in place is in the object names (``volume_name``): a
+    new capacity, selector, namespace or source makes a new pair instead of an update that the
+    API server refuses (resizing a static claim) or a claim replaced under its old name that
+    stays Pending on the Released old PV (a new selector). The Pulumi names stay, so the
+    engine sees a replacement of each; under a new object name that is create-before-delete,
+    and the old objects go last, after the pods that mounted them (see TrainingJob).
 
     Args:
+        namespace: the claim's namespace (an Output when the stack creates it).
+        namespace_name: the same as plain text, for the name.
         volume_type: "nas", "nfs" or "hostPath" (infra.settings.VOLUME_TYPES).
         server: the NAS mount target domain or NFS server; None for hostPath.
+        server_key: plain text standing for ``server`` in the name (see volume_name).
         path: the NAS sub-directory, NFS export or node directory (absolute).
+        path_key: ``path`` as plain text (``path`` may be a secret Output).
         after: resources the PV waits for (the NAS mount target).
 
     Outputs:
@@ -51,18 +104,21 @@ class SharedVolume(pulumi.ComponentResource):
     pvc_name: pulumi.Output[str]
     claim_name: str
 
-    def __init__(self, name: str, *, namespace: pulumi.Input[str], volume_type: str,
-                 server: Optional[pulumi.Input[str]], path: pulumi.Input[str], storage: str,
-                 match_labels: Mapping[str, str], after: Sequence[pulumi.Resource] = (),
+    def __init__(self, name: str, *, namespace: pulumi.Input[str], namespace_name: str, volume_type: str,
+                 server: Optional[pulumi.Input[str]], server_key: str, path: pulumi.Input[str], path_key: str,
+                 storage: str, match_labels: Mapping[str, str], after: Sequence[pulumi.Resource] = (),
                  opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:SharedVolume", name, None, opts)
-        volume_name = claim_name(name)
+        logical_name = f"{name}-data"
+        object_name = volume_name(
+            name, namespace=namespace_name, volume_type=volume_type, server_key=server_key, path=path_key,
+            storage=storage, match_labels=match_labels)
         labels = {**recommended_labels(name, "storage"), **match_labels}
         source: dict = {}
         if volume_type == "nas":
             source = {"mount_options": list(NAS_MOUNT_OPTIONS), "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
                 driver=NAS_CSI_DRIVER,
-                volume_handle=volume_name,
+                volume_handle=object_name,
                 # The driver refuses a server containing ':'; the directory goes in path.
                 volume_attributes={"server": server, "path": path},
             )}
@@ -75,11 +131,11 @@ class SharedVolume(pulumi.ComponentResource):
         else:
             raise ValueError(f"unknown volume type {volume_type!r}")
         self.pv = k8s.core.v1.PersistentVolume(
-            volume_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name, labels=labels),
+            logical_name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, labels=labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 capacity={"storage": storage},
-                access_modes=["ReadWriteMany"],
+                access_modes=list(ACCESS_MODES),
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
                 **source,
@@ -88,19 +144,21 @@ class SharedVolume(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
         )
         self.pvc = k8s.core.v1.PersistentVolumeClaim(
-            volume_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name, namespace=namespace,
+            logical_name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, namespace=namespace,
                                                 labels=recommended_labels(name, "storage")),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-                access_modes=["ReadWriteMany"],
+                access_modes=list(ACCESS_MODES),
                 storage_class_name="",
                 resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(match_labels)),
+                # Pre-bound: the claim takes this PV only (the selector stays, and must match).
+                # An Output of the PV, so the claim comes after its PV and goes before it.
                 volume_name=self.pv.metadata.name,
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.claim_name = volume_name
+        self.claim_name = object_name
         self.pv_name = self.pv.metadata.name
         self.pvc_name = self.pvc.metadata.name
         self.register_outputs({"pv_name": self.pv_name, "pvc_name": self.pvc_name})

@@ -4,6 +4,7 @@ worker.number 4 + ps.number 1."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -157,11 +158,12 @@ def test_gpu_limits_and_tolerations_only_on_workers(topology):
 
 def test_trainer_and_staging_commands(topology):
     run, _, _ = topology
+    claim = run.one(PVC, "mnist-data").inputs["metadata"]["name"]
     for job in run.of_type(JOB):
         container = _container(job)
         assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
         assert job.inputs["spec"]["template"]["spec"]["volumes"] == [
-            {"name": "data", "persistentVolumeClaim": {"claimName": "mnist-data"}}]
+            {"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
         if job.name == "mnist-stage-data":
             assert container["command"] == ["python", "-m", "trainer.stage", "--dest", "/data/mnist"]
             continue
@@ -192,6 +194,9 @@ def test_task_jobs_skip_await_and_wait_for_staging(topology):
 def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
     run, _, _ = topology
     pv, pvc = run.one(PV, "mnist-data"), run.one(PVC, "mnist-data")
+    name = pv.inputs["metadata"]["name"]
+    assert re.fullmatch(r"mnist-data-[0-9a-f]{8}", name), name
+    assert pvc.inputs["metadata"]["name"] == name
     assert pv.inputs["metadata"]["labels"]["train"] == "mnist"
     assert "namespace" not in pv.inputs["metadata"]
     assert pvc.inputs["metadata"]["namespace"] == "default"
@@ -200,14 +205,15 @@ def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
     assert pv.inputs["spec"]["accessModes"] == pvc.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
     assert pv.inputs["spec"]["capacity"] == pvc.inputs["spec"]["resources"]["requests"] == {"storage": "5Gi"}
     assert pv.inputs["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
-    assert pvc.inputs["spec"]["volumeName"] == "mnist-data"
+    assert pvc.inputs["spec"]["volumeName"] == name
+    assert pv.urn in pvc.dependencies  # created after its PV, deleted before it
     assert pv.inputs["spec"]["csi"] == {
         "driver": "nasplugin.csi.alibabacloud.com",
-        "volumeHandle": "mnist-data",
+        "volumeHandle": name,
         "volumeAttributes": {"server": me.MOUNT_TARGET_DOMAIN, "path": "/data"},
     }
     assert pv.inputs["spec"]["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
-    assert (run.outputs["pvName"], run.outputs["pvcName"]) == ("mnist-data", "mnist-data")
+    assert (run.outputs["pvName"], run.outputs["pvcName"]) == (name, name)
 
 
 def test_pv_depends_on_the_mount_target(dev_config):

@@ -4,6 +4,7 @@ node directory; each key checked, keys of another type refused, nothing register
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -38,7 +39,9 @@ def _assert_binds_like_nas(run: me.Run) -> dict:
     assert spec["persistentVolumeReclaimPolicy"] == "Retain"
     assert spec["capacity"] == {"storage": "5Gi"}
     assert pvc.inputs["spec"]["selector"] == {"matchLabels": {"train": "mnist"}}
-    assert pvc.inputs["spec"]["volumeName"] == "mnist-data"
+    name = pv.inputs["metadata"]["name"]
+    assert re.fullmatch(r"mnist-data-[0-9a-f]{8}", name), name
+    assert pvc.inputs["metadata"]["name"] == pvc.inputs["spec"]["volumeName"] == name
     return spec
 
 
@@ -46,7 +49,8 @@ def test_nas_is_the_default_exactly_as_before(dev_config):
     run = me.run_program({**dev_config, **EXISTING, **DOMAIN})
     assert run.error is None, run.error
     spec = _assert_binds_like_nas(run)
-    assert spec["csi"] == {"driver": "nasplugin.csi.alibabacloud.com", "volumeHandle": "mnist-data",
+    assert spec["csi"] == {"driver": "nasplugin.csi.alibabacloud.com",
+                           "volumeHandle": run.one(PV, "mnist-data").inputs["metadata"]["name"],
                            "volumeAttributes": {"server": "abc.cn-hangzhou.nas.aliyuncs.com", "path": "/data"}}
     assert spec["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
     assert run.outputs["mountTargetDomain"] == "abc.cn-hangzhou.nas.aliyuncs.com"
