@@ -24,6 +24,7 @@ and Service.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -35,6 +36,8 @@ from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolch
 pytestmark = pytest.mark.engine
 
 PREFIX = "mnist"
+PV = "kubernetes:core/v1:PersistentVolume"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 NAMESPACE = "default"
 PS = 2  # Pulumi.dev.yaml ps.number
 COMMITTED_WORKERS = 2  # Pulumi.dev.yaml worker.number
@@ -108,11 +111,28 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert [n for n in services if n.startswith(f"{PREFIX}-worker-")] == worker_names
     assert f"{PREFIX}-chief-0" in jobs and f"{PREFIX}-chief-0" in services
 
+    assert_volume(preview)
+
     (config_map,) = preview.resources("kubernetes:core/v1:ConfigMap")
     spec = json.loads(config_map["inputs"]["data"]["cluster_spec.json"])
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
     assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
+
+
+def assert_volume(preview: PreviewResult) -> str:
+    """The PV and its claim share one name with the hash of their fixed fields (infra/components/
+    storage.py volume_name), the claim is pre-bound to the PV, and every pod mounts it; the name."""
+    (pv,) = [r for r in preview.resources(PV) if r["type"] == PV]
+    (pvc,) = preview.resources(PVC)
+    name = pv["inputs"]["metadata"]["name"]
+    assert re.fullmatch(rf"{PREFIX}-data-[0-9a-f]{{8}}", name), name
+    assert pvc["inputs"]["metadata"]["name"] == pvc["inputs"]["spec"]["volumeName"] == name
+    templates = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
+    templates += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
+    claims = {v["persistentVolumeClaim"]["claimName"] for t in templates for v in t["volumes"]}
+    assert claims == {name}
+    return name
 
 
 MODES = ["cloud", "cluster"]
@@ -310,3 +330,80 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project:
     pod = chief["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["nodeSelector"] == {"disktype": "ssd"}
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+# --- issue 8: a volume change on a live stack --------------------------------------------------
+
+def _adopt_planned_objects(project: PulumiProject, preview: PreviewResult) -> None:
+    """Write every object ``preview`` plans into the stack's state as if `pulumi up` had made it
+    (outputs = inputs, id = [namespace/]name, no live status), so a second preview diffs against a live stack
+    without any cluster. The provider must already be in the state (a targeted `pulumi up`)."""
+    exported = json.loads(project.pulumi("stack", "export").stdout)
+    resources = exported["deployment"]["resources"]
+    known = {r["urn"] for r in resources}
+    for state in (s.get("newState") for s in preview.steps):
+        if not state or state["urn"] in known or state["type"].startswith("pulumi:providers:"):
+            continue
+        entry = {k: state[k] for k in ("urn", "custom", "type", "parent", "dependencies", "provider",
+                                       "propertyDependencies") if state.get(k) not in (None, "", [], {})}
+        entry["inputs"] = state.get("inputs", {})
+        # pulumi-kubernetes keeps the inputs it applied under __inputs in its outputs and diffs
+        # new inputs against those (its checkpoint format).
+        entry["outputs"] = {**entry["inputs"], "__inputs": entry["inputs"]} if state.get("custom") else {}
+        if state.get("custom"):
+            meta = entry["inputs"].get("metadata", {})
+            entry["id"] = "/".join(p for p in (meta.get("namespace"), meta["name"]) if p)
+        resources.append(entry)
+    path = project.dir / "adopted-state.json"
+    path.write_text(json.dumps(exported))
+    project.pulumi("stack", "import", "--file", str(path))
+
+
+@pytest.mark.parametrize("key,value", [("persistence.pvc.storage", "10Gi"),
+                                       ("persistence.pvc.matchLabels.team", "vision")],
+                         ids=["storage", "matchLabels"])
+def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_old_last(
+        dev_project: PulumiProject, toolchain: Toolchain, key: str, value: str) -> None:
+    """persistence.pvc.storage 5Gi -> 10Gi, or one more matchLabels label, on a stack whose
+    objects exist: the engine plans a new PV and claim under a new name (create-before-delete),
+    replaces the Jobs and updates TensorBoard onto the new claim, and deletes the old claim and
+    then the old PV at the end (the API server would refuse the resize of a static claim, and a
+    claim re-made under its old name would stay Pending on the Released old PV)."""
+    configure(dev_project, toolchain, "cluster")
+    dev_project.pulumi("up", "--yes", "--target", "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s")
+    first = dev_project.preview()
+    old_name = assert_volume(first)
+    _adopt_planned_objects(dev_project, first)
+    dev_project.set_config(key, value, path=True)
+    # --show-replacement-steps: each replacement as its create-replacement and delete-replaced
+    # steps, in the order the engine will run them.
+    proc = dev_project.pulumi("preview", "--json", "--show-replacement-steps", check=False)
+    preview = PreviewResult(proc.returncode, json.loads(proc.stdout or "{}"), proc.stdout, proc.stderr)
+    assert preview.returncode == 0, preview.messages()
+    new_objects = {"steps": [s for s in preview.steps if s["op"] in ("create-replacement", "update")]}
+    new_name = assert_volume(PreviewResult(0, new_objects, "", ""))
+    assert new_name != old_name
+    steps = [(s["op"], s["urn"].rsplit("::", 1)[1], s["urn"].split("::")[2].rsplit("$", 1)[-1])
+             for s in preview.steps]
+    order = {(op, name, type_): i for i, (op, name, type_) in enumerate(steps)}
+
+    def at(op: str, name: str, type_: str) -> int:
+        assert (op, name, type_) in order, f"no {op} of {type_} {name}: {steps}"
+        return order[(op, name, type_)]
+
+    new_pv = at("create-replacement", f"{PREFIX}-data", PV)
+    new_pvc = at("create-replacement", f"{PREFIX}-data", PVC)
+    old_pvc = at("delete-replaced", f"{PREFIX}-data", PVC)
+    old_pv = at("delete-replaced", f"{PREFIX}-data", PV)
+    assert new_pv < new_pvc
+    pods = [at("create-replacement", f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
+            for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1")]
+    pods.append(at("update", f"{PREFIX}-tensorboard", "kubernetes:apps/v1:Deployment"))
+    assert new_pvc < min(pods) and max(pods) < old_pvc < old_pv, steps
+    # The Jobs keep their names, so each old Job (and, with it, its pods) goes before its
+    # replacement is made; nothing else moves (Services, the ConfigMap, TensorBoard's Service).
+    for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1"):
+        job = (f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
+        assert at("delete-replaced", *job) < at("create-replacement", *job)
+    assert {type_ for _, _, type_ in steps} == {"pulumi:pulumi:Stack", PV, PVC, "kubernetes:batch/v1:Job",
+                                                "kubernetes:apps/v1:Deployment"}
