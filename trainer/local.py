@@ -300,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(MultiWorkerMirroredStrategy, chief included)")
     parser.add_argument("--backoff_limit", type=int, default=6,
                         help="restarts allowed per task, like a Job's backoffLimit (default 6)")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also serve TensorBoard on --log_dir (127.0.0.1): its URL is "
+                             "printed before training starts; it keeps serving after the "
+                             "run until Ctrl-C")
+    parser.add_argument("--tensorboard_port", type=int, default=0,
+                        help="TensorBoard's port with --tensorboard (default: a free one)")
     flags.add_trainer_flags(parser)
     # The fast recipe (LOCAL_DEFAULTS); --epochs 100 --batch_size 20 --learning_rate 0.001
     # --lr_schedule constant --model convnet --dropout 0.5 restores the chart's.
@@ -331,7 +337,34 @@ def main(argv: list[str] | None = None) -> int:
     launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv,
                         args.backoff_limit)
     install_signal_handlers()
-    return launcher.run()
+    if not args.tensorboard:
+        return launcher.run()
+    return run_with_tensorboard(launcher, args.log_dir, args.tensorboard_port)
+
+
+def run_with_tensorboard(launcher: Launcher, log_dir: str, port: int) -> int:
+    """``--tensorboard``: TensorBoard first (its URL printed once it answers), then the run;
+    after a run that was not interrupted, TensorBoard serves on until Ctrl-C. Returns the
+    run's exit code (1 when TensorBoard cannot start, before any task starts)."""
+    from trainer.board import BoardError, TensorBoardServer
+
+    board = TensorBoardServer(log_dir, port, out=launcher.out, lock=launcher.lock)
+    try:
+        try:
+            url = board.start()
+        except BoardError as err:
+            launcher.say(f"error: {err}")
+            return 1
+        launcher.say(f"TensorBoard {url} (logdir {log_dir})")
+        code = launcher.run()
+        if code != 130:
+            launcher.say(f"training ended (exit {code})")
+            board.serve_until_interrupted(launcher.say)
+        return code
+    except KeyboardInterrupt:  # while TensorBoard was starting
+        return 130
+    finally:
+        board.stop()
 
 
 def _interrupt(signum, frame) -> None:
