@@ -84,6 +84,27 @@ def kube(local_cluster: Kube) -> Kube:
     return Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE)
 
 
+def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
+    """Each Kubernetes object in the stack's state exists in the cluster with the same uid."""
+    state = json.loads(project.pulumi("stack", "export", "--show-secrets").stdout)
+    objects = [r for r in state["deployment"]["resources"]
+               if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")]
+    kinds = set()
+    for r in objects:
+        meta = r["outputs"]["metadata"]
+        kind = r["outputs"]["kind"]
+        args = ["get", kind, meta["name"], "-o", "jsonpath={.metadata.uid}"]
+        if meta.get("namespace"):
+            args[1:1] = []
+            args += ["-n", meta["namespace"]]
+        live = kube.run(*args, check=False)
+        assert live.returncode == 0 and live.stdout == meta["uid"], f"{kind} {meta['name']}: {live.stderr}"
+        kinds.add(kind)
+    # Every kind the stack makes in kubeconfig mode with a hostPath volume and no pull Secret.
+    assert kinds == {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job",
+                     "Deployment"}, kinds
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -117,6 +138,7 @@ def test_up_stages_the_data_without_waiting_for_training(stack, kube: Kube) -> N
     timings["up_done"] = time.monotonic()
     # `up` returned before training ended: the chief's Job is still running (or just started).
     assert job_condition(kube, f"{PREFIX}-chief-0") is None, "pulumi up waited for the training"
+    _assert_every_object_is_live(project, kube)
     claims = kube.get("pvc")["items"]
     assert len(claims) == 1 and claims[0]["status"]["phase"] == "Bound", claims
     pv = kube.get("pv", claims[0]["spec"]["volumeName"])
@@ -206,3 +228,45 @@ def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> N
     assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
     assert all(_sha256(volume / "mnist" / name) == _sha256(SAMPLE / name) for name in ALL_IDX_FILES)
     assert (volume / "runs" / PREFIX / "result.json").is_file()
+
+
+def _chief_epochs(kube: Kube, prefix: str) -> set[int]:
+    proc = kube.run("logs", f"job/{prefix}-chief-0", check=False)
+    return {s["epoch"] for s in parse_log(proc.stdout).steps} if proc.returncode == 0 else set()
+
+
+SECOND_EPOCHS = 8
+
+
+def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epochs(stack, kube: Kube) -> None:
+    project, volume = stack
+    prefix = "mnist2"
+    project.set_config("namePrefix", prefix)
+    project.set_config("hyperparams.epochs", str(SECOND_EPOCHS), path=True)
+    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+    kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
+                  timeout=300)
+    selector = f"job-name={prefix}-worker-0"
+    victim = kube.get("pods", "")["items"]
+    victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
+    assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
+    kube.run("delete", "pod", "-l", selector, "--wait=false")
+    outcomes = _wait_for_tasks(kube, prefix)
+    assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
+    pods = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
+    assert pods and all(p["metadata"]["uid"] != victim[0]["metadata"]["uid"] for p in pods), (
+        "worker-0's pod was not replaced:\n" + kube.run("describe", "job", f"{prefix}-worker-0").stdout
+        + kube.run("get", "events", "--sort-by=.lastTimestamp").stdout[-3000:])
+    result = json.loads((volume / "runs" / prefix / "result.json").read_text())
+    assert result["epochs"] == SECOND_EPOCHS and result["test_accuracy"] >= 0.95, result
+    assert _chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
+
+
+def test_nothing_of_the_stack_is_left_after_destroy(stack, kube: Kube) -> None:
+    project, volume = stack
+    project.pulumi("destroy", "--yes", "--skip-preview", timeout=900)
+    assert kube.run("get", "namespace", NAMESPACE, check=False).returncode != 0
+    everywhere = kube.run("get", "pods,jobs,services,pvc", "-A", "-o", "name").stdout.split()
+    assert [o for o in everywhere if "mnist" in o] == [], everywhere
+    assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
+    assert (volume / "runs" / "mnist2" / "result.json").is_file() and (volume / "mnist").is_dir()
