@@ -171,6 +171,19 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
     assert list(run_dir.rglob("events.out.tfevents.*")), sorted(str(p) for p in run_dir.rglob("*"))
     timings["first_run_result"] = result["test_accuracy"]
+    logs = sorted(p.name for p in (run_dir / "logs").glob("*.log"))
+    assert logs == sorted(f"{t}.log" for t in TASKS), logs
+    assert "done" in (run_dir / "logs" / "chief-0.log").read_text()
+    status = _status(kube, PREFIX)
+    assert status.returncode == 0 and "FINISHED" in status.stdout, status.stdout + status.stderr
+
+
+def _status(kube: Kube, prefix: str) -> subprocess.CompletedProcess:
+    """`python -m infra.status` for one run (exit 0 finished, 1 failed, 3 still going)."""
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
+                           str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", prefix],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
 
 
 def _port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
@@ -202,12 +215,18 @@ def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
                 return {}
         runs = kube.wait_for("TensorBoard to list scalars", tags, timeout=120, every=2)
         run, run_tags = next(iter(runs.items()))
-        tag = next(t for t in run_tags if "accuracy" in t.lower())
-        query = urllib.parse.urlencode({"run": run, "tag": tag})
-        with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/scalars?{query}",
-                                    timeout=5) as r:
-            points = json.loads(r.read())
-        assert len(points) >= EPOCHS, points
+        tag = next(t for t in run_tags if "test_accuracy" in t)
+
+        def points() -> list:
+            query = urllib.parse.urlencode({"run": run, "tag": tag})
+            with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/scalars?{query}",
+                                        timeout=5) as r:
+                found = json.loads(r.read())
+            return found if len(found) >= EPOCHS else []
+        # TensorBoard reloads its event files every few seconds: the last epoch may come later.
+        series = kube.wait_for(f"TensorBoard's {tag} series to hold {EPOCHS} epochs", points, timeout=60, every=2)
+        assert [step for _, step, _ in series] == list(range(1, EPOCHS + 1)), series
+        assert abs(series[-1][2] - timings["first_run_result"]) < 1e-4, (series, timings)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
@@ -217,6 +236,31 @@ def test_up_again_with_nothing_changed_is_a_no_op(stack) -> None:
     project, _ = stack
     proc = project.pulumi("preview", "--expect-no-changes", "--diff", check=False, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: Kube) -> None:
+    # A static claim cannot be resized and its selector is immutable: the stack moves to a new
+    # PV + PVC pair (infra/components/storage.py) and the Jobs follow; the data stays.
+    project, volume = stack
+    old = kube.get("pvc")["items"][0]["metadata"]["name"]
+    project.set_config("persistence.pvc.storage", "6Gi", path=True)
+    project.set_config("persistence.pvc.matchLabels.tier", "e2e", path=True)
+    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+    claims = kube.get("pvc")["items"]
+    assert [c["metadata"]["name"] for c in claims] != [old] and len(claims) == 1, claims
+    claim = claims[0]
+    assert claim["status"]["phase"] == "Bound" and claim["status"]["capacity"]["storage"] == "6Gi", claim["status"]
+    pv = kube.get("pv", claim["spec"]["volumeName"])
+    labels = pv["metadata"]["labels"]
+    assert (labels["train"], labels["tier"]) == ("mnist", "e2e"), labels
+    assert pv["spec"]["hostPath"]["path"] == str(volume)
+    assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
+    for job in _jobs(kube).values():
+        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]]
+        assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
+    # The re-created Jobs find the finished run on the volume and end without retraining.
+    assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+    assert json.loads((volume / "runs" / PREFIX / "result.json").read_text())["epochs"] == EPOCHS
 
 
 def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> None:
@@ -246,6 +290,8 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
                   timeout=300)
+    going = _status(kube, prefix)
+    assert going.returncode == 3 and "RUNNING" in going.stdout, going.stdout + going.stderr
     selector = f"job-name={prefix}-worker-0"
     victim = kube.get("pods", "")["items"]
     victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
