@@ -8,28 +8,19 @@ except with REQUIRE_LOCAL_CLUSTER=1 (scripts/test.sh sets it when run as root): 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterator
 
 import pytest
 
 from pathlib import Path
 
-from .kube import Kube, binaries_dir, host_sysctls, run_tool
-
-
-def _unavailable() -> str:
-    if not sys.platform.startswith("linux"):
-        return "the local cluster needs Linux"
-    if os.geteuid() != 0:
-        return "the local cluster needs root (containerd, a kubelet, a bridge)"
-    return ""
+from .kube import Kube, binaries_dir, cluster_unavailable, host_sysctls, run_tool
 
 
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Kube]:
     """A running cluster (images built and imported), torn down after the module's tests."""
-    reason = _unavailable()
+    reason = cluster_unavailable()
     if reason:
         if os.environ.get("REQUIRE_LOCAL_CLUSTER") == "1":
             pytest.fail(reason + "; REQUIRE_LOCAL_CLUSTER=1")

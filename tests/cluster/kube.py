@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,18 @@ from typing import Any, Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "tools" / "local-cluster" / "local-cluster"
+#: The tool's state and runtime directories (tools/local-cluster/localcluster/layout.py).
+STATE_DIR = Path(os.environ.get("LOCAL_CLUSTER_STATE", "/var/lib/tf-mnist-local-cluster"))
+RUN_DIR = Path(os.environ.get("LOCAL_CLUSTER_RUN", "/run/tf-mnist-local-cluster"))
+
+
+def cluster_unavailable() -> str:
+    """Why the local cluster cannot run here, or '' when it can."""
+    if not sys.platform.startswith("linux"):
+        return "the local cluster needs Linux"
+    if os.geteuid() != 0:
+        return "the local cluster needs root (containerd, a kubelet, a bridge)"
+    return ""
 
 
 def run_tool(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:

@@ -6,6 +6,7 @@ tool's own messages. Tests run in file order; the last one takes the cluster dow
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 
 from infra.settings import DEFAULT_REGISTRY, TRAINER_CPU_TAG
 
-from .kube import Kube, host_sysctls, job_condition, pod_phase, processes_mentioning, run_tool
+from .kube import (RUN_DIR, STATE_DIR, Kube, cluster_unavailable, host_sysctls, job_condition, pod_phase,
+                   processes_mentioning, run_tool)
 
 pytestmark = pytest.mark.cluster
 
@@ -34,6 +36,23 @@ def _pod(name: str, command: list[str], labels: dict | None = None) -> dict:
         "spec": {"restartPolicy": "Never", "containers": [
             {"name": "main", "image": TRAINER_IMAGE, "imagePullPolicy": "Never", "command": command}]},
     }
+
+
+def test_up_with_a_port_in_use_names_the_part_and_leaves_nothing_running() -> None:
+    # Before the module's cluster exists: something else listens on the API server's port.
+    reason = cluster_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", 6443))
+        squatter.listen()
+        up = run_tool("up")
+    assert up.returncode == 1, up.stderr
+    assert "kube-apiserver needs 127.0.0.1:6443 (secure), in use by" in up.stderr, up.stderr
+    assert "local-cluster down" in up.stderr, up.stderr
+    assert run_tool("status").returncode == 3
+    assert processes_mentioning(str(STATE_DIR), "kube-apiserver --etcd-servers") == []
 
 
 def test_node_is_ready_with_ack_cpu_node_labels(kube: Kube) -> None:
@@ -63,8 +82,10 @@ def test_up_again_is_a_no_op(kube: Kube) -> None:
 
 def test_trainer_image_runs_in_a_pod(kube: Kube) -> None:
     kube.apply(_pod("trainer-help", ["python", "-m", "trainer", "--help"]))
-    phase = kube.wait_for("pod trainer-help to finish",
-                          lambda: pod_phase(kube, "trainer-help") in ("Succeeded", "Failed") and pod_phase(kube, "trainer-help"))
+    def finished() -> str:
+        phase = pod_phase(kube, "trainer-help")
+        return phase if phase in ("Succeeded", "Failed") else ""
+    phase = kube.wait_for("pod trainer-help to finish", finished)
     logs = kube.logs("trainer-help")
     assert phase == "Succeeded", logs
     assert "usage:" in logs and "--batch_size" in logs, logs
@@ -165,16 +186,15 @@ def test_failing_job_is_retried_up_to_backoff_limit(kube: Kube) -> None:
 
 
 def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
-    state = Path("/var/lib/tf-mnist-local-cluster")
     down = run_tool("down")
     assert down.returncode == 0, down.stderr
     assert run_tool("status").returncode == 3
-    assert processes_mentioning(str(state), "/run/tf-mnist-local-cluster", "kube-apiserver", "kubelet --config",
+    assert processes_mentioning(str(STATE_DIR), str(RUN_DIR), "kube-apiserver", "kubelet --config",
                                 "containerd-shim") == []
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "cni-" not in netns, netns
     assert not Path("/sys/class/net/tf-mnist0").exists()
     mounts = Path("/proc/self/mountinfo").read_text()
-    assert str(state) + "/" not in mounts and "/run/tf-mnist-local-cluster" not in mounts
+    assert str(STATE_DIR) + "/" not in mounts and str(RUN_DIR) not in mounts
     assert not list(Path("/sys/fs/cgroup").glob("*/kubepods"))
     assert host_sysctls() == kube.host_before, "down did not restore the sysctls up found"

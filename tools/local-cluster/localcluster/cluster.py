@@ -178,7 +178,8 @@ def import_images(p: Paths) -> None:
     """Imports every image images.sh has built, building the pod sandbox (pause) image first
     when it is missing: no pod starts without it."""
     script = str(layout.TOOL_DIR / "images.sh")
-    for argv in (["bash", script, "build", "pause"], ["bash", script, "import", "--address", str(p.containerd_socket), "--skip-missing"]):
+    for argv in (["bash", script, "build", "pause"],
+                 ["bash", script, "import", "--address", str(p.containerd_socket), "--skip-missing"]):
         if subprocess.run(argv).returncode != 0:
             raise ClusterError(f"`{' '.join(argv[1:])}` failed; see the messages above")
 
@@ -219,7 +220,8 @@ def up() -> int:
                     kubectl(p, bins, "apply", "-f", "-", input_=components.COREDNS_RBAC)
                 if c.name == "containerd":
                     import_images(p)
-            took = _wait(f"node {layout.NODE_NAME} Ready and schedulable", lambda: node_ready(p, bins), 90, ds["kubelet"])
+            took = _wait(f"node {layout.NODE_NAME} Ready and schedulable", lambda: node_ready(p, bins), 90,
+                         ds["kubelet"])
             say(f"node {layout.NODE_NAME} Ready and schedulable in {took:.1f} s")
         except BaseException as err:
             say(f"up failed: {err}" if isinstance(err, ClusterError) else f"up interrupted or failed: {err!r}")
