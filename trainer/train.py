@@ -181,6 +181,11 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     from trainer.model import build_model
 
+    ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
+    earlier = tf.train.latest_checkpoint(str(ckpt_dir))
+    if earlier:  # before connecting: a restart cannot cure this, so exit 2 (FlagError)
+        check_checkpoint_model(earlier, args)
+        keras.backend.clear_session()  # the models built to compare leave no names behind
     keras.utils.set_random_seed(args.seed)
     # Started before connecting to the cluster: a ps or worker that never comes up is a
     # lost peer too.
@@ -212,7 +217,6 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position,
                                      elapsed_s=elapsed, global_step=global_step)
-    ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
     if is_chief:
         save_dir = ckpt_dir
     else:  # MultiWorkerMirroredStrategy: every task saves, only the chief's copy is kept
@@ -397,6 +401,61 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     release_remote_work()
     files.mark_done()
     return 0
+
+
+def model_shapes(model) -> list[tuple[int, ...]]:
+    """The shapes of ``model``'s variables, sorted: what a checkpoint of it must hold."""
+    return sorted(tuple(int(d) for d in w.shape) for w in model.weights)
+
+
+def checkpoint_model_shapes(path: str) -> list[tuple[int, ...]]:
+    """The shapes of the model variables in checkpoint ``path`` (a ``tf.train.Checkpoint``
+    with a ``model`` child, as ``run`` writes), sorted.
+
+    Read from the checkpoint's object graph, so whatever key the variables were saved
+    under (Keras saves the model's through the optimizer) they are found from ``model``.
+    """
+    import tensorflow as tf
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(path)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    shape_of = reader.get_variable_to_shape_map()
+    todo = [c.node_id for c in graph.nodes[0].children if c.local_name == "model"]
+    seen, shapes = set(), []
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        shapes += [tuple(shape_of[a.checkpoint_key]) for a in graph.nodes[node].attributes
+                   if a.name == "VARIABLE_VALUE" and a.checkpoint_key in shape_of]
+        todo += [c.node_id for c in graph.nodes[node].children]
+    return sorted(shapes)
+
+
+def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
+    """Raise FlagError when checkpoint ``path`` was written by another model than
+    ``--model`` (its variables' shapes differ), naming the model that wrote it.
+
+    Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
+    shape ..."), on every restart alike. --dropout does not change the variables, so a
+    run may continue with another dropout.
+    """
+    from trainer.flags import MODELS
+    from trainer.model import build_model
+
+    saved = checkpoint_model_shapes(path)
+    if saved == model_shapes(build_model(args.model, args.dropout)):
+        return
+    writers = [name for name in MODELS if name != args.model
+               and model_shapes(build_model(name, args.dropout)) == saved]
+    what = (f"model {writers[0]}" if writers else
+            f"a model whose variables match none of {', '.join(MODELS)}")
+    raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); this "
+                    f"run's --model is {args.model}: use a new --log_dir or the same "
+                    f"--model")
 
 
 def release_remote_work() -> None:

@@ -1,0 +1,68 @@
+"""A log directory holding another model's checkpoints: a flag error naming --log_dir and
+--model, found before training (trainer.train.check_checkpoint_model), in process."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from trainer.flags import FlagError
+
+
+def _save(tmp_path: Path, model_name: str, dropout: float = 0.25) -> str:
+    """A checkpoint laid out as trainer.train.run writes it (model, optimizer, counters)."""
+    import tensorflow as tf
+
+    from trainer.model import build_model
+    from trainer.train import make_optimizer
+
+    model = build_model(model_name, dropout)
+    args = argparse.Namespace(learning_rate=0.003, lr_schedule="warmup_cosine", optimizer="adam")
+    optimizer = make_optimizer(args, 100)
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     position=tf.Variable([2, 0], dtype=tf.int64),
+                                     global_step=tf.Variable(0, dtype=tf.int64))
+    return tf.train.CheckpointManager(checkpoint, str(tmp_path / "checkpoints"), 3).save()
+
+
+def _args(tmp_path: Path, model: str, dropout: float = 0.25) -> argparse.Namespace:
+    return argparse.Namespace(log_dir=str(tmp_path), model=model, dropout=dropout)
+
+
+@pytest.mark.parametrize("written, wanted", [("convnet_fc", "convnet"), ("convnet", "convnet_fc"),
+                                             ("convnet_fc", "mlp"), ("mlp", "convnet")])
+def test_another_model_s_checkpoint_is_a_flag_error_naming_log_dir_and_model(
+        tmp_path, written, wanted):
+    from trainer.train import check_checkpoint_model
+
+    path = _save(tmp_path, written)
+    with pytest.raises(FlagError) as err:
+        check_checkpoint_model(path, _args(tmp_path, wanted))
+    assert str(err.value) == (
+        f"--log_dir {tmp_path} holds checkpoints of model {written} ({path}); this run's "
+        f"--model is {wanted}: use a new --log_dir or the same --model")
+
+
+def test_the_same_model_passes_whatever_the_dropout(tmp_path):
+    from trainer.train import check_checkpoint_model
+
+    path = _save(tmp_path, "convnet_fc", dropout=0.25)
+    check_checkpoint_model(path, _args(tmp_path, "convnet_fc", dropout=0.5))
+
+
+def test_a_checkpoint_of_no_known_model_says_so(tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from trainer.train import check_checkpoint_model
+
+    inputs = keras.Input(shape=(28, 28, 1))
+    other = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
+    path = tf.train.Checkpoint(model=other).save(str(tmp_path / "checkpoints" / "ckpt"))
+    with pytest.raises(FlagError, match=r"holds checkpoints of a model whose variables match "
+                                        r"none of convnet, convnet_fc, mlp \(.*\); this run's "
+                                        r"--model is convnet: use a new --log_dir"):
+        check_checkpoint_model(path, _args(tmp_path, "convnet"))
