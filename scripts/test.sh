@@ -10,7 +10,7 @@ cd "$repo"
 bash scripts/bootstrap.sh
 # The real Pulumi engine (CLI, language host, providers): found on PATH or built from Go modules
 # into a cache outside the repo; the last line printed is the directory holding the binaries.
-toolchain_bin="$(bash tools/pulumi-toolchain.sh | tail -n 1)"
+toolchain_bin="$(bash tools/pulumi-toolchain/pulumi-toolchain.sh | tail -n 1)"
 export PATH="$toolchain_bin:$repo/.venv/bin:$PATH"
 export REQUIRE_PULUMI_ENGINE=1   # preview tests fail, not skip, without the engine
 # The real local cluster (tests/cluster, marker cluster) needs root on Linux; there, a cluster

@@ -1,6 +1,6 @@
 """Fixtures for the real-engine preview tests (marker ``engine``).
 
-The toolchain comes from PATH, as scripts/test.sh puts it there (``tools/pulumi-toolchain.sh``
+The toolchain comes from PATH, as scripts/test.sh puts it there (``tools/pulumi-toolchain/pulumi-toolchain.sh``
 prints the directory). Missing binaries skip these tests with the reason, except when
 ``REQUIRE_PULUMI_ENGINE=1`` (scripts/test.sh, CI): then they fail. A binary the toolchain
 script recorded as BLOCKED (the Go module proxy refused its module) skips only the tests that
@@ -35,7 +35,7 @@ def toolchain() -> Toolchain:
     if unexplained:
         message = (
             f"Pulumi engine binaries not found on PATH: {', '.join(unexplained)} "
-            "(run `bash tools/pulumi-toolchain.sh` and put the directory it prints on PATH)"
+            "(run `bash tools/pulumi-toolchain/pulumi-toolchain.sh` and put the directory it prints on PATH)"
         )
         if _require_engine():
             pytest.fail(message + "; REQUIRE_PULUMI_ENGINE=1")

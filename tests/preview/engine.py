@@ -1,6 +1,6 @@
 """Runs the real Pulumi CLI offline on a throwaway copy of a Pulumi project.
 
-The set-up every preview here uses (see tools/pulumi-toolchain.sh for where the binaries
+The set-up every preview here uses (see tools/pulumi-toolchain/pulumi-toolchain.sh for where the binaries
 come from):
 
 * a local file backend in a temporary directory (``PULUMI_BACKEND_URL=file://...``), so no
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-#: The binaries tools/pulumi-toolchain.sh puts in one directory.
+#: The binaries tools/pulumi-toolchain/pulumi-toolchain.sh puts in one directory.
 TOOLCHAIN_BINARIES = (
     "pulumi",
     "pulumi-language-python",
@@ -69,7 +69,7 @@ users:
 class Toolchain:
     """Where the engine binaries are, which are missing, and which are known to be blocked.
 
-    ``blocked`` maps a binary name to the message tools/pulumi-toolchain.sh recorded in
+    ``blocked`` maps a binary name to the message tools/pulumi-toolchain/pulumi-toolchain.sh recorded in
     ``BLOCKED-<name>`` when the Go module proxy refused the module it is built from.
     """
 

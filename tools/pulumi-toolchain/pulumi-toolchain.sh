@@ -2,7 +2,7 @@
 # Finds or builds the real Pulumi engine for this project and prints, as its LAST stdout line,
 # the absolute directory holding:
 #   pulumi                       the CLI (an installed one on PATH, or built from pkg/v3)
-#   pulumi-language-python       Python language host (installed one, or tools/pulumi_language_python.py)
+#   pulumi-language-python       Python language host (installed one, or tools/pulumi-toolchain/pulumi_language_python.py)
 #   pulumi-language-python-exec  the Python SDK's program runner, beside the language host
 #   pulumi-resource-kubernetes   provider, built from the Go module at the pinned release
 #   pulumi-resource-alicloud     provider, built from the Go module at the pinned release
@@ -16,7 +16,7 @@
 # v3.272.0 and v3.273.0 (403); the engine speaks the same protocol to the 3.272.0 Python SDK.
 # The Go language host (module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3)
 # is refused in every form, so without an installed CLI the language host is
-# tools/pulumi_language_python.py, running the SDK's own pulumi-language-python-exec.
+# tools/pulumi-toolchain/pulumi_language_python.py, running the SDK's own pulumi-language-python-exec.
 #
 # Exit status: non-zero, naming the module and version, when a build fails or the proxy refuses a
 # module the CLI or the kubernetes provider needs. The proxy also refuses the alicloud provider
@@ -25,8 +25,8 @@
 # the rest of the test suite runs. Set PULUMI_TOOLCHAIN_STRICT=1 to make it fatal.
 set -euo pipefail
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-tools="$repo/tools"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+tools="$repo/tools/pulumi-toolchain"   # this tool's folder: its Go wrapper modules and language host
 
 PULUMI_CLI_VERSION=3.274.0
 PULUMI_MIN_INSTALLED_CLI=3.272.0          # an installed CLI at least as new as the Python SDK
@@ -95,7 +95,7 @@ timed_build() {
     >>"$cache/logs/build-times.txt"
 }
 
-# prepare_build_dir NAME VERSION: a fresh copy of the wrapper module tools/go/NAME.
+# prepare_build_dir NAME VERSION: a fresh copy of the wrapper module tools/pulumi-toolchain/go/NAME.
 prepare_build_dir() {
   local dir="$cache/build/$1-$2"
   rm -rf "$dir"
@@ -141,7 +141,7 @@ build_cli() {
   rm -rf "$dir"
 }
 
-# Our Python language host (see tools/pulumi_language_python.py for why) plus the SDK's own
+# Our Python language host (see tools/pulumi-toolchain/pulumi_language_python.py for why) plus the SDK's own
 # pulumi-language-python-exec, copied from the sdk/v3 module of the pinned SDK release.
 install_language_host() {
   local out="$cache/pulumi-language-python/v$PULUMI_SDK_VERSION"
@@ -163,10 +163,10 @@ install_language_host() {
   fi
   cat >"$out/pulumi-language-python.tmp" <<'EOF'
 #!/bin/sh
-# Pulumi Python language host (tools/pulumi_language_python.py). It needs a Python with the
+# Pulumi Python language host (tools/pulumi-toolchain/pulumi_language_python.py). It needs a Python with the
 # pulumi SDK and grpcio, found in this order: $PULUMI_LANGUAGE_HOST_PYTHON; the virtualenv that
 # ./Pulumi.yaml names (the CLI starts plugins in the project directory); ./.venv; the Python of
-# the project that last ran tools/pulumi-toolchain.sh; python3 on PATH.
+# the project that last ran tools/pulumi-toolchain/pulumi-toolchain.sh; python3 on PATH.
 here="$(dirname "$(readlink -f "$0")")"
 py="${PULUMI_LANGUAGE_HOST_PYTHON:-}"
 if [ -z "$py" ] && [ -f Pulumi.yaml ]; then

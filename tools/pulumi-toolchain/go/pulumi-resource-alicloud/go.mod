@@ -2,7 +2,7 @@
 // The provider module is not tagged: v3.0.0-20260212042644-1124c9f72f1b is the v3.95.0 release
 // commit (1124c9f72f1b, bridge v3.120.0). The replace lines repeat the provider's own non-local
 // replaces at that commit; go.sum is made in the build directory by `go mod tidy`, because the
-// proxy refused this module version when the wrapper was written (see tools/pulumi-toolchain.sh).
+// proxy refused this module version when the wrapper was written (see tools/pulumi-toolchain/pulumi-toolchain.sh).
 module github.com/tf-mnist/tools/pulumi-resource-alicloud
 
 go 1.26.6

@@ -3,7 +3,7 @@
 Why this exists: the Go language host (module
 github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is never tagged and the Go
 module proxy reachable from our build machines refuses every version of it (403 "This module
-version is not available"), so tools/pulumi-toolchain.sh cannot build it. Users with a real
+version is not available"), so tools/pulumi-toolchain/pulumi-toolchain.sh cannot build it. Users with a real
 Pulumi install never run this file: their CLI ships the Go host.
 
 What it does: it serves Pulumi's LanguageRuntime gRPC service (stubs from the Python SDK,

@@ -1,7 +1,7 @@
 // Command pulumi-resource-kubernetes serves the Pulumi Kubernetes provider.
 //
 // It replaces the upstream cmd/pulumi-resource-kubernetes main, whose embedded files are
-// produced by `go generate` and are not in the module zip. tools/pulumi-toolchain.sh copies this
+// produced by `go generate` and are not in the module zip. tools/pulumi-toolchain/pulumi-toolchain.sh copies this
 // module into a build directory and writes schema-embed.json (the module's schema.json with
 // "version" set) and terraform-mapping-embed.json (terraform-mapping.json, compacted) beside
 // this file before `go build`, stamping pkg/version.Version with -ldflags.

@@ -1,9 +1,9 @@
 # Source this (bash) to run the Pulumi CLI by hand with no internet, the way tests/preview does:
-#   source tools/pulumi-offline-env.sh
+#   source tools/pulumi-toolchain/pulumi-offline-env.sh
 #   export PULUMI_CONFIG_PASSPHRASE=...      # your stack's passphrase (never set here)
 #   pulumi stack select dev --create --secrets-provider passphrase
 #   pulumi preview
-# It finds or builds the toolchain (tools/pulumi-toolchain.sh), puts it on PATH, installs its
+# It finds or builds the toolchain (tools/pulumi-toolchain/pulumi-toolchain.sh), puts it on PATH, installs its
 # provider plugins into a PULUMI_HOME inside the toolchain cache without downloading anything,
 # and, unless you chose a backend already, keeps stack state in a local file backend there.
 #
@@ -17,8 +17,8 @@
 #   against an unreachable cluster instead, as tests/preview does:
 #     pulumi config set --secret kubeconfig "$(cat my-kubeconfig.yaml)"   # e.g. server https://127.0.0.1:1
 #     pulumi config set nas.mountTargetDomain 0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com
-_pulumi_offline_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-_pulumi_offline_bin="$(bash "$_pulumi_offline_repo/tools/pulumi-toolchain.sh" | tail -n 1)" || return 1
+_pulumi_offline_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+_pulumi_offline_bin="$(bash "$_pulumi_offline_repo/tools/pulumi-toolchain/pulumi-toolchain.sh" | tail -n 1)" || return 1
 _pulumi_offline_cache="$(dirname "$_pulumi_offline_bin")"
 export PATH="$_pulumi_offline_bin:$PATH"
 export PULUMI_HOME="${PULUMI_HOME:-$_pulumi_offline_cache/home}"
@@ -41,7 +41,7 @@ for _pulumi_offline_p in kubernetes:4.25.0 alicloud:3.95.0; do
 done
 if [ -e "$_pulumi_offline_bin/BLOCKED-pulumi-resource-alicloud" ]; then
   echo "pulumi-offline-env: no alicloud provider here: preview with kubeconfig and" \
-    "nas.mountTargetDomain set (see the header of tools/pulumi-offline-env.sh)" >&2
+    "nas.mountTargetDomain set (see the header of tools/pulumi-toolchain/pulumi-offline-env.sh)" >&2
 fi
 unset _pulumi_offline_repo _pulumi_offline_bin _pulumi_offline_cache _pulumi_offline_p \
   _pulumi_offline_name _pulumi_offline_version

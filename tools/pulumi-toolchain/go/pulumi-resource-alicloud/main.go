@@ -2,7 +2,7 @@
 // Terraform provider).
 //
 // It replaces the upstream cmd/pulumi-resource-alicloud main, whose schema-embed.json is made by
-// `go generate` and is not in the module zip. tools/pulumi-toolchain.sh copies this module into a
+// `go generate` and is not in the module zip. tools/pulumi-toolchain/pulumi-toolchain.sh copies this module into a
 // build directory, writes schema-embed.json there (the module's schema.json with "version" set)
 // and stamps pkg/version.Version with -ldflags.
 package main
