@@ -408,12 +408,12 @@ def model_shapes(model) -> list[tuple[int, ...]]:
     return sorted(tuple(int(d) for d in w.shape) for w in model.weights)
 
 
-def checkpoint_model_shapes(path: str) -> list[tuple[int, ...]]:
-    """The shapes of the model variables in checkpoint ``path`` (a ``tf.train.Checkpoint``
-    with a ``model`` child, as ``run`` writes), sorted.
+def checkpoint_shapes(path: str, child: str = "model") -> list[tuple[int, ...]]:
+    """The shapes of the variables under ``child`` (``model`` or ``optimizer``) of checkpoint
+    ``path`` (a ``tf.train.Checkpoint`` as ``run`` writes it), sorted.
 
     Read from the checkpoint's object graph, so whatever key the variables were saved
-    under (Keras saves the model's through the optimizer) they are found from ``model``.
+    under (Keras saves the model's through the optimizer) they are found from ``child``.
     """
     import tensorflow as tf
     from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -422,7 +422,7 @@ def checkpoint_model_shapes(path: str) -> list[tuple[int, ...]]:
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     shape_of = reader.get_variable_to_shape_map()
-    todo = [c.node_id for c in graph.nodes[0].children if c.local_name == "model"]
+    todo = [c.node_id for c in graph.nodes[0].children if c.local_name == child]
     seen, shapes = set(), []
     while todo:
         node = todo.pop()
@@ -435,27 +435,56 @@ def checkpoint_model_shapes(path: str) -> list[tuple[int, ...]]:
     return sorted(shapes)
 
 
-def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
-    """Raise FlagError when checkpoint ``path`` was written by another model than
-    ``--model`` (its variables' shapes differ), naming the model that wrote it.
+def _optimizer_shapes(args: argparse.Namespace, optimizer: str, lr_schedule: str):
+    """checkpoint_shapes(..., "optimizer") of a fresh optimizer of ``args.model`` (a constant
+    rate is a variable of the optimizer, a schedule is not; sgd keeps no moments)."""
+    import tempfile
 
-    Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
-    shape ..."), on every restart alike. --dropout does not change the variables, so a
-    run may continue with another dropout.
-    """
-    from trainer.flags import MODELS
+    import tensorflow as tf
+
     from trainer.model import build_model
 
-    saved = checkpoint_model_shapes(path)
-    if saved == model_shapes(build_model(args.model, args.dropout)):
+    flags = argparse.Namespace(**{**vars(args), "optimizer": optimizer,
+                                  "lr_schedule": lr_schedule})
+    opt = make_optimizer(flags, 100)
+    opt.build(build_model(args.model, args.dropout).trainable_variables)
+    with tempfile.TemporaryDirectory() as tmp:
+        return checkpoint_shapes(tf.train.Checkpoint(optimizer=opt).save(f"{tmp}/ckpt"),
+                                 "optimizer")
+
+
+def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
+    """Raise FlagError when checkpoint ``path`` was written by another model than
+    ``--model``, or with another --optimizer or --lr_schedule (its variables differ),
+    naming what wrote it.
+
+    Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
+    shape ..."), on every restart alike. --dropout, --learning_rate and --batch_size do not
+    change the variables, so a run may continue with others.
+    """
+    from trainer.flags import LR_SCHEDULES, MODELS, OPTIMIZERS
+    from trainer.model import build_model
+
+    fix = "use a new --log_dir or the same"
+    saved = checkpoint_shapes(path, "model")
+    if saved != model_shapes(build_model(args.model, args.dropout)):
+        writers = [name for name in MODELS if name != args.model
+                   and model_shapes(build_model(name, args.dropout)) == saved]
+        what = (f"model {writers[0]}" if writers else
+                f"a model whose variables match none of {', '.join(MODELS)}")
+        raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
+                        f"this run's --model is {args.model}: {fix} --model")
+    saved = checkpoint_shapes(path, "optimizer")
+    if saved == _optimizer_shapes(args, args.optimizer, args.lr_schedule):
         return
-    writers = [name for name in MODELS if name != args.model
-               and model_shapes(build_model(name, args.dropout)) == saved]
-    what = (f"model {writers[0]}" if writers else
-            f"a model whose variables match none of {', '.join(MODELS)}")
+    writers = [(o, s) for o in OPTIMIZERS for s in LR_SCHEDULES
+               if (o, s) != (args.optimizer, args.lr_schedule)
+               and _optimizer_shapes(args, o, s) == saved]
+    what = (f"a run with --optimizer {writers[0][0]} --lr_schedule {writers[0][1]}"
+            if writers else "an optimizer other than this trainer's")
     raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); this "
-                    f"run's --model is {args.model}: use a new --log_dir or the same "
-                    f"--model")
+                    f"run's are --optimizer {args.optimizer} --lr_schedule {args.lr_schedule}: "
+                    f"{fix} --optimizer and --lr_schedule")
 
 
 def release_remote_work() -> None:

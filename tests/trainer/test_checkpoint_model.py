@@ -1,5 +1,6 @@
-"""A log directory holding another model's checkpoints: a flag error naming --log_dir and
---model, found before training (trainer.train.check_checkpoint_model), in process."""
+"""A log directory holding checkpoints of another model (or optimizer variables): a flag
+error naming --log_dir and the flags, found before training
+(trainer.train.check_checkpoint_model), in process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from trainer.flags import FlagError
 
 
-def _save(tmp_path: Path, model_name: str, dropout: float = 0.25) -> str:
+def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str = "adam",
+          lr_schedule: str = "warmup_cosine") -> str:
     """A checkpoint laid out as trainer.train.run writes it (model, optimizer, counters)."""
     import tensorflow as tf
 
@@ -19,8 +21,8 @@ def _save(tmp_path: Path, model_name: str, dropout: float = 0.25) -> str:
     from trainer.train import make_optimizer
 
     model = build_model(model_name, dropout)
-    args = argparse.Namespace(learning_rate=0.003, lr_schedule="warmup_cosine", optimizer="adam")
-    optimizer = make_optimizer(args, 100)
+    optimizer = make_optimizer(argparse.Namespace(learning_rate=0.003, lr_schedule=lr_schedule,
+                                                  optimizer=optimizer), 100)
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                      position=tf.Variable([2, 0], dtype=tf.int64),
@@ -28,8 +30,11 @@ def _save(tmp_path: Path, model_name: str, dropout: float = 0.25) -> str:
     return tf.train.CheckpointManager(checkpoint, str(tmp_path / "checkpoints"), 3).save()
 
 
-def _args(tmp_path: Path, model: str, dropout: float = 0.25) -> argparse.Namespace:
-    return argparse.Namespace(log_dir=str(tmp_path), model=model, dropout=dropout)
+def _args(tmp_path: Path, model: str, dropout: float = 0.25, optimizer: str = "adam",
+          lr_schedule: str = "warmup_cosine", learning_rate: float = 0.003) -> argparse.Namespace:
+    return argparse.Namespace(log_dir=str(tmp_path), model=model, dropout=dropout,
+                              optimizer=optimizer, lr_schedule=lr_schedule,
+                              learning_rate=learning_rate)
 
 
 @pytest.mark.parametrize("written, wanted", [("convnet_fc", "convnet"), ("convnet", "convnet_fc"),
@@ -46,11 +51,29 @@ def test_another_model_s_checkpoint_is_a_flag_error_naming_log_dir_and_model(
         f"--model is {wanted}: use a new --log_dir or the same --model")
 
 
-def test_the_same_model_passes_whatever_the_dropout(tmp_path):
+def test_the_same_model_and_optimizer_pass_whatever_the_dropout_and_rate(tmp_path):
     from trainer.train import check_checkpoint_model
 
     path = _save(tmp_path, "convnet_fc", dropout=0.25)
-    check_checkpoint_model(path, _args(tmp_path, "convnet_fc", dropout=0.5))
+    check_checkpoint_model(path, _args(tmp_path, "convnet_fc", dropout=0.5, learning_rate=0.01))
+
+
+@pytest.mark.parametrize("written, wanted", [(("adam", "warmup_cosine"), ("adam", "constant")),
+                                             (("adam", "constant"), ("adam", "warmup_cosine")),
+                                             (("sgd", "constant"), ("adam", "constant"))])
+def test_another_optimizer_s_checkpoint_is_a_flag_error_naming_its_flags(tmp_path, written,
+                                                                         wanted):
+    from trainer.train import check_checkpoint_model
+
+    path = _save(tmp_path, "mlp", optimizer=written[0], lr_schedule=written[1])
+    with pytest.raises(FlagError) as err:
+        check_checkpoint_model(path, _args(tmp_path, "mlp", optimizer=wanted[0],
+                                           lr_schedule=wanted[1]))
+    assert str(err.value) == (
+        f"--log_dir {tmp_path} holds checkpoints of a run with --optimizer {written[0]} "
+        f"--lr_schedule {written[1]} ({path}); this run's are --optimizer {wanted[0]} "
+        f"--lr_schedule {wanted[1]}: use a new --log_dir or the same --optimizer and "
+        "--lr_schedule")
 
 
 def test_a_checkpoint_of_no_known_model_says_so(tmp_path):

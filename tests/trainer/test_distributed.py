@@ -160,8 +160,15 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
 
 
+#: The tags of README's "See the training" table (trainer.progress.EPOCH_TAGS and
+#: TAG_BATCH_COST), spelled out so that renaming one breaks this test too.
+EPOCH_TAGS = {"epoch/train_cost", "epoch/test_cost", "epoch/train_accuracy",
+              "epoch/test_accuracy", "epoch/learning_rate", "epoch/examples_per_s"}
+BATCH_TAGS = {"batch/train_cost"}
+
+
 def test_ps_run_writes_tensorboard_scalars_from_the_chief_only(ps1):
-    assert {"cost", "accuracy", "test_accuracy", "examples_per_s"} <= _tensorboard_tags(ps1.log_dir)
+    assert EPOCH_TAGS | BATCH_TAGS <= _tensorboard_tags(ps1.log_dir)
     assert [p.name for p in ps1.log_dir.iterdir() if p.is_dir()] and \
         {p.name for p in ps1.log_dir.iterdir()} >= {"train", "checkpoints", "result.json"}
 
@@ -188,7 +195,8 @@ def test_sync_run_trains_and_ends_cleanly(ps0):
     # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
     assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)
     assert progress.read_result(ps0.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
-    assert {"cost", "test_accuracy"} <= _tensorboard_tags(ps0.log_dir)
+    assert {"epoch/train_cost", "batch/train_cost", "epoch/test_accuracy"} <= \
+        _tensorboard_tags(ps0.log_dir)
 
 
 def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
@@ -203,16 +211,50 @@ def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
     assert abs(parsed.test_accuracy - progress.parse_log(ps0.chief_log).test_accuracy) <= 0.02
 
 
-def test_a_finished_run_does_not_train_again(ps1):
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "--log_dir", str(ps1.log_dir), *COMMON],
+def _rerun_single_process(log_dir: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *COMMON, *flags],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+
+
+def test_a_finished_run_does_not_train_again(ps1):
+    # The launcher's recipe (its defaults differ from python -m trainer's), so the same run:
+    # a rerun with another model or optimizer layout is refused (next test).
+    from trainer.local import LOCAL_DEFAULTS
+
+    recipe = [f"--{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k not in ("epochs", "batch_size")]
+    proc = _rerun_single_process(ps1.log_dir, *recipe)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Run already finished: checkpoint" in proc.stdout
     assert "Step:" not in proc.stdout
     parsed = progress.parse_log(proc.stdout)
     assert parsed.done and parsed.test_accuracy == progress.parse_log(ps1.chief_log).test_accuracy
+
+
+def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
+    from trainer.local import LOCAL_DEFAULTS
+
+    assert LOCAL_DEFAULTS["model"] == "convnet_fc"  # python -m trainer's default is convnet
+    for model in ("convnet", "mlp"):
+        before = sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir())
+        proc = _rerun_single_process(ps1.log_dir, "--model", model)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert re.search(rf"error: --log_dir {re.escape(str(ps1.log_dir))} holds checkpoints "
+                         rf"of model convnet_fc \(\S+ckpt-{EPOCHS}\); this run's --model is "
+                         rf"{model}: use a new --log_dir or the same --model", proc.stderr), \
+            proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
+        assert "Training " not in proc.stdout  # refused before any training starts
+        assert sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir()) == before
+    # The launcher's model, python -m trainer's constant rate (a variable of the optimizer).
+    proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"holds checkpoints of a run with --optimizer adam --lr_schedule "
+                     r"warmup_cosine \(\S+\); this run's are --optimizer adam --lr_schedule "
+                     r"constant: use a new --log_dir or the same --optimizer and --lr_schedule",
+                     proc.stderr), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
 
 
 def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
