@@ -37,7 +37,7 @@ SERVER_EXIT_WAIT_S = 60.0
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 10.0
 #: The launcher's recipe (issue 9): 0.99 test accuracy on full MNIST, reliably, with 2
-#: workers + 1 ps (the issue's 30 s from launch to exit on 2 CPU cores is not shown: 39-42 s
+#: workers + 1 ps (the issue's 30 s from launch to exit on 2 CPU cores is not shown: 39-43 s
 #: measured with a 1-minute load of 8-10 on those cores, see the README). Two epochs; batch
 #: 64 (twice the updates of 128 in two epochs for about 10% more time: 0.9908-0.9922 in six
 #: runs where 128 gave 0.9892-0.9895 in three; 8x fewer round trips to the ps per example
