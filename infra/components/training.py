@@ -20,6 +20,14 @@ CONTAINER_NAME = "tensorflow"
 VOLUME_NAME = "data"
 #: Pulumi's await annotations (pulumi-kubernetes): skip the wait, or bound it.
 SKIP_AWAIT = "pulumi.com/skipAwait"
+#: Custom await (pulumi-kubernetes 4.x): the object is ready when the JSONPath matches.
+WAIT_FOR = "pulumi.com/waitFor"
+#: A task Job is "ready" as soon as the API server has it: `pulumi up` does not wait for the
+#: training. Not skipAwait: pulumi-kubernetes 4.25 also skips the wait for a skipAwait Job's
+#: *deletion* (a legacy behaviour kept for Jobs, pkg/metadata/overrides.go), so replacing a
+#: Job under its fixed name created the new one while the old was still being deleted and the
+#: API server refused it (server-side apply field conflict; seen on the local cluster).
+TASK_JOB_AWAIT = {WAIT_FOR: "jsonpath={.metadata.uid}"}
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 #: Staging copies about 11 MB from the image: ten minutes covers node start and image pull.
 STAGING_TIMEOUT_SECONDS = 1200
@@ -114,7 +122,7 @@ class TrainingJob(pulumi.ComponentResource):
         Per task (chief-0, worker-i, ps-i): a headless Service and a batch/v1 Job, both named
         ``<prefix>-<task_type>-<index>``.
 
-    Task Jobs skip Pulumi's await: ps and worker servers never exit and the chief trains for
+    Task Jobs are ready for Pulumi once created (TASK_JOB_AWAIT): the chief trains for
     hours, which `pulumi up` must not block on; with ``wait_for_chief`` the chief's Job is
     awaited for ``wait_timeout_minutes`` instead.
 
@@ -219,7 +227,7 @@ class TrainingJob(pulumi.ComponentResource):
             )
             waits = task_type == "chief" and settings.wait_for_chief
             annotations = ({TIMEOUT_SECONDS: str(settings.wait_timeout_minutes * 60)} if waits
-                           else {SKIP_AWAIT: "true"})
+                           else TASK_JOB_AWAIT)
             k8s.batch.v1.Job(
                 name,
                 metadata=self._metadata(name, task_type, annotations, selector),

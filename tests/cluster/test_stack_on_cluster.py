@@ -308,6 +308,27 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     assert _chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
 
 
+def test_a_permanent_trainer_error_fails_the_job_at_once(stack, kube: Kube) -> None:
+    # A global batch larger than the training set: the chief exits 2 (bad flags), which the
+    # Job's podFailurePolicy turns into FailJob without the backoffLimit's retries.
+    project, _ = stack
+    prefix = "mnist3"
+    for key, value in {"namePrefix": prefix, "hyperparams.batchsize": "100000",
+                       "job.activeDeadlineSeconds": "900", "job.peerTimeoutSeconds": "120"}.items():
+        project.set_config(key, value, path=key != "namePrefix")
+    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+    chief = f"{prefix}-chief-0"
+    assert kube.wait_for(f"job {chief} to fail", lambda: job_condition(kube, chief), timeout=300) == "Failed"
+    job = kube.get("job", chief)
+    reasons = [c.get("reason") for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert reasons == ["PodFailurePolicy"], job["status"]
+    assert job["status"].get("failed") == 1, job["status"]
+    assert job["spec"]["activeDeadlineSeconds"] == 900
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--peer_timeout") + 1] == "120", args
+    assert "--batch_size 100000" in kube.logs(f"job/{chief}")
+
+
 def test_nothing_of_the_stack_is_left_after_destroy(stack, kube: Kube) -> None:
     project, volume = stack
     project.pulumi("destroy", "--yes", "--skip-preview", timeout=900)

@@ -189,7 +189,7 @@ def test_wait_for_chief_awaits_only_the_chief(dev_config):
     chief = run.one("kubernetes:batch/v1:Job", "mnist-chief-0")
     assert chief.inputs["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "5400"}
     worker = run.one("kubernetes:batch/v1:Job", "mnist-worker-0")
-    assert worker.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert worker.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 
 
 def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):

@@ -175,7 +175,7 @@ def test_trainer_and_staging_commands(topology):
         assert job.inputs["spec"]["backoffLimit"] == 4
 
 
-def test_task_jobs_skip_await_and_wait_for_staging(topology):
+def test_task_jobs_do_not_await_training_and_wait_for_staging(topology):
     run, _, _ = topology
     staging = run.one(JOB, "mnist-stage-data")
     assert "pulumi.com/skipAwait" not in staging.inputs["metadata"].get("annotations", {})
@@ -184,7 +184,9 @@ def test_task_jobs_skip_await_and_wait_for_staging(topology):
     assert pools and pools <= set(staging.dependencies)
     for job in run.of_type(JOB):
         if job.name != "mnist-stage-data":
-            assert job.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}, job.name
+            # Ready once created (no wait for training), and deletion is awaited (not skipAwait).
+            assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}, \
+                job.name
             assert staging.urn in job.dependencies, job.name
     for svc in run.of_type(SERVICE):
         if svc.name != "mnist-tensorboard":
