@@ -181,11 +181,6 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     from trainer.model import build_model
 
-    ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
-    earlier = tf.train.latest_checkpoint(str(ckpt_dir))
-    if earlier:  # before connecting: a restart cannot cure this, so exit 2 (FlagError)
-        check_checkpoint_model(earlier, args)
-        keras.backend.clear_session()  # the models built to compare leave no names behind
     keras.utils.set_random_seed(args.seed)
     # Started before connecting to the cluster: a ps or worker that never comes up is a
     # lost peer too.
@@ -195,14 +190,6 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)  # GPUs may add replicas
     global_batch = args.batch_size * replicas
     steps_per_epoch = n_train // global_batch
-    if is_chief:
-        known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
-        schedule = "" if args.lr_schedule == "constant" else f" ({args.lr_schedule})"
-        _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
-             f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
-             f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr "
-             f"{args.learning_rate:g}{schedule}")
-
     with strategy.scope():
         model = build_model(args.model, args.dropout)
         optimizer = make_optimizer(args, args.epochs * steps_per_epoch)
@@ -217,6 +204,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position,
                                      elapsed_s=elapsed, global_step=global_step)
+    ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
     if is_chief:
         save_dir = ckpt_dir
     else:  # MultiWorkerMirroredStrategy: every task saves, only the chief's copy is kept
@@ -224,7 +212,18 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     manager = tf.train.CheckpointManager(checkpoint, str(save_dir), max_to_keep=3)
     latest = tf.train.latest_checkpoint(str(ckpt_dir))
     if latest:
+        # Not before the strategy: Keras variables made first would stop
+        # MultiWorkerMirroredStrategy configuring its collectives at startup.
+        check_checkpoint_matches(latest, args, model, optimizer)
         checkpoint.restore(latest).expect_partial()
+    if is_chief:
+        known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
+        schedule = "" if args.lr_schedule == "constant" else f" ({args.lr_schedule})"
+        _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
+             f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
+             f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr "
+             f"{args.learning_rate:g}{schedule}")
+
     done_epochs, done_batches = (int(v) for v in position.numpy())
     earlier_s = float(elapsed.numpy())
     if done_epochs >= args.epochs:
@@ -403,9 +402,17 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     return 0
 
 
-def model_shapes(model) -> list[tuple[int, ...]]:
-    """The shapes of ``model``'s variables, sorted: what a checkpoint of it must hold."""
-    return sorted(tuple(int(d) for d in w.shape) for w in model.weights)
+def variable_shapes(variables) -> list[tuple[int, ...]]:
+    """The shapes of ``variables``, each variable once, sorted: what a checkpoint of them
+    holds."""
+    unique = {id(v): v for v in variables}
+    return sorted(tuple(int(d) for d in v.shape) for v in unique.values())
+
+
+def optimizer_shapes(model, optimizer) -> list[tuple[int, ...]]:
+    """What a checkpoint holds under ``optimizer``: its variables (a constant rate is one, a
+    schedule is not; sgd keeps no moments) and the model's trainable ones it updates."""
+    return variable_shapes([*optimizer.variables, *model.trainable_variables])
 
 
 def checkpoint_shapes(path: str, child: str = "model") -> list[tuple[int, ...]]:
@@ -435,28 +442,10 @@ def checkpoint_shapes(path: str, child: str = "model") -> list[tuple[int, ...]]:
     return sorted(shapes)
 
 
-def _optimizer_shapes(args: argparse.Namespace, optimizer: str, lr_schedule: str):
-    """checkpoint_shapes(..., "optimizer") of a fresh optimizer of ``args.model`` (a constant
-    rate is a variable of the optimizer, a schedule is not; sgd keeps no moments)."""
-    import tempfile
-
-    import tensorflow as tf
-
-    from trainer.model import build_model
-
-    flags = argparse.Namespace(**{**vars(args), "optimizer": optimizer,
-                                  "lr_schedule": lr_schedule})
-    opt = make_optimizer(flags, 100)
-    opt.build(build_model(args.model, args.dropout).trainable_variables)
-    with tempfile.TemporaryDirectory() as tmp:
-        return checkpoint_shapes(tf.train.Checkpoint(optimizer=opt).save(f"{tmp}/ckpt"),
-                                 "optimizer")
-
-
-def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
-    """Raise FlagError when checkpoint ``path`` was written by another model than
-    ``--model``, or with another --optimizer or --lr_schedule (its variables differ),
-    naming what wrote it.
+def check_checkpoint_matches(path: str, args: argparse.Namespace, model, optimizer) -> None:
+    """Raise FlagError when checkpoint ``path`` was written by another model than ``model``
+    (``--model``), or by another optimizer layout than ``optimizer`` (``--optimizer``,
+    ``--lr_schedule``), naming what wrote it.
 
     Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
     shape ..."), on every restart alike. --dropout, --learning_rate and --batch_size do not
@@ -467,19 +456,26 @@ def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
 
     fix = "use a new --log_dir or the same"
     saved = checkpoint_shapes(path, "model")
-    if saved != model_shapes(build_model(args.model, args.dropout)):
+    if saved != variable_shapes(model.weights):
         writers = [name for name in MODELS if name != args.model
-                   and model_shapes(build_model(name, args.dropout)) == saved]
+                   and variable_shapes(build_model(name, args.dropout).weights) == saved]
         what = (f"model {writers[0]}" if writers else
                 f"a model whose variables match none of {', '.join(MODELS)}")
         raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
                         f"this run's --model is {args.model}: {fix} --model")
     saved = checkpoint_shapes(path, "optimizer")
-    if saved == _optimizer_shapes(args, args.optimizer, args.lr_schedule):
+    if saved == optimizer_shapes(model, optimizer):
         return
+
+    def fresh(name: str, schedule: str) -> list[tuple[int, ...]]:
+        other = build_model(args.model, args.dropout)
+        opt = make_optimizer(argparse.Namespace(**{**vars(args), "optimizer": name,
+                                                   "lr_schedule": schedule}), 100)
+        opt.build(other.trainable_variables)
+        return optimizer_shapes(other, opt)
+
     writers = [(o, s) for o in OPTIMIZERS for s in LR_SCHEDULES
-               if (o, s) != (args.optimizer, args.lr_schedule)
-               and _optimizer_shapes(args, o, s) == saved]
+               if (o, s) != (args.optimizer, args.lr_schedule) and fresh(o, s) == saved]
     what = (f"a run with --optimizer {writers[0][0]} --lr_schedule {writers[0][1]}"
             if writers else "an optimizer other than this trainer's")
     raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); this "

@@ -1,6 +1,6 @@
 """A log directory holding checkpoints of another model (or optimizer variables): a flag
 error naming --log_dir and the flags, found before training
-(trainer.train.check_checkpoint_model), in process."""
+(trainer.train.check_checkpoint_matches), in process."""
 
 from __future__ import annotations
 
@@ -37,12 +37,21 @@ def _args(tmp_path: Path, model: str, dropout: float = 0.25, optimizer: str = "a
                               learning_rate=learning_rate)
 
 
+def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
+    """check_checkpoint_matches with this run's model and optimizer, built as run builds them."""
+    from trainer.model import build_model
+    from trainer.train import check_checkpoint_matches, make_optimizer
+
+    model = build_model(args.model, args.dropout)
+    optimizer = make_optimizer(args, 100)
+    optimizer.build(model.trainable_variables)
+    check_checkpoint_matches(path, args, model, optimizer)
+
+
 @pytest.mark.parametrize("written, wanted", [("convnet_fc", "convnet"), ("convnet", "convnet_fc"),
                                              ("convnet_fc", "mlp"), ("mlp", "convnet")])
 def test_another_model_s_checkpoint_is_a_flag_error_naming_log_dir_and_model(
         tmp_path, written, wanted):
-    from trainer.train import check_checkpoint_model
-
     path = _save(tmp_path, written)
     with pytest.raises(FlagError) as err:
         check_checkpoint_model(path, _args(tmp_path, wanted))
@@ -52,8 +61,6 @@ def test_another_model_s_checkpoint_is_a_flag_error_naming_log_dir_and_model(
 
 
 def test_the_same_model_and_optimizer_pass_whatever_the_dropout_and_rate(tmp_path):
-    from trainer.train import check_checkpoint_model
-
     path = _save(tmp_path, "convnet_fc", dropout=0.25)
     check_checkpoint_model(path, _args(tmp_path, "convnet_fc", dropout=0.5, learning_rate=0.01))
 
@@ -63,8 +70,6 @@ def test_the_same_model_and_optimizer_pass_whatever_the_dropout_and_rate(tmp_pat
                                              (("sgd", "constant"), ("adam", "constant"))])
 def test_another_optimizer_s_checkpoint_is_a_flag_error_naming_its_flags(tmp_path, written,
                                                                          wanted):
-    from trainer.train import check_checkpoint_model
-
     path = _save(tmp_path, "mlp", optimizer=written[0], lr_schedule=written[1])
     with pytest.raises(FlagError) as err:
         check_checkpoint_model(path, _args(tmp_path, "mlp", optimizer=wanted[0],
@@ -79,8 +84,6 @@ def test_another_optimizer_s_checkpoint_is_a_flag_error_naming_its_flags(tmp_pat
 def test_a_checkpoint_of_no_known_model_says_so(tmp_path):
     import keras
     import tensorflow as tf
-
-    from trainer.train import check_checkpoint_model
 
     inputs = keras.Input(shape=(28, 28, 1))
     other = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
