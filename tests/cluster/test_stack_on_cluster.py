@@ -39,6 +39,7 @@ NAMESPACE = "tf-mnist-e2e"
 PREFIX = "mnist"
 EPOCHS = 3
 SAMPLE = REPO / "trainer" / "data" / "mnist-10k"
+REGISTRY_PASSWORD = "e2e-not-a-real-registry-password"
 #: Task Jobs of the run: 1 chief, 2 workers, 1 ps.
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 
@@ -72,6 +73,10 @@ def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iter
     for key, value in {**LOCAL_CONFIG, "kubeconfig": str(local_cluster.kubeconfig),
                        "hostPath.path": str(volume)}.items():
         project.set_config(key, value, path=True)
+    # A private registry's credentials (issue 11): the stack creates the pull Secret and every
+    # pod names it; the images are local, so nothing is pulled, but the API server must accept it.
+    project.set_config("registryCredentials.username", "e2e-user", path=True)
+    project.set_config("registryCredentials.password", REGISTRY_PASSWORD, path=True, secret=True)
     try:
         yield project, volume
     finally:
@@ -100,9 +105,9 @@ def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
         live = kube.run(*args, check=False)
         assert live.returncode == 0 and live.stdout == meta["uid"], f"{kind} {meta['name']}: {live.stderr}"
         kinds.add(kind)
-    # Every kind the stack makes in kubeconfig mode with a hostPath volume and no pull Secret.
+    # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
     assert kinds == {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job",
-                     "Deployment"}, kinds
+                     "Deployment", "Secret"}, kinds
 
 
 def _sha256(path: Path) -> str:
@@ -184,6 +189,17 @@ def _status(kube: Kube, prefix: str) -> subprocess.CompletedProcess:
                            str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", prefix],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+
+
+def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
+    project, _ = stack
+    secret = kube.get("secret", f"{PREFIX}-registry")
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    pods = kube.get("pods")["items"]
+    assert pods and all(p["spec"].get("imagePullSecrets") == [{"name": f"{PREFIX}-registry"}] for p in pods), \
+        [(p["metadata"]["name"], p["spec"].get("imagePullSecrets")) for p in pods]
+    state = project.pulumi("stack", "export").stdout
+    assert REGISTRY_PASSWORD not in state and REGISTRY_PASSWORD not in project.pulumi("stack", "output").stdout
 
 
 def _port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
