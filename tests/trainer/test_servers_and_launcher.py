@@ -142,6 +142,17 @@ def test_a_bad_run_id_is_a_bad_flag():
                               "'.', '_' or '-', starting with a letter or digit")
 
 
+def _lines_until_serving(proc: subprocess.Popen) -> list[str]:
+    """A real ps task's output up to its "serving on" line (asserted)."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "serving on" in line:
+            break
+    assert "ps 0: serving on" in "".join(lines), "".join(lines)
+    return lines
+
+
 def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path):
     # A real `python -m trainer` ps task: the previous run's done (written just before it
     # starts, which the old rules took as "finished while serving") leaves it serving; its
@@ -162,12 +173,7 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
          "--peer_timeout", "120"], cwd=REPO, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "serving on" in line:
-                break
-        assert "ps 0: serving on" in "".join(lines), "".join(lines)
+        lines = _lines_until_serving(proc)
         time.sleep(3 * POLL_INTERVAL_S + 1)  # three polls of the server's loop
         assert proc.poll() is None, "".join(lines) + proc.stdout.read()
         _write_marker(files, files.done, "run-2", time.time())
@@ -401,12 +407,7 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "serving on" in line:
-                break
-        assert "ps 0: serving on" in "".join(lines), "".join(lines)
+        lines = _lines_until_serving(proc)
         target = proc.pid
         if as_pid_1:
             target = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
