@@ -123,7 +123,7 @@ def _write_configs(p: Paths) -> None:
     p.etc.mkdir(parents=True, exist_ok=True)
     pki.make_pki(p.pki)
     for client in pki.CLIENTS:
-        (p.etc / f"{client}.kubeconfig").write_text(pki.kubeconfig(p.pki, client, components.APISERVER_URL))
+        components.kubeconfig_path(p, client).write_text(pki.kubeconfig(p.pki, client, components.APISERVER_URL))
     p.kubeconfig.write_text(pki.kubeconfig(p.pki, "admin", components.APISERVER_URL))
     p.kubeconfig.chmod(0o600)
     (p.etc / "containerd.toml").write_text(components.containerd_config(p, SANDBOX_IMAGE))
@@ -284,11 +284,7 @@ def _remove_pods(p: Paths, bins: Optional[Path]) -> list[str]:
 def _down(p: Paths, quiet: bool = False) -> list[str]:
     done: list[str] = []
     ds = daemons(p)
-    bins: Optional[Path] = None
-    try:
-        bins = Path(os.environ["LOCAL_CLUSTER_BIN"]) if os.environ.get("LOCAL_CLUSTER_BIN") else _cached_bin(p)
-    except OSError:
-        pass
+    bins = _cached_bin(p)
     # The kubelet first, so that it does not restart the containers removed below.
     if ds["kubelet"].stop():
         done.append("kubelet")
@@ -318,7 +314,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     done += network.teardown(p.host_state)
     _clear_state(p)
     shutil.rmtree(p.run, ignore_errors=True)
-    left = [pid for pid in pids_with_cmdline(str(p.state)) + pids_with_cmdline(str(p.run))]
+    left = pids_with_cmdline(str(p.state)) + pids_with_cmdline(str(p.run))
     if left:
         done.append(f"WARNING: processes still running: {left}")
     if not quiet:
@@ -328,6 +324,10 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
 
 
 def _cached_bin(p: Paths) -> Optional[Path]:
+    """The binaries `up` used, without building anything: $LOCAL_CLUSTER_BIN, else the cache's
+    bin dir if it exists (down and status must work while a build is impossible)."""
+    if os.environ.get("LOCAL_CLUSTER_BIN"):
+        return Path(os.environ["LOCAL_CLUSTER_BIN"])
     d = p.cache / "bin"
     return d if d.is_dir() else None
 
@@ -366,7 +366,7 @@ def status() -> int:
     healthy = 0
     rows = []
     for make in components.ALL:
-        c = make(p, p.cache / "bin")
+        c = make(p, _cached_bin(p) or p.cache / "bin")
         d = ds[c.name]
         pid = d.pid()
         ok = pid is not None and c.healthy()

@@ -120,34 +120,36 @@ def kube_apiserver(p: Paths, bin_dir: Path) -> Component:
     ], lambda: apiserver_ready(p), 90)
 
 
-def _kubeconfig_path(p: Paths, client: str) -> Path:
+def kubeconfig_path(p: Paths, client: str) -> Path:
+    """Where `up` writes the kubeconfig of ``client`` (a name in pki.CLIENTS)."""
     return p.etc / f"{client}.kubeconfig"
 
 
-def kube_controller_manager(p: Paths, bin_dir: Path) -> Component:
-    kc = _kubeconfig_path(p, "kube-controller-manager")
-    port = layout.port("kube-controller-manager", "secure")
-    return Component("kube-controller-manager", [
-        str(bin_dir / "kube-controller-manager"), f"--kubeconfig={kc}",
+def _secure_component(p: Paths, bin_dir: Path, name: str, *flags: str) -> Component:
+    """kube-controller-manager or kube-scheduler: its own kubeconfig for the API, delegated
+    authentication and authorization, HTTPS on its loopback port, healthy when /healthz is ok."""
+    kc = kubeconfig_path(p, name)
+    port = layout.port(name, "secure")
+    return Component(name, [
+        str(bin_dir / name), f"--kubeconfig={kc}",
         f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-        "--bind-address=127.0.0.1", f"--secure-port={port}",
-        "--controllers=*", "--leader-elect=false", "--use-service-account-credentials=true",
+        "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false", *flags,
+    ], lambda: http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok"), 60)
+
+
+def kube_controller_manager(p: Paths, bin_dir: Path) -> Component:
+    return _secure_component(
+        p, bin_dir, "kube-controller-manager",
+        "--controllers=*", "--use-service-account-credentials=true",
         f"--service-account-private-key-file={p.pki / 'sa.key'}", f"--root-ca-file={p.pki / 'ca.crt'}",
         f"--cluster-signing-cert-file={p.pki / 'ca.crt'}", f"--cluster-signing-key-file={p.pki / 'ca.key'}",
         f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
         # A PV and a PVC created together can otherwise wait a 15 s resync to bind.
-        "--pvclaimbinder-sync-period=1s",
-    ], lambda: http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok"), 60)
+        "--pvclaimbinder-sync-period=1s")
 
 
 def kube_scheduler(p: Paths, bin_dir: Path) -> Component:
-    kc = _kubeconfig_path(p, "kube-scheduler")
-    port = layout.port("kube-scheduler", "secure")
-    return Component("kube-scheduler", [
-        str(bin_dir / "kube-scheduler"), f"--kubeconfig={kc}",
-        f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-        "--bind-address=127.0.0.1", f"--secure-port={port}", "--leader-elect=false",
-    ], lambda: http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok"), 60)
+    return _secure_component(p, bin_dir, "kube-scheduler")
 
 
 def containerd_config(p: Paths, sandbox_image: str) -> str:
@@ -230,7 +232,7 @@ def corefile(p: Paths) -> str:
     health 127.0.0.1:{layout.port('coredns', 'health')}
     ready 127.0.0.1:{layout.port('coredns', 'ready')}
     kubernetes {layout.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {_kubeconfig_path(p, 'coredns')}
+        kubeconfig {kubeconfig_path(p, 'coredns')}
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
         # A replaced pod's new address must be seen within seconds by its peers.
@@ -285,7 +287,7 @@ def kubelet(p: Paths, bin_dir: Path) -> Component:
     labels = ",".join(f"{k}={v}" for k, v in layout.NODE_LABELS.items())
     return Component("kubelet", [
         str(bin_dir / "kubelet"), f"--config={p.etc / 'kubelet.json'}",
-        f"--kubeconfig={_kubeconfig_path(p, 'kubelet')}",
+        f"--kubeconfig={kubeconfig_path(p, 'kubelet')}",
         f"--hostname-override={layout.NODE_NAME}", f"--node-ip={layout.BRIDGE_IP}",
         f"--node-labels={labels}", f"--root-dir={p.kubelet_root}", f"--cert-dir={p.kubelet_root / 'pki'}",
     ], lambda: http_ok(f"http://127.0.0.1:{layout.port('kubelet', 'healthz')}/healthz", expect="ok"), 60)
