@@ -107,7 +107,7 @@ class TensorBoardServer:
         raise BoardError(f"TensorBoard did not answer on {self.url} within {timeout_s:g}s")
 
     def _stream(self) -> None:
-        from trainer.local import is_log_noise
+        from trainer.log_noise import is_log_noise
 
         for line in self.proc.stdout:
             if is_log_noise(line):

@@ -4,41 +4,56 @@ that its final ``os._exit`` would otherwise skip.
 The launcher starts each task in its own session, so Ctrl-C in the terminal reaches only the
 launcher, which then stops the tasks in order. When the launcher dies without doing that
 (SIGKILL, a crash) the tasks would go on: a chief training to the end, servers waiting up
-to --peer_timeout. Linux's PR_SET_PDEATHSIG (prctl(2)) has the kernel send SIGKILL to the
-task when its parent dies. SIGKILL, not SIGTERM: every task gets it at once, so the chief's
-SIGTERM checkpoint could not reach the dead ps, and a chief waiting on dead workers stayed
-until --peer_timeout (seen with SIGTERM); the last epoch's checkpoint is what a rerun resumes.
+to --peer_timeout. So each task watches the launcher through a pidfd (pidfd_open(2), Linux
+5.3): a thread waits until it becomes readable, which is when the launcher has exited, and
+then SIGKILLs the task. Not PR_SET_PDEATHSIG: the tasks are children of the fork server
+(trainer/forkserver.py), not of the launcher, and the fork server outlives the launcher
+for as long as a task holds its pipe. SIGKILL, not SIGTERM: every task gets it at once,
+so the chief's SIGTERM checkpoint could not reach the dead ps, and a chief waiting on dead
+workers stayed until --peer_timeout (seen with SIGTERM); the last epoch's checkpoint is
+what a rerun resumes.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import select
 import signal
 import sys
+import threading
 
 #: Set by the launcher in each task's environment: the launcher's pid.
 LAUNCHER_PID_ENV = "TRAINER_LAUNCHER_PID"
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def exit_with_launcher(environ: dict | None = None) -> bool:
-    """Ask the kernel to SIGKILL this process when the launcher in LAUNCHER_PID_ENV dies.
+    """SIGKILL this process as soon as the launcher in LAUNCHER_PID_ENV exits.
 
-    Returns True when armed; False without the variable or off Linux (Kubernetes and
-    manual runs). Exits 1 at once when the launcher is already gone (the race between the
-    launcher's death and this call).
+    Returns True when armed; False without the variable or without pidfds (not Linux,
+    or Linux before 5.3: Kubernetes pods and manual runs do not need it). Exits 1 at once
+    when the launcher is already gone (the race between the launcher's death and this
+    call).
     """
     launcher = (environ if environ is not None else os.environ).get(LAUNCHER_PID_ENV)
-    if not launcher or not sys.platform.startswith("linux"):
+    if not launcher or not hasattr(os, "pidfd_open"):
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-        return False
-    if os.getppid() != int(launcher):
+    try:
+        pidfd = os.pidfd_open(int(launcher))
+    except ProcessLookupError:
         print(f"error: the local launcher (pid {launcher}) is gone; exiting", file=sys.stderr,
               flush=True)
         os._exit(1)
+    except OSError:  # ENOSYS: a kernel without pidfds
+        return False
+
+    def wait_for_launcher() -> None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll():
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait_for_launcher, name="exit-with-launcher", daemon=True).start()
     return True
 
 

@@ -361,7 +361,7 @@ def test_server_decision_with_a_log_dir_that_is_a_file(tmp_path):
 
 
 def test_tensorflow_start_up_noise_is_dropped_and_real_messages_kept():
-    from trainer.local import is_log_noise
+    from trainer.log_noise import is_log_noise
 
     # Lines printed by every task of a real run (TensorFlow 2.21, 2 workers + 1 ps).
     noise = [

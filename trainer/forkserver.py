@@ -1,0 +1,140 @@
+"""Task processes forked from one process that has already imported TensorFlow.
+
+Importing TensorFlow and Keras costs each ``python -m trainer`` process about 2.5 s of CPU.
+The local launcher starts four such processes at once on two cores, and they spent about 9
+of the run's first 11 seconds importing (measured on full MNIST, issue 9). The standard
+library's ``multiprocessing`` forkserver imports ``trainer.preload`` once and forks every
+task from it, so a task starts serving about 0.2 s after it is asked for.
+
+``ForkedProcess`` is the part of ``subprocess.Popen`` that the launcher uses (``pid``,
+``stdout``, ``poll``, ``wait``, ``send_signal``, ``kill``, ``returncode``): each task gets
+its own session and its own output pipe (stdout and stderr together, like
+``stderr=STDOUT``), and runs ``python -m <module> ...`` or ``python -c <code> ...`` argv
+as the interpreter would (``runpy`` and ``exec``), with its own environment.
+
+What a fork inherits that a fresh interpreter would not: what ``trainer.preload`` imported
+and anything read at import time (TensorFlow reads TF_CPP_MIN_LOG_LEVEL then; the
+launcher sets it before the fork server starts). TensorFlow itself starts its thread
+pools, devices and gRPC only when a task first uses them, after the fork.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+#: Imported once by the fork server (see trainer/preload.py).
+PRELOAD_MODULES = ["trainer.preload"]
+
+_context = None
+
+
+def context():
+    """The forkserver context, preloading PRELOAD_MODULES (the server starts on first use)."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD_MODULES)
+    return _context
+
+
+class ForkedProcess:
+    """``argv`` (``[python, "-m", module, ...]`` or ``[python, "-c", code, ...]``) run in a
+    process forked from the fork server, with environment ``env``.
+
+    Raises:
+        ValueError: ``argv`` is neither form (the interpreter's other options are not
+            supported).
+    """
+
+    def __init__(self, argv: list[str], env: dict, name: str = "task") -> None:
+        if len(argv) < 3 or argv[1] not in ("-m", "-c"):
+            raise ValueError(f"argv {argv!r} is not supported: must be [python, '-m', module, "
+                             "...] or [python, '-c', code, ...]")
+        read_fd, write_fd = os.pipe()
+        out = Connection(write_fd, readable=False)
+        self._process = context().Process(target=_run_child, args=(argv[1:], dict(env), out),
+                                          name=name)
+        try:
+            self._process.start()
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            out.close()  # the child has its own copy; EOF comes when the child is gone
+        self.args = argv
+        self.pid = self._process.pid
+        self.stdout = os.fdopen(read_fd, "r", buffering=1, encoding="utf-8", errors="replace")
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once the process has ended (-N for signal N, as Popen), else None."""
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        """``returncode`` without waiting."""
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit; return its code.
+
+        Raises:
+            subprocess.TimeoutExpired: still running after ``timeout`` seconds.
+        """
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` unless the process has already ended (its pid may be reused)."""
+        if self._process.exitcode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _run_child(args: list[str], env: dict, out: Connection) -> None:
+    """The child: own session (Ctrl-C in the terminal reaches only the launcher), output
+    into ``out``, environment ``env``, then ``args`` as the interpreter would run them."""
+    os.setsid()
+    os.dup2(out.fileno(), 1)
+    os.dup2(out.fileno(), 2)
+    out.close()
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    code = run_python_args(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_python_args(args: list[str]) -> int:
+    """Run ``["-m", module, *rest]`` or ``["-c", code, *rest]`` as ``python`` would; return
+    the exit code (SystemExit's, or 1 after printing an uncaught exception's traceback)."""
+    option, target, rest = args[0], args[1], args[2:]
+    try:
+        if option == "-m":
+            sys.argv = [target, *rest]  # runpy puts the module's path first, as python does
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = ["-c", *rest]
+            exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    except SystemExit as exit_:
+        if exit_.code is None or isinstance(exit_.code, int):
+            return exit_.code or 0
+        print(exit_.code, file=sys.stderr)
+        return 1
+    except BaseException:  # noqa: BLE001 - as the interpreter: traceback, exit 1
+        traceback.print_exc()
+        return 1
+    return 0
