@@ -1,15 +1,17 @@
 """Trainer benchmark: the launcher's recipe against one process, measured in one run.
 
 Rows: (a) one process, plain Keras ``model.fit`` (same model, data, batch, optimizer and
-learning-rate schedule); (b) ``python -m trainer.local`` with 2 workers + 1 ps
-(ParameterServerStrategy); (c) the same with ps 0 (MultiWorkerMirroredStrategy, chief + 2
-workers); (d) the guide's own recipe for reference: its 784-100-10 sigmoid MLP, plain SGD
-at lr 0.001, batch 20, 2 workers + 1 ps; optionally (e) the best-accuracy recipe
-(``--best``). Every row prints: epochs, training examples/s (training loop only) and its
-ratio to (a), wall time of the whole run (process start to exit, start-up and evaluation
-included), the time from start to the first epoch whose test accuracy reaches 0.99, the
-final test accuracy, and peak resident memory per process (sampled every 0.2 s with
-psutil). A script that prints numbers, not a test.
+learning-rate schedule; no --augment_shift); (a2) one process of ``python -m trainer``
+without TF_CONFIG (the trainer's own loop, the default strategy, both cores its own); (b)
+``python -m trainer.local`` with 2 workers + 1 ps (ParameterServerStrategy); (c) the same
+with ps 0 (MultiWorkerMirroredStrategy, chief + 2 workers); (d) the guide's own recipe for
+reference: its 784-100-10 sigmoid MLP, plain SGD at lr 0.001, batch 20, 2 workers + 1 ps;
+optionally (e) the best-accuracy recipe (``--best``). Every row prints: epochs, training
+examples/s (training loop only) and its ratio to (a) and to (a2), wall time of the whole
+run (process start to exit, start-up and evaluation included), the time from start to the
+first epoch whose test accuracy reaches 0.99, the final test accuracy, and peak resident
+memory per process (sampled every 0.2 s with psutil). A script that prints numbers, not a
+test.
 
     .venv/bin/python benchmarks/trainer_benchmark.py                          # mnist-10k sample
     .venv/bin/python benchmarks/trainer_benchmark.py --data_dir ../shared/data/mnist-full
@@ -107,7 +109,8 @@ def trainer_flags(r: argparse.Namespace) -> list[str]:
     return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
             "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
             "--lr_schedule", r.lr_schedule, "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
-            "--steps_per_execution", str(r.steps_per_execution)]
+            "--steps_per_execution", str(r.steps_per_execution),
+            "--augment_shift", str(r.augment_shift)]
 
 
 def run_plain(r: argparse.Namespace) -> dict:
@@ -124,6 +127,33 @@ def run_plain(r: argparse.Namespace) -> dict:
     records = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
     epochs = [(e["at"] - start_wall, e["test_accuracy"]) for e in records if "epoch" in e]
     return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
+
+
+def run_single_trainer(r: argparse.Namespace) -> dict:
+    """(a2): ``python -m trainer`` as one process (no TF_CONFIG: the default strategy)."""
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-single-"))
+    cmd = [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *trainer_flags(r),
+           "--log_interval", "100000"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
+    output, epochs = [], []
+    for line in proc.stdout:
+        output.append(line)
+        match = _EPOCH.match("[chief-0] " + line)
+        if match:
+            epochs.append((time.perf_counter() - start, float(match[2])))
+    proc.wait()
+    wall = time.perf_counter() - start
+    peaks = mem.stop()
+    if proc.returncode:
+        sys.stderr.write("".join(output[-40:]))
+        raise SystemExit(f"python -m trainer failed with exit code {proc.returncode}")
+    result = json.loads((log_dir / "result.json").read_text())
+    return {"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
+            "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall,
+            "peaks": peaks, "epochs": epochs}
 
 
 def run_launcher(r: argparse.Namespace, ps: int) -> dict:
@@ -163,7 +193,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
     for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "dropout", "model",
-                 "seed", "steps_per_execution"):
+                 "seed", "steps_per_execution", "augment_shift"):
         parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
                             default=getattr(defaults, name),
                             help="default: the launcher's (%(default)s)")
@@ -181,7 +211,8 @@ def main() -> None:
           f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
           f"{args.learning_rate} ({args.lr_schedule}); {args.steps_per_execution} steps per "
           f"execution; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
-    rows = [("(a) one process, Keras model.fit", run_plain(args), True)]
+    rows = [("(a) one process, Keras model.fit", run_plain(args), True),
+            ("(a2) one process, python -m trainer", run_single_trainer(args), True)]
     rows.append(("(b) local: 2 workers + 1 ps", run_launcher(args, ps=1), True))
     rows.append(("(c) local: 2 workers, ps 0", run_launcher(args, ps=0), True))
     if args.guide_epochs:
@@ -196,18 +227,21 @@ def main() -> None:
                      run_launcher(best, ps=1), False))
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     base = rows[0][1]["examples_per_s"]
+    base2 = rows[1][1]["examples_per_s"]
     print()
-    print(f"| run | epochs | examples/s | vs (a) | wall time | training s per epoch | to {TARGET} | "
+    print(f"| run | epochs | examples/s | vs (a) | vs (a2) | wall time | training s per epoch | to {TARGET} | "
           "test accuracy | peak memory per process (MiB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, r, comparable in rows:
         mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(r["peaks"].items()))
         reach = next((f"{t:.1f} s (epoch {i + 1})" for i, (t, a) in enumerate(r["epochs"])
                       if a >= TARGET), "not reached")
         ratio = f"{r['examples_per_s'] / base:.2f}x" if comparable else "-"
+        ratio2 = f"{r['examples_per_s'] / base2:.2f}x" if comparable else "-"
         n = len(r["epochs"])
         end = "" if r.get("noisy_end", 0) == 0 else f" ({r['noisy_end']} error lines after done)"
-        print(f"| {name} | {n} | {r['examples_per_s']:.0f} | {ratio} | {r['wall_s']:.1f} s | "
+        print(f"| {name} | {n} | {r['examples_per_s']:.0f} | {ratio} | {ratio2} | "
+              f"{r['wall_s']:.1f} s | "
               f"{r['epoch_s']:.1f} s | {reach} | {r['test_accuracy']:.4f}{end} | {mem} |")
 
 

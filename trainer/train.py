@@ -20,6 +20,7 @@ does exactly ``--epochs`` epochs of updates however often it is interrupted.
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import gc
 import math
@@ -242,10 +243,12 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                  f"{where}")
 
     if kind == PARAMETER_SERVER:
-        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=None)
+        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=None,
+                                              augment_shift=args.augment_shift)
         tf.random.set_seed(None)  # every worker shuffles with its own seed (see make_dataset_fn)
     else:
-        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=args.seed)
+        dataset_fn = data_mod.make_dataset_fn(dataset, args.batch_size, seed=args.seed,
+                                              augment_shift=args.augment_shift)
 
     def step_fn(images, labels):
         with tf.GradientTape() as tape:
@@ -322,27 +325,41 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         for epoch in range(done_epochs, args.epochs):
             batch = done_batches if epoch == done_epochs else 0
             epoch_start = time.perf_counter()
-            interval_start, interval_batches = epoch_start, 0
+            interval = {"start": epoch_start, "batches": 0}
             pending = []
+            # Log points whose loss is not printed yet: (batch, its chunk's value). A log
+            # point waits for the chunk of the one before it, not its own: the chunks
+            # scheduled since keep every worker busy meanwhile (waiting for the newest
+            # drained the coordinator's queue every --log_interval batches).
+            unlogged: collections.deque = collections.deque()
+
+            def log_oldest(epoch=epoch):
+                logged_batch, value = unlogged.popleft()
+                loss, _ = value()  # waits for that chunk only
+                watchdog.kick()
+                if not is_chief or logged_batch % args.log_interval:
+                    return
+                now = time.perf_counter()
+                batches = logged_batch - interval["batches"]
+                avg_ms = 1000 * (now - interval["start"]) / max(batches, 1)
+                step = epoch * steps_per_epoch + logged_batch
+                _say(progress.step_line(step, epoch + 1, logged_batch, steps_per_epoch,
+                                        loss, avg_ms))
+                with writer.as_default(step=step):
+                    _scalar(progress.TAG_BATCH_COST, loss)
+                interval.update(start=now, batches=logged_batch)
+
+            interval["batches"] = batch
             while batch < steps_per_epoch:
                 k = min(args.steps_per_execution, steps_per_epoch - batch,
                         args.log_interval - batch % args.log_interval)
                 value = run_chunk(k)
                 pending.append((k, value))
                 batch += k
-                interval_batches += k
                 if batch % args.log_interval == 0 or batch == steps_per_epoch:
-                    loss, _ = value()  # waits for this chunk only
-                    watchdog.kick()
-                    if is_chief and batch % args.log_interval == 0:
-                        now = time.perf_counter()
-                        avg_ms = 1000 * (now - interval_start) / max(interval_batches, 1)
-                        step = int(global_step.numpy())
-                        _say(progress.step_line(step, epoch + 1, batch, steps_per_epoch,
-                                                loss, avg_ms))
-                        with writer.as_default(step=step):
-                            _scalar(progress.TAG_BATCH_COST, loss)
-                        interval_start, interval_batches = now, 0
+                    unlogged.append((batch, value))
+                    if len(unlogged) > 1:
+                        log_oldest()
                 if stop["sigterm"]:
                     join()
                     path = save(epoch, batch)
@@ -350,6 +367,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                         _say(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
                              f"{batch}; exiting")
                     return EXIT_SIGTERM
+            while unlogged:
+                log_oldest()
             join()
             epoch_time = time.perf_counter() - epoch_start
             train_time += epoch_time
@@ -383,6 +402,12 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                        "is restarted and resumes from the last checkpoint") from None
 
     if not is_chief:
+        # A MultiWorkerMirroredStrategy worker: freeing its model, datasets and functions
+        # on return waits on the chief's collective and coordination services, which end
+        # with the chief (seen: the worker exited 14 s after the chief, with "Failed to send
+        # RPC to coordination service" errors). Kept until os._exit, like the chief's.
+        _KEEP_UNTIL_EXIT.append(dict(locals()))
+        gc.disable()
         return 0
     if test_accuracy is None:  # the last epoch's evaluation is the final one
         test_accuracy = evaluate(model, dataset)

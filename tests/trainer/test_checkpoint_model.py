@@ -89,6 +89,7 @@ def test_a_checkpoint_of_no_known_model_says_so(tmp_path):
     other = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
     path = tf.train.Checkpoint(model=other).save(str(tmp_path / "checkpoints" / "ckpt"))
     with pytest.raises(FlagError, match=r"holds checkpoints of a model whose variables match "
-                                        r"none of convnet, convnet_fc, mlp \(.*\); this run's "
+                                        r"none of convnet, convnet_fc, "
+                                        r"convnet_fc_slim, mlp \(.*\); this run's "
                                         r"--model is convnet: use a new --log_dir"):
         check_checkpoint_model(path, _args(tmp_path, "convnet"))

@@ -219,3 +219,41 @@ def test_raw_uncompressed_files_read_like_the_gz_and_full_mnist_is_known(tmp_pat
         for name in data.ALL_IDX_FILES:
             (digest,) = [d for d, what in data.KNOWN_IDX_SHA256[name].items() if what == "mnist"]
             assert digest in readme.read_text()
+
+
+def test_random_shift_moves_each_image_by_at_most_the_shift_and_keeps_its_pixels():
+    import tensorflow as tf
+
+    images = np.zeros((200, 28, 28, 1), np.float32)
+    images[:, 10:14, 12:15, 0] = np.linspace(0.1, 1.0, 12).reshape(4, 3)  # a 4x3 patch
+    tf.random.set_seed(7)
+    moved = data.random_shift(tf.constant(images), 2).numpy()
+    assert moved.shape == images.shape
+    offsets = set()
+    for image in moved[..., 0]:
+        rows, cols = np.nonzero(image)
+        dy, dx = rows.min() - 10, cols.min() - 12
+        assert -2 <= dy <= 2 and -2 <= dx <= 2
+        # The same patch, pixel for pixel, just moved.
+        np.testing.assert_array_equal(image[10 + dy:14 + dy, 12 + dx:15 + dx],
+                                      images[0, 10:14, 12:15, 0])
+        assert image.sum() == pytest.approx(images[0].sum())
+        offsets.add((int(dy), int(dx)))
+    assert len(offsets) == 25  # every offset from -2 to 2 in both directions occurs
+
+
+def test_augmented_training_batches_are_the_plain_ones_each_shifted(tmp_path):
+    write_mnist(tmp_path, n_train=64, n_test=8)
+    dataset = data.load(tmp_path)
+    plain_x, plain_y = next(iter(data.make_dataset_fn(dataset, 64, seed=1)()))
+    moved_x, moved_y = next(iter(data.make_dataset_fn(dataset, 64, seed=1, augment_shift=3)()))
+    np.testing.assert_array_equal(plain_y.numpy(), moved_y.numpy())  # the same examples
+    padded = np.pad(plain_x.numpy()[..., 0], ((0, 0), (3, 3), (3, 3)))
+    shifts = []
+    for i, image in enumerate(moved_x.numpy()[..., 0]):
+        # The crop of the zero-padded plain image that this one is, as (dy, dx).
+        found = [(dy - 3, dx - 3) for dy in range(7) for dx in range(7)
+                 if np.array_equal(padded[i, dy:dy + 28, dx:dx + 28], image)]
+        assert found, f"example {i} is not a shift of at most 3 pixels of its plain image"
+        shifts.append(found[0])
+    assert len(set(shifts)) > 10  # each example has its own offset

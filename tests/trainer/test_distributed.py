@@ -235,20 +235,20 @@ def test_a_finished_run_does_not_train_again(ps1):
 def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
     from trainer.local import LOCAL_DEFAULTS
 
-    assert LOCAL_DEFAULTS["model"] == "convnet_fc"  # python -m trainer's default is convnet
-    for model in ("convnet", "mlp"):
+    assert LOCAL_DEFAULTS["model"] == "convnet_fc_slim"  # python -m trainer's default is convnet
+    for model in ("convnet", "convnet_fc", "mlp"):
         before = sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir())
         proc = _rerun_single_process(ps1.log_dir, "--model", model)
         assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert re.search(rf"error: --log_dir {re.escape(str(ps1.log_dir))} holds checkpoints "
-                         rf"of model convnet_fc \(\S+ckpt-{EPOCHS}\); this run's --model is "
+                         rf"of model convnet_fc_slim \(\S+ckpt-{EPOCHS}\); this run's --model is "
                          rf"{model}: use a new --log_dir or the same --model", proc.stderr), \
             proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
         assert "Training " not in proc.stdout  # refused before any training starts
         assert sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir()) == before
     # The launcher's model, python -m trainer's constant rate (a variable of the optimizer).
-    proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc")
+    proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc_slim")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert re.search(r"holds checkpoints of a run with --optimizer adam --lr_schedule "
                      r"warmup_cosine \(\S+\); this run's are --optimizer adam --lr_schedule "

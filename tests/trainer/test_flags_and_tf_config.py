@@ -39,6 +39,10 @@ def test_defaults_are_the_charts_hyperparameters():
     (["--learning_rate", "inf"], "--learning_rate inf is invalid: must be > 0 and finite"),
     (["--learning_rate", "nan"], "--learning_rate nan is invalid: must be > 0 and finite"),
     (["--steps_per_execution", "0"], "--steps_per_execution 0 is invalid: must be an integer >= 1"),
+    (["--augment_shift", "8"], "--augment_shift 8 is invalid: must be an integer from 0 to 7 "
+                               "pixels"),
+    (["--augment_shift", "-1"], "--augment_shift -1 is invalid: must be an integer from 0 to 7 "
+                                "pixels"),
 ])
 def test_invalid_flag_is_named(argv, message):
     args = flags.build_parser().parse_args(argv)
