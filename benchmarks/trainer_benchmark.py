@@ -202,6 +202,8 @@ def main() -> None:
     parser.add_argument("--best", default="",
                         help="also run this recipe, row (e): launcher flags in one string, e.g. "
                              "'--epochs 12 --batch_size 128 --learning_rate 0.003'")
+    parser.add_argument("--best_ps", type=int, default=1,
+                        help="ps tasks of row (e) (default 1; 0: synchronous workers)")
     parser.add_argument("--_plain_fit", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._plain_fit:
@@ -223,8 +225,9 @@ def main() -> None:
                      run_launcher(guide, ps=1), False))
     if args.best:
         best = parser.parse_args(["--data_dir", args.data_dir, *args.best.split()])
-        rows.append((f"(e) best accuracy: {args.best}, 2 workers + 1 ps",
-                     run_launcher(best, ps=1), False))
+        topology = "2 workers + 1 ps" if args.best_ps == 1 else f"2 workers, ps {args.best_ps}"
+        rows.append((f"(e) best accuracy: {args.best}, {topology}",
+                     run_launcher(best, ps=args.best_ps), False))
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     base = rows[0][1]["examples_per_s"]
     base2 = rows[1][1]["examples_per_s"]

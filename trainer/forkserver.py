@@ -23,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import runpy
+import select
 import signal
 import subprocess
 import sys
@@ -31,6 +32,9 @@ from multiprocessing.connection import Connection
 
 #: Imported once by the fork server (see trainer/preload.py).
 PRELOAD_MODULES = ["trainer.preload"]
+#: trainer.preload's marker of the fork server's environment (not imported from there: that
+#: would import TensorFlow into the launcher).
+FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
 
 _context = None
 
@@ -59,27 +63,38 @@ class ForkedProcess:
                              "...] or [python, '-c', code, ...]")
         read_fd, write_fd = os.pipe()
         out = Connection(write_fd, readable=False)
+        # daemon: should the launcher ever exit with a task left, multiprocessing's exit
+        # handler SIGTERMs it (a non-daemon one it would wait for).
         self._process = context().Process(target=_run_child, args=(argv[1:], dict(env), out),
-                                          name=name)
+                                          name=name, daemon=True)
+        # Should this start (re)start the fork server, trainer.preload sees the variable.
+        os.environ[FORK_SERVER_ENV] = "1"
         try:
             self._process.start()
         except BaseException:
             os.close(read_fd)
             raise
         finally:
+            os.environ.pop(FORK_SERVER_ENV, None)
             out.close()  # the child has its own copy; EOF comes when the child is gone
         self.args = argv
         self.pid = self._process.pid
         self.stdout = os.fdopen(read_fd, "r", buffering=1, encoding="utf-8", errors="replace")
+        # The task's own handle: signals go to it and no pid reuse can redirect them, and
+        # it tells a live task from one whose fork server died (which reports 255).
+        try:
+            self._pidfd: int | None = os.pidfd_open(self.pid)
+        except ProcessLookupError:  # already gone
+            self._pidfd = None
 
     @property
     def returncode(self) -> int | None:
         """The exit code once the process has ended (-N for signal N, as Popen), else None."""
-        return self._process.exitcode
+        return self.poll()
 
     def poll(self) -> int | None:
         """``returncode`` without waiting."""
-        return self._process.exitcode
+        return self._exit_code(0)
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the exit; return its code.
@@ -87,18 +102,36 @@ class ForkedProcess:
         Raises:
             subprocess.TimeoutExpired: still running after ``timeout`` seconds.
         """
-        self._process.join(timeout)
-        if self._process.exitcode is None:
+        code = self._exit_code(timeout)
+        if code is None:
             raise subprocess.TimeoutExpired(self.args, timeout)
-        return self._process.exitcode
+        return code
 
     def send_signal(self, sig: int) -> None:
-        """Send ``sig`` unless the process has already ended (its pid may be reused)."""
-        if self._process.exitcode is None:
-            os.kill(self.pid, sig)
+        """Send ``sig`` unless the process has already ended."""
+        if self._pidfd is not None and self.poll() is None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            except ProcessLookupError:  # ended meanwhile
+                pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+    def _exit_code(self, timeout: float | None) -> int | None:
+        """The exit code, waiting up to ``timeout`` seconds (None: for ever) for the exit."""
+        # The pidfd first: after the fork server's death multiprocessing reports 255 for a
+        # task that is still running.
+        if self._pidfd is not None:
+            poller = select.poll()
+            poller.register(self._pidfd, select.POLLIN)
+            if not poller.poll(None if timeout is None else max(0, int(timeout * 1000))):
+                return None  # alive, whatever the fork server's pipe says
+            os.close(self._pidfd)
+            self._pidfd = None
+        # Exited: the fork server reports the code as soon as it has reaped the task.
+        self._process.join(None if timeout is None else max(timeout, 5.0))
+        return self._process.exitcode
 
 
 def _run_child(args: list[str], env: dict, out: Connection) -> None:

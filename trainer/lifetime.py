@@ -49,9 +49,12 @@ def exit_with_launcher(environ: dict | None = None) -> bool:
     def wait_for_launcher() -> None:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        while not poller.poll():
-            pass
-        os.kill(os.getpid(), signal.SIGKILL)
+        while True:
+            for _, events in poller.poll():
+                if events & select.POLLIN:  # the launcher has exited
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if events & select.POLLNVAL:  # the pidfd was closed: nothing to watch
+                    return
 
     threading.Thread(target=wait_for_launcher, name="exit-with-launcher", daemon=True).start()
     return True

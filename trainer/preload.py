@@ -1,7 +1,8 @@
 """What the fork server imports once for every task (trainer/forkserver.py): TensorFlow,
 Keras and the trainer's modules that use them.
 
-Importing this module anywhere else does the same imports, nothing more. TensorFlow's
+Importing this module anywhere else does the same imports, nothing more; in the fork
+server (FORK_SERVER_ENV set) it also leaves the launcher's session. TensorFlow's
 import prints its start-up banners (absl's notice, oneDNN's) on file descriptor 2, here
 the launcher's terminal: they are caught and dropped like the tasks' own, and anything
 else the import prints is passed on.
@@ -12,8 +13,22 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+#: Set (to 1) in the environment the fork server starts with (trainer/forkserver.py).
+FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
+
+
+def _own_session() -> None:
+    """Leave the launcher's process group: a signal to the group (Ctrl-C, ``timeout``, a
+    closed terminal) would otherwise kill the fork server, and with it what the launcher
+    knows of its tasks; the launcher stops the tasks itself."""
+    try:
+        os.setsid()
+    except OSError:  # already a group leader: started some other way
+        pass
 
 
 def _import_quietly() -> None:
@@ -22,6 +37,9 @@ def _import_quietly() -> None:
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as caught:
         os.dup2(caught.fileno(), 2)
+        # Keras imports matplotlib.pyplot if it can (for keras.visualization, which no task
+        # uses): half a second of the fork server's 2.4 s import, before any task can start.
+        hidden = sys.modules.setdefault("matplotlib", None) is None
         try:
             import keras  # noqa: F401
             import tensorflow  # noqa: F401
@@ -29,8 +47,19 @@ def _import_quietly() -> None:
             import trainer.model  # noqa: F401
             import trainer.servers  # noqa: F401
             import trainer.train  # noqa: F401
+        except ImportError:
+            # multiprocessing ignores a preload's ImportError: say so, or every task would
+            # silently import TensorFlow itself again.
+            traceback.print_exc()
+            print("fork server: preloading failed (above); each task imports TensorFlow "
+                  "itself", file=sys.stderr)
         finally:
-            sys.stderr.flush()
+            if hidden:  # importable again (trainer.report draws with it)
+                del sys.modules["matplotlib"]
+            try:
+                sys.stderr.flush()
+            except OSError:
+                pass
             os.dup2(saved, 2)
             os.close(saved)
             caught.seek(0)
@@ -40,4 +69,6 @@ def _import_quietly() -> None:
             sys.stderr.flush()
 
 
+if os.environ.pop(FORK_SERVER_ENV, None):
+    _own_session()
 _import_quietly()

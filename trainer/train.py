@@ -327,11 +327,13 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
             epoch_start = time.perf_counter()
             interval = {"start": epoch_start, "batches": 0}
             pending = []
-            # Log points whose loss is not printed yet: (batch, its chunk's value). A log
-            # point waits for the chunk of the one before it, not its own: the chunks
-            # scheduled since keep every worker busy meanwhile (waiting for the newest
-            # drained the coordinator's queue every --log_interval batches).
+            # Log points whose loss is not printed yet: (batch, its chunk's value). With a
+            # coordinator a log point waits for the chunk of the one before it, not its own:
+            # the chunks scheduled since keep every worker busy meanwhile (waiting for the
+            # newest drained the coordinator's queue every --log_interval batches). Without
+            # one a chunk has run when run_chunk returns: nothing to wait for.
             unlogged: collections.deque = collections.deque()
+            log_lag = 1 if coordinator is not None else 0
 
             def log_oldest(epoch=epoch):
                 logged_batch, value = unlogged.popleft()
@@ -358,10 +360,12 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                 batch += k
                 if batch % args.log_interval == 0 or batch == steps_per_epoch:
                     unlogged.append((batch, value))
-                    if len(unlogged) > 1:
+                    if len(unlogged) > log_lag:
                         log_oldest()
                 if stop["sigterm"]:
                     join()
+                    while unlogged:
+                        log_oldest()
                     path = save(epoch, batch)
                     if is_chief:
                         _say(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,3 +68,46 @@ def test_wait_times_out_and_a_killed_task_reports_the_signal():
 def test_only_python_dash_m_and_dash_c_are_supported():
     with pytest.raises(ValueError, match=r"argv \['python', 'train.py'\] is not supported"):
         ForkedProcess(["python", "train.py"], {})
+
+
+def _fork_server_pid() -> int:
+    import psutil
+
+    servers = [p for p in psutil.Process().children()
+               if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    assert len(servers) == 1, servers
+    return servers[0].pid
+
+
+def test_the_fork_server_has_its_own_session_and_its_death_leaves_tasks_known_alive():
+    # A signal to the launcher's process group (Ctrl-C, timeout, a closed terminal) must not
+    # reach the fork server; should it die anyway, a task it forked is still running and
+    # still stoppable, and the next task gets a new fork server.
+    proc = ForkedProcess([sys.executable, "-c", "import time; print('up', flush=True); "
+                          "time.sleep(60)"], dict(os.environ))
+    try:
+        assert proc.stdout.readline() == "up\n"
+        server = _fork_server_pid()
+        assert os.getsid(server) == server != os.getsid(0)
+        os.kill(server, signal.SIGKILL)
+        while _alive_pid(server):  # not reaped here: multiprocessing reaps it, then restarts it
+            time.sleep(0.05)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        # Its exit code died with the fork server: multiprocessing reports 255.
+        assert proc.wait(10) == 255
+        assert _alive_pid(proc.pid) is False
+    finally:
+        if _alive_pid(proc.pid):
+            os.kill(proc.pid, signal.SIGKILL)
+    code, out = _run("print('again')")
+    assert (code, out) == (0, "again\n")
+    assert _fork_server_pid() != server
+
+
+def _alive_pid(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
