@@ -129,63 +129,63 @@ def run_plain(r: argparse.Namespace) -> dict:
     return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
 
 
+def run_trainer(cmd: list[str], log_dir: Path, what: str, label_of, on_line=None,
+                env: dict | None = None) -> tuple[dict, list[str]]:
+    """Run ``cmd`` (a trainer writing ``log_dir``/result.json) to its end, sampling memory
+    with ``label_of(pid, root_pid)`` and timing each epoch line; returns (the row's
+    numbers, the output lines). Exits naming ``what`` when the run fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: label_of(pid, proc.pid))
+    output, epochs = [], []
+    for line in proc.stdout:
+        output.append(line)
+        if on_line:
+            on_line(line)
+        match = _EPOCH.match(line if line.startswith("[") else "[chief-0] " + line)
+        if match:
+            epochs.append((time.perf_counter() - start, float(match[2])))
+    proc.wait()
+    wall = time.perf_counter() - start
+    peaks = mem.stop()
+    if proc.returncode:
+        sys.stderr.write("".join(output[-40:]))
+        raise SystemExit(f"{what} failed with exit code {proc.returncode}")
+    result = json.loads((log_dir / "result.json").read_text())
+    return ({"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
+             "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall,
+             "peaks": peaks, "epochs": epochs}, output)
+
+
 def run_single_trainer(r: argparse.Namespace) -> dict:
     """(a2): ``python -m trainer`` as one process (no TF_CONFIG: the default strategy)."""
     log_dir = Path(tempfile.mkdtemp(prefix="bench-single-"))
     cmd = [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *trainer_flags(r),
            "--log_interval", "100000"]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
-    output, epochs = [], []
-    for line in proc.stdout:
-        output.append(line)
-        match = _EPOCH.match("[chief-0] " + line)
-        if match:
-            epochs.append((time.perf_counter() - start, float(match[2])))
-    proc.wait()
-    wall = time.perf_counter() - start
-    peaks = mem.stop()
-    if proc.returncode:
-        sys.stderr.write("".join(output[-40:]))
-        raise SystemExit(f"python -m trainer failed with exit code {proc.returncode}")
-    result = json.loads((log_dir / "result.json").read_text())
-    return {"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
-            "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall,
-            "peaks": peaks, "epochs": epochs}
+    row, _ = run_trainer(cmd, log_dir, "python -m trainer", lambda pid, root: "process",
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return row
 
 
 def run_launcher(r: argparse.Namespace, ps: int) -> dict:
+    """(b), (c), (d), (e): ``python -m trainer.local`` with 2 workers and ``ps`` ps tasks."""
     log_dir = Path(tempfile.mkdtemp(prefix=f"bench-ps{ps}-"))
     cmd = [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
            "--log_dir", str(log_dir), *trainer_flags(r), "--log_interval", "100000"]
     names: dict[int, str] = {}
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    mem = PeakMemory(psutil.Process(proc.pid),
-                     lambda pid: "launcher" if pid == proc.pid else names.get(pid))
-    output, epochs = [], []
-    for line in proc.stdout:
-        output.append(line)
+
+    def note_pid(line: str) -> None:
         match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
         if match:
             names[int(match[2])] = match[1]
-        match = _EPOCH.match(line)
-        if match:
-            epochs.append((time.perf_counter() - start, float(match[2])))
-    proc.wait()
-    wall = time.perf_counter() - start
-    peaks = mem.stop()
-    if proc.returncode:
-        sys.stderr.write("".join(output[-40:]))
-        raise SystemExit(f"launcher (ps {ps}) failed with exit code {proc.returncode}")
+
+    row, output = run_trainer(cmd, log_dir, f"launcher (ps {ps})",
+                              lambda pid, root: "launcher" if pid == root else names.get(pid),
+                              on_line=note_pid)
     after_done = output[next(i for i, l in enumerate(output) if l.strip() == "[chief-0] done"):]
     noisy = [l for l in after_done if re.search(r"\] [EW]\d{4} |error|warning", l, re.I)]
-    result = json.loads((log_dir / "result.json").read_text())
-    return {"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
-            "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall, "peaks": peaks, "epochs": epochs, "noisy_end": len(noisy)}
+    return {**row, "noisy_end": len(noisy)}
 
 
 def main() -> None:
