@@ -325,7 +325,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         for epoch in range(done_epochs, args.epochs):
             batch = done_batches if epoch == done_epochs else 0
             epoch_start = time.perf_counter()
-            interval = {"start": epoch_start, "batches": 0}
+            # Where the next Step line's AvgTime starts: (time, batch of the epoch).
+            interval = {"start": epoch_start, "batches": batch}
             pending = []
             # Log points whose loss is not printed yet: (batch, its chunk's value). With a
             # coordinator a log point waits for the chunk of the one before it, not its own:
@@ -351,7 +352,6 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
                     _scalar(progress.TAG_BATCH_COST, loss)
                 interval.update(start=now, batches=logged_batch)
 
-            interval["batches"] = batch
             while batch < steps_per_epoch:
                 k = min(args.steps_per_execution, steps_per_epoch - batch,
                         args.log_interval - batch % args.log_interval)
