@@ -62,8 +62,8 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
                         help="convnet (about 99%% on full MNIST), convnet_fc (the same with "
                              "a 128-unit hidden layer; learns faster), convnet_fc_slim "
                              "(convnet_fc with half the filters in its second convolution "
-                             "and 256 hidden units: about 20%% faster) or the guide's 784-100-10 sigmoid mlp "
-                             "(default convnet)")
+                             "and 256 hidden units: about 20%% faster) or the guide's "
+                             "784-100-10 sigmoid mlp (default convnet)")
     parser.add_argument("--dropout", type=float, default=0.5,
                         help="convnet(_fc) dropout rate before the last layer (default 0.5, "
                              "keras-io's)")

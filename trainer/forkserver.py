@@ -13,8 +13,8 @@ its own session and its own output pipe (stdout and stderr together, like
 as the interpreter would (``runpy`` and ``exec``), with its own environment.
 
 What a fork inherits that a fresh interpreter would not: what ``trainer.preload`` imported
-and anything read at import time (TensorFlow reads TF_CPP_MIN_LOG_LEVEL then; the
-launcher sets it before the fork server starts). TensorFlow itself starts its thread
+and anything read at import time (TensorFlow reads TF_CPP_MIN_LOG_LEVEL then;
+trainer.preload defaults it to 2 before importing). TensorFlow itself starts its thread
 pools, devices and gRPC only when a task first uses them, after the fork.
 """
 

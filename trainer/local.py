@@ -4,11 +4,12 @@ default).
 Builds the cluster spec with ``trainer.cluster_spec`` (the module the Kubernetes stack
 uses), picks free localhost ports, starts chief, workers and ps as ``python -m trainer``
 processes with their TF_CONFIG (forked from a process that has imported TensorFlow once:
-trainer/forkserver.py), streams their output prefixed by task (``[worker-1] ...``), and restarts a task that dies, as Kubernetes restarts a failed Job
-pod, up to ``--backoff_limit`` restarts per task. After a ps dies the chief is restarted
-too (TensorFlow's guidance for ParameterServerStrategy: restart the coordinator, which
-resumes from the last checkpoint). Ctrl-C or a spent backoff limit stops every child.
-The exit code is the chief's final status.
+trainer/forkserver.py), streams their output prefixed by task (``[worker-1] ...``), and
+restarts a task that dies, as Kubernetes restarts a failed Job pod, up to
+``--backoff_limit`` restarts per task. After a ps dies the chief is restarted too
+(TensorFlow's guidance for ParameterServerStrategy: restart the coordinator, which resumes
+from the last checkpoint). Ctrl-C or a spent backoff limit stops every child. The exit code
+is the chief's final status.
 """
 
 from __future__ import annotations
@@ -100,8 +101,6 @@ class Launcher:
         self.backoff_limit = backoff_limit
         self.out = out or sys.stdout
         self.lock = threading.Lock()
-        # Read by TensorFlow at import, which the fork server does for every task.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         tasks = [(t, i) for t, i in replicas.tasks() if t != "evaluator"]
         ports = dict(zip(tasks, free_ports(len(tasks), host)))
         self.cluster_spec = local_cluster_spec(replicas, ports, host)

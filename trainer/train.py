@@ -20,7 +20,6 @@ does exactly ``--epochs`` epochs of updates however often it is interrupted.
 from __future__ import annotations
 
 import argparse
-import collections
 import functools
 import gc
 import math
@@ -325,54 +324,34 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         for epoch in range(done_epochs, args.epochs):
             batch = done_batches if epoch == done_epochs else 0
             epoch_start = time.perf_counter()
-            # Where the next Step line's AvgTime starts: (time, batch of the epoch).
-            interval = {"start": epoch_start, "batches": batch}
+            interval_start, interval_batches = epoch_start, 0
             pending = []
-            # Log points whose loss is not printed yet: (batch, its chunk's value). With a
-            # coordinator a log point waits for the chunk of the one before it, not its own:
-            # the chunks scheduled since keep every worker busy meanwhile (waiting for the
-            # newest drained the coordinator's queue every --log_interval batches). Without
-            # one a chunk has run when run_chunk returns: nothing to wait for.
-            unlogged: collections.deque = collections.deque()
-            log_lag = 1 if coordinator is not None else 0
-
-            def log_oldest(epoch=epoch):
-                logged_batch, value = unlogged.popleft()
-                loss, _ = value()  # waits for that chunk only
-                watchdog.kick()
-                if not is_chief or logged_batch % args.log_interval:
-                    return
-                now = time.perf_counter()
-                batches = logged_batch - interval["batches"]
-                avg_ms = 1000 * (now - interval["start"]) / max(batches, 1)
-                step = epoch * steps_per_epoch + logged_batch
-                _say(progress.step_line(step, epoch + 1, logged_batch, steps_per_epoch,
-                                        loss, avg_ms))
-                with writer.as_default(step=step):
-                    _scalar(progress.TAG_BATCH_COST, loss)
-                interval.update(start=now, batches=logged_batch)
-
             while batch < steps_per_epoch:
                 k = min(args.steps_per_execution, steps_per_epoch - batch,
                         args.log_interval - batch % args.log_interval)
                 value = run_chunk(k)
                 pending.append((k, value))
                 batch += k
+                interval_batches += k
                 if batch % args.log_interval == 0 or batch == steps_per_epoch:
-                    unlogged.append((batch, value))
-                    if len(unlogged) > log_lag:
-                        log_oldest()
+                    loss, _ = value()  # waits for this chunk only
+                    watchdog.kick()
+                    if is_chief and batch % args.log_interval == 0:
+                        now = time.perf_counter()
+                        avg_ms = 1000 * (now - interval_start) / max(interval_batches, 1)
+                        step = int(global_step.numpy())
+                        _say(progress.step_line(step, epoch + 1, batch, steps_per_epoch,
+                                                loss, avg_ms))
+                        with writer.as_default(step=step):
+                            _scalar(progress.TAG_BATCH_COST, loss)
+                        interval_start, interval_batches = now, 0
                 if stop["sigterm"]:
                     join()
-                    while unlogged:
-                        log_oldest()
                     path = save(epoch, batch)
                     if is_chief:
                         _say(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
                              f"{batch}; exiting")
                     return EXIT_SIGTERM
-            while unlogged:
-                log_oldest()
             join()
             epoch_time = time.perf_counter() - epoch_start
             train_time += epoch_time
