@@ -180,6 +180,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     import tensorflow as tf
 
     from trainer.model import build_model
+    from trainer.packed import PackedWeights
 
     keras.utils.set_random_seed(args.seed)
     # Started before connecting to the cluster: a ps or worker that never comes up is a
@@ -190,10 +191,15 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)  # GPUs may add replicas
     global_batch = args.batch_size * replicas
     steps_per_epoch = n_train // global_batch
+    # The model is built outside the strategy's scope: its variables are this process's
+    # template and evaluation copy; training reads and updates the packed vector ``weights``,
+    # one variable on the ps (trainer/packed.py).
+    model = build_model(args.model, args.dropout)
+    packing = PackedWeights(model)
     with strategy.scope():
-        model = build_model(args.model, args.dropout)
+        weights = keras.Variable(packing.initial_value(), name="weights")
         optimizer = make_optimizer(args, args.epochs * steps_per_epoch)
-        optimizer.build(model.trainable_variables)
+        optimizer.build([weights])
         # (completed epochs, completed batches of the current epoch): where to resume.
         position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
         # Wall time of earlier (interrupted) processes of this run, so Total Time spans restarts.
@@ -202,7 +208,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         # optimizer.iterations: with ParameterServerStrategy its read-add-write from
         # concurrent workers loses increments, while one assign_add on the ps is atomic.
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, position=position,
+    checkpoint = tf.train.Checkpoint(weights=weights, optimizer=optimizer, position=position,
                                      elapsed_s=elapsed, global_step=global_step)
     ckpt_dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
     if is_chief:
@@ -214,7 +220,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if latest:
         # Not before the strategy: Keras variables made first would stop
         # MultiWorkerMirroredStrategy configuring its collectives at startup.
-        check_checkpoint_matches(latest, args, model, optimizer)
+        check_checkpoint_matches(latest, args, weights, optimizer)
         checkpoint.restore(latest).expect_partial()
     if is_chief:
         known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
@@ -228,6 +234,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     earlier_s = float(elapsed.numpy())
     if done_epochs >= args.epochs:
         if is_chief:
+            packing.copy_to_model(weights)
             _finish_already_done(args, files, latest, done_epochs, dataset, model)
         return 0
     if is_chief:
@@ -251,12 +258,12 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     def step_fn(images, labels):
         with tf.GradientTape() as tape:
-            logits = model(images, training=True)
+            logits = packing.logits(weights, images, training=True)
             per_example = keras.losses.sparse_categorical_crossentropy(
                 labels, logits, from_logits=True)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        grads = tape.gradient(loss, [weights])
+        optimizer.apply_gradients(zip(grads, [weights]))
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
                                                  labels), tf.float32))
         return loss, correct
@@ -363,6 +370,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
             path = save(epoch + 1, 0)
             watchdog.kick()
             if is_chief:
+                packing.copy_to_model(weights)
                 test_accuracy, test_cost = evaluate_with_cost(model, dataset)
                 # Per-epoch series at step = epoch (1-based): a restarted chief resumes at an
                 # epoch boundary, so no two processes write the same epoch.
@@ -393,6 +401,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         gc.disable()
         return 0
     if test_accuracy is None:  # the last epoch's evaluation is the final one
+        packing.copy_to_model(weights)
         test_accuracy = evaluate(model, dataset)
     total_time = earlier_s + time.time() - started
     result = progress.Result(
@@ -417,18 +426,18 @@ def variable_shapes(variables) -> list[tuple[int, ...]]:
     return sorted(tuple(int(d) for d in v.shape) for v in unique.values())
 
 
-def optimizer_shapes(model, optimizer) -> list[tuple[int, ...]]:
+def optimizer_shapes(weights, optimizer) -> list[tuple[int, ...]]:
     """What a checkpoint holds under ``optimizer``: its variables (a constant rate is one, a
-    schedule is not; sgd keeps no moments) and the model's trainable ones it updates."""
-    return variable_shapes([*optimizer.variables, *model.trainable_variables])
+    schedule is not; sgd keeps no moments) and the packed weights it updates."""
+    return variable_shapes([*optimizer.variables, weights])
 
 
-def checkpoint_shapes(path: str, child: str = "model") -> list[tuple[int, ...]]:
-    """The shapes of the variables under ``child`` (``model`` or ``optimizer``) of checkpoint
-    ``path`` (a ``tf.train.Checkpoint`` as ``run`` writes it), sorted.
+def checkpoint_shapes(path: str, child: str = "weights") -> list[tuple[int, ...]]:
+    """The shapes of the variables under ``child`` (``weights`` or ``optimizer``) of
+    checkpoint ``path`` (a ``tf.train.Checkpoint`` as ``run`` writes it), sorted.
 
     Read from the checkpoint's object graph, so whatever key the variables were saved
-    under (Keras saves the model's through the optimizer) they are found from ``child``.
+    under (Keras saves the weights through the optimizer) they are found from ``child``.
     """
     import tensorflow as tf
     from tensorflow.core.protobuf import trackable_object_graph_pb2
@@ -450,36 +459,42 @@ def checkpoint_shapes(path: str, child: str = "model") -> list[tuple[int, ...]]:
     return sorted(shapes)
 
 
-def check_checkpoint_matches(path: str, args: argparse.Namespace, model, optimizer) -> None:
-    """Raise FlagError when checkpoint ``path`` was written by another model than ``model``
-    (``--model``), or by another optimizer layout than ``optimizer`` (``--optimizer``,
-    ``--lr_schedule``), naming what wrote it.
+def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optimizer) -> None:
+    """Raise FlagError when checkpoint ``path`` was written by another model than the one
+    whose packed ``weights`` (trainer/packed.py) this run trains (``--model``), or by another
+    optimizer layout than ``optimizer`` (``--optimizer``, ``--lr_schedule``), naming what
+    wrote it.
 
     Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
-    shape ..."), on every restart alike. --dropout, --learning_rate and --batch_size do not
-    change the variables, so a run may continue with others.
+    shape ..."), on every restart alike. The models' parameter counts all differ, so the
+    packed vector's length names the model. --dropout, --learning_rate and --batch_size do
+    not change the variables, so a run may continue with others.
     """
+    import keras
+
     from trainer.flags import LR_SCHEDULES, MODELS, OPTIMIZERS
     from trainer.model import build_model
+    from trainer.packed import packed_size
 
     fix = "use a new --log_dir or the same"
-    saved = checkpoint_shapes(path, "model")
-    if saved != variable_shapes(model.weights):
+    saved = checkpoint_shapes(path, "weights")
+    if saved != variable_shapes([weights]):
         writers = [name for name in MODELS if name != args.model
-                   and variable_shapes(build_model(name, args.dropout).weights) == saved]
+                   and saved == [(packed_size(build_model(name, args.dropout)),)]]
         what = (f"model {writers[0]}" if writers else
-                f"a model whose variables match none of {', '.join(MODELS)}")
+                f"a model whose weights match none of {', '.join(MODELS)} (or an earlier "
+                "trainer's, which kept them unpacked)")
         raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
                         f"this run's --model is {args.model}: {fix} --model")
     saved = checkpoint_shapes(path, "optimizer")
-    if saved == optimizer_shapes(model, optimizer):
+    if saved == optimizer_shapes(weights, optimizer):
         return
 
     def fresh(name: str, schedule: str) -> list[tuple[int, ...]]:
-        other = build_model(args.model, args.dropout)
+        other = keras.Variable(np.zeros(weights.shape, np.float32))
         opt = make_optimizer(argparse.Namespace(**{**vars(args), "optimizer": name,
                                                    "lr_schedule": schedule}), 100)
-        opt.build(other.trainable_variables)
+        opt.build([other])
         return optimizer_shapes(other, opt)
 
     writers = [(o, s) for o in OPTIMIZERS for s in LR_SCHEDULES

@@ -12,19 +12,29 @@ import pytest
 from trainer.flags import FlagError
 
 
-def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str = "adam",
-          lr_schedule: str = "warmup_cosine") -> str:
-    """A checkpoint laid out as trainer.train.run writes it (model, optimizer, counters)."""
-    import tensorflow as tf
+def _packed(model_name: str, dropout: float, args: argparse.Namespace):
+    """(weights, optimizer) built as trainer.train.run builds them: the model's packed
+    weights and an optimizer over them."""
+    import keras
 
     from trainer.model import build_model
+    from trainer.packed import PackedWeights
     from trainer.train import make_optimizer
 
-    model = build_model(model_name, dropout)
-    optimizer = make_optimizer(argparse.Namespace(learning_rate=0.003, lr_schedule=lr_schedule,
-                                                  optimizer=optimizer), 100)
-    optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+    weights = keras.Variable(PackedWeights(build_model(model_name, dropout)).initial_value())
+    optimizer = make_optimizer(args, 100)
+    optimizer.build([weights])
+    return weights, optimizer
+
+
+def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str = "adam",
+          lr_schedule: str = "warmup_cosine") -> str:
+    """A checkpoint laid out as trainer.train.run writes it (weights, optimizer, counters)."""
+    import tensorflow as tf
+
+    weights, opt = _packed(model_name, dropout, argparse.Namespace(
+        learning_rate=0.003, lr_schedule=lr_schedule, optimizer=optimizer))
+    checkpoint = tf.train.Checkpoint(weights=weights, optimizer=opt,
                                      position=tf.Variable([2, 0], dtype=tf.int64),
                                      global_step=tf.Variable(0, dtype=tf.int64))
     return tf.train.CheckpointManager(checkpoint, str(tmp_path / "checkpoints"), 3).save()
@@ -38,18 +48,16 @@ def _args(tmp_path: Path, model: str, dropout: float = 0.25, optimizer: str = "a
 
 
 def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
-    """check_checkpoint_matches with this run's model and optimizer, built as run builds them."""
-    from trainer.model import build_model
-    from trainer.train import check_checkpoint_matches, make_optimizer
+    """check_checkpoint_matches with this run's weights and optimizer, built as run builds
+    them."""
+    from trainer.train import check_checkpoint_matches
 
-    model = build_model(args.model, args.dropout)
-    optimizer = make_optimizer(args, 100)
-    optimizer.build(model.trainable_variables)
-    check_checkpoint_matches(path, args, model, optimizer)
+    check_checkpoint_matches(path, args, *_packed(args.model, args.dropout, args))
 
 
 @pytest.mark.parametrize("written, wanted", [("convnet_fc", "convnet"), ("convnet", "convnet_fc"),
-                                             ("convnet_fc", "mlp"), ("mlp", "convnet")])
+                                             ("convnet_fc", "mlp"), ("mlp", "convnet"),
+                                             ("convnet_fc", "convnet_fc_slim")])
 def test_another_model_s_checkpoint_is_a_flag_error_naming_log_dir_and_model(
         tmp_path, written, wanted):
     path = _save(tmp_path, written)
@@ -82,14 +90,31 @@ def test_another_optimizer_s_checkpoint_is_a_flag_error_naming_its_flags(tmp_pat
 
 
 def test_a_checkpoint_of_no_known_model_says_so(tmp_path):
-    import keras
     import tensorflow as tf
 
-    inputs = keras.Input(shape=(28, 28, 1))
-    other = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(inputs)))
-    path = tf.train.Checkpoint(model=other).save(str(tmp_path / "checkpoints" / "ckpt"))
-    with pytest.raises(FlagError, match=r"holds checkpoints of a model whose variables match "
+    other = tf.Variable(tf.zeros([7850]))  # a 784-10 softmax layer's weights, packed
+    path = tf.train.Checkpoint(weights=other).save(str(tmp_path / "checkpoints" / "ckpt"))
+    with pytest.raises(FlagError, match=r"holds checkpoints of a model whose weights match "
                                         r"none of convnet, convnet_fc, "
-                                        r"convnet_fc_slim, mlp \(.*\); this run's "
+                                        r"convnet_fc_slim, mlp \(or an earlier trainer's, "
+                                        r"which kept them unpacked\) \(.*\); this run's "
                                         r"--model is convnet: use a new --log_dir"):
         check_checkpoint_model(path, _args(tmp_path, "convnet"))
+
+
+def test_a_checkpoint_of_unpacked_weights_is_a_flag_error_naming_the_earlier_trainer(tmp_path):
+    """Checkpoints of the trainer before trainer/packed.py held the model's own variables."""
+    import tensorflow as tf
+
+    from trainer.model import build_model
+
+    model = build_model("convnet_fc_slim", 0.25)
+    path = tf.train.CheckpointManager(tf.train.Checkpoint(model=model),
+                                      str(tmp_path / "checkpoints"), 3).save()
+    with pytest.raises(FlagError) as err:
+        check_checkpoint_model(path, _args(tmp_path, "convnet_fc_slim"))
+    assert str(err.value) == (
+        f"--log_dir {tmp_path} holds checkpoints of a model whose weights match none of "
+        "convnet, convnet_fc, convnet_fc_slim, mlp (or an earlier trainer's, which kept them "
+        f"unpacked) ({path}); this run's --model is convnet_fc_slim: use a new --log_dir or "
+        "the same --model")
