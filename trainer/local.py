@@ -67,11 +67,16 @@ def free_ports(count: int, host: str = "localhost") -> list[int]:
     return ports
 
 
-def intra_op_threads(replicas: Replicas, cpus: int | None = None) -> int:
+def intra_op_threads(replicas: Replicas, cpus: int | None = None,
+                     task_type: str = "worker") -> int:
     """Intra-op threads per task: the cores divided among the computing tasks (the workers,
-    plus the chief with ps 0), at least 1."""
+    plus the chief with ps 0), at least 1. With ps the chief computes only while the
+    workers wait for it (evaluation), so it gets every core."""
+    cpus = cpus or os.cpu_count() or 1
+    if replicas.ps and task_type == "chief":
+        return cpus
     computing = replicas.worker + (replicas.chief if replicas.ps == 0 else 0)
-    return max(1, (cpus or os.cpu_count() or 1) // max(1, computing))
+    return max(1, cpus // max(1, computing))
 
 
 @dataclass
@@ -113,7 +118,8 @@ class Launcher:
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             # Share the cores among the tasks that compute instead of giving each TensorFlow
             # process a thread per core (oversubscription slows every task down).
-            env.setdefault("TF_NUM_INTRAOP_THREADS", str(intra_op_threads(replicas)))
+            env.setdefault("TF_NUM_INTRAOP_THREADS",
+                           str(intra_op_threads(replicas, task_type=task_type)))
             argv = [sys.executable, "-m", "trainer", *trainer_argv]
             task = Task(task_type, index, argv, env)
             self.tasks[task.name] = task

@@ -209,6 +209,9 @@ def test_intra_op_threads_share_the_cores_among_computing_tasks():
     assert intra_op_threads(Replicas(chief=1, worker=2, ps=1), cpus=16) == 8
     assert intra_op_threads(Replicas(chief=1, worker=2, ps=0), cpus=16) == 5
     assert intra_op_threads(Replicas(chief=1, worker=4, ps=1), cpus=2) == 1
+    # With ps the chief evaluates while the workers wait: every core.
+    assert intra_op_threads(Replicas(chief=1, worker=2, ps=1), cpus=2, task_type="chief") == 2
+    assert intra_op_threads(Replicas(chief=1, worker=2, ps=0), cpus=2, task_type="chief") == 1
 
 
 # A stand-in task that ignores SIGTERM (like a TensorFlow process stuck in a gRPC call).
