@@ -23,6 +23,12 @@ OPTIMIZERS = ("adam", "sgd")
 #: constant: --learning_rate throughout (the chart's); warmup_cosine: linear warm-up to
 #: --learning_rate over the first 15% of the run's steps, then cosine decay to 0 at the end.
 LR_SCHEDULES = ("constant", "warmup_cosine")
+#: How --learning_rate grows when synchronous replicas (ps 0: chief + workers, or several
+#: GPUs) make the global batch N times --batch_size: none; sqrt, x sqrt(N), the rule for
+#: Adam (Malladi et al. 2022, "On the SDEs and Scaling Rules for Adaptive Gradient
+#: Algorithms"); linear, x N, the rule for SGD (Goyal et al. 2017, "Accurate, Large
+#: Minibatch SGD"). Asynchronous ps training applies each worker's batch alone: N is 1.
+LR_SCALINGS = ("none", "sqrt", "linear")
 
 #: --augment_shift's limit: a quarter of the 28-pixel side (a digit moved further leaves the
 #: frame).
@@ -58,6 +64,10 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr_schedule", choices=LR_SCHEDULES, default="constant",
                         help="constant, or warmup_cosine (warm-up over 15%% of the steps, "
                              "then cosine decay to 0) (default constant)")
+    parser.add_argument("--lr_scaling", choices=LR_SCALINGS, default="none",
+                        help="with N synchronous replicas (ps 0), multiply the learning "
+                             "rate by sqrt(N) (Adam's rule), by N (SGD's), or not: none "
+                             "(default none)")
     parser.add_argument("--model", choices=MODELS, default="convnet",
                         help="convnet (about 99%% on full MNIST), convnet_fc (the same with "
                              "a 128-unit hidden layer; learns faster), convnet_fc_slim "
@@ -135,6 +145,13 @@ def validate(args: argparse.Namespace) -> None:
         problems.append("--log_dir is empty: give a directory shared by all tasks")
     if problems:
         raise FlagError("\n".join(problems))
+
+
+def scaled_learning_rate(learning_rate: float, scaling: str, replicas: int) -> float:
+    """``learning_rate`` for a global batch of ``replicas`` synchronous batches under
+    ``scaling`` (one of LR_SCALINGS; see there for the rules and their sources)."""
+    factor = {"none": 1.0, "sqrt": math.sqrt(replicas), "linear": float(replicas)}[scaling]
+    return learning_rate * factor
 
 
 def check_batch_size(batch_size: int, replicas: int, train_examples: int, data_dir: str) -> None:

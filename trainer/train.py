@@ -37,7 +37,7 @@ from trainer import data as data_mod
 from trainer import progress, tasklog
 from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
 from trainer.exit_codes import EXIT_SIGTERM
-from trainer.flags import FlagError, check_batch_size
+from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
 from trainer.servers import ClusterFiles, start_heartbeat
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -191,6 +191,10 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     check_batch_size(args.batch_size, replicas, n_train, args.data_dir)  # GPUs may add replicas
     global_batch = args.batch_size * replicas
     steps_per_epoch = n_train // global_batch
+    # From here on args.learning_rate is the rate for the global batch (--lr_scaling).
+    given_rate = args.learning_rate
+    args = argparse.Namespace(**{**vars(args), "learning_rate": scaled_learning_rate(
+        given_rate, args.lr_scaling, replicas)})
     # The model is built outside the strategy's scope: its variables are this process's
     # template and evaluation copy; training reads and updates the packed vector ``weights``,
     # one variable on the ps (trainer/packed.py).
@@ -224,11 +228,15 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         checkpoint.restore(latest).expect_partial()
     if is_chief:
         known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
-        schedule = "" if args.lr_schedule == "constant" else f" ({args.lr_schedule})"
+        notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
+        if args.learning_rate != given_rate:
+            factor = f"sqrt({replicas})" if args.lr_scaling == "sqrt" else f"{replicas}"
+            notes.append(f"{given_rate:g} x {factor} for {replicas} synchronous replicas")
+        rate = f"{args.learning_rate:{'g' if args.learning_rate == given_rate else '.3g'}}"
         _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
              f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
-             f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr "
-             f"{args.learning_rate:g}{schedule}")
+             f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr {rate}"
+             + (f" ({'; '.join(notes)})" if notes else ""))
 
     done_epochs, done_batches = (int(v) for v in position.numpy())
     earlier_s = float(elapsed.numpy())

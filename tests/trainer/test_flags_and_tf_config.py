@@ -31,6 +31,14 @@ def test_defaults_are_the_charts_hyperparameters():
     assert Path(args.data_dir) == flags.BUNDLED_DATA_DIR and args.model == "convnet"
 
 
+def test_the_learning_rate_scales_with_synchronous_replicas_as_asked():
+    assert flags.parse([]).lr_scaling == "none"
+    assert flags.scaled_learning_rate(0.004, "none", 3) == 0.004
+    assert flags.scaled_learning_rate(0.004, "sqrt", 3) == pytest.approx(0.004 * 3 ** 0.5)
+    assert flags.scaled_learning_rate(0.004, "linear", 3) == pytest.approx(0.012)
+    assert flags.scaled_learning_rate(0.004, "sqrt", 1) == 0.004
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--batch_size", "0"], "--batch_size 0 is invalid: must be an integer >= 1"),
     (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
