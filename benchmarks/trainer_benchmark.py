@@ -108,7 +108,8 @@ def plain_fit(args: argparse.Namespace) -> None:
 def trainer_flags(r: argparse.Namespace) -> list[str]:
     return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
             "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
-            "--lr_schedule", r.lr_schedule, "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
+            "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
+            "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
             "--steps_per_execution", str(r.steps_per_execution),
             "--augment_shift", str(r.augment_shift)]
 
@@ -192,7 +193,8 @@ def main() -> None:
     defaults = local.build_parser().parse_args([])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
-    for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "dropout", "model",
+    for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
+                 "dropout", "model",
                  "seed", "steps_per_execution", "augment_shift"):
         parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
                             default=getattr(defaults, name),
@@ -211,7 +213,8 @@ def main() -> None:
         return
     print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
           f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
-          f"{args.learning_rate} ({args.lr_schedule}); {args.steps_per_execution} steps per "
+          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); "
+          f"{args.steps_per_execution} steps per "
           f"execution; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = [("(a) one process, Keras model.fit", run_plain(args), True),
             ("(a2) one process, python -m trainer", run_single_trainer(args), True)]
@@ -220,6 +223,7 @@ def main() -> None:
     if args.guide_epochs:
         guide = argparse.Namespace(**{**vars(args), "model": "mlp", "optimizer": "sgd",
                                       "learning_rate": 0.001, "lr_schedule": "constant",
+                                      "lr_scaling": "none",
                                       "batch_size": 20, "epochs": args.guide_epochs})
         rows.append(("(d) the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
                      run_launcher(guide, ps=1), False))
