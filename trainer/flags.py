@@ -149,9 +149,18 @@ def validate(args: argparse.Namespace) -> None:
 
 def scaled_learning_rate(learning_rate: float, scaling: str, replicas: int) -> float:
     """``learning_rate`` for a global batch of ``replicas`` synchronous batches under
-    ``scaling`` (one of LR_SCALINGS; see there for the rules and their sources)."""
+    ``scaling`` (one of LR_SCALINGS; see there for the rules and their sources).
+
+    Raises:
+        FlagError: the scaled rate is not finite (validate checks the given one).
+    """
     factor = {"none": 1.0, "sqrt": math.sqrt(replicas), "linear": float(replicas)}[scaling]
-    return learning_rate * factor
+    scaled = learning_rate * factor
+    if not math.isfinite(scaled):
+        raise FlagError(f"--learning_rate {learning_rate} is invalid with --lr_scaling "
+                        f"{scaling} and {replicas} synchronous replicas: the scaled rate "
+                        f"{scaled} must be finite")
+    return scaled
 
 
 def check_batch_size(batch_size: int, replicas: int, train_examples: int, data_dir: str) -> None:

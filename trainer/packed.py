@@ -71,8 +71,9 @@ class PackedWeights:
         ``flat``.
 
         Each Dropout layer gets a fresh seed from TensorFlow's stateful random generator (so
-        from ``tf.random.set_seed``): its masks differ from step to step as they would with the
-        model's own seed variable, without a variable to keep on the ps.
+        from ``tf.random.set_seed``): its masks differ from step to step, without a seed
+        variable to keep on the ps. Unlike a seed variable, the stream is not checkpointed: a
+        restarted process draws its seeds from the start again.
         """
         import tensorflow as tf
 

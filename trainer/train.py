@@ -88,7 +88,8 @@ class Watchdog:
 
 
 def make_optimizer(args: argparse.Namespace, total_steps: int):
-    """The optimizer of ``--optimizer`` with ``--learning_rate`` under ``--lr_schedule``.
+    """The optimizer of ``--optimizer`` with ``args.learning_rate`` (``--learning_rate``,
+    scaled by ``run`` for synchronous replicas: ``--lr_scaling``) under ``--lr_schedule``.
 
     warmup_cosine follows the optimizer's step count (``optimizer.iterations``), which the
     training function resets to the global step at the start of every call, so the rate
@@ -226,6 +227,11 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         # MultiWorkerMirroredStrategy configuring its collectives at startup.
         check_checkpoint_matches(latest, args, weights, optimizer)
         checkpoint.restore(latest).expect_partial()
+        if args.lr_schedule == "constant":
+            # A constant rate is an optimizer variable, so the checkpoint brought back the
+            # earlier run's: this run's --learning_rate (and --lr_scaling) applies, as it
+            # does with a schedule, which is not saved.
+            optimizer.learning_rate = args.learning_rate
     if is_chief:
         known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
         notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
@@ -243,6 +249,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if done_epochs >= args.epochs:
         if is_chief:
             packing.copy_to_model(weights)
+            # Kept until os._exit: the packed weights and the optimizer live on the ps.
+            _KEEP_UNTIL_EXIT.append(dict(locals()))
             _finish_already_done(args, files, latest, done_epochs, dataset, model)
         return 0
     if is_chief:
@@ -475,8 +483,9 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
 
     Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
     shape ..."), on every restart alike. The models' parameter counts all differ, so the
-    packed vector's length names the model. --dropout, --learning_rate and --batch_size do
-    not change the variables, so a run may continue with others.
+    packed vector's length names the model. --dropout, --learning_rate, --lr_scaling and
+    --batch_size do not change the variables, so a run may continue with others (the
+    resumed run uses its own rate).
     """
     import keras
 
@@ -486,12 +495,15 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
 
     fix = "use a new --log_dir or the same"
     saved = checkpoint_shapes(path, "weights")
+    if not saved and checkpoint_shapes(path, "model"):
+        raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of an earlier trainer, "
+                        f"which kept the model's variables unpacked ({path}): use a new "
+                        "--log_dir")
     if saved != variable_shapes([weights]):
         writers = [name for name in MODELS if name != args.model
                    and saved == [(packed_size(build_model(name, args.dropout)),)]]
         what = (f"model {writers[0]}" if writers else
-                f"a model whose weights match none of {', '.join(MODELS)} (or an earlier "
-                "trainer's, which kept them unpacked)")
+                f"a model whose weights match none of {', '.join(MODELS)}")
         raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
                         f"this run's --model is {args.model}: {fix} --model")
     saved = checkpoint_shapes(path, "optimizer")

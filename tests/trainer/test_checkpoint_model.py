@@ -96,8 +96,7 @@ def test_a_checkpoint_of_no_known_model_says_so(tmp_path):
     path = tf.train.Checkpoint(weights=other).save(str(tmp_path / "checkpoints" / "ckpt"))
     with pytest.raises(FlagError, match=r"holds checkpoints of a model whose weights match "
                                         r"none of convnet, convnet_fc, "
-                                        r"convnet_fc_slim, mlp \(or an earlier trainer's, "
-                                        r"which kept them unpacked\) \(.*\); this run's "
+                                        r"convnet_fc_slim, mlp \(.*\); this run's "
                                         r"--model is convnet: use a new --log_dir"):
         check_checkpoint_model(path, _args(tmp_path, "convnet"))
 
@@ -114,7 +113,39 @@ def test_a_checkpoint_of_unpacked_weights_is_a_flag_error_naming_the_earlier_tra
     with pytest.raises(FlagError) as err:
         check_checkpoint_model(path, _args(tmp_path, "convnet_fc_slim"))
     assert str(err.value) == (
-        f"--log_dir {tmp_path} holds checkpoints of a model whose weights match none of "
-        "convnet, convnet_fc, convnet_fc_slim, mlp (or an earlier trainer's, which kept them "
-        f"unpacked) ({path}); this run's --model is convnet_fc_slim: use a new --log_dir or "
-        "the same --model")
+        f"--log_dir {tmp_path} holds checkpoints of an earlier trainer, which kept the model's "
+        f"variables unpacked ({path}): use a new --log_dir")
+
+
+def _saved_learning_rate(path: str) -> float:
+    """The optimizer's constant learning-rate variable in checkpoint ``path``."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(path)
+    keys = [k for k in reader.get_variable_to_shape_map()
+            if k.startswith("optimizer/") and "learning_rate" in k]
+    assert len(keys) == 1, keys
+    return float(reader.get_tensor(keys[0]))
+
+
+def test_a_resumed_run_with_a_constant_rate_trains_at_its_own_rate(tmp_path):
+    """The rate is an optimizer variable, so a restore would bring back the earlier run's."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CONFIG"}
+    common = ["-m", "trainer", "--log_dir", str(tmp_path), "--model", "mlp",
+              "--batch_size", "100", "--lr_schedule", "constant"]
+    for epochs, rate in (("1", "0.001"), ("2", "0.002")):
+        proc = subprocess.run([sys.executable, *common, "--epochs", epochs,
+                               "--learning_rate", rate], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Restored checkpoint" in proc.stdout and "adam lr 0.002\n" in proc.stdout
+    checkpoints = tmp_path / "checkpoints"
+    assert _saved_learning_rate(str(checkpoints / "ckpt-1")) == pytest.approx(0.001)
+    assert _saved_learning_rate(tf.train.latest_checkpoint(str(checkpoints))) == \
+        pytest.approx(0.002)

@@ -37,6 +37,10 @@ def test_the_learning_rate_scales_with_synchronous_replicas_as_asked():
     assert flags.scaled_learning_rate(0.004, "sqrt", 3) == pytest.approx(0.004 * 3 ** 0.5)
     assert flags.scaled_learning_rate(0.004, "linear", 3) == pytest.approx(0.012)
     assert flags.scaled_learning_rate(0.004, "sqrt", 1) == 0.004
+    with pytest.raises(flags.FlagError, match=r"^--learning_rate 1e\+308 is invalid with "
+                                              r"--lr_scaling linear and 2 synchronous "
+                                              r"replicas: the scaled rate inf must be finite$"):
+        flags.scaled_learning_rate(1e308, "linear", 2)
 
 
 @pytest.mark.parametrize("argv, message", [
