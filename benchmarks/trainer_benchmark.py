@@ -194,8 +194,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
     for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                 "dropout", "model",
-                 "seed", "steps_per_execution", "augment_shift"):
+                 "dropout", "model", "seed", "steps_per_execution", "augment_shift"):
         parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
                             default=getattr(defaults, name),
                             help="default: the launcher's (%(default)s)")

@@ -32,8 +32,8 @@ from multiprocessing.connection import Connection
 
 #: Imported once by the fork server (see trainer/preload.py).
 PRELOAD_MODULES = ["trainer.preload"]
-#: trainer.preload's marker of the fork server's environment (not imported from there: that
-#: would import TensorFlow into the launcher).
+#: Set (to 1) in the environment the fork server starts with: trainer.preload, run there,
+#: then leaves the launcher's session.
 FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
 
 _context = None

@@ -26,11 +26,6 @@ import numpy as np
 SEED_STATE_SUFFIX = "seed_generator_state"
 
 
-def packed_size(model) -> int:
-    """The number of float32 values in ``model``'s trainable weights (its parameter count)."""
-    return sum(math.prod(int(d) for d in v.shape) for v in model.trainable_variables)
-
-
 class PackedWeights:
     """The layout of ``model``'s trainable weights in one vector, and the model run on it.
 
@@ -51,6 +46,7 @@ class PackedWeights:
         self.model = model
         self.shapes = [tuple(int(d) for d in v.shape) for v in model.trainable_variables]
         self.sizes = [math.prod(shape) for shape in self.shapes]
+        #: The vector's length: the model's parameter count.
         self.size = sum(self.sizes)
 
     def initial_value(self) -> np.ndarray:

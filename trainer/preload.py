@@ -15,10 +15,9 @@ import sys
 import tempfile
 import traceback
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from trainer.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
 
-#: Set (to 1) in the environment the fork server starts with (trainer/forkserver.py).
-FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _own_session() -> None:

@@ -235,10 +235,11 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if is_chief:
         known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
         notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
+        rate = f"{args.learning_rate:g}"
         if args.learning_rate != given_rate:
+            rate = f"{args.learning_rate:.3g}"
             factor = f"sqrt({replicas})" if args.lr_scaling == "sqrt" else f"{replicas}"
             notes.append(f"{given_rate:g} x {factor} for {replicas} synchronous replicas")
-        rate = f"{args.learning_rate:{'g' if args.learning_rate == given_rate else '.3g'}}"
         _say(f"Training {args.model} on {n_train} examples from {args.data_dir} "
              f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
              f"{steps_per_epoch} batches of {global_batch}; {args.optimizer} lr {rate}"
@@ -491,7 +492,7 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
 
     from trainer.flags import LR_SCHEDULES, MODELS, OPTIMIZERS
     from trainer.model import build_model
-    from trainer.packed import packed_size
+    from trainer.packed import PackedWeights
 
     fix = "use a new --log_dir or the same"
     saved = checkpoint_shapes(path, "weights")
@@ -501,7 +502,7 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
                         "--log_dir")
     if saved != variable_shapes([weights]):
         writers = [name for name in MODELS if name != args.model
-                   and saved == [(packed_size(build_model(name, args.dropout)),)]]
+                   and saved == [(PackedWeights(build_model(name, args.dropout)).size,)]]
         what = (f"model {writers[0]}" if writers else
                 f"a model whose weights match none of {', '.join(MODELS)}")
         raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "

@@ -21,11 +21,11 @@ def _images(n: int = 5):
 
 
 def test_the_packed_vector_holds_every_parameter_once_in_variable_order(slim):
-    from trainer.packed import PackedWeights, packed_size
+    from trainer.packed import PackedWeights
 
     packing = PackedWeights(slim)
     flat = packing.initial_value()
-    assert flat.shape == (217_194,) == (packed_size(slim),) == (slim.count_params(),)
+    assert flat.shape == (217_194,) == (packing.size,) == (slim.count_params(),)
     for variable, part in zip(slim.trainable_variables, packing.unpack(flat)):
         np.testing.assert_array_equal(part.numpy(), variable.numpy())
 
