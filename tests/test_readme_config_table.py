@@ -1,0 +1,88 @@
+"""README.md's configuration table is the one scripts/config_table.py generates from KEYS."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from infra.settings import KEYS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load_config_table():
+    # scripts/ is not a package: load the script by path, as `python scripts/config_table.py` runs it.
+    spec = importlib.util.spec_from_file_location("config_table", REPO / "scripts" / "config_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ct = _load_config_table()
+
+
+def test_readme_table_is_the_generated_one():
+    readme = (REPO / "README.md").read_text()
+    assert ct.current_table(readme) == ct.render(), \
+        "README.md's configuration table differs from the key table: run .venv/bin/python scripts/config_table.py --write"
+
+
+def test_one_row_per_key_in_the_key_tables_order():
+    rows = ct.render().splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [f"| `{k.name}`" for k in KEYS]
+    assert len(rows) == len(KEYS) > 60
+
+
+def _row(name: str) -> list[str]:
+    for row in ct.render().splitlines():
+        if row.startswith(f"| `{name}` |"):
+            return [cell.strip() for cell in row.strip("|").split(" | ")]
+    raise AssertionError(f"no row for {name}")
+
+
+@pytest.mark.parametrize(("name", "default"), [
+    ("worker.number", "`2`"),
+    ("hyperparams.learningrate", "`0.001`"),
+    ("mountPath", "`/data`"),
+    ("createNamespace", "`false`"),
+    ("nas.retainOnDestroy", "`true`"),
+    ("persistence.pvc.matchLabels", '`{"train": "mnist"}`'),
+    ("gpuPool.instanceTypes", '`["ecs.gn5-c4g1.xlarge"]`'),
+    ("worker.tolerations", "`[]`"),
+    ("worker.nodeSelector", "`{}`"),
+    ("zone", "unset"),
+])
+def test_defaults_as_pulumi_config_set_takes_them(name, default):
+    assert _row(name)[1] == default
+
+
+def test_secret_column_marks_exactly_the_secret_capable_keys():
+    marked = {k.name for k in KEYS if _row(k.name)[2] == "yes"}
+    assert marked == {"kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path",
+                      "registryCredentials.server", "registryCredentials.username",
+                      "registryCredentials.password"}
+
+
+def test_cells_escape_pipes_newlines_and_tags_outside_code():
+    key = SimpleNamespace(name="a.b", default="x|y", description="one | two\nthree <reg>/`<kept>`",
+                          secret=False)
+    row = ct.render([key]).splitlines()[2]
+    assert row == "| `a.b` | `x\\|y` |  | one \\| two three &lt;reg>/`<kept>` |"
+    assert _row("worker.image")[3].startswith("Worker image; default &lt;imageRegistry>/trainer:2.21.0-gpu")
+
+
+def test_with_table_replaces_only_between_the_markers():
+    text = f"intro\n{ct.BEGIN}\nold table\n{ct.END}\noutro\n"
+    new = ct.with_table(text, "| t |\n")
+    assert new == f"intro\n{ct.BEGIN}\n| t |\n{ct.END}\noutro\n"
+    assert ct.with_table(new, "| t |\n") == new
+    assert ct.current_table(new) == "| t |\n"
+
+
+@pytest.mark.parametrize("text", ["no markers\n", f"{ct.BEGIN}\n{ct.BEGIN}\n{ct.END}\n", f"{ct.END}\nx\n{ct.BEGIN}\n"])
+def test_missing_doubled_or_swapped_markers_are_refused(text):
+    with pytest.raises(ct.MarkerError, match="config-table"):
+        ct.with_table(text, "| t |\n")
