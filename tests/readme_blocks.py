@@ -1,0 +1,125 @@
+"""The README's runnable blocks, found by their marker, for tests that run the walk-through.
+
+A runnable block is a fenced code block directly after a marker line (blank lines between are
+allowed):
+
+    <!-- walkthrough: local-stack -->
+    ```bash
+    pulumi up --yes
+    ```
+
+``block("local-stack")`` is the block's text as a bash script; ``commands("local-stack")`` its
+commands one per entry, with backslash-continued lines joined and comment-only and blank lines
+left out. Markers are unique: a name given twice is an error, so a test cannot run the wrong one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = re.compile(r"^<!--\s*walkthrough:\s*([a-z0-9][a-z0-9-]*)\s*-->\s*$")
+FENCE = re.compile(r"^(```+|~~~+)\s*([A-Za-z0-9_+-]*)\s*$")
+
+
+class BlockError(ValueError):
+    """A marker without a fenced block under it, an unclosed fence, a name given twice, or a
+    name no marker has."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One marked block.
+
+    Attributes:
+        name: the marker's name (``local-stack``).
+        language: the fence's info string (``bash``), empty when none.
+        text: the lines between the fences, each ending in a newline.
+        line: 1-based line number of the opening fence in the README.
+    """
+
+    name: str
+    language: str
+    text: str
+    line: int
+
+
+def parse(text: str, source: str = "README.md") -> dict[str, Block]:
+    """Every marked block of Markdown ``text``, by name, in document order.
+
+    Raises:
+        BlockError: naming ``source`` and the line, for a marker not followed by a fence, a fence
+            never closed, or a name used twice.
+    """
+    lines = text.splitlines()
+    blocks: dict[str, Block] = {}
+    i = 0
+    while i < len(lines):
+        m = MARKER.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        name, marker_line = m.group(1), i + 1
+        if name in blocks:
+            raise BlockError(f"{source}:{marker_line}: walkthrough block {name!r} is marked twice "
+                             f"(its first block opens at line {blocks[name].line})")
+        i += 1
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        fence = FENCE.match(lines[i]) if i < len(lines) else None
+        if not fence:
+            raise BlockError(f"{source}:{marker_line}: walkthrough marker {name!r} is not followed by a "
+                             "fenced code block")
+        opening, body_start = fence.group(1), i + 1
+        j = body_start
+        while j < len(lines) and lines[j].strip() != opening:
+            j += 1
+        if j == len(lines):
+            raise BlockError(f"{source}:{i + 1}: the code block of walkthrough {name!r} is never closed")
+        body = "".join(line + "\n" for line in lines[body_start:j])
+        blocks[name] = Block(name, fence.group(2), body, i + 1)
+        i = j + 1
+    return blocks
+
+
+def blocks(readme: Path = README) -> dict[str, Block]:
+    """Every marked block of ``readme`` (default: the repository's README.md)."""
+    return parse(readme.read_text(), readme.name)
+
+
+def block(name: str, readme: Path = README) -> str:
+    """The text of block ``name`` of ``readme``, to run as a bash script.
+
+    Raises:
+        BlockError: no marker has that name (the message lists the names there are).
+    """
+    found = blocks(readme)
+    if name not in found:
+        raise BlockError(f"{readme.name}: no walkthrough block {name!r}; marked: {', '.join(found) or 'none'}")
+    return found[name].text
+
+
+def split_commands(script: str) -> list[str]:
+    """The commands of a shell snippet: lines ending in ``\\`` joined to the next (one space
+    where the backslash was), comment-only and blank lines dropped, trailing comments kept."""
+    out: list[str] = []
+    pending = ""
+    for raw in script.splitlines():
+        line = raw.strip() if not pending else " " + raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].rstrip()
+            continue
+        out.append((pending + line).strip())
+        pending = ""
+    if pending:
+        out.append(pending.strip())
+    return out
+
+
+def commands(name: str, readme: Path = README) -> list[str]:
+    """The commands of block ``name`` of ``readme``, one per entry (see split_commands)."""
+    return split_commands(block(name, readme))

@@ -1,0 +1,126 @@
+"""The README's marked walk-through blocks: the extractor (tests/readme_blocks.py) and what the
+blocks must hold for a reader who pastes them in order."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests import readme_blocks as rb
+
+REPO = Path(__file__).resolve().parents[1]
+
+SAMPLE = """# Title
+
+<!-- walkthrough: first -->
+```bash
+echo one   # a trailing comment stays
+# a comment line goes
+
+ls -l \\
+  /tmp
+```
+
+<!-- walkthrough: second -->
+
+~~~sh
+true
+~~~
+
+```bash
+not marked
+```
+"""
+
+
+def test_parse_finds_each_marked_block_and_only_those():
+    found = rb.parse(SAMPLE)
+    assert list(found) == ["first", "second"]
+    assert found["first"].language == "bash" and found["first"].line == 4
+    assert found["first"].text == "echo one   # a trailing comment stays\n# a comment line goes\n\nls -l \\\n  /tmp\n"
+    assert found["second"].language == "sh" and found["second"].text == "true\n"
+
+
+def test_split_commands_joins_continuations_and_drops_comment_lines():
+    assert rb.split_commands(rb.parse(SAMPLE)["first"].text) == [
+        "echo one   # a trailing comment stays", "ls -l /tmp"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("<!-- walkthrough: a -->\ntext\n", r"README.md:1: walkthrough marker 'a' is not followed by a fenced code block"),
+    ("<!-- walkthrough: a -->\n", r"README.md:1: walkthrough marker 'a' is not followed"),
+    ("<!-- walkthrough: a -->\n```bash\nls\n", r"README.md:2: the code block of walkthrough 'a' is never closed"),
+    ("<!-- walkthrough: a -->\n```\nx\n```\n<!-- walkthrough: a -->\n```\ny\n```\n",
+     r"README.md:5: walkthrough block 'a' is marked twice \(its first block opens at line 2\)"),
+])
+def test_malformed_markers_are_refused_with_the_line(text, message):
+    with pytest.raises(rb.BlockError, match=message):
+        rb.parse(text)
+
+
+def test_unknown_name_lists_the_marked_ones(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(SAMPLE)
+    with pytest.raises(rb.BlockError, match=r"no walkthrough block 'third'; marked: first, second"):
+        rb.block("third", readme)
+    assert rb.commands("second", readme) == ["true"]
+
+
+# --- the repository's README ------------------------------------------------------------
+
+WALKTHROUGH = ["quickstart", "local-cluster-up", "local-stack", "local-stack-down", "local-cluster-down"]
+
+
+def test_readme_marks_the_walkthrough_in_reading_order():
+    found = rb.blocks()
+    assert list(found) == WALKTHROUGH
+    assert all(b.language == "bash" for b in found.values())
+
+
+def test_quickstart_is_the_main_job():
+    assert rb.commands("quickstart") == ["scripts/train-local.sh"]
+
+
+def test_cluster_comes_down_only_in_its_own_last_block():
+    # Pasting the blocks in order must not tear down what a later block needs.
+    for name in WALKTHROUGH[:-1]:
+        assert not any("local-cluster down" in c for c in rb.commands(name)), name
+        assert not any(c.startswith("pulumi destroy") for c in rb.commands(name)) or name == "local-stack-down"
+    assert rb.commands("local-cluster-down") == ["tools/local-cluster/local-cluster down"]
+
+
+def test_local_stack_creates_the_venv_first_and_uses_the_clusters_kubeconfig():
+    cmds = rb.commands("local-stack")
+    assert cmds[0].startswith("bash scripts/bootstrap.sh")
+    assert any(c.startswith('pulumi config set kubeconfig "$KUBECONFIG"') for c in cmds)
+    assert not any("/var/lib/tf-mnist-local-cluster" in c for c in cmds)
+    assert rb.commands("local-stack-down") == ["pulumi destroy --yes", "pulumi stack rm local --yes"]
+
+
+def _program_of(command: str) -> list[str]:
+    """The repository files a command runs: a script path, or the module of `python -m`."""
+    words = shlex.split(command, comments=True)
+    out = []
+    for i, word in enumerate(words):
+        if word in ("bash", "source") and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif i == 0 and "/" in word and not word.startswith((".venv/", "$")):
+            out.append(word)
+        elif word == "-m" and i + 1 < len(words):
+            module = words[i + 1].replace(".", "/")
+            out.append(module + ".py" if (REPO / f"{module}.py").exists() else f"{module}/__main__.py")
+    return out
+
+
+def test_every_repository_program_the_blocks_run_exists():
+    checked = []
+    for name in WALKTHROUGH:
+        for command in rb.commands(name):
+            for part in command.split("&&"):
+                for path in _program_of(part):
+                    assert (REPO / path).is_file(), f"README block {name!r}: {command!r} runs {path}, which is missing"
+                    checked.append(path)
+    assert {"scripts/train-local.sh", "scripts/bootstrap.sh", "tools/local-cluster/local-cluster",
+            "tools/pulumi-toolchain/pulumi-offline-env.sh", "infra/status.py"} <= set(checked), checked
