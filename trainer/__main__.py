@@ -2,7 +2,7 @@
 
 chief (or a single process without TF_CONFIG, or any task with ps 0) trains; ps and,
 with ps tasks, workers run a tf.distribute.Server until the chief is done.
-Exit codes: see trainer.exit_codes.
+Exit codes: see trainer.contract.exit_codes.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from trainer import flags  # noqa: E402
 from trainer.lifetime import exit_with_launcher, remove_autograph_files  # noqa: E402
-from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
+from trainer.contract.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402
-from trainer.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
+from trainer.contract.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
 from trainer.servers import use_run_id  # noqa: E402
 from trainer import tasklog  # noqa: E402
 

@@ -1,7 +1,7 @@
 """``python -m trainer.local``: the whole distributed topology on one machine (the embedded
 default).
 
-Builds the cluster spec with ``trainer.cluster_spec`` (the module the Kubernetes stack
+Builds the cluster spec with ``trainer.contract.cluster_spec`` (the module the Kubernetes stack
 uses), picks free localhost ports, starts chief, workers and ps as ``python -m trainer``
 processes with their TF_CONFIG (forked from a process that has imported TensorFlow once:
 trainer/forkserver.py), streams their output prefixed by task (``[worker-1] ...``), and
@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass, field
 
 from trainer import flags
-from trainer.exit_codes import PERMANENT_EXIT_CODES
+from trainer.contract.exit_codes import PERMANENT_EXIT_CODES
 from trainer.forkserver import ForkedProcess
 from trainer.log_noise import is_log_noise
 from trainer.lifetime import LAUNCHER_PID_ENV
-from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
+from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
 
 #: Seconds a stopping child gets between SIGTERM and SIGKILL (Kubernetes' default grace).
 STOP_GRACE_S = 30.0

@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from trainer import data as data_mod
-from trainer import progress, tasklog
-from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
-from trainer.exit_codes import EXIT_SIGTERM
+from trainer import tasklog
+from trainer.contract import progress
+from trainer.contract.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, TaskConfig)
+from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
 from trainer.servers import ClusterFiles, start_heartbeat
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainer import progress
+from trainer.contract import progress
 
 pytestmark = pytest.mark.slow
 
@@ -162,7 +162,7 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
 
 
-#: The tags of README's "See the training" table (trainer.progress.EPOCH_TAGS and
+#: The tags of README's "See the training" table (trainer.contract.progress.EPOCH_TAGS and
 #: TAG_BATCH_COST), spelled out so that renaming one breaks this test too.
 EPOCH_TAGS = {"epoch/train_cost", "epoch/test_cost", "epoch/train_accuracy",
               "epoch/test_accuracy", "epoch/learning_rate", "epoch/examples_per_s"}
@@ -285,7 +285,7 @@ def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
 
 def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.CompletedProcess:
     """Run one task of a chief + worker + ps cluster whose other tasks never start."""
-    from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
+    from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
     from trainer.local import free_ports
 
     replicas = Replicas(chief=1, worker=1, ps=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.cluster_spec import Replicas
+from trainer.contract.cluster_spec import Replicas
 from trainer.local import free_ports, intra_op_threads
 from trainer.servers import (CLOCK_SLACK_S, POLL_INTERVAL_S, STALE_GRACE_S, ClusterFiles,
                              server_decision)
@@ -159,7 +159,7 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
     # own run's done ends it with exit 0.
     import time
 
-    from trainer.cluster_spec import local_cluster_spec, tf_config_json
+    from trainer.contract.cluster_spec import local_cluster_spec, tf_config_json
 
     replicas = Replicas(chief=1, worker=1, ps=1)
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
@@ -222,7 +222,7 @@ _TIED_TASK = ("import time; from trainer.lifetime import exit_with_launcher; "
               "assert exit_with_launcher(); print('up', flush=True); time.sleep(120)")
 _DRIVER = """
 import sys
-from trainer.cluster_spec import Replicas
+from trainer.contract.cluster_spec import Replicas
 from trainer.local import Launcher, install_signal_handlers
 launcher = Launcher(Replicas(chief=1, worker=1, ps=1), [], backoff_limit=0)
 for task in launcher.tasks.values():
@@ -335,7 +335,7 @@ def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
 _AFTER_CHIEF_DRIVER = """
 import sys
 from trainer import local
-from trainer.cluster_spec import Replicas
+from trainer.contract.cluster_spec import Replicas
 local.BACKOFF_BASE_S = 4.0  # worker-0's restart falls after the chief has finished
 launcher = local.Launcher(Replicas(chief=1, worker=2, ps=0), [], backoff_limit=3)
 code = {"chief-0": "import time; time.sleep(1.5)", "worker-0": "raise SystemExit(1)",
@@ -398,7 +398,7 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
     import signal
     import time
 
-    from trainer.cluster_spec import local_cluster_spec, tf_config_json
+    from trainer.contract.cluster_spec import local_cluster_spec, tf_config_json
 
     replicas = Replicas(chief=1, worker=1, ps=1)
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
