@@ -16,7 +16,8 @@ os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from trainer import flags  # noqa: E402
-from trainer.lifetime import exit_with_launcher, remove_autograph_files  # noqa: E402
+from trainer.autograph_files import remove_autograph_files  # noqa: E402
+from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.contract.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
                                   parse_tf_config)
 from trainer.data import DataError  # noqa: E402

@@ -1,4 +1,4 @@
-"""What the fork server imports once for every task (trainer/forkserver.py): TensorFlow,
+"""What the fork server imports once for every task (trainer/launcher/forkserver.py): TensorFlow,
 Keras and the trainer's modules that use them.
 
 Importing this module anywhere else does the same imports, nothing more; in the fork
@@ -15,7 +15,7 @@ import sys
 import tempfile
 import traceback
 
-from trainer.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
+from trainer.launcher.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
