@@ -80,7 +80,7 @@ def plain_fit(args: argparse.Namespace) -> None:
 
     from trainer.data import load
     from trainer.model import build_model
-    from trainer.train import make_optimizer
+    from trainer.training.schedule import make_optimizer
 
     keras.utils.set_random_seed(args.seed)
     ds = load(args.data_dir)

@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.servers import run_server
         return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir,
                           args.peer_timeout)
-    from trainer.train import PeerLost, run
+    from trainer.training.liveness import PeerLost
+    from trainer.training.run import run
     try:
         return run(args, task)
     except flags.FlagError as err:

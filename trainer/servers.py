@@ -46,7 +46,7 @@ _process_run_id = ""
 def use_run_id(run_id: str) -> None:
     """Make ``run_id`` the default run id of every ClusterFiles this process creates.
 
-    trainer.__main__ calls it once with ``--run_id`` before the task starts: trainer.train
+    trainer.__main__ calls it once with ``--run_id`` before the task starts: trainer.training.run
     builds its ClusterFiles from ``--log_dir`` alone, and this is how the chief's heartbeat
     and done marker get the run's id without that module knowing about it.
     """

@@ -45,7 +45,11 @@ def _import_quietly() -> None:
 
             import trainer.model  # noqa: F401
             import trainer.servers  # noqa: F401
-            import trainer.train  # noqa: F401
+            import trainer.training.checkpoints  # noqa: F401
+            import trainer.training.distribution  # noqa: F401
+            import trainer.training.finish  # noqa: F401
+            import trainer.training.loop  # noqa: F401
+            import trainer.training.run  # noqa: F401
         except ImportError:
             # multiprocessing ignores a preload's ImportError: say so, or every task would
             # silently import TensorFlow itself again.
