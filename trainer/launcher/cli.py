@@ -35,12 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.local",
         description="Run chief + workers + ps of a distributed MNIST training on this machine.")
-    parser.add_argument("--workers", type=int, default=2, help="worker tasks (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="worker tasks (default %(default)s)")
     parser.add_argument("--ps", type=int, default=1,
-                        help="ps tasks (default 1); 0 = synchronous workers "
+                        help="ps tasks (default %(default)s); 0 = synchronous workers "
                              "(MultiWorkerMirroredStrategy, chief included)")
     parser.add_argument("--backoff_limit", type=int, default=6,
-                        help="restarts allowed per task, like a Job's backoffLimit (default 6)")
+                        help="restarts allowed per task, like a Job's backoffLimit (default "
+                             "%(default)s)")
     parser.add_argument("--tensorboard", action="store_true",
                         help="also serve TensorBoard on --log_dir (127.0.0.1): its URL is "
                              "printed before training starts; it keeps serving after the "
