@@ -1,16 +1,20 @@
 """``python -m trainer.local``: the launcher's command line, its defaults (the fast recipe)
 and the run it starts, with TensorBoard beside it on ``--tensorboard``.
 
-The exit code is the chief's final status (130 after Ctrl-C; 2 for bad flags).
+The exit code is the chief's final status (130 after Ctrl-C; 2 for bad flags or a Python
+without the tasks' packages).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from trainer import flags
 from trainer.contract.cluster_spec import Replicas
+from trainer.contract.exit_codes import EXIT_MISSING_PACKAGES
 from trainer.launcher.supervisor import Launcher, install_signal_handlers
+from trainer.packages import first_missing, missing_package_message
 
 #: The launcher's recipe: 0.99 test accuracy on full MNIST in about 23-29 s from launch to
 #: exit on 2 CPU cores with 2 workers + 1 ps (25 runs: mean 0.9914, 0.9899-0.9922, one under
@@ -58,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Check the flags (exit 2 on any bad one, listing all), run every task; return the exit
-    code."""
+    """Check the flags (exit 2 on any bad one, listing all) and that this Python has the
+    tasks' packages (else one message and exit 2, nothing started), then run every task;
+    return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     problems = []
@@ -75,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         problems.append(str(err))
     if problems:
         parser.error("\n".join(problems))
+    missing = first_missing()
+    if missing:  # every task would fail the same way, and no restart could cure it
+        print(f"error: {missing_package_message(*missing, 'python -m trainer.local')}",
+              file=sys.stderr)
+        return EXIT_MISSING_PACKAGES
     trainer_argv = []
     for action in flags.build_parser()._actions:
         if action.dest != "help":

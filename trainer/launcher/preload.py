@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import traceback
 
 from trainer.launcher.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
 
@@ -50,12 +49,12 @@ def _import_quietly() -> None:
             import trainer.training.finish  # noqa: F401
             import trainer.training.loop  # noqa: F401
             import trainer.training.run  # noqa: F401
-        except ImportError:
+        except ImportError as err:
             # multiprocessing ignores a preload's ImportError: say so, or every task would
-            # silently import TensorFlow itself again.
-            traceback.print_exc()
-            print("fork server: preloading failed (above); each task imports TensorFlow "
-                  "itself", file=sys.stderr)
+            # silently import TensorFlow itself again. One line: each task that fails the
+            # same way says how to fix it.
+            print(f"fork server: preloading failed ({type(err).__name__}: {err}); each task "
+                  "imports TensorFlow itself", file=sys.stderr)
         finally:
             if hidden:  # importable again (trainer.report draws with it)
                 del sys.modules["matplotlib"]

@@ -181,7 +181,8 @@ class Launcher:
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
         if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
-            self.say(f"{task.name} {reason} (bad flags, TF_CONFIG or data): not restarting")
+            self.say(f"{task.name} {reason} (bad flags, TF_CONFIG, data or packages): not "
+                     "restarting")
             return False
         if task.restarts >= self.backoff_limit:
             self.say(f"{task.name} {reason}; backoff limit {self.backoff_limit} reached")
