@@ -31,8 +31,8 @@ def test_infra_imports_only_the_contract_of_the_trainer():
     outside = {}
     for path in sorted((REPO / "infra").rglob("*.py")):
         # "from trainer.contract import x" also yields "trainer.contract" itself.
-        bad = {n for n in _trainer_modules(_imports(path))
-               if n not in ("trainer", "trainer.contract") and not n.startswith("trainer.contract.")}
+        bad = {n for n in _trainer_modules(_imports(path)) if n not in ("trainer", "trainer.contract")
+               and not n.startswith("trainer.contract.")}
         if bad:
             outside[str(path.relative_to(REPO))] = sorted(bad)
     assert outside == {}

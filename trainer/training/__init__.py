@@ -16,11 +16,11 @@ One loop serves all three cases:
 An epoch is ``train_examples // (batch_size x replicas)`` steps in every case, so a run
 does exactly ``--epochs`` epochs of updates however often it is interrupted.
 
-The parts, in the order ``run.run`` uses them: ``distribution`` (the strategy),
-``schedule`` (the optimizer and its learning rate), ``checkpoints`` (the run's variables,
-save and restore, and refusing another model's checkpoints), ``loop`` (the epochs, the
-Step and Epoch lines, TensorBoard), ``evaluation`` (test accuracy and cost), ``liveness``
-(SIGTERM, lost peers, the watchdog) and ``finish`` (the result, the done marker, what is
-kept until exit). The modules that use TensorFlow import it at their top; ``run`` imports
-them only once the data and flags are checked.
+The parts, in the order ``run.run`` uses them: ``distribution`` (the strategy), ``schedule``
+(the optimizer and its learning rate), ``checkpoints`` (the run's variables, save and
+restore, and refusing another model's checkpoints), ``loop`` (the epochs, the Step and Epoch
+lines, TensorBoard) over ``steps`` (the traced steps on the cluster), ``evaluation`` (test
+accuracy and cost), ``liveness`` (SIGTERM, lost peers, the watchdog) and ``finish`` (the
+result, the done marker, what is kept until exit). The modules that use TensorFlow import it
+at their top; ``run`` imports them only once the data and flags are checked.
 """

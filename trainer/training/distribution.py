@@ -30,6 +30,10 @@ class Distribution:
     coordinator: Any
     replicas: int
 
+    def global_batch(self, batch_size: int) -> int:
+        """The examples of one step, all replicas together, for ``--batch_size``."""
+        return batch_size * self.replicas
+
 
 def connect(task: TaskConfig) -> Distribution:
     """The strategy for ``task``'s cluster; with ps or workers, this connects to them."""

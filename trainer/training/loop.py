@@ -1,7 +1,7 @@
-"""The training loop: steps in calls of ``--steps_per_execution`` (with ParameterServerStrategy
-scheduled on the workers), a Step line every ``--log_interval`` batches, and after every
-epoch a checkpoint, then the chief's evaluation, TensorBoard scalars and Epoch line; on
-SIGTERM, a checkpoint where the loop stands."""
+"""The training loop: the epochs in chunks of steps (trainer.training.steps), a Step line
+every ``--log_interval`` batches, and after every epoch a checkpoint, then the chief's
+evaluation, TensorBoard scalars and Epoch line; on SIGTERM, a checkpoint where the loop
+stands."""
 
 from __future__ import annotations
 
@@ -12,19 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from trainer import data as data_mod
 from trainer.contract import progress
-from trainer.contract.cluster_spec import PARAMETER_SERVER
 from trainer.packed import PackedWeights
 from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
 from trainer.training.evaluation import evaluate_with_cost
 from trainer.training.liveness import SigtermFlag, Watchdog, peer_lost
 from trainer.training.schedule import learning_rate_at
+from trainer.training.steps import StepRunner
 
 
 @dataclass
@@ -52,8 +51,8 @@ class TrainingLoop:
     ``--epochs``; the chief also evaluates ``model`` (its local copy, filled by ``packing``)
     and writes the run's TensorBoard events.
 
-    Everything the training functions use is an attribute, so that keeping the loop keeps
-    them (trainer.training.finish).
+    Everything the training functions use is reachable from the loop, so that keeping the
+    loop keeps them (trainer.training.finish).
     """
 
     def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
@@ -62,76 +61,15 @@ class TrainingLoop:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.model, self.dataset, self.watchdog = model, dataset, watchdog
         self.is_chief = state.is_chief
-        self.global_batch = args.batch_size * dist.replicas
+        self.steps = StepRunner(args, dist, state, packing, dataset)
+        self.global_batch = self.steps.global_batch
         self.steps_per_epoch = steps_per_epoch
-        self.dataset_fn = self._dataset_fn()
-        self.train_steps = self._train_steps_fn()
-        self.iterator = self._iterator()
         self.sigterm = SigtermFlag()
         watchdog.kick()
         self.writer = tf.summary.create_file_writer(
             str(Path(args.log_dir) / progress.TENSORBOARD_SUBDIR)) if self.is_chief else None
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
-
-    def _dataset_fn(self):
-        args = self.args
-        if self.dist.kind == PARAMETER_SERVER:
-            dataset_fn = data_mod.make_dataset_fn(self.dataset, args.batch_size, seed=None,
-                                                  augment_shift=args.augment_shift)
-            # Every worker shuffles with its own seed (see make_dataset_fn).
-            tf.random.set_seed(None)
-            return dataset_fn
-        return data_mod.make_dataset_fn(self.dataset, args.batch_size, seed=args.seed,
-                                        augment_shift=args.augment_shift)
-
-    def _train_steps_fn(self):
-        """The tf.function ``train_steps(iterator, num_steps)``: num_steps steps; returns
-        (mean loss per step, correct predictions)."""
-        strategy, packing, global_batch = self.dist.strategy, self.packing, self.global_batch
-        weights, optimizer = self.state.weights, self.state.optimizer
-        global_step = self.state.global_step
-        scheduled = self.args.lr_schedule != "constant"
-
-        def step_fn(images, labels):
-            with tf.GradientTape() as tape:
-                logits = packing.logits(weights, images, training=True)
-                per_example = keras.losses.sparse_categorical_crossentropy(
-                    labels, logits, from_logits=True)
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            grads = tape.gradient(loss, [weights])
-            optimizer.apply_gradients(zip(grads, [weights]))
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
-                                                     labels), tf.float32))
-            return loss, correct
-
-        @tf.function
-        def train_steps(iterator, num_steps):
-            if scheduled:  # see make_optimizer
-                optimizer.iterations.assign(global_step)
-            total_loss = tf.constant(0.0)
-            total_correct = tf.constant(0.0)
-            for _ in tf.range(num_steps):
-                images, labels = next(iterator)
-                loss, correct = strategy.run(step_fn, args=(images, labels))
-                total_loss += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-                total_correct += strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None)
-            global_step.assign_add(tf.cast(num_steps, tf.int64))
-            return total_loss / tf.cast(num_steps, tf.float32), total_correct
-
-        return train_steps
-
-    def _iterator(self):
-        strategy, dataset_fn = self.dist.strategy, self.dataset_fn
-        if self.dist.coordinator is None:
-            return iter(strategy.distribute_datasets_from_function(dataset_fn))
-
-        @tf.function
-        def per_worker_dataset_fn():
-            return strategy.distribute_datasets_from_function(dataset_fn)
-
-        self.per_worker_dataset_fn = per_worker_dataset_fn
-        return iter(self.dist.coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
     def run(self, done_epochs: int, done_batches: int) -> Outcome:
         """Train from batch ``done_batches`` of epoch ``done_epochs`` (both counted from 0)
@@ -148,24 +86,11 @@ class TrainingLoop:
                 if not self._train_epoch(epoch, batch, epoch_start):
                     outcome.sigterm = True
                     return outcome
-                self._join()
+                self.steps.join()
                 self._end_epoch(epoch, time.perf_counter() - epoch_start, outcome)
         except tf.errors.OpError as err:
             raise peer_lost(err, self.dist.kind) from None
         return outcome
-
-    def _run_chunk(self, num_steps: int) -> Callable[[], tuple[float, float]]:
-        """Run num_steps steps; returns a function that gives their (mean loss, correct)."""
-        k = tf.constant(num_steps, tf.int32)
-        if self.dist.coordinator is not None:
-            remote = self.dist.coordinator.schedule(self.train_steps, args=(self.iterator, k))
-            return lambda: tuple(float(v) for v in remote.fetch())
-        loss, correct = self.train_steps(self.iterator, k)
-        return lambda: (float(loss), float(correct))
-
-    def _join(self) -> None:
-        if self.dist.coordinator is not None:
-            self.dist.coordinator.join()
 
     def _train_epoch(self, epoch: int, batch: int, epoch_start: float) -> bool:
         """Train epoch ``epoch`` from ``batch`` on, its chunks into ``pending``; return False
@@ -176,7 +101,7 @@ class TrainingLoop:
         while batch < steps:
             k = min(args.steps_per_execution, steps - batch,
                     args.log_interval - batch % args.log_interval)
-            value = self._run_chunk(k)
+            value = self.steps.run(k)
             self.pending.append((k, value))
             batch += k
             interval_batches += k
@@ -188,7 +113,7 @@ class TrainingLoop:
                     self._step_line(epoch, batch, loss, now - interval_start, interval_batches)
                     interval_start, interval_batches = now, 0
             if self.sigterm.requested:
-                self._join()
+                self.steps.join()
                 path = self.state.save(epoch, batch)
                 if self.is_chief:
                     print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "

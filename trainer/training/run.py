@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     dist = connect(task)
     n_train = len(dataset.x_train)
     check_batch_size(args.batch_size, dist.replicas, n_train, args.data_dir)  # GPUs add some
-    steps_per_epoch = n_train // (args.batch_size * dist.replicas)
+    steps_per_epoch = n_train // dist.global_batch(args.batch_size)
     given_rate = args.learning_rate
     # From here on args.learning_rate is the rate for the global batch (--lr_scaling).
     args = argparse.Namespace(**{**vars(args), "learning_rate": scaled_learning_rate(
