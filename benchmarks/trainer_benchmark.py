@@ -35,7 +35,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trainer import local  # noqa: E402
+from trainer.launcher import cli  # noqa: E402
 
 TARGET = 0.99
 _EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
@@ -80,7 +80,7 @@ def plain_fit(args: argparse.Namespace) -> None:
 
     from trainer.data import load
     from trainer.model import build_model
-    from trainer.train import make_optimizer
+    from trainer.training.schedule import make_optimizer
 
     keras.utils.set_random_seed(args.seed)
     ds = load(args.data_dir)
@@ -190,7 +190,7 @@ def run_launcher(r: argparse.Namespace, ps: int) -> dict:
 
 
 def main() -> None:
-    defaults = local.build_parser().parse_args([])
+    defaults = cli.build_parser().parse_args([])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
     for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",

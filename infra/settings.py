@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
 
-from trainer import cluster_spec as cs
+from trainer.contract import cluster_spec as cs
 
 PROJECT = "tf-mnist"
 

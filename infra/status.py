@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
-from trainer.progress import ParsedLog, parse_log
+from trainer.contract.progress import ParsedLog, parse_log
 
 EXIT_FINISHED, EXIT_FAILED, EXIT_RUNNING, EXIT_UNREADABLE = 0, 1, 3, 4
 PROJECT_DIR = Path(__file__).resolve().parents[1]

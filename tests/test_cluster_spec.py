@@ -1,10 +1,10 @@
-"""Unit tests for trainer.cluster_spec: exact hosts, TF_CONFIG and the errors it raises."""
+"""Unit tests for trainer.contract.cluster_spec: exact hosts, TF_CONFIG and the errors it raises."""
 
 import json
 
 import pytest
 
-from trainer.cluster_spec import (
+from trainer.contract.cluster_spec import (
     ClusterSpecError,
     Replicas,
     kubernetes_cluster_spec,

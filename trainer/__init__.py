@@ -1,0 +1,13 @@
+"""The TensorFlow trainer: distributed MNIST, one task per process (trainer/README.md).
+
+Commands: ``python -m trainer`` (one task, dispatched on TF_CONFIG), ``python -m
+trainer.local`` (a whole run on one machine), ``python -m trainer.stage`` (put MNIST where
+the tasks read it), ``python -m trainer.board`` and ``python -m trainer.report`` (see a
+run: TensorBoard, a PNG of its learning curves).
+
+Parts: ``contract/`` (what infra/ imports: cluster spec and TF_CONFIG, exit codes, the
+progress lines), ``training/`` (the chief's and synchronous workers' training),
+``launcher/`` (the local launcher), and the task's own modules: flags, data, model, packed
+(the weights in one vector), servers (ps and workers), tasklog (each task's log file),
+packages (what a task imports), autograph_files and log_noise.
+"""

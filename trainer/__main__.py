@@ -2,7 +2,8 @@
 
 chief (or a single process without TF_CONFIG, or any task with ps 0) trains; ps and,
 with ps tasks, workers run a tf.distribute.Server until the chief is done.
-Exit codes: see trainer.exit_codes.
+Exit codes: see trainer.contract.exit_codes. NumPy and TensorFlow are imported only once the
+task knows what it runs, so that a Python without them fails with one line that says so.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import sys
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from trainer import flags  # noqa: E402
-from trainer.lifetime import exit_with_launcher, remove_autograph_files  # noqa: E402
-from trainer.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
-                                  parse_tf_config)
-from trainer.data import DataError  # noqa: E402
-from trainer.exit_codes import EXIT_BAD_DATA, EXIT_BAD_FLAGS, EXIT_RETRY  # noqa: E402
+from trainer import flags, tasklog  # noqa: E402
+from trainer.autograph_files import remove_autograph_files  # noqa: E402
+from trainer.contract.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
+                                           parse_tf_config)
+from trainer.contract.exit_codes import (EXIT_BAD_DATA, EXIT_BAD_FLAGS,  # noqa: E402
+                                         EXIT_MISSING_PACKAGES, EXIT_RETRY)
+from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
+from trainer.packages import import_error_message  # noqa: E402
 from trainer.servers import use_run_id  # noqa: E402
-from trainer import tasklog  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.servers import run_server
         return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir,
                           args.peer_timeout)
-    from trainer.train import PeerLost, run
+    from trainer.data import DataError
+    from trainer.training.liveness import PeerLost
+    from trainer.training.run import run
     try:
         return run(args, task)
     except flags.FlagError as err:
@@ -73,6 +77,9 @@ if __name__ == "__main__":
         code = main()
     except SystemExit as exit_:  # argparse's usage errors
         code = exit_.code if isinstance(exit_.code, int) else 1
+    except ImportError as err:  # this Python lacks a package: no restart can cure that
+        print(f"error: {import_error_message(err, 'python -m trainer')}", file=sys.stderr)
+        code = EXIT_MISSING_PACKAGES
     except BaseException:  # noqa: BLE001 - report, then exit without waiting for TF threads
         import traceback
 

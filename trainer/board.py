@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, TextIO
 
-from trainer.progress import TENSORBOARD_SUBDIR
+from trainer.contract.progress import TENSORBOARD_SUBDIR
 
 #: Seconds TensorBoard gets to answer its URL (it imports TensorFlow when installed: about
 #: 5-10 s on 2 busy cores).

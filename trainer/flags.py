@@ -60,42 +60,43 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
                              "%(default)s)")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
                         help="adam, or sgd (plain gradient descent, the guide's) "
-                             "(default adam)")
+                             "(default %(default)s)")
     parser.add_argument("--lr_schedule", choices=LR_SCHEDULES, default="constant",
                         help="constant, or warmup_cosine (warm-up over 15%% of the steps, "
-                             "then cosine decay to 0) (default constant)")
+                             "then cosine decay to 0) (default %(default)s)")
     parser.add_argument("--lr_scaling", choices=LR_SCALINGS, default="none",
                         help="with N synchronous replicas (ps 0), multiply the learning "
                              "rate by sqrt(N) (Adam's rule), by N (SGD's), or not: none "
-                             "(default none)")
+                             "(default %(default)s)")
     parser.add_argument("--model", choices=MODELS, default="convnet",
                         help="convnet (about 99%% on full MNIST), convnet_fc (the same with "
                              "a 128-unit hidden layer; learns faster), convnet_fc_slim "
                              "(convnet_fc with half the filters in its second convolution "
                              "and 256 hidden units: about 20%% faster) or the guide's "
-                             "784-100-10 sigmoid mlp (default convnet)")
+                             "784-100-10 sigmoid mlp (default %(default)s)")
     parser.add_argument("--dropout", type=float, default=0.5,
-                        help="convnet(_fc) dropout rate before the last layer (default 0.5, "
-                             "keras-io's)")
+                        help="convnet(_fc) dropout rate before the last layer (default "
+                             "%(default)s; keras-io's is 0.5)")
     parser.add_argument("--augment_shift", type=int, default=0,
                         help="move each training image by a random 0 to this many pixels "
-                             "in each direction (0, the default: no augmentation)")
-    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+                             "in each direction; 0: no augmentation (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=42, help="random seed (default %(default)s)")
     # 50: one scheduled function per 50 steps amortises the coordinator's round trip; on 2
     # cores it raised ParameterServerStrategy's throughput by about 20% over 20.
     parser.add_argument("--steps_per_execution", type=int, default=50,
                         help="training steps per tf.function call; with ps, per scheduled "
                              "function on a worker (default %(default)s)")
     parser.add_argument("--log_interval", type=int, default=100,
-                        help="print a Step line every this many batches (default 100)")
+                        help="print a Step line every this many batches (default "
+                             "%(default)s)")
     parser.add_argument("--peer_timeout", type=float, default=600.0,
                         help="seconds a task waits for lost peers (or the chief for progress) "
-                             "before exiting non-zero (default 600)")
+                             "before exiting non-zero (default %(default)g)")
     parser.add_argument("--run_id", default="",
                         help="identity of this run, the same for every task (the Kubernetes "
                              "stack and trainer.local set it): ps and workers ignore the "
                              "heartbeat and done files another run left in <log_dir>/cluster; "
-                             "empty (the default) makes them trust any such file")
+                             "empty makes them trust any such file (default '%(default)s')")
 
 
 def new_run_id() -> str:

@@ -1,7 +1,7 @@
 """``python -m trainer.report RUN_DIR``: a PNG of a run's learning curves from its own files.
 
 Reads the chief's TensorBoard events (``RUN_DIR/train``, the per-epoch series of
-``trainer.progress.EPOCH_TAGS``) and ``result.json`` when the run has finished, and draws
+``trainer.contract.progress.EPOCH_TAGS``) and ``result.json`` when the run has finished, and draws
 cost and accuracy per epoch (train and test) and the same against wall-clock minutes since
 the run started. Writes ``RUN_DIR/learning_curves.png`` unless ``--output`` says otherwise.
 Exit codes: 0 written; 1 no per-epoch events under RUN_DIR (nothing to draw).
@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.progress import EPOCH_TAGS, TENSORBOARD_SUBDIR, read_result
+from trainer.contract.progress import EPOCH_TAGS, TENSORBOARD_SUBDIR, read_result
 
 DEFAULT_NAME = "learning_curves.png"
 

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from trainer.exit_codes import EXIT_SIGTERM
+from trainer.contract.exit_codes import EXIT_SIGTERM
 
 HEARTBEAT_INTERVAL_S = 5.0
 #: How often a server looks for the chief's done marker: a server exits on average half of
@@ -46,7 +46,7 @@ _process_run_id = ""
 def use_run_id(run_id: str) -> None:
     """Make ``run_id`` the default run id of every ClusterFiles this process creates.
 
-    trainer.__main__ calls it once with ``--run_id`` before the task starts: trainer.train
+    trainer.__main__ calls it once with ``--run_id`` before the task starts: trainer.training.run
     builds its ClusterFiles from ``--log_dir`` alone, and this is how the chief's heartbeat
     and done marker get the run's id without that module knowing about it.
     """
@@ -172,7 +172,7 @@ def _exit_143_on_sigterm(task: str) -> None:
     for the whole grace period; it would then see the chief's done marker and exit 0, and its
     Job would be Complete with the task gone instead of starting a replacement (seen on the
     local cluster). 143 (128 + SIGTERM) is what the Job's podFailurePolicy ignores
-    (trainer/exit_codes.py), so the replacement does not count against backoffLimit.
+    (trainer/contract/exit_codes.py), so the replacement does not count against backoffLimit.
     """
     def stop(signum: int, frame: object) -> None:
         print(f"{task}: stopped by SIGTERM", file=sys.stderr, flush=True)

@@ -13,8 +13,8 @@ import pulumi_kubernetes as k8s
 from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
 from infra.settings import Settings, TaskSettings
-from trainer import cluster_spec as cs
-from trainer.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
+from trainer.contract import cluster_spec as cs
+from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
 CONTAINER_NAME = "tensorflow"
 VOLUME_NAME = "data"

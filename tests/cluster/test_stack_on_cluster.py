@@ -26,7 +26,7 @@ from typing import Iterator
 import pytest
 
 from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
-from trainer.progress import parse_log
+from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 
 from .kube import Kube, job_condition

@@ -1,4 +1,4 @@
-"""Property tests for trainer/cluster_spec.py as the stack uses it: unique hosts, DNS-1123
+"""Property tests for trainer/contract/cluster_spec.py as the stack uses it: unique hosts, DNS-1123
 names, and every task's TF_CONFIG accepted by TensorFlow's own TFConfigClusterResolver.
 
 Imports TensorFlow (about 5 s), hence a module of its own.
@@ -13,7 +13,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainer import cluster_spec as cs
+from trainer.contract import cluster_spec as cs
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import mock_engine as me
-from trainer import exit_codes
+from trainer.contract import exit_codes
 
 JOB = "kubernetes:batch/v1:Job"
 SERVICE = "kubernetes:core/v1:Service"
@@ -63,7 +63,7 @@ def test_task_jobs_replace_failed_pods_under_a_pod_failure_policy(dev_config):
 
 
 def test_the_policy_follows_the_trainers_exit_codes():
-    # The codes a restart cannot cure, and the SIGTERM exit, come from trainer/exit_codes.py.
+    # The codes a restart cannot cure, and the SIGTERM exit, come from trainer/contract/exit_codes.py.
     assert exit_codes.PERMANENT_EXIT_CODES == (2, 3)
     assert exit_codes.EXIT_SIGTERM == 143
     from infra.components.training import CONTAINER_NAME, pod_failure_policy

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import mock_engine as me
-from trainer import cluster_spec as cs
+from trainer.contract import cluster_spec as cs
 
 JOB = "kubernetes:batch/v1:Job"
 SERVICE = "kubernetes:core/v1:Service"

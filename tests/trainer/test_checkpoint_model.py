@@ -1,6 +1,6 @@
 """A log directory holding checkpoints of another model (or optimizer variables): a flag
 error naming --log_dir and the flags, found before training
-(trainer.train.check_checkpoint_matches), in process."""
+(trainer.training.checkpoints.check_checkpoint_matches), in process."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from trainer.flags import FlagError
 
 
 def _packed(model_name: str, dropout: float, args: argparse.Namespace):
-    """(weights, optimizer) built as trainer.train.run builds them: the model's packed
+    """(weights, optimizer) built as trainer.training.run builds them: the model's packed
     weights and an optimizer over them."""
     import keras
 
     from trainer.model import build_model
     from trainer.packed import PackedWeights
-    from trainer.train import make_optimizer
+    from trainer.training.schedule import make_optimizer
 
     weights = keras.Variable(PackedWeights(build_model(model_name, dropout)).initial_value())
     optimizer = make_optimizer(args, 100)
@@ -29,7 +29,8 @@ def _packed(model_name: str, dropout: float, args: argparse.Namespace):
 
 def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str = "adam",
           lr_schedule: str = "warmup_cosine") -> str:
-    """A checkpoint laid out as trainer.train.run writes it (weights, optimizer, counters)."""
+    """A checkpoint laid out as trainer.training.checkpoints.TrainState writes it (weights,
+    optimizer, counters)."""
     import tensorflow as tf
 
     weights, opt = _packed(model_name, dropout, argparse.Namespace(
@@ -50,7 +51,7 @@ def _args(tmp_path: Path, model: str, dropout: float = 0.25, optimizer: str = "a
 def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
     """check_checkpoint_matches with this run's weights and optimizer, built as run builds
     them."""
-    from trainer.train import check_checkpoint_matches
+    from trainer.training.checkpoints import check_checkpoint_matches
 
     check_checkpoint_matches(path, args, *_packed(args.model, args.dropout, args))
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from trainer import progress
+from trainer.contract import progress
 
 pytestmark = pytest.mark.slow
 
@@ -162,7 +162,7 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
 
 
-#: The tags of README's "See the training" table (trainer.progress.EPOCH_TAGS and
+#: The tags of README's "See the training" table (trainer.contract.progress.EPOCH_TAGS and
 #: TAG_BATCH_COST), spelled out so that renaming one breaks this test too.
 EPOCH_TAGS = {"epoch/train_cost", "epoch/test_cost", "epoch/train_accuracy",
               "epoch/test_accuracy", "epoch/learning_rate", "epoch/examples_per_s"}
@@ -226,7 +226,7 @@ def _rerun_single_process(log_dir: Path, *flags: str) -> subprocess.CompletedPro
 def test_a_finished_run_does_not_train_again(ps1):
     # The launcher's recipe (its defaults differ from python -m trainer's), so the same run:
     # a rerun with another model or optimizer layout is refused (next test).
-    from trainer.local import LOCAL_DEFAULTS
+    from trainer.launcher.cli import LOCAL_DEFAULTS
 
     recipe = [f"--{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k not in ("epochs", "batch_size")]
     proc = _rerun_single_process(ps1.log_dir, *recipe)
@@ -238,7 +238,7 @@ def test_a_finished_run_does_not_train_again(ps1):
 
 
 def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
-    from trainer.local import LOCAL_DEFAULTS
+    from trainer.launcher.cli import LOCAL_DEFAULTS
 
     assert LOCAL_DEFAULTS["model"] == "convnet_fc_slim"  # python -m trainer's default is convnet
     for model in ("convnet", "convnet_fc", "mlp"):
@@ -285,8 +285,8 @@ def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
 
 def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.CompletedProcess:
     """Run one task of a chief + worker + ps cluster whose other tasks never start."""
-    from trainer.cluster_spec import Replicas, local_cluster_spec, tf_config_json
-    from trainer.local import free_ports
+    from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
+    from trainer.launcher.supervisor import free_ports
 
     replicas = Replicas(chief=1, worker=1, ps=1)
     ports = dict(zip(replicas.tasks(), free_ports(3)))

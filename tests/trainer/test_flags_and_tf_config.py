@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainer import flags
-from trainer.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS,
+from trainer.contract.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS,
                                   ClusterSpecError, Replicas, local_cluster_spec,
                                   parse_tf_config, tf_config_json)
 

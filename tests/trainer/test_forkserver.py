@@ -1,4 +1,4 @@
-"""trainer.forkserver: tasks forked from a process that has imported TensorFlow, behaving
+"""trainer.launcher.forkserver: tasks forked from a process that has imported TensorFlow, behaving
 like the ``python -m`` / ``python -c`` processes the launcher used to exec."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from trainer.forkserver import ForkedProcess
+from trainer.launcher.forkserver import ForkedProcess
 
 
 def _run(code: str, *args: str, env: dict | None = None) -> tuple[int, str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer import data, progress
+from trainer import data
+from trainer.contract import progress
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.cluster_spec import Replicas
-from trainer.local import free_ports, intra_op_threads
+from trainer.contract.cluster_spec import Replicas
+from trainer.launcher.supervisor import free_ports, intra_op_threads
 from trainer.servers import (CLOCK_SLACK_S, POLL_INTERVAL_S, STALE_GRACE_S, ClusterFiles,
                              server_decision)
 
@@ -125,11 +125,12 @@ def test_the_chief_writes_its_run_id(tmp_path):
 
 
 def test_the_launcher_gives_every_task_one_new_run_id():
-    from trainer import flags, local
+    from trainer import flags
+    from trainer.launcher import cli
 
-    first, second = local.build_parser().parse_args([]), local.build_parser().parse_args([])
+    first, second = cli.build_parser().parse_args([]), cli.build_parser().parse_args([])
     assert flags.RUN_ID.match(first.run_id) and first.run_id != second.run_id
-    assert local.build_parser().parse_args(["--run_id", "mine"]).run_id == "mine"
+    assert cli.build_parser().parse_args(["--run_id", "mine"]).run_id == "mine"
 
 
 def test_a_bad_run_id_is_a_bad_flag():
@@ -159,7 +160,7 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
     # own run's done ends it with exit 0.
     import time
 
-    from trainer.cluster_spec import local_cluster_spec, tf_config_json
+    from trainer.contract.cluster_spec import local_cluster_spec, tf_config_json
 
     replicas = Replicas(chief=1, worker=1, ps=1)
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
@@ -218,12 +219,12 @@ def test_intra_op_threads_share_the_cores_among_computing_tasks():
 _STUBBORN_TASK = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                   "print('up', flush=True); time.sleep(120)")
 # A stand-in task that, like `python -m trainer`, ties its life to the launcher's.
-_TIED_TASK = ("import time; from trainer.lifetime import exit_with_launcher; "
+_TIED_TASK = ("import time; from trainer.launcher.lifetime import exit_with_launcher; "
               "assert exit_with_launcher(); print('up', flush=True); time.sleep(120)")
 _DRIVER = """
 import sys
-from trainer.cluster_spec import Replicas
-from trainer.local import Launcher, install_signal_handlers
+from trainer.contract.cluster_spec import Replicas
+from trainer.launcher.supervisor import Launcher, install_signal_handlers
 launcher = Launcher(Replicas(chief=1, worker=1, ps=1), [], backoff_limit=0)
 for task in launcher.tasks.values():
     task.argv = [sys.executable, "-c", sys.argv[1]]
@@ -334,10 +335,10 @@ def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
 
 _AFTER_CHIEF_DRIVER = """
 import sys
-from trainer import local
-from trainer.cluster_spec import Replicas
-local.BACKOFF_BASE_S = 4.0  # worker-0's restart falls after the chief has finished
-launcher = local.Launcher(Replicas(chief=1, worker=2, ps=0), [], backoff_limit=3)
+from trainer.launcher import supervisor
+from trainer.contract.cluster_spec import Replicas
+supervisor.BACKOFF_BASE_S = 4.0  # worker-0's restart falls after the chief has finished
+launcher = supervisor.Launcher(Replicas(chief=1, worker=2, ps=0), [], backoff_limit=3)
 code = {"chief-0": "import time; time.sleep(1.5)", "worker-0": "raise SystemExit(1)",
         "worker-1": "import time; time.sleep(2.5)"}
 for task in launcher.tasks.values():
@@ -398,7 +399,7 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
     import signal
     import time
 
-    from trainer.cluster_spec import local_cluster_spec, tf_config_json
+    from trainer.contract.cluster_spec import local_cluster_spec, tf_config_json
 
     replicas = Replicas(chief=1, worker=1, ps=1)
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))

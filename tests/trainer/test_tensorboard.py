@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer import progress, report
+from trainer import report
+from trainer.contract import progress
 
 pytestmark = pytest.mark.slow
 

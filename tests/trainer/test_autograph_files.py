@@ -1,4 +1,4 @@
-"""trainer.lifetime: clean-up skipped by os._exit."""
+"""trainer.autograph_files: clean-up skipped by os._exit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer import lifetime
+from trainer import autograph_files
 from trainer_test_helpers import write_mnist
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_autograph_files_of_this_process_are_removed(tmp_path, monkeypatch):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    ours = tmp_path / f"{lifetime.AUTOGRAPH_PREFIX}abc123.py"
+    ours = tmp_path / f"{autograph_files.AUTOGRAPH_PREFIX}abc123.py"
     ours.write_text("x = 1\n")
-    elsewhere = tmp_path / "sub" / f"{lifetime.AUTOGRAPH_PREFIX}zzz.py"
+    elsewhere = tmp_path / "sub" / f"{autograph_files.AUTOGRAPH_PREFIX}zzz.py"
     elsewhere.parent.mkdir()
     elsewhere.write_text("x = 1\n")
     other = tmp_path / "not_autograph.py"
@@ -30,7 +30,7 @@ def test_autograph_files_of_this_process_are_removed(tmp_path, monkeypatch):
         module = types.ModuleType(name)
         module.__file__ = str(path)
         monkeypatch.setitem(sys.modules, name, module)
-    assert lifetime.remove_autograph_files() == 1
+    assert autograph_files.remove_autograph_files() == 1
     assert not ours.exists() and elsewhere.exists() and other.exists()
 
 
@@ -47,4 +47,4 @@ def test_a_training_run_leaves_no_autograph_files(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "done" in proc.stdout.splitlines()
     assert sorted(p.name for p in tmp.iterdir()
-                  if p.name.startswith(lifetime.AUTOGRAPH_PREFIX)) == []
+                  if p.name.startswith(autograph_files.AUTOGRAPH_PREFIX)) == []

@@ -2,8 +2,8 @@
 
 Importing TensorFlow and Keras costs each ``python -m trainer`` process about 2.5 s of CPU.
 The local launcher starts four such processes at once on two cores, and they spent about 9
-of the run's first 11 seconds importing (measured on full MNIST, issue 9). The standard
-library's ``multiprocessing`` forkserver imports ``trainer.preload`` once and forks every
+of the run's first 11 seconds importing (measured on full MNIST). The standard library's
+``multiprocessing`` forkserver imports ``trainer.launcher.preload`` once and forks every
 task from it, so a task starts serving about 0.2 s after it is asked for.
 
 ``ForkedProcess`` is the part of ``subprocess.Popen`` that the launcher uses (``pid``,
@@ -12,10 +12,10 @@ its own session and its own output pipe (stdout and stderr together, like
 ``stderr=STDOUT``), and runs ``python -m <module> ...`` or ``python -c <code> ...`` argv
 as the interpreter would (``runpy`` and ``exec``), with its own environment.
 
-What a fork inherits that a fresh interpreter would not: what ``trainer.preload`` imported
-and anything read at import time (TensorFlow reads TF_CPP_MIN_LOG_LEVEL then;
-trainer.preload defaults it to 2 before importing). TensorFlow itself starts its thread
-pools, devices and gRPC only when a task first uses them, after the fork.
+What a fork inherits that a fresh interpreter would not: what ``trainer.launcher.preload``
+imported and anything read at import time (TensorFlow reads TF_CPP_MIN_LOG_LEVEL then;
+the preload defaults it to 2 before importing). TensorFlow itself starts its thread pools,
+devices and gRPC only when a task first uses them, after the fork.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import sys
 import traceback
 from multiprocessing.connection import Connection
 
-#: Imported once by the fork server (see trainer/preload.py).
-PRELOAD_MODULES = ["trainer.preload"]
-#: Set (to 1) in the environment the fork server starts with: trainer.preload, run there,
-#: then leaves the launcher's session.
+#: Imported once by the fork server (see trainer/launcher/preload.py).
+PRELOAD_MODULES = ["trainer.launcher.preload"]
+#: Set (to 1) in the environment the fork server starts with: trainer.launcher.preload, run
+#: there, then leaves the launcher's session.
 FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
 
 _context = None
@@ -67,7 +67,7 @@ class ForkedProcess:
         # handler SIGTERMs it (a non-daemon one it would wait for).
         self._process = context().Process(target=_run_child, args=(argv[1:], dict(env), out),
                                           name=name, daemon=True)
-        # Should this start (re)start the fork server, trainer.preload sees the variable.
+        # Should this start (re)start the fork server, the preload sees the variable.
         os.environ[FORK_SERVER_ENV] = "1"
         try:
             self._process.start()

@@ -1,5 +1,4 @@
-"""A task's process lifetime: tied to the local launcher that started it, and the clean-up
-that its final ``os._exit`` would otherwise skip.
+"""A task's life tied to the local launcher that started it.
 
 The launcher starts each task in its own session, so Ctrl-C in the terminal reaches only the
 launcher, which then stops the tasks in order. When the launcher dies without doing that
@@ -7,7 +6,7 @@ launcher, which then stops the tasks in order. When the launcher dies without do
 to --peer_timeout. So each task watches the launcher through a pidfd (pidfd_open(2), Linux
 5.3): a thread waits until it becomes readable, which is when the launcher has exited, and
 then SIGKILLs the task. Not PR_SET_PDEATHSIG: the tasks are children of the fork server
-(trainer/forkserver.py), not of the launcher, and the fork server outlives the launcher
+(trainer/launcher/forkserver.py), not of the launcher, and the fork server outlives the launcher
 for as long as a task holds its pipe. SIGKILL, not SIGTERM: every task gets it at once,
 so the chief's SIGTERM checkpoint could not reach the dead ps, and a chief waiting on dead
 workers stayed until --peer_timeout (seen with SIGTERM); the last epoch's checkpoint is
@@ -58,33 +57,3 @@ def exit_with_launcher(environ: dict | None = None) -> bool:
 
     threading.Thread(target=wait_for_launcher, name="exit-with-launcher", daemon=True).start()
     return True
-
-
-#: Prefix of the modules TensorFlow's AutoGraph writes to the temporary directory
-#: (tensorflow/python/autograph/pyct/loader.py); it deletes them from an atexit hook.
-AUTOGRAPH_PREFIX = "__autograph_generated_file"
-
-
-def remove_autograph_files() -> int:
-    """Delete the AutoGraph source files this process wrote; return how many.
-
-    ``python -m trainer`` ends with ``os._exit`` (TensorFlow's threads can keep a normal exit
-    waiting), which skips atexit hooks, so without this every run would leave a few
-    ``__autograph_generated_file*.py`` in the temporary directory.
-    """
-    import tempfile
-
-    tmp = os.path.realpath(tempfile.gettempdir())
-    removed = 0
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not name.startswith(AUTOGRAPH_PREFIX) or not path:
-            continue
-        if os.path.dirname(os.path.realpath(path)) != tmp:
-            continue
-        try:
-            os.remove(path)
-            removed += 1
-        except OSError:
-            pass
-    return removed

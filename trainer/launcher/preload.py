@@ -1,4 +1,4 @@
-"""What the fork server imports once for every task (trainer/forkserver.py): TensorFlow,
+"""What the fork server imports once for every task (trainer/launcher/forkserver.py): TensorFlow,
 Keras and the trainer's modules that use them.
 
 Importing this module anywhere else does the same imports, nothing more; in the fork
@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import traceback
 
-from trainer.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
+from trainer.launcher.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -45,13 +44,17 @@ def _import_quietly() -> None:
 
             import trainer.model  # noqa: F401
             import trainer.servers  # noqa: F401
-            import trainer.train  # noqa: F401
-        except ImportError:
+            import trainer.training.checkpoints  # noqa: F401
+            import trainer.training.distribution  # noqa: F401
+            import trainer.training.finish  # noqa: F401
+            import trainer.training.loop  # noqa: F401
+            import trainer.training.run  # noqa: F401
+        except ImportError as err:
             # multiprocessing ignores a preload's ImportError: say so, or every task would
-            # silently import TensorFlow itself again.
-            traceback.print_exc()
-            print("fork server: preloading failed (above); each task imports TensorFlow "
-                  "itself", file=sys.stderr)
+            # silently import TensorFlow itself again. One line: each task that fails the
+            # same way says how to fix it.
+            print(f"fork server: preloading failed ({type(err).__name__}: {err}); each task "
+                  "imports TensorFlow itself", file=sys.stderr)
         finally:
             if hidden:  # importable again (trainer.report draws with it)
                 del sys.modules["matplotlib"]

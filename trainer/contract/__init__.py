@@ -1,0 +1,29 @@
+"""What the Kubernetes stack (infra/) relies on in the trainer: change it only with infra/.
+
+infra/ imports these modules, and only these, from the trainer; they are pure Python (no
+TensorFlow, no Pulumi), so the stack imports them without the trainer's packages and the
+trainer image never needs Pulumi:
+
+- ``cluster_spec``: the cluster spec and TF_CONFIG of every task, the Kubernetes names
+  ``{prefix}-{task_type}-{index}``, and the rules for name prefix, namespace and ports
+  (infra/components/training.py writes each pod's TF_CONFIG with it, infra/settings.py
+  checks the configuration with it).
+- ``exit_codes``: the exit codes that cross the pod boundary: the Jobs' podFailurePolicy
+  fails a Job on ``PERMANENT_EXIT_CODES`` and ignores ``EXIT_SIGTERM``.
+- ``progress``: the lines the chief prints and their parser, which ``python -m
+  infra.status`` reads from the chief's log (``parse_log``); the TensorBoard tags and
+  ``result.json``.
+
+What infra/ relies on without importing it:
+
+- The commands ``python -m trainer`` (every task; dispatches on TF_CONFIG) and ``python -m
+  trainer.stage --dest DIR [--source DIR_OR_URL]`` (the staging Job), run from the image's
+  working directory (docker/trainer-*.Dockerfile).
+- The flags that ``trainer_args()`` in infra/components/training.py passes to every task,
+  defined in trainer/flags.py: ``--data_dir``, ``--log_dir``, ``--epochs``,
+  ``--batch_size``, ``--learning_rate``, ``--peer_timeout`` and ``--run_id``
+  (tests/infra/test_infra_topology.py pins the strings).
+- The layout of ``--log_dir`` on the shared volume: ``logs/<task>.log`` (trainer/tasklog.py;
+  infra.status points there) and TensorBoard's events under ``train/``
+  (``progress.TENSORBOARD_SUBDIR``; the TensorBoard Deployment serves ``--log_dir``).
+"""

@@ -1,0 +1,181 @@
+"""The training loop: the epochs in chunks of steps (trainer.training.steps), a Step line
+every ``--log_interval`` batches, and after every epoch a checkpoint, then the chief's
+evaluation, TensorBoard scalars and Epoch line; on SIGTERM, a checkpoint where the loop
+stands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from trainer import data as data_mod
+from trainer.contract import progress
+from trainer.packed import PackedWeights
+from trainer.training.checkpoints import TrainState
+from trainer.training.distribution import Distribution
+from trainer.training.evaluation import evaluate_with_cost
+from trainer.training.liveness import SigtermFlag, Watchdog, peer_lost
+from trainer.training.schedule import learning_rate_at
+from trainer.training.steps import StepRunner
+
+
+@dataclass
+class Outcome:
+    """How the loop ended.
+
+    Attributes:
+        sigterm: stopped by SIGTERM, after saving a checkpoint; the rest is then partial.
+        train_time_s: wall time of the epochs this process trained, seconds.
+        examples: training examples of those epochs.
+        last_cost: the last epoch's mean training cost (cross-entropy, nats).
+        test_accuracy: the chief's evaluation after the last epoch (a fraction); None on
+            other tasks.
+    """
+
+    sigterm: bool = False
+    train_time_s: float = 0.0
+    examples: int = 0
+    last_cost: float = math.nan
+    test_accuracy: float | None = None
+
+
+class TrainingLoop:
+    """Trains ``state``'s packed weights on ``dataset`` under ``dist``, from a resume point to
+    ``--epochs``; the chief also evaluates ``model`` (its local copy, filled by ``packing``)
+    and writes the run's TensorBoard events.
+
+    Everything the training functions use is reachable from the loop, so that keeping the
+    loop keeps them (trainer.training.finish).
+    """
+
+    def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
+                 packing: PackedWeights, model, dataset: data_mod.Dataset,
+                 steps_per_epoch: int, watchdog: Watchdog) -> None:
+        self.args, self.dist, self.state, self.packing = args, dist, state, packing
+        self.model, self.dataset, self.watchdog = model, dataset, watchdog
+        self.is_chief = state.is_chief
+        self.steps = StepRunner(args, dist, state, packing, dataset)
+        self.global_batch = self.steps.global_batch
+        self.steps_per_epoch = steps_per_epoch
+        self.sigterm = SigtermFlag()
+        watchdog.kick()
+        self.writer = tf.summary.create_file_writer(
+            str(Path(args.log_dir) / progress.TENSORBOARD_SUBDIR)) if self.is_chief else None
+        #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
+        self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
+
+    def run(self, done_epochs: int, done_batches: int) -> Outcome:
+        """Train from batch ``done_batches`` of epoch ``done_epochs`` (both counted from 0)
+        to the end of ``--epochs``, or until SIGTERM.
+
+        Raises:
+            PeerLost: TensorFlow failed to reach a ps or peer.
+        """
+        outcome = Outcome()
+        try:
+            for epoch in range(done_epochs, self.args.epochs):
+                batch = done_batches if epoch == done_epochs else 0
+                epoch_start = time.perf_counter()
+                if not self._train_epoch(epoch, batch, epoch_start):
+                    outcome.sigterm = True
+                    return outcome
+                self.steps.join()
+                self._end_epoch(epoch, time.perf_counter() - epoch_start, outcome)
+        except tf.errors.OpError as err:
+            raise peer_lost(err, self.dist.kind) from None
+        return outcome
+
+    def _train_epoch(self, epoch: int, batch: int, epoch_start: float) -> bool:
+        """Train epoch ``epoch`` from ``batch`` on, its chunks into ``pending``; return False
+        when SIGTERM stopped it (a checkpoint is then saved)."""
+        args, steps = self.args, self.steps_per_epoch
+        interval_start, interval_batches = epoch_start, 0
+        self.pending = []
+        while batch < steps:
+            k = min(args.steps_per_execution, steps - batch,
+                    args.log_interval - batch % args.log_interval)
+            value = self.steps.run(k)
+            self.pending.append((k, value))
+            batch += k
+            interval_batches += k
+            if batch % args.log_interval == 0 or batch == steps:
+                loss, _ = value()  # waits for this chunk only
+                self.watchdog.kick()
+                if self.is_chief and batch % args.log_interval == 0:
+                    now = time.perf_counter()
+                    self._step_line(epoch, batch, loss, now - interval_start, interval_batches)
+                    interval_start, interval_batches = now, 0
+            if self.sigterm.requested:
+                self.steps.join()
+                path = self.state.save(epoch, batch)
+                if self.is_chief:
+                    print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
+                          f"{batch}; exiting", flush=True)
+                return False
+        return True
+
+    def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
+                   batches: int) -> None:
+        """The chief's Step line and batch cost scalar, ``batches`` batches after the last."""
+        avg_ms = 1000 * seconds / max(batches, 1)
+        step = int(self.state.global_step.numpy())
+        print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms),
+              flush=True)
+        with self.writer.as_default(step=step):
+            write_scalar(progress.TAG_BATCH_COST, loss)
+
+    def _end_epoch(self, epoch: int, epoch_time: float, outcome: Outcome) -> None:
+        """The epoch's results into ``outcome``, its checkpoint, and the chief's report."""
+        outcome.train_time_s += epoch_time
+        results = [(k, value()) for k, value in self.pending]
+        epoch_steps = sum(k for k, _ in results)
+        outcome.examples += epoch_steps * self.global_batch
+        outcome.last_cost = sum(k * r[0] for k, r in results) / epoch_steps
+        train_accuracy = sum(r[1] for _, r in results) / (epoch_steps * self.global_batch)
+        path = self.state.save(epoch + 1, 0)
+        self.watchdog.kick()
+        if self.is_chief:
+            outcome.test_accuracy = self._report_epoch(epoch, epoch_time, path, {
+                "train_cost": outcome.last_cost, "train_accuracy": train_accuracy,
+                "examples_per_s": epoch_steps * self.global_batch / epoch_time})
+
+    def _report_epoch(self, epoch: int, epoch_time: float, path: str, values: dict) -> float:
+        """Evaluate, write the epoch's scalars and print its Epoch line; return the test
+        accuracy. ``values``: the epoch's train_cost, train_accuracy and examples_per_s."""
+        self.packing.copy_to_model(self.state.weights)
+        test_accuracy, test_cost = evaluate_with_cost(self.model, self.dataset)
+        # Per-epoch series at step = epoch (1-based): a restarted chief resumes at an
+        # epoch boundary, so no two processes write the same epoch.
+        epoch_values = {
+            "train_cost": values["train_cost"], "train_accuracy": values["train_accuracy"],
+            "test_cost": test_cost, "test_accuracy": test_accuracy,
+            "learning_rate": learning_rate_at(self.state.optimizer, self.args,
+                                              int(self.state.global_step.numpy())),
+            "examples_per_s": values["examples_per_s"]}
+        with self.writer.as_default(step=epoch + 1):
+            for key, value in epoch_values.items():
+                write_scalar(progress.EPOCH_TAGS[key], value)
+        self.writer.flush()
+        print(progress.epoch_line(epoch + 1, self.args.epochs, epoch_values, epoch_time, path),
+              flush=True)
+        return test_accuracy
+
+
+def write_scalar(name: str, value: float) -> None:
+    """Write a TensorBoard scalar with core TensorFlow only.
+
+    tf.summary.scalar needs the tensorboard package, which tensorflow 2.21 no longer
+    installs; this writes the same event (a float32 tensor tagged for the "scalars" plugin),
+    so the trainer image does not need TensorBoard.
+    """
+    metadata = summary_pb2.SummaryMetadata(
+        summary_description=progress.TAG_DESCRIPTIONS.get(name, ""),
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
