@@ -4,7 +4,10 @@ The toolchain comes from PATH, as scripts/test.sh puts it there (``tools/pulumi-
 prints the directory). Missing binaries skip these tests with the reason, except when
 ``REQUIRE_PULUMI_ENGINE=1`` (scripts/test.sh, CI): then they fail. A binary the toolchain
 script recorded as BLOCKED (the Go module proxy refused its module) skips only the tests that
-need it, with the recorded refusal as the reason, in both cases: nothing here can build it.
+need it, with the recorded refusal as the reason: nothing here can build it. The exception is
+pulumi-resource-alicloud where its vendored sources are beside the checkout
+(``../shared/vendor/alicloud-provider``, or ``$ALICLOUD_PROVIDER_VENDOR_DIR``): the toolchain
+builds it from them, so it is expected like any other binary.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from .engine import PulumiProject, Toolchain, find_toolchain, install_plugins
+from .engine import PulumiProject, Toolchain, alicloud_vendor_dir, find_toolchain, install_plugins
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,9 +47,21 @@ def toolchain() -> Toolchain:
 
 
 def require_binary(toolchain: Toolchain, name: str) -> None:
-    """Skip a test that needs ``name`` when the toolchain recorded it as blocked."""
-    if not toolchain.has(name):
-        pytest.skip(toolchain.blocked.get(name, f"{name} is missing"))
+    """Skip a test that needs ``name`` when the toolchain recorded it as blocked; where the
+    alicloud provider's vendored sources exist, its absence fails (REQUIRE_PULUMI_ENGINE=1) or
+    skips with the fix instead."""
+    if toolchain.has(name):
+        return
+    vendor = alicloud_vendor_dir(REPO) if name == "pulumi-resource-alicloud" else None
+    if vendor is not None:
+        message = (
+            f"{name} is not in the toolchain ({toolchain.bin_dir}) although its vendored sources are in "
+            f"{vendor}: run `bash tools/pulumi-toolchain/pulumi-toolchain.sh`, which builds it from them"
+        )
+        if _require_engine():
+            pytest.fail(message + "; REQUIRE_PULUMI_ENGINE=1")
+        pytest.skip(message)
+    pytest.skip(toolchain.blocked.get(name, f"{name} is missing"))
 
 
 @pytest.fixture(scope="session")

@@ -98,6 +98,19 @@ def find_toolchain(path: Optional[str] = None) -> Toolchain:
     return Toolchain(bin_dir, missing, blocked)
 
 
+def alicloud_vendor_dir(repo: Path) -> Optional[Path]:
+    """The vendored pulumi-resource-alicloud sources the toolchain builds from, if present.
+
+    Where tools/pulumi-toolchain/pulumi-toolchain.sh looks: ``$ALICLOUD_PROVIDER_VENDOR_DIR``,
+    else ``../shared/vendor/alicloud-provider`` beside the checkout ``repo``. With them there the
+    toolchain builds the provider even though the Go module proxy refuses its modules, so a
+    ``BLOCKED-pulumi-resource-alicloud`` marker is a stale or broken toolchain, not a refusal.
+    """
+    named = os.environ.get("ALICLOUD_PROVIDER_VENDOR_DIR")
+    vendor = Path(named) if named else repo.parent / "shared" / "vendor" / "alicloud-provider"
+    return vendor if (vendor / "SHA256SUMS").is_file() else None
+
+
 def alicloud_offline_config() -> dict[str, str]:
     """Provider config under which pulumi-resource-alicloud's configure does no network I/O.
 

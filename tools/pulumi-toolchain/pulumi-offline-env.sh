@@ -11,7 +11,9 @@
 # * `pulumi config set` writes Pulumi.<stack>.yaml: to try values without editing the committed
 #   Pulumi.dev.yaml, copy Pulumi.yaml, Pulumi.dev.yaml, infra/ and trainer/ (and a link to
 #   .venv) to a scratch directory and work there.
-# * Where pulumi-resource-alicloud is BLOCKED (see the toolchain's banner), the committed dev
+# * Where pulumi-resource-alicloud is BLOCKED (see the toolchain's banner: the proxy refuses its
+#   modules and there are no vendored sources in ../shared/vendor/alicloud-provider or
+#   $ALICLOUD_PROVIDER_VENDOR_DIR), the committed dev
 #   stack (which creates the cloud layer) cannot be previewed: its preview ends in "no resource
 #   plugin 'pulumi-resource-alicloud'" and a Python traceback. Preview the Kubernetes layer
 #   against an unreachable cluster instead, as tests/preview does:
