@@ -3,14 +3,17 @@
 ``load_settings()`` reads each key of the ``tf-mnist`` namespace in both forms the Pulumi CLI
 stores (``raw.RawConfig``), checks every value, and either returns a frozen ``Settings`` or
 raises one ``ConfigError`` that lists every violation, before the program registers any
-resource. The modules, in the order a value passes through them:
+resource. The modules:
 
     keys.py        the key table (KEYS): name, default, rule, fix, description
     parsers.py     one raw value -> a typed value, or the rule it breaks
     raw.py         a key in its two CLI forms (flat, --path)
     messages.py    the violations in Pulumi's wording, and ConfigError
     kubeconfig.py  the kubeconfig setting and the API server it names
-    load.py        load_settings()
+    load.py        load_settings(), in phases:
+      read.py        every key parsed on its own
+      derive.py      what several keys give together (resolve), the Settings (assemble)
+      rules.py       the rules between keys
     model.py       Settings and its parts
 
 Every public name is importable from ``infra.settings`` itself.
@@ -19,11 +22,11 @@ Every public name is importable from ``infra.settings`` itself.
 from infra.settings.keys import (
     ADDRESS_TYPES, DEFAULT_REGISTRY, GN5_SYSTEM_DISK_CATEGORIES, KEYS, KEYS_BY_NAME, NAS_STORAGE_TYPES,
     PLACEMENT_ROLES, PROJECT, PULL_POLICIES, SECRET_CAPABLE_KEYS, SECRET_CAPABLE_SHOWN, SERVICE_TYPES,
-    SYSTEM_NAMESPACES, TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG, VOLUME_KEYS, VOLUME_TYPES, Key,
+    TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG, VOLUME_KEYS, VOLUME_TYPES, Key,
     project_config_schema,
 )
 from infra.settings.kubeconfig import is_kubeconfig_path, kubeconfig_server
-from infra.settings.load import load_settings, unknown_keys
+from infra.settings.load import load_settings
 from infra.settings.messages import (
     SECRET_SHOWN_AS, ConfigError, conflict, fix_args, missing, not_applicable, secret_refused, violation,
 )
@@ -35,6 +38,8 @@ from infra.settings.parsers import (
     tolerations,
 )
 from infra.settings.raw import FLAT, PATH, conflicting
+from infra.settings.read import unknown_keys
+from infra.settings.rules import SYSTEM_NAMESPACES
 
 __all__ = [
     "ADDRESS_TYPES", "DEFAULT_REGISTRY", "FLAT", "GN5_SYSTEM_DISK_CATEGORIES", "KEYS", "KEYS_BY_NAME",

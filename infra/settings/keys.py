@@ -39,8 +39,6 @@ VOLUME_KEYS = {
     "nfs": ("nfs.server", "nfs.path"),
     "hostPath": ("hostPath.path",),
 }
-#: Namespaces every cluster has: the stack must never create (and on destroy delete) them.
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: Roles whose pods take a node selector and tolerations from config (``<role>.nodeSelector``).
 PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every

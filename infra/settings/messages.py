@@ -71,7 +71,6 @@ def conflict(key: str, flat: Any, structured: Any, flat_secret: bool = False,
             f"or pulumi config rm --path {key} (keeps '{flat_shown}')")
 
 
-
 def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secret: bool = False) -> str:
     """One violation in Pulumi's own wording: key, value, rule, then the fix command.
 
@@ -106,3 +105,11 @@ def missing(key: str, rule: str, fix: Optional[str] = None, secret: bool = False
     """The violation of a required key that is not set."""
     return (f"Configuration '{PROJECT}:{key}' is missing: {rule}.\n"
             f"    fix: pulumi config set {'--secret ' if secret else ''}{key} {fix or KEYS_BY_NAME[key].fix}")
+
+
+def password_not_secret(key: str, form: Optional[str]) -> str:
+    """The violation of a password set without ``--secret`` (its value is not shown)."""
+    path = "--path " if form == PATH else ""
+    return (f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "
+            "in plain text.\n"
+            f"    fix: pulumi config set --secret {path}{key} <password>")

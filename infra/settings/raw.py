@@ -10,6 +10,10 @@ from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
 
 from infra.settings.keys import PROJECT, Key
 
+#: The two forms a value can be set in (see RawConfig).
+FLAT = "flat"
+PATH = "path"
+
 
 class RawConfig:
     """Reads a key in both forms the CLI stores.
@@ -64,11 +68,6 @@ class RawConfig:
                 return flat, None
             node = node[part]
         return flat, node
-
-
-#: The two forms a value can be set in (see RawConfig).
-FLAT = "flat"
-PATH = "path"
 
 
 def conflicting(key: Key, flat: Any, structured: Any) -> bool:
