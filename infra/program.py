@@ -43,23 +43,23 @@ def build(settings: Settings) -> dict[str, Any]:
     cluster_id: Optional[pulumi.Output[str]] = None
     file_system_id: Optional[pulumi.Output[str]] = None
     pods_depend_on: list[pulumi.Resource] = []
-    if settings.create_cloud:
-        network = Network(cloud_name, zone=settings.zone, vpc_id=settings.vpc_id, vpc_cidr=settings.vpc_cidr,
-                          vswitch_id=settings.vswitch_id, vswitch_cidr=settings.vswitch_cidr)
-        cluster = Cluster(cloud_name, vswitch_id=network.vswitch_id, cluster_id=settings.cluster_id,
-                          version=settings.cluster_version, pod_cidr=settings.pod_cidr,
-                          service_cidr=settings.service_cidr, api_server_public=settings.api_server_public)
+    if settings.cluster.create_cloud:
+        network = Network(cloud_name, zone=settings.cluster.zone, vpc_id=settings.cluster.vpc_id, vpc_cidr=settings.cluster.vpc_cidr,
+                          vswitch_id=settings.cluster.vswitch_id, vswitch_cidr=settings.cluster.vswitch_cidr)
+        cluster = Cluster(cloud_name, vswitch_id=network.vswitch_id, cluster_id=settings.cluster.cluster_id,
+                          version=settings.cluster.version, pod_cidr=settings.cluster.pod_cidr,
+                          service_cidr=settings.cluster.service_cidr, api_server_public=settings.cluster.api_server_public)
         pools = NodePools(
             cloud_name, cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
-            cpu_instance_types=settings.cpu_instance_types, cpu_size=settings.cpu_pool_size,
-            cpu_system_disk_category=settings.cpu_system_disk_category,
-            gpu_instance_types=settings.gpu_instance_types,
-            gpu_size=settings.gpu_pool_size if settings.gpu_count > 0 else None,
-            gpu_autoscaling=settings.gpu_autoscaling,
-            gpu_system_disk_category=settings.gpu_system_disk_category,
-            gpu_system_disk_size=settings.gpu_system_disk_size, key_name=settings.key_name)
+            cpu_instance_types=settings.cluster.cpu_instance_types, cpu_size=settings.cluster.cpu_pool_size,
+            cpu_system_disk_category=settings.cluster.cpu_system_disk_category,
+            gpu_instance_types=settings.cluster.gpu_instance_types,
+            gpu_size=settings.cluster.gpu_pool_size if settings.training.gpu_count > 0 else None,
+            gpu_autoscaling=settings.cluster.gpu_autoscaling,
+            gpu_system_disk_category=settings.cluster.gpu_system_disk_category,
+            gpu_system_disk_size=settings.cluster.gpu_system_disk_size, key_name=settings.cluster.key_name)
         nas = NasStorage(cloud_name, vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
-                         storage_type=settings.nas_storage_type, retain_on_destroy=settings.nas_retain)
+                         storage_type=settings.storage.nas_storage_type, retain_on_destroy=settings.storage.nas_retain_on_destroy)
         provider = cluster.provider
         kubeconfig: pulumi.Output[str] = cluster.kubeconfig
         cluster_id = cluster.cluster_id
@@ -67,27 +67,27 @@ def build(settings: Settings) -> dict[str, Any]:
         server: Optional[pulumi.Input[str]] = nas.mount_target_domain
         # The domain is unknown until the mount target exists, and the volume's name must be
         # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
-        server_key = (f"nas {cloud_name} storageType={settings.nas_storage_type} zone={settings.zone} "
-                      f"vpc={settings.vpc_id or settings.vpc_cidr} "
-                      f"vswitch={settings.vswitch_id or settings.vswitch_cidr}")
+        server_key = (f"nas {cloud_name} storageType={settings.storage.nas_storage_type} zone={settings.cluster.zone} "
+                      f"vpc={settings.cluster.vpc_id or settings.cluster.vpc_cidr} "
+                      f"vswitch={settings.cluster.vswitch_id or settings.cluster.vswitch_cidr}")
         # The PV must not exist before its NFS server does; pods need nodes to run on.
         volume_depends_on: list[pulumi.Resource] = [nas.mount_target]
         pods_depend_on = [pools]
     else:
-        kubeconfig = pulumi.Output.secret(settings.kubeconfig)
-        identifier: pulumi.Input[str] = settings.cluster_identifier
-        if "kubeconfig" in settings.secret_keys and settings.cluster_identifier_from_kubeconfig:
+        kubeconfig = pulumi.Output.secret(settings.cluster.kubeconfig)
+        identifier: pulumi.Input[str] = settings.cluster.identifier
+        if "kubeconfig" in settings.secret_keys and settings.cluster.identifier_from_kubeconfig:
             # Derived from a secret kubeconfig (its API server URL): as secret as its source.
             identifier = pulumi.Output.secret(identifier)
         # cluster_identifier: the provider (and with it every Kubernetes object) is replaced
         # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
         # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
         provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
-        server = {"nas": settings.nas_mount_target_domain, "nfs": settings.nfs_server}.get(settings.volume_type)
+        server = {"nas": settings.storage.nas_mount_target_domain, "nfs": settings.storage.nfs_server}.get(settings.storage.volume_type)
         server_key = server or ""
         volume_depends_on = []
-    path_key: str = {"nas": settings.nas_path, "nfs": settings.nfs_path,
-                     "hostPath": settings.host_path}[settings.volume_type]
+    path_key: str = {"nas": settings.storage.nas_path, "nfs": settings.storage.nfs_path,
+                     "hostPath": settings.storage.host_path}[settings.storage.volume_type]
     volume_path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & {"nas.mountTargetDomain", "nfs.server", "nfs.path"}:
         # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
@@ -114,24 +114,24 @@ def build(settings: Settings) -> dict[str, Any]:
     # checkpoint in log_dir, which is the same directory on the new PV; staging runs again and
     # finds the data already there. A finished run stays finished (its last checkpoint).
     volume = SharedVolume(
-        prefix, namespace=namespace, namespace_name=settings.namespace, volume_type=settings.volume_type,
+        prefix, namespace=namespace, namespace_name=settings.namespace, volume_type=settings.storage.volume_type,
         server=server, server_key=server_key, path=volume_path, path_key=path_key,
-        storage=settings.storage, match_labels=settings.match_labels,
+        storage=settings.storage.capacity, match_labels=settings.storage.match_labels,
         after=volume_depends_on, opts=k8s_opts)
-    if settings.registry_credentials is not None and settings.image_pull_secret is not None:
+    if settings.registry.credentials is not None and settings.registry.image_pull_secret is not None:
         # Pods would pull before the Secret exists and back off: create it first.
         pods_depend_on = [*pods_depend_on, PullSecret(
-            prefix, secret_name=settings.image_pull_secret, namespace=namespace,
-            credentials=settings.registry_credentials, opts=k8s_opts)]
+            prefix, secret_name=settings.registry.image_pull_secret, namespace=namespace,
+            credentials=settings.registry.credentials, opts=k8s_opts)]
     training = TrainingJob(settings, namespace=namespace, claim_name=volume.claim_name,
                            after=[*pods_depend_on, volume.pvc], opts=k8s_opts)
     tensorboard = TensorBoard(
-        prefix, namespace=namespace, image=settings.tensorboard_image,
-        image_pull_policy=settings.ps.image_pull_policy, log_dir=settings.log_dir,
-        mount_path=settings.mount_path, pvc_name=volume.pvc_name,
-        service_type=settings.tensorboard_service_type, address_type=settings.tensorboard_address_type,
-        source_ranges=settings.tensorboard_source_ranges, cloud_acl=settings.create_cloud,
-        placement=settings.placement["tensorboard"], image_pull_secret=settings.image_pull_secret,
+        prefix, namespace=namespace, image=settings.tensorboard.image,
+        image_pull_policy=settings.tensorboard.image_pull_policy, log_dir=settings.log_dir,
+        mount_path=settings.storage.mount_path, pvc_name=volume.pvc_name,
+        service_type=settings.tensorboard.service_type, address_type=settings.tensorboard.address_type,
+        source_ranges=settings.tensorboard.source_ranges, cloud_acl=settings.cluster.create_cloud,
+        placement=settings.placement["tensorboard"], image_pull_secret=settings.registry.image_pull_secret,
         after=pods_depend_on, opts=k8s_opts)
 
     ns = settings.namespace
@@ -140,16 +140,16 @@ def build(settings: Settings) -> dict[str, Any]:
         f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
         f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
     ]
-    if settings.kubeconfig is not None and is_kubeconfig_path(settings.kubeconfig):
+    if settings.cluster.kubeconfig is not None and is_kubeconfig_path(settings.cluster.kubeconfig):
         # The kubeconfig output is then the path itself, not a file kubectl could read.
-        follow_log = [f"kubectl --kubeconfig {settings.kubeconfig} --namespace {ns} logs --follow job/{chief}"]
+        follow_log = [f"kubectl --kubeconfig {settings.cluster.kubeconfig} --namespace {ns} logs --follow job/{chief}"]
         if "kubeconfig" in settings.secret_keys:
             follow_log = pulumi.Output.secret(follow_log)
     return {
         "clusterId": cluster_id,
         "kubeconfig": kubeconfig,
         "nasFileSystemId": file_system_id,
-        "mountTargetDomain": pulumi.Output.from_input(server if settings.volume_type == "nas" else None),
+        "mountTargetDomain": pulumi.Output.from_input(server if settings.storage.volume_type == "nas" else None),
         "namespace": ns,
         "pvName": volume.pv_name,
         "pvcName": volume.pvc_name,

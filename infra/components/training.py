@@ -45,12 +45,12 @@ def trainer_args(settings: Settings, run_id: Optional[str]) -> list[str]:
             hash that makes the run id does (``run_id_of``).
     """
     args = [
-        "--data_dir", settings.data_dir,
+        "--data_dir", settings.storage.data_dir,
         "--log_dir", settings.log_dir,
-        "--epochs", str(settings.epochs),
-        "--batch_size", str(settings.batch_size),
-        "--learning_rate", repr(settings.learning_rate),
-        "--peer_timeout", str(settings.peer_timeout_seconds),
+        "--epochs", str(settings.training.epochs),
+        "--batch_size", str(settings.training.batch_size),
+        "--learning_rate", repr(settings.training.learning_rate),
+        "--peer_timeout", str(settings.training.peer_timeout_seconds),
     ]
     return args if run_id is None else [*args, "--run_id", run_id]
 
@@ -136,7 +136,7 @@ class TrainingJob(pulumi.ComponentResource):
     Args:
         settings: the validated stack settings (the TF_CONFIG hosts use settings.namespace).
         namespace: the namespace name (an Output when the stack creates the namespace).
-        claim_name: the claim every pod mounts at settings.mount_path (a plain name: it is
+        claim_name: the claim every pod mounts at settings.storage.mount_path (a plain name: it is
             part of the pod templates, whose hash is the run id).
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
 
@@ -159,7 +159,7 @@ class TrainingJob(pulumi.ComponentResource):
         self._settings = settings
         self._claim_name = claim_name
         self._namespace = namespace
-        spec = cs.kubernetes_cluster_spec(prefix, settings.namespace, settings.replicas, settings.ports)
+        spec = cs.kubernetes_cluster_spec(prefix, settings.namespace, settings.training.replicas, settings.training.ports)
 
         k8s.core.v1.ConfigMap(
             f"{prefix}-cluster-spec",
@@ -175,21 +175,21 @@ class TrainingJob(pulumi.ComponentResource):
             metadata=self._metadata(staging_name, "stage-data",
                                     {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS)}),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=settings.backoff_limit,
+                backoff_limit=settings.training.backoff_limit,
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(prefix, "stage-data")),
                     spec=k8s.core.v1.PodSpecArgs(
                         restart_policy="OnFailure",
                         node_selector=pods.node_selector(staging_placement),
                         tolerations=pods.tolerations(staging_placement, uses_gpu=False),
-                        priority_class_name=settings.priority_class_name,
-                        image_pull_secrets=pods.image_pull_secrets(settings.image_pull_secret),
+                        priority_class_name=settings.training.priority_class_name,
+                        image_pull_secrets=pods.image_pull_secrets(settings.registry.image_pull_secret),
                         containers=[k8s.core.v1.ContainerArgs(
                             name="stage",
-                            image=settings.staging_image,
-                            image_pull_policy=settings.ps.image_pull_policy,
-                            command=["python", "-m", "trainer.stage", "--dest", settings.data_dir,
-                                     *(["--source", settings.data_source] if settings.data_source else [])],
+                            image=settings.training.staging_image,
+                            image_pull_policy=settings.training.ps.image_pull_policy,
+                            command=["python", "-m", "trainer.stage", "--dest", settings.storage.data_dir,
+                                     *(["--source", settings.training.data_source] if settings.training.data_source else [])],
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
                             volume_mounts=[self._volume_mount()],
@@ -202,7 +202,7 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
         )
 
-        tasks = list(settings.replicas.tasks())
+        tasks = list(settings.training.replicas.tasks())
         run_id = run_id_of({cs.task_name(prefix, t, i): self._template(t, i, spec, None) for t, i in tasks},
                            {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
         job_names: list[str] = []
@@ -225,15 +225,15 @@ class TrainingJob(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            waits = task_type == "chief" and settings.wait_for_chief
-            annotations = ({TIMEOUT_SECONDS: str(settings.wait_timeout_minutes * 60)} if waits
+            waits = task_type == "chief" and settings.training.wait_for_chief
+            annotations = ({TIMEOUT_SECONDS: str(settings.training.wait_timeout_minutes * 60)} if waits
                            else TASK_JOB_AWAIT)
             k8s.batch.v1.Job(
                 name,
                 metadata=self._metadata(name, task_type, annotations, selector),
                 spec=k8s.batch.v1.JobSpecArgs(
-                    backoff_limit=settings.backoff_limit,
-                    active_deadline_seconds=settings.active_deadline_seconds,
+                    backoff_limit=settings.training.backoff_limit,
+                    active_deadline_seconds=settings.training.active_deadline_seconds,
                     pod_failure_policy=pod_failure_policy(),
                     # A replacement starts only once the failed pod is gone: two pods of one
                     # task would both answer at its address. (The only value a
@@ -254,8 +254,7 @@ class TrainingJob(pulumi.ComponentResource):
 
     def _task(self, task_type: str) -> TaskSettings:
         settings = self._settings
-        return settings.chief if task_type == "chief" else (settings.worker if task_type == "worker"
-                                                             else settings.ps)
+        return settings.training.task(task_type)
 
     def _metadata(self, name: str, component: str, annotations: Optional[dict] = None,
                   extra_labels: Optional[dict] = None) -> k8s.meta.v1.ObjectMetaArgs:
@@ -267,7 +266,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:
-        return k8s.core.v1.VolumeMountArgs(name=VOLUME_NAME, mount_path=self._settings.mount_path)
+        return k8s.core.v1.VolumeMountArgs(name=VOLUME_NAME, mount_path=self._settings.storage.mount_path)
 
     def _volume(self) -> k8s.core.v1.VolumeArgs:
         return k8s.core.v1.VolumeArgs(
@@ -292,10 +291,10 @@ class TrainingJob(pulumi.ComponentResource):
             # Fail RPCs to a peer that is down instead of hanging (TensorFlow's PS tutorial).
             k8s.core.v1.EnvVarArgs(name="GRPC_FAIL_FAST", value="use_caller"),
         ]
-        uses_gpu = settings.uses_gpu(task_type)
+        uses_gpu = settings.training.uses_gpu(task_type)
         limits = {"memory": task.memory}
         if uses_gpu:
-            limits["nvidia.com/gpu"] = str(settings.gpu_count)
+            limits["nvidia.com/gpu"] = str(settings.training.gpu_count)
         else:
             # ps, a CPU chief and CPU workers must not grab a GPU even on a GPU node.
             env += [k8s.core.v1.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
@@ -307,8 +306,8 @@ class TrainingJob(pulumi.ComponentResource):
             restart_policy="Never",
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),
-            priority_class_name=settings.priority_class_name,
-            image_pull_secrets=pods.image_pull_secrets(settings.image_pull_secret),
+            priority_class_name=settings.training.priority_class_name,
+            image_pull_secrets=pods.image_pull_secrets(settings.registry.image_pull_secret),
             containers=[k8s.core.v1.ContainerArgs(
                 name=CONTAINER_NAME,
                 image=task.image,

@@ -30,7 +30,10 @@ from infra.settings.load import load_settings
 from infra.settings.messages import (
     SECRET_SHOWN_AS, ConfigError, conflict, fix_args, missing, not_applicable, secret_refused, violation,
 )
-from infra.settings.model import Placement, RegistryCredentials, Settings, TaskSettings
+from infra.settings.model import (
+    ClusterSettings, Placement, RegistryCredentials, RegistrySettings, Settings, StorageSettings, TaskSettings,
+    TensorBoardSettings, TrainingSettings, from_key, section,
+)
 from infra.settings.parsers import (
     TAINT_EFFECTS, Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain,
     export_path, image_host, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of,
@@ -46,11 +49,12 @@ __all__ = [
     "NAS_STORAGE_TYPES", "PATH", "PLACEMENT_ROLES", "PROJECT", "PULL_POLICIES", "SECRET_CAPABLE_KEYS",
     "SECRET_CAPABLE_SHOWN", "SECRET_SHOWN_AS", "SERVICE_TYPES", "SYSTEM_NAMESPACES", "TAINT_EFFECTS",
     "TENSORBOARD_TAG", "TRAINER_CPU_TAG", "TRAINER_GPU_TAG", "VOLUME_KEYS", "VOLUME_TYPES",
-    "ConfigError", "Key", "Parser", "Placement", "RegistryCredentials", "Settings", "TaskSettings",
+    "ClusterSettings", "ConfigError", "Key", "Parser", "Placement", "RegistryCredentials", "RegistrySettings",
+    "Settings", "StorageSettings", "TaskSettings", "TensorBoardSettings", "TrainingSettings",
     "absolute_path", "boolean", "cidr", "cidr_list", "conflict", "conflicting", "data_source", "dns_label",
-    "dns_subdomain", "export_path", "fix_args", "image_host", "image_reference", "integer",
+    "dns_subdomain", "export_path", "fix_args", "from_key", "image_host", "image_reference", "integer",
     "is_kubeconfig_path", "kubeconfig_server", "label_map", "load_settings", "missing", "namespace",
     "nfs_server", "node_selector", "not_applicable", "one_of", "optional_positive_int", "optional_string",
     "positive_number", "project_config_schema", "quantity", "registry", "registry_host", "secret_refused",
-    "string_list", "tolerations", "unknown_keys", "violation",
+    "section", "string_list", "tolerations", "unknown_keys", "violation",
 ]

@@ -4,13 +4,17 @@ and once they passed (``assemble``: the Settings)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional
 
-from infra.settings.keys import PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG, TRAINER_CPU_TAG, \
-    TRAINER_GPU_TAG
+from infra.settings.keys import (
+    PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG,
+)
 from infra.settings.kubeconfig import kubeconfig_server
-from infra.settings.model import Placement, RegistryCredentials, Settings, TaskSettings
+from infra.settings.model import (
+    ClusterSettings, Placement, RegistryCredentials, RegistrySettings, Settings, StorageSettings, TaskSettings,
+    TensorBoardSettings, TrainingSettings, section,
+)
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
 from trainer import cluster_spec as cs
@@ -76,94 +80,57 @@ def resolve(values: Mapping[str, Any]) -> Resolved:
 def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
     """The Settings of a configuration that passed every rule."""
     v = reading.values
-    kubeconfig = v["kubeconfig"]
-    username, password = v["registryCredentials.username"], v["registryCredentials.password"]
-    credentials: Optional[RegistryCredentials] = None
-    if username is not None and password is not None:
-        credentials = RegistryCredentials(resolved.registry_server, username, password)
-    pull_secret = v["imagePullSecret"] or (f"{v['namePrefix']}-registry" if username or password else None)
-    cpu_image, worker_image = resolved.cpu_image, resolved.worker_image
+    training = _training(v, resolved)
+    return section(
+        Settings, v, project=PROJECT, stack=stack,
+        cluster=_cluster(v, resolved, training),
+        storage=section(StorageSettings, v),
+        training=training,
+        tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image),
+        registry=_registry(v, resolved),
+        placement=_placement(v, training.chief_uses_gpu),
+        secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
+    )
+
+
+def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
     # With ps.number 0 the chief is one of the synchronous replicas (MultiWorkerMirroredStrategy),
     # whose collectives refuse a group mixing CPU and GPU devices: it then runs like a worker.
     chief_uses_gpu = v["ps.number"] == 0 and v["worker.gpuCount"] > 0
-    gpu_pods = v["worker.number"] + (1 if chief_uses_gpu else 0)
-    gpu_size = v["gpuPool.size"]
-    if gpu_size is None:
-        gpu_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
-    ps_task = TaskSettings(cpu_image, v["ps.imagePullPolicy"], v["ps.port"], v["ps.cpu"], v["ps.memory"])
-    worker_task = TaskSettings(worker_image, v["worker.imagePullPolicy"], v["worker.port"], v["worker.cpu"],
-                               v["worker.memory"])
+    ps = TaskSettings(resolved.cpu_image, v["ps.imagePullPolicy"], v["ps.port"], v["ps.cpu"], v["ps.memory"])
+    worker = TaskSettings(resolved.worker_image, v["worker.imagePullPolicy"], v["worker.port"], v["worker.cpu"],
+                          v["worker.memory"])
+    # A CPU chief runs the ps image and resources, on the workers' port.
+    chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
+    return section(TrainingSettings, v, replicas=resolved.replicas, ports=resolved.ports, chief=chief,
+                   worker=worker, ps=ps, chief_uses_gpu=chief_uses_gpu, staging_image=resolved.cpu_image)
+
+
+def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSettings) -> ClusterSettings:
+    gpu_pool_size = v["gpuPool.size"]
+    if gpu_pool_size is None:
+        gpu_pods = v["worker.number"] + (1 if training.chief_uses_gpu else 0)
+        gpu_pool_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
+    return section(ClusterSettings, v, identifier=resolved.cluster_identifier,
+                   identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
+                   gpu_pool_size=gpu_pool_size)
+
+
+def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
+    username, password = v["registryCredentials.username"], v["registryCredentials.password"]
+    credentials: Optional[RegistryCredentials] = None
+    if username is not None and password is not None:
+        # The rules made sure that some image comes from this server.
+        credentials = RegistryCredentials(resolved.registry_server, username, password)
+    pull_secret = v["imagePullSecret"] or (f"{v['namePrefix']}-registry" if username or password else None)
+    return RegistrySettings(image_pull_secret=pull_secret, credentials=credentials)
+
+
+def _placement(v: Mapping[str, Any], chief_uses_gpu: bool) -> dict[str, Placement]:
+    """Role -> Placement: the staging Job takes the chief.* keys, a GPU chief the workers'."""
     placement = {role: Placement(dict(v[f"{role}.nodeSelector"]), tuple(v[f"{role}.tolerations"]))
                  for role in PLACEMENT_ROLES}
     placement["stage-data"] = placement["chief"]
     if chief_uses_gpu:
         placement["chief"] = placement["worker"]
-    return Settings(
-        project=PROJECT,
-        stack=stack,
-        name_prefix=v["namePrefix"],
-        namespace=v["namespace"],
-        create_namespace=v["createNamespace"],
-        replicas=resolved.replicas,
-        worker=worker_task,
-        gpu_count=v["worker.gpuCount"],
-        ps=ps_task,
-        chief=worker_task if chief_uses_gpu else TaskSettings(
-            cpu_image, v["ps.imagePullPolicy"], v["worker.port"], v["ps.cpu"], v["ps.memory"]),
-        staging_image=cpu_image,
-        epochs=v["hyperparams.epochs"],
-        batch_size=v["hyperparams.batchsize"],
-        learning_rate=v["hyperparams.learningrate"],
-        mount_path=v["mountPath"],
-        data_source=v["data.source"],
-        storage=v["persistence.pvc.storage"],
-        match_labels=dict(v["persistence.pvc.matchLabels"]),
-        tensorboard_image=resolved.tensorboard_image,
-        tensorboard_service_type=v["tensorboard.serviceType"],
-        tensorboard_address_type=v["tensorboard.addressType"],
-        tensorboard_source_ranges=tuple(v["tensorboard.allowedSourceRanges"]),
-        backoff_limit=v["job.backoffLimit"],
-        wait_for_chief=v["job.waitForChief"],
-        wait_timeout_minutes=v["job.waitTimeoutMinutes"],
-        active_deadline_seconds=v["job.activeDeadlineSeconds"],
-        peer_timeout_seconds=v["job.peerTimeoutSeconds"],
-        priority_class_name=v["job.priorityClassName"],
-        placement=placement,
-        chief_uses_gpu=chief_uses_gpu,
-        image_pull_secret=pull_secret,
-        registry_credentials=credentials,
-        volume_type=v["persistence.volume.type"],
-        nfs_server=v["nfs.server"],
-        nfs_path=v["nfs.path"],
-        host_path=v["hostPath.path"],
-        create_cloud=kubeconfig is None,
-        zone=v["zone"],
-        vpc_id=v["vpc.id"],
-        vpc_cidr=v["vpc.cidr"],
-        vswitch_id=v["vswitch.id"],
-        vswitch_cidr=v["vswitch.cidr"],
-        cluster_id=v["cluster.id"],
-        cluster_version=v["cluster.version"],
-        pod_cidr=v["cluster.podCidr"],
-        service_cidr=v["cluster.serviceCidr"],
-        api_server_public=v["cluster.apiServerPublic"],
-        kubeconfig=kubeconfig,
-        cluster_identifier=resolved.cluster_identifier,
-        cluster_identifier_from_kubeconfig=kubeconfig is not None and v["clusterIdentifier"] is None,
-        gpu_instance_types=tuple(v["gpuPool.instanceTypes"]),
-        gpus_per_instance=v["gpuPool.gpusPerInstance"],
-        gpu_pool_size=gpu_size,
-        gpu_autoscaling=v["gpuPool.autoscaling"],
-        gpu_system_disk_category=v["gpuPool.systemDiskCategory"],
-        gpu_system_disk_size=v["gpuPool.systemDiskSize"],
-        cpu_instance_types=tuple(v["cpuPool.instanceTypes"]),
-        cpu_pool_size=v["cpuPool.size"],
-        cpu_system_disk_category=v["cpuPool.systemDiskCategory"],
-        key_name=v["nodePools.keyName"],
-        nas_storage_type=v["nas.storageType"],
-        nas_retain=v["nas.retainOnDestroy"],
-        nas_path=v["nas.path"],
-        nas_mount_target_domain=v["nas.mountTargetDomain"],
-        ports=resolved.ports,
-        secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
-    )
+    return placement

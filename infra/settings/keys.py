@@ -2,6 +2,10 @@
 
 Defaults live only in ``KEYS`` (``Pulumi.yaml`` mirrors the scalar ones, written by
 ``python -m infra.schema``, and a test keeps the two equal).
+
+A new key is an entry in ``KEYS`` and a field of its section in model.py,
+``name: type = from_key("the.key")``; then ``python -m infra.schema`` for Pulumi.yaml. A rule
+between keys goes in rules.py, a value worked out from several keys in derive.py.
 """
 
 from __future__ import annotations
