@@ -22,7 +22,7 @@ Every public name is importable from ``infra.settings`` itself.
 from infra.settings.keys import (
     ADDRESS_TYPES, DEFAULT_REGISTRY, GN5_SYSTEM_DISK_CATEGORIES, KEYS, KEYS_BY_NAME, NAS_STORAGE_TYPES,
     PLACEMENT_ROLES, PROJECT, PULL_POLICIES, SECRET_CAPABLE_KEYS, SECRET_CAPABLE_SHOWN, SERVICE_TYPES,
-    TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG, VOLUME_KEYS, VOLUME_TYPES, Key,
+    TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG, VOLUME_KEYS, VOLUME_TYPES, Key, config_table_markdown,
     project_config_schema,
 )
 from infra.settings.kubeconfig import is_kubeconfig_path, kubeconfig_server
@@ -48,13 +48,13 @@ __all__ = [
     "ADDRESS_TYPES", "DEFAULT_REGISTRY", "FLAT", "GN5_SYSTEM_DISK_CATEGORIES", "KEYS", "KEYS_BY_NAME",
     "NAS_STORAGE_TYPES", "PATH", "PLACEMENT_ROLES", "PROJECT", "PULL_POLICIES", "SECRET_CAPABLE_KEYS",
     "SECRET_CAPABLE_SHOWN", "SECRET_SHOWN_AS", "SERVICE_TYPES", "SYSTEM_NAMESPACES", "TAINT_EFFECTS",
-    "TENSORBOARD_TAG", "TRAINER_CPU_TAG", "TRAINER_GPU_TAG", "VOLUME_KEYS", "VOLUME_TYPES",
-    "ClusterSettings", "ConfigError", "Key", "Parser", "Placement", "RegistryCredentials", "RegistrySettings",
-    "Settings", "StorageSettings", "TaskSettings", "TensorBoardSettings", "TrainingSettings",
-    "absolute_path", "boolean", "cidr", "cidr_list", "conflict", "conflicting", "data_source", "dns_label",
-    "dns_subdomain", "export_path", "fix_args", "from_key", "image_host", "image_reference", "integer",
-    "is_kubeconfig_path", "kubeconfig_server", "label_map", "load_settings", "missing", "namespace",
-    "nfs_server", "node_selector", "not_applicable", "one_of", "optional_positive_int", "optional_string",
-    "positive_number", "project_config_schema", "quantity", "registry", "registry_host", "secret_refused",
-    "section", "string_list", "tolerations", "unknown_keys", "violation",
+    "TENSORBOARD_TAG", "TRAINER_CPU_TAG", "TRAINER_GPU_TAG", "VOLUME_KEYS", "VOLUME_TYPES", "absolute_path",
+    "boolean", "cidr", "cidr_list", "ClusterSettings", "config_table_markdown", "ConfigError", "conflict",
+    "conflicting", "data_source", "dns_label", "dns_subdomain", "export_path", "fix_args", "from_key",
+    "image_host", "image_reference", "integer", "is_kubeconfig_path", "Key", "kubeconfig_server", "label_map",
+    "load_settings", "missing", "namespace", "nfs_server", "node_selector", "not_applicable", "one_of",
+    "optional_positive_int", "optional_string", "Parser", "Placement", "positive_number",
+    "project_config_schema", "quantity", "registry", "registry_host", "RegistryCredentials",
+    "RegistrySettings", "secret_refused", "section", "Settings", "StorageSettings", "string_list",
+    "TaskSettings", "TensorBoardSettings", "tolerations", "TrainingSettings", "unknown_keys", "violation",
 ]

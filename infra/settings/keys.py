@@ -10,6 +10,8 @@ between keys goes in rules.py, a value worked out from several keys in derive.py
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -21,7 +23,7 @@ from infra.settings.parsers import (
 
 PROJECT = "tf-mnist"
 
-#: Default image registry (team contract); images are ``<registry>/<name>:<tag>``.
+#: Default imageRegistry; the images built from docker/ are ``<registry>/<name>:<tag>``.
 DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
 TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
@@ -52,7 +54,6 @@ SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs
                        "registryCredentials.server", "registryCredentials.username", "registryCredentials.password")
 #: SECRET_CAPABLE_KEYS as the refusal message lists them.
 SECRET_CAPABLE_SHOWN = ("kubeconfig", "nas.mountTargetDomain", "nfs.*", "registryCredentials.*")
-SECRET_SHOWN_AS = "[secret]"
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,19 @@ class Key:
     schema_type: Optional[str]
     description: str
     fix_key: Optional[str] = None
+
+    @property
+    def value_type(self) -> str:
+        """The value's type in words: the schema type, else number, list, map or string."""
+        return self.schema_type or _VALUE_TYPES.get(self.parse, "string")
+
+
+#: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
+#: key holds a string.
+_VALUE_TYPES: dict[Parser, str] = {
+    positive_number: "number", optional_positive_int: "integer", cidr_list: "list", string_list: "list",
+    tolerations: "list", label_map: "map", node_selector: "map",
+}
 
 
 KEYS: tuple[Key, ...] = (
@@ -240,3 +254,44 @@ def project_config_schema() -> dict[str, dict[str, Any]]:
     """
     return {k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
             for k in KEYS if k.schema_type is not None}
+
+
+def config_table_markdown() -> str:
+    """The configuration reference as a Markdown table, one row per key of KEYS in table order.
+
+    Columns: the key, its value type (``Key.value_type``), its default (``unset`` for None;
+    lists and maps as JSON) and its description. A description's Markdown characters
+    (``\\ * < > |``) are escaped, so that ``<imageRegistry>`` shows as written; key and default
+    are code spans, where only ``|`` needs it (GitHub splits table cells there even in code).
+
+    Returns:
+        The table's lines, each ending in a newline: the header, the rule, then the keys.
+    """
+    lines = ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
+    for key in KEYS:
+        default = "unset" if key.default is None else _code(_default_text(key.default))
+        lines.append(f"| {_code(key.name)} | {key.value_type} | {default} | {_text(key.description)} |")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _default_text(value: Any) -> str:
+    """A default as a user writes it: true/false, a JSON list or map, or the text itself."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, dict)):
+        return json.dumps(list(value) if isinstance(value, tuple) else value, separators=(",", ":"))
+    return str(value)
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span inside a table cell."""
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+#: Characters that Markdown, or a GitHub table cell, takes as markup in running text.
+_MARKUP = re.compile(r"([\\*<>|])")
+
+
+def _text(text: str) -> str:
+    """``text`` as plain Markdown text: its markup characters escaped."""
+    return _MARKUP.sub(r"\\\1", text)
