@@ -10,10 +10,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Callable
 
+from infra.settings.derive import Resolved
 from infra.settings.keys import VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
 from infra.settings.messages import password_not_secret
-from infra.settings.derive import Resolved
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
 from trainer import cluster_spec as cs
