@@ -5,7 +5,7 @@ stores (``raw.RawConfig``), checks every value, and either returns a frozen ``Se
 raises one ``ConfigError`` that lists every violation, before the program registers any
 resource. The modules:
 
-    keys.py        the key table (KEYS): name, default, rule, fix, description
+    keys.py        the key table (KEYS): name, default, rule, fix, description; its Markdown
     parsers.py     one raw value -> a typed value, or the rule it breaks
     raw.py         a key in its two CLI forms (flat, --path)
     messages.py    the violations in Pulumi's wording, and ConfigError
@@ -14,7 +14,7 @@ resource. The modules:
       read.py        every key parsed on its own
       derive.py      what several keys give together (resolve), the Settings (assemble)
       rules.py       the rules between keys
-    model.py       Settings and its parts
+    model.py       Settings and its sections (a field per key: from_key)
 
 Every public name is importable from ``infra.settings`` itself.
 """
