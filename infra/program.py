@@ -3,21 +3,21 @@ exports its outputs."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components.cluster import Cluster
 from infra.components.labels import recommended_labels
-from infra.components.nas import NasStorage
-from infra.components.network import Network
-from infra.components.node_pools import NodePools
-from infra.components.registry import PullSecret
-from infra.components.storage import SharedVolume
-from infra.components.tensorboard import TensorBoard
-from infra.components.training import TrainingJob
+from infra.components.registry import PullSecret, PullSecretArgs
+from infra.components.storage import SharedVolume, SharedVolumeArgs
+from infra.components.tensorboard import TensorBoard, TensorBoardArgs
+from infra.components.training import TrainingJob, TrainingJobArgs
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
+from infra.target import Target, deploy_target
+
+#: Keys whose --secret value reaches the PV (its server or path): kept secret there.
+VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
 def run() -> dict[str, Any]:
@@ -37,74 +37,15 @@ def run() -> dict[str, Any]:
 
 
 def build(settings: Settings) -> dict[str, Any]:
-    """Register the cloud layer (unless a kubeconfig is given) and the Kubernetes layer."""
+    """Register the cluster to deploy into (``deploy_target``) and the Kubernetes layer.
+
+    Returns:
+        The stack outputs by name.
+    """
     prefix = settings.name_prefix
-    cloud_name = f"{prefix}-{settings.stack}"
-    cluster_id: Optional[pulumi.Output[str]] = None
-    file_system_id: Optional[pulumi.Output[str]] = None
-    pods_depend_on: list[pulumi.Resource] = []
-    if settings.create_cloud:
-        network = Network(cloud_name, zone=settings.zone, vpc_id=settings.vpc_id, vpc_cidr=settings.vpc_cidr,
-                          vswitch_id=settings.vswitch_id, vswitch_cidr=settings.vswitch_cidr)
-        cluster = Cluster(cloud_name, vswitch_id=network.vswitch_id, cluster_id=settings.cluster_id,
-                          version=settings.cluster_version, pod_cidr=settings.pod_cidr,
-                          service_cidr=settings.service_cidr, api_server_public=settings.api_server_public)
-        pools = NodePools(
-            cloud_name, cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
-            cpu_instance_types=settings.cpu_instance_types, cpu_size=settings.cpu_pool_size,
-            cpu_system_disk_category=settings.cpu_system_disk_category,
-            gpu_instance_types=settings.gpu_instance_types,
-            gpu_size=settings.gpu_pool_size if settings.gpu_count > 0 else None,
-            gpu_autoscaling=settings.gpu_autoscaling,
-            gpu_system_disk_category=settings.gpu_system_disk_category,
-            gpu_system_disk_size=settings.gpu_system_disk_size, key_name=settings.key_name)
-        nas = NasStorage(cloud_name, vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
-                         storage_type=settings.nas_storage_type, retain_on_destroy=settings.nas_retain)
-        provider = cluster.provider
-        kubeconfig: pulumi.Output[str] = cluster.kubeconfig
-        cluster_id = cluster.cluster_id
-        file_system_id = nas.file_system_id
-        server: Optional[pulumi.Input[str]] = nas.mount_target_domain
-        # The domain is unknown until the mount target exists, and the volume's name must be
-        # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
-        server_key = (f"nas {cloud_name} storageType={settings.nas_storage_type} zone={settings.zone} "
-                      f"vpc={settings.vpc_id or settings.vpc_cidr} "
-                      f"vswitch={settings.vswitch_id or settings.vswitch_cidr}")
-        # The PV must not exist before its NFS server does; pods need nodes to run on.
-        volume_depends_on: list[pulumi.Resource] = [nas.mount_target]
-        pods_depend_on = [pools]
-    else:
-        kubeconfig = pulumi.Output.secret(settings.kubeconfig)
-        identifier: pulumi.Input[str] = settings.cluster_identifier
-        if "kubeconfig" in settings.secret_keys and settings.cluster_identifier_from_kubeconfig:
-            # Derived from a secret kubeconfig (its API server URL): as secret as its source.
-            identifier = pulumi.Output.secret(identifier)
-        # cluster_identifier: the provider (and with it every Kubernetes object) is replaced
-        # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
-        # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
-        provider = k8s.Provider(f"{prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
-        server = {"nas": settings.nas_mount_target_domain, "nfs": settings.nfs_server}.get(settings.volume_type)
-        server_key = server or ""
-        volume_depends_on = []
-    path_key: str = {"nas": settings.nas_path, "nfs": settings.nfs_path,
-                     "hostPath": settings.host_path}[settings.volume_type]
-    volume_path: pulumi.Input[str] = path_key
-    if server is not None and settings.secret_keys & {"nas.mountTargetDomain", "nfs.server", "nfs.path"}:
-        # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
-        server = pulumi.Output.secret(server)
-        volume_path = pulumi.Output.secret(volume_path)
-
-    k8s_opts = pulumi.ResourceOptions(providers=[provider])
-    # Namespaced objects take the name from the Namespace resource when the stack creates it,
-    # which orders them after it.
-    namespace: pulumi.Input[str] = settings.namespace
-    if settings.create_namespace:
-        namespace = k8s.core.v1.Namespace(
-            settings.namespace,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=settings.namespace,
-                                                labels=recommended_labels(prefix, "namespace")),
-            opts=pulumi.ResourceOptions(provider=provider)).metadata.name
-
+    target = deploy_target(settings)
+    k8s_opts = pulumi.ResourceOptions(providers=[target.provider])
+    namespace = _namespace(settings, target.provider)
     # A change of what the API server cannot change in place on the PV or its claim (capacity,
     # matchLabels, the source, the namespace) renames both: a new pair is created, the Jobs and
     # TensorBoard move to it (the claim's name is in their pod templates), the old pair is
@@ -113,44 +54,31 @@ def build(settings: Settings) -> dict[str, Any]:
     # SIGTERM, on which the chief saves a checkpoint, and the new tasks resume from the latest
     # checkpoint in log_dir, which is the same directory on the new PV; staging runs again and
     # finds the data already there. A finished run stays finished (its last checkpoint).
-    volume = SharedVolume(
-        prefix, namespace=namespace, namespace_name=settings.namespace, volume_type=settings.volume_type,
-        server=server, server_key=server_key, path=volume_path, path_key=path_key,
-        storage=settings.storage, match_labels=settings.match_labels,
-        after=volume_depends_on, opts=k8s_opts)
-    if settings.registry_credentials is not None and settings.image_pull_secret is not None:
+    volume_args = _volume_args(settings, target, namespace)
+    volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
+    pods_after = list(target.pods_after)
+    registry = settings.registry
+    if registry.credentials is not None and registry.image_pull_secret is not None:
         # Pods would pull before the Secret exists and back off: create it first.
-        pods_depend_on = [*pods_depend_on, PullSecret(
-            prefix, secret_name=settings.image_pull_secret, namespace=namespace,
-            credentials=settings.registry_credentials, opts=k8s_opts)]
-    training = TrainingJob(settings, namespace=namespace, claim_name=volume.claim_name,
-                           after=[*pods_depend_on, volume.pvc], opts=k8s_opts)
-    tensorboard = TensorBoard(
-        prefix, namespace=namespace, image=settings.tensorboard_image,
-        image_pull_policy=settings.ps.image_pull_policy, log_dir=settings.log_dir,
-        mount_path=settings.mount_path, pvc_name=volume.pvc_name,
-        service_type=settings.tensorboard_service_type, address_type=settings.tensorboard_address_type,
-        source_ranges=settings.tensorboard_source_ranges, cloud_acl=settings.create_cloud,
-        placement=settings.placement["tensorboard"], image_pull_secret=settings.image_pull_secret,
-        after=pods_depend_on, opts=k8s_opts)
-
-    ns = settings.namespace
-    chief = f"{prefix}-chief-0"
-    follow_log: Any = [
-        f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
-        f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
-    ]
-    if settings.kubeconfig is not None and is_kubeconfig_path(settings.kubeconfig):
-        # The kubeconfig output is then the path itself, not a file kubectl could read.
-        follow_log = [f"kubectl --kubeconfig {settings.kubeconfig} --namespace {ns} logs --follow job/{chief}"]
-        if "kubeconfig" in settings.secret_keys:
-            follow_log = pulumi.Output.secret(follow_log)
+        pods_after.append(PullSecret(registry.image_pull_secret, PullSecretArgs(
+            namespace=namespace, credentials=registry.credentials, name_prefix=prefix), opts=k8s_opts))
+    training = TrainingJob(prefix, TrainingJobArgs(
+        training=settings.training, placement=settings.placement, namespace=namespace,
+        namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
+        data_dir=settings.storage.data_dir, log_dir=settings.log_dir,
+        image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+    tensorboard = TensorBoard(prefix, TensorBoardArgs(
+        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.pvc_name,
+        mount_path=settings.storage.mount_path, log_dir=settings.log_dir,
+        placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
+        cloud_acl=settings.cluster.create_cloud, after=pods_after), opts=k8s_opts)
     return {
-        "clusterId": cluster_id,
-        "kubeconfig": kubeconfig,
-        "nasFileSystemId": file_system_id,
-        "mountTargetDomain": pulumi.Output.from_input(server if settings.volume_type == "nas" else None),
-        "namespace": ns,
+        "clusterId": target.cluster_id,
+        "kubeconfig": target.kubeconfig,
+        "nasFileSystemId": target.nas_file_system_id,
+        "mountTargetDomain": pulumi.Output.from_input(
+            volume_args.server if settings.storage.volume_type == "nas" else None),
+        "namespace": settings.namespace,
         "pvName": volume.pv_name,
         "pvcName": volume.pvc_name,
         "clusterSpec": training.cluster_spec,
@@ -158,5 +86,46 @@ def build(settings: Settings) -> dict[str, Any]:
         "stagingJobName": training.staging_job_name,
         "runId": training.run_id,
         "tensorboardUrl": tensorboard.url,
-        "followChiefLog": follow_log,
+        "followChiefLog": _follow_chief_log(settings),
     }
+
+
+def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
+    """The namespace name for namespaced objects: from the Namespace resource when the stack
+    creates it, which orders them after it."""
+    if not settings.create_namespace:
+        return settings.namespace
+    return k8s.core.v1.Namespace(
+        settings.namespace,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=settings.namespace,
+                                            labels=recommended_labels(settings.name_prefix, "namespace")),
+        opts=pulumi.ResourceOptions(provider=provider)).metadata.name
+
+
+def _volume_args(settings: Settings, target: Target, namespace: pulumi.Input[str]) -> SharedVolumeArgs:
+    """The shared volume on the target's server (none for hostPath) at the configured path."""
+    storage = settings.storage
+    server = target.volume_server
+    path_key = storage.path
+    path: pulumi.Input[str] = path_key
+    if server is not None and settings.secret_keys & VOLUME_SECRET_KEYS:
+        # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
+        server = pulumi.Output.secret(server)
+        path = pulumi.Output.secret(path)
+    return SharedVolumeArgs(
+        namespace=namespace, namespace_name=settings.namespace, volume_type=storage.volume_type, server=server,
+        server_key=target.volume_server_key, path=path, path_key=path_key, storage=storage.capacity,
+        match_labels=storage.match_labels, after=target.volume_after)
+
+
+def _follow_chief_log(settings: Settings) -> Any:
+    """The commands that follow the chief's log: with the kubeconfig output written to a file,
+    or, when the kubeconfig setting is a path, with that path."""
+    ns, kubeconfig = settings.namespace, settings.cluster.kubeconfig
+    chief = f"{settings.name_prefix}-chief-0"
+    if kubeconfig is None or not is_kubeconfig_path(kubeconfig):
+        return [f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
+                f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}"]
+    # The kubeconfig output is then the path itself, not a file kubectl could read.
+    command = [f"kubectl --kubeconfig {kubeconfig} --namespace {ns} logs --follow job/{chief}"]
+    return pulumi.Output.secret(command) if "kubeconfig" in settings.secret_keys else command

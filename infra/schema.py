@@ -1,4 +1,4 @@
-"""Rewrites the ``config:`` section of Pulumi.yaml from infra/settings.py (the one place
+"""Rewrites the ``config:`` section of Pulumi.yaml from infra/settings/keys.py (the one place
 defaults live): ``.venv/bin/python -m infra.schema``. tests/infra/test_infra_config.py fails
 while the two differ."""
 

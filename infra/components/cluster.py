@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
@@ -9,10 +10,31 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 
+@dataclass
+class ClusterArgs:
+    """The ACK cluster to create or reuse (cluster.*).
+
+    Attributes:
+        vswitch_id: the node vSwitch of a new cluster.
+        cluster_id: an existing ACK cluster; then only the provider is created.
+        version: the Kubernetes version of a new cluster; None = the newest.
+        pod_cidr: the flannel pod CIDR of a new cluster.
+        service_cidr: the Service CIDR of a new cluster.
+        api_server_public: whether a new cluster's API server gets an internet load balancer.
+    """
+
+    vswitch_id: pulumi.Input[str]
+    cluster_id: Optional[str]
+    version: Optional[str]
+    pod_cidr: str
+    service_cidr: str
+    api_server_public: bool
+
+
 class Cluster(pulumi.ComponentResource):
     """ACK managed Kubernetes cluster and the Kubernetes provider that deploys into it.
 
-    Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``cluster_id`` is given) and
+    Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``args.cluster_id`` is given) and
     ``provider`` (kubernetes.Provider).
 
     The kubeconfig comes from ``cs.get_cluster_credential_output`` (the cluster resource has
@@ -30,36 +52,34 @@ class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, name: str, *, vswitch_id: pulumi.Input[str], cluster_id: Optional[str],
-                 version: Optional[str], pod_cidr: str, service_cidr: str, api_server_public: bool,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: ClusterArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        if cluster_id is None:
+        if args.cluster_id is None:
             cluster = alicloud.cs.ManagedKubernetes(
                 f"{name}-ack",
                 name=name,
                 cluster_spec="ack.pro.small",
-                vswitch_ids=[vswitch_id],
+                vswitch_ids=[args.vswitch_id],
                 # Flannel with explicit CIDRs: Terway would need pod vSwitches; both are
                 # immutable after creation.
-                pod_cidr=pod_cidr,
-                service_cidr=service_cidr,
+                pod_cidr=args.pod_cidr,
+                service_cidr=args.service_cidr,
                 # Nodes have no public IPs: the NAT gateway lets them pull images.
                 new_nat_gateway=True,
                 # Pulumi talks to the API server from outside the VPC.
-                slb_internet_enabled=api_server_public,
+                slb_internet_enabled=args.api_server_public,
                 addons=[
                     alicloud.cs.ManagedKubernetesAddonArgs(name="flannel"),
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-plugin"),
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
                 ],
-                version=version,
+                version=args.version,
                 opts=child,
             )
             self.cluster_id = cluster.id
         else:
-            self.cluster_id = pulumi.Output.from_input(cluster_id)
+            self.cluster_id = pulumi.Output.from_input(args.cluster_id)
         credential = alicloud.cs.get_cluster_credential_output(
             cluster_id=self.cluster_id, opts=pulumi.InvokeOutputOptions(parent=self))
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)

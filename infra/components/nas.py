@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
 
 
+@dataclass
+class NasStorageArgs:
+    """The NAS file system the stack creates (nas.storageType, nas.retainOnDestroy).
+
+    Attributes:
+        vswitch_id: the node vSwitch, where the mount target goes.
+        vswitch_cidr: its CIDR, which the access rule authorises.
+        storage_type: the standard NAS storage type (Performance, Capacity, Premium).
+        retain_on_destroy: keep the file system and its data on `pulumi destroy`.
+    """
+
+    vswitch_id: pulumi.Input[str]
+    vswitch_cidr: pulumi.Input[str]
+    storage_type: str
+    retain_on_destroy: bool
+
+
 class NasStorage(pulumi.ComponentResource):
     """Shared storage for data, checkpoints and TensorBoard logs.
 
-    Children: ``file_system`` (standard NFS; with ``retain_on_destroy`` a `pulumi destroy`
+    Children: ``file_system`` (standard NFS; with ``args.retain_on_destroy`` a `pulumi destroy`
     leaves it and its data in place), ``access_group`` (VPC), ``access_rule`` (the node
     vSwitch CIDR, RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash)
     and ``mount_target`` in the node vSwitch.
@@ -25,19 +43,17 @@ class NasStorage(pulumi.ComponentResource):
     mount_target_domain: pulumi.Output[str]
     mount_target: alicloud.nas.MountTarget
 
-    def __init__(self, name: str, *, vswitch_id: pulumi.Input[str], vswitch_cidr: pulumi.Input[str],
-                 storage_type: str, retain_on_destroy: bool,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: NasStorageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:NasStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # No vpc_id/vswitch_id on a standard NAS: those belong to CPFS and force replacement.
         file_system = alicloud.nas.FileSystem(
             f"{name}-fs",
             protocol_type="NFS",
-            storage_type=storage_type,
+            storage_type=args.storage_type,
             file_system_type="standard",
             description=f"{name} training data",
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=retain_on_destroy),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
         )
         access_group = alicloud.nas.AccessGroup(
             f"{name}-access",
@@ -50,7 +66,7 @@ class NasStorage(pulumi.ComponentResource):
             f"{name}-rule",
             access_group_name=access_group.access_group_name,
             file_system_type="standard",
-            source_cidr_ip=vswitch_cidr,
+            source_cidr_ip=args.vswitch_cidr,
             rw_access_type="RDWR",
             user_access_type="no_squash",
             priority=1,
@@ -60,7 +76,7 @@ class NasStorage(pulumi.ComponentResource):
             f"{name}-mount",
             file_system_id=file_system.id,
             access_group_name=access_group.access_group_name,
-            vswitch_id=vswitch_id,
+            vswitch_id=args.vswitch_id,
             network_type="Vpc",
             # Mounts are refused until the rule exists.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[access_rule]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import pulumi
@@ -15,11 +16,42 @@ GPU_TAINT_EFFECT = "NoSchedule"
 POOL_LABEL = "tf-mnist/pool"
 
 
+@dataclass
+class NodePoolsArgs:
+    """The node pools of a cluster the stack manages (cpuPool.*, gpuPool.*, nodePools.keyName).
+
+    Attributes:
+        cluster_id: the ACK cluster.
+        vswitch_id: the node vSwitch.
+        cpu_instance_types: ECS types of the CPU pool, tried in order.
+        cpu_size: CPU nodes.
+        cpu_system_disk_category: the CPU nodes' system disk category.
+        gpu_instance_types: ECS types of the GPU pool, tried in order.
+        gpu_size: GPU nodes (the most, with ``gpu_autoscaling``); None = no GPU pool.
+        gpu_autoscaling: scale the GPU pool between 0 and ``gpu_size`` nodes.
+        gpu_system_disk_category: the GPU nodes' system disk category.
+        gpu_system_disk_size: the GPU nodes' system disk, GiB.
+        key_name: the ECS key pair for node login, if any.
+    """
+
+    cluster_id: pulumi.Input[str]
+    vswitch_id: pulumi.Input[str]
+    cpu_instance_types: Sequence[str]
+    cpu_size: int
+    cpu_system_disk_category: str
+    gpu_instance_types: Sequence[str]
+    gpu_size: Optional[int]
+    gpu_autoscaling: bool
+    gpu_system_disk_category: str
+    gpu_system_disk_size: int
+    key_name: Optional[str]
+
+
 class NodePools(pulumi.ComponentResource):
     """Node pools of the training run.
 
     Children: ``cpu`` (ps, chief, TensorBoard, staging and CPU workers) and, when
-    ``gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled, optionally autoscaled
+    ``args.gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled, optionally autoscaled
     from 0). ACK refuses to create two pools of one cluster at once ("cannot operate cluster
     where state is scaling"), so the GPU pool depends on the CPU pool.
 
@@ -30,46 +62,42 @@ class NodePools(pulumi.ComponentResource):
     cpu: alicloud.cs.NodePool
     gpu: Optional[alicloud.cs.NodePool]
 
-    def __init__(self, name: str, *, cluster_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
-                 cpu_instance_types: Sequence[str], cpu_size: int, cpu_system_disk_category: str,
-                 gpu_instance_types: Sequence[str], gpu_size: Optional[int], gpu_autoscaling: bool,
-                 gpu_system_disk_category: str, gpu_system_disk_size: int, key_name: Optional[str],
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: NodePoolsArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:NodePools", name, None, opts)
         self.cpu = alicloud.cs.NodePool(
             f"{name}-cpu",
             node_pool_name=f"{name}-cpu",
-            cluster_id=cluster_id,
-            vswitch_ids=[vswitch_id],
-            instance_types=list(cpu_instance_types),
-            desired_size=str(cpu_size),
-            system_disk_category=cpu_system_disk_category,
+            cluster_id=args.cluster_id,
+            vswitch_ids=[args.vswitch_id],
+            instance_types=list(args.cpu_instance_types),
+            desired_size=str(args.cpu_size),
+            system_disk_category=args.cpu_system_disk_category,
             system_disk_size=120,  # ACK's default system disk
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
-            key_name=key_name,
+            key_name=args.key_name,
             install_cloud_monitor=False,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu = None
-        if gpu_size is not None:
+        if args.gpu_size is not None:
             sizing: dict = (
                 # Autoscaling from 0: idle GPU nodes are released and cost nothing.
                 {"scaling_config": alicloud.cs.NodePoolScalingConfigArgs(
-                    enable=True, min_size=0, max_size=gpu_size, type="gpu")}
-                if gpu_autoscaling else {"desired_size": str(gpu_size)}
+                    enable=True, min_size=0, max_size=args.gpu_size, type="gpu")}
+                if args.gpu_autoscaling else {"desired_size": str(args.gpu_size)}
             )
             self.gpu = alicloud.cs.NodePool(
                 f"{name}-gpu",
                 node_pool_name=f"{name}-gpu",
-                cluster_id=cluster_id,
-                vswitch_ids=[vswitch_id],
-                instance_types=list(gpu_instance_types),
-                system_disk_category=gpu_system_disk_category,
-                system_disk_size=gpu_system_disk_size,
+                cluster_id=args.cluster_id,
+                vswitch_ids=[args.vswitch_id],
+                instance_types=list(args.gpu_instance_types),
+                system_disk_category=args.gpu_system_disk_category,
+                system_disk_size=args.gpu_system_disk_size,
                 labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="gpu")],
                 taints=[alicloud.cs.NodePoolTaintArgs(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE,
                                                       effect=GPU_TAINT_EFFECT)],
-                key_name=key_name,
+                key_name=args.key_name,
                 install_cloud_monitor=False,
                 **sizing,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
@@ -29,8 +30,23 @@ def docker_config_json(credentials: RegistryCredentials) -> str:
         separators=(",", ":"), sort_keys=True)
 
 
+@dataclass
+class PullSecretArgs:
+    """The pull Secret's place and contents.
+
+    Attributes:
+        namespace: the pods' namespace (an Output when the stack creates it).
+        credentials: the registry login (registryCredentials.*).
+        name_prefix: the run's name prefix, for the recommended labels.
+    """
+
+    namespace: pulumi.Input[str]
+    credentials: RegistryCredentials
+    name_prefix: str
+
+
 class PullSecret(pulumi.ComponentResource):
-    """A ``kubernetes.io/dockerconfigjson`` Secret named ``secret_name`` in ``namespace``.
+    """A ``kubernetes.io/dockerconfigjson`` Secret named ``name`` in ``args.namespace``.
 
     Children: ``secret``. Its ``data`` is a ``pulumi.Output.secret`` from the first moment, so
     the plan, the state and the stack outputs hold only ciphertext (``[secret]`` in a
@@ -42,14 +58,13 @@ class PullSecret(pulumi.ComponentResource):
 
     name: pulumi.Output[str]
 
-    def __init__(self, prefix: str, *, secret_name: str, namespace: pulumi.Input[str],
-                 credentials: RegistryCredentials, opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        super().__init__("tf-mnist:index:PullSecret", secret_name, None, opts)
-        encoded = base64.b64encode(docker_config_json(credentials).encode()).decode()
+    def __init__(self, name: str, args: PullSecretArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:PullSecret", name, None, opts)
+        encoded = base64.b64encode(docker_config_json(args.credentials).encode()).decode()
         self.secret = k8s.core.v1.Secret(
-            secret_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=secret_name, namespace=namespace,
-                                                labels=recommended_labels(prefix, "registry")),
+            name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace,
+                                                labels=recommended_labels(args.name_prefix, "registry")),
             type=DOCKER_CONFIG_JSON,
             # data (base64), the form the API server stores; stringData is write-only there.
             data=pulumi.Output.secret({".dockerconfigjson": encoded}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import pulumi
@@ -65,12 +66,63 @@ def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str,
     return f"{name}-data-{hashlib.sha256(text.encode()).hexdigest()[:NAME_HASH_HEX]}"
 
 
+@dataclass
+class SharedVolumeArgs:
+    """The run's volume: where it lives and what the claim asks for.
+
+    Attributes:
+        namespace: the claim's namespace (an Output when the stack creates it).
+        namespace_name: the same as plain text, for the name.
+        volume_type: "nas", "nfs" or "hostPath" (infra.settings.VOLUME_TYPES).
+        server: the NAS mount target domain or NFS server; None for hostPath.
+        server_key: plain text standing for ``server`` in the name (see volume_name).
+        path: the NAS sub-directory, NFS export or node directory (absolute).
+        path_key: ``path`` as plain text (``path`` may be a secret Output).
+        storage: the PV's capacity and the claim's request ("5Gi").
+        match_labels: the PV's labels, which the claim selects.
+        after: resources the PV waits for (the NAS mount target).
+    """
+
+    namespace: pulumi.Input[str]
+    namespace_name: str
+    volume_type: str
+    server: Optional[pulumi.Input[str]]
+    server_key: str
+    path: pulumi.Input[str]
+    path_key: str
+    storage: str
+    match_labels: Mapping[str, str]
+    after: Sequence[pulumi.Resource] = ()
+
+
+def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
+    """The PV spec's source fields for ``args.volume_type`` (PersistentVolumeSpecArgs keywords).
+
+    Raises:
+        ValueError: an unknown volume type.
+    """
+    if args.volume_type == "nas":
+        return {"mount_options": list(NAS_MOUNT_OPTIONS), "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
+            driver=NAS_CSI_DRIVER,
+            volume_handle=volume_handle,
+            # The driver refuses a server containing ':'; the directory goes in path.
+            volume_attributes={"server": args.server, "path": args.path},
+        )}
+    if args.volume_type == "nfs":
+        return {"mount_options": list(NAS_MOUNT_OPTIONS),
+                "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=args.server, path=args.path)}
+    if args.volume_type == "hostPath":
+        # No mountOptions: the API server refuses them on a hostPath PV.
+        return {"host_path": k8s.core.v1.HostPathVolumeSourceArgs(path=args.path, type=HOST_PATH_TYPE)}
+    raise ValueError(f"unknown volume type {args.volume_type!r}")
+
+
 class SharedVolume(pulumi.ComponentResource):
     """The run's ReadWriteMany volume.
 
     Children (Pulumi names ``<prefix>-data``; object names ``volume_name``, the same for both):
     ``pv`` (PersistentVolume: labels = match_labels, Retain, storageClassName "", and by
-    ``volume_type``: ``nas``, CSI with server = the mount target domain and path = a NAS
+    ``args.volume_type``: ``nas``, CSI with server = the mount target domain and path = a NAS
     sub-directory; ``nfs``, the in-tree nfs volume with the same mount options; ``hostPath``, a
     node directory of type DirectoryOrCreate, which the API accepts as ReadWriteMany for a
     static PV, so the same claim serves every type) and ``pvc`` (PersistentVolumeClaim:
@@ -85,16 +137,6 @@ class SharedVolume(pulumi.ComponentResource):
     engine sees a replacement of each; under a new object name that is create-before-delete,
     and the old objects go last, after the pods that mounted them (see TrainingJob).
 
-    Args:
-        namespace: the claim's namespace (an Output when the stack creates it).
-        namespace_name: the same as plain text, for the name.
-        volume_type: "nas", "nfs" or "hostPath" (infra.settings.VOLUME_TYPES).
-        server: the NAS mount target domain or NFS server; None for hostPath.
-        server_key: plain text standing for ``server`` in the name (see volume_name).
-        path: the NAS sub-directory, NFS export or node directory (absolute).
-        path_key: ``path`` as plain text (``path`` may be a secret Output).
-        after: resources the PV waits for (the NAS mount target).
-
     Outputs:
         pv_name, pvc_name. ``claim_name`` is the same name as a plain string, for pod
         templates that must be known in full at preview (the run id is their hash).
@@ -104,54 +146,35 @@ class SharedVolume(pulumi.ComponentResource):
     pvc_name: pulumi.Output[str]
     claim_name: str
 
-    def __init__(self, name: str, *, namespace: pulumi.Input[str], namespace_name: str, volume_type: str,
-                 server: Optional[pulumi.Input[str]], server_key: str, path: pulumi.Input[str], path_key: str,
-                 storage: str, match_labels: Mapping[str, str], after: Sequence[pulumi.Resource] = (),
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: SharedVolumeArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:SharedVolume", name, None, opts)
         logical_name = f"{name}-data"
         object_name = volume_name(
-            name, namespace=namespace_name, volume_type=volume_type, server_key=server_key, path=path_key,
-            storage=storage, match_labels=match_labels)
-        labels = {**recommended_labels(name, "storage"), **match_labels}
-        source: dict = {}
-        if volume_type == "nas":
-            source = {"mount_options": list(NAS_MOUNT_OPTIONS), "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                driver=NAS_CSI_DRIVER,
-                volume_handle=object_name,
-                # The driver refuses a server containing ':'; the directory goes in path.
-                volume_attributes={"server": server, "path": path},
-            )}
-        elif volume_type == "nfs":
-            source = {"mount_options": list(NAS_MOUNT_OPTIONS),
-                      "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=server, path=path)}
-        elif volume_type == "hostPath":
-            # No mountOptions: the API server refuses them on a hostPath PV.
-            source = {"host_path": k8s.core.v1.HostPathVolumeSourceArgs(path=path, type=HOST_PATH_TYPE)}
-        else:
-            raise ValueError(f"unknown volume type {volume_type!r}")
+            name, namespace=args.namespace_name, volume_type=args.volume_type, server_key=args.server_key,
+            path=args.path_key, storage=args.storage, match_labels=args.match_labels)
+        labels = {**recommended_labels(name, "storage"), **args.match_labels}
         self.pv = k8s.core.v1.PersistentVolume(
             logical_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, labels=labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                capacity={"storage": storage},
+                capacity={"storage": args.storage},
                 access_modes=list(ACCESS_MODES),
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
-                **source,
+                **pv_source(args, object_name),
             ),
             # `after` holds the NAS mount target: the PV must not exist before its server does.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
         self.pvc = k8s.core.v1.PersistentVolumeClaim(
             logical_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, namespace=namespace,
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, namespace=args.namespace,
                                                 labels=recommended_labels(name, "storage")),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=list(ACCESS_MODES),
                 storage_class_name="",
-                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": storage}),
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(match_labels)),
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": args.storage}),
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(args.match_labels)),
                 # Pre-bound: the claim takes this PV only (the selector stays, and must match).
                 # An Output of the PV, so the claim comes after its PV and goes before it.
                 volume_name=self.pv.metadata.name,

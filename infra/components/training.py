@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi._types as pulumi_types
@@ -12,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
-from infra.settings import Settings, TaskSettings
+from infra.settings import Placement, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
@@ -37,22 +38,24 @@ DISRUPTION_TARGET = "DisruptionTarget"
 POD_REPLACEMENT_POLICY = "Failed"
 
 
-def trainer_args(settings: Settings, run_id: Optional[str]) -> list[str]:
-    """Container args of every task: the trainer's flags (team contract).
+def trainer_args(args: TrainingJobArgs, run_id: Optional[str]) -> list[str]:
+    """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
 
     Args:
+        args: the run (its directories and hyperparameters).
         run_id: the run's id (``--run_id``), or None to leave the flag out, which only the
             hash that makes the run id does (``run_id_of``).
     """
-    args = [
-        "--data_dir", settings.data_dir,
-        "--log_dir", settings.log_dir,
-        "--epochs", str(settings.epochs),
-        "--batch_size", str(settings.batch_size),
-        "--learning_rate", repr(settings.learning_rate),
-        "--peer_timeout", str(settings.peer_timeout_seconds),
+    training = args.training
+    flags = [
+        "--data_dir", args.data_dir,
+        "--log_dir", args.log_dir,
+        "--epochs", str(training.epochs),
+        "--batch_size", str(training.batch_size),
+        "--learning_rate", repr(training.learning_rate),
+        "--peer_timeout", str(training.peer_timeout_seconds),
     ]
-    return args if run_id is None else [*args, "--run_id", run_id]
+    return flags if run_id is None else [*flags, "--run_id", run_id]
 
 
 def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
@@ -110,6 +113,36 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     ])
 
 
+@dataclass
+class TrainingJobArgs:
+    """One training run and where it runs.
+
+    Attributes:
+        training: its tasks, the trainer's flags and the Jobs' policy.
+        placement: role -> Placement, for chief, worker, ps and stage-data.
+        namespace: the namespace (an Output when the stack creates it).
+        namespace_name: the same as plain text: the TF_CONFIG hosts name it.
+        claim_name: the claim every pod mounts at ``mount_path`` (a plain name: it is part of
+            the pod templates, whose hash is the run id).
+        mount_path: where the volume is mounted in every pod.
+        data_dir: where staging puts MNIST and the trainer reads it (``--data_dir``).
+        log_dir: the trainer's ``--log_dir`` (checkpoints, summaries, markers).
+        image_pull_secret: the docker-registry Secret every pod pulls with, if any.
+        after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
+    """
+
+    training: TrainingSettings
+    placement: Mapping[str, Placement]
+    namespace: pulumi.Input[str]
+    namespace_name: str
+    claim_name: str
+    mount_path: str
+    data_dir: str
+    log_dir: str
+    image_pull_secret: Optional[str]
+    after: Sequence[pulumi.Resource] = ()
+
+
 class TrainingJob(pulumi.ComponentResource):
     """One distributed training run on Kubernetes.
 
@@ -123,8 +156,8 @@ class TrainingJob(pulumi.ComponentResource):
         ``<prefix>-<task_type>-<index>``.
 
     Task Jobs are ready for Pulumi once created (TASK_JOB_AWAIT): the chief trains for
-    hours, which `pulumi up` must not block on; with ``wait_for_chief`` the chief's Job is
-    awaited for ``wait_timeout_minutes`` instead.
+    hours, which `pulumi up` must not block on; with job.waitForChief the chief's Job is
+    awaited for job.waitTimeoutMinutes instead.
 
     A failed task pod is replaced, not restarted in place (restartPolicy Never, which a
     podFailurePolicy needs; see ``pod_failure_policy``). The replacement has the same labels,
@@ -132,13 +165,6 @@ class TrainingJob(pulumi.ComponentResource):
     TF_CONFIG and flags, and resumes from the checkpoint in ``--log_dir`` on the shared
     volume (trainer/train.py restores the latest one there). Every task gets the same
     ``--run_id`` (``run_id_of``).
-
-    Args:
-        settings: the validated stack settings (the TF_CONFIG hosts use settings.namespace).
-        namespace: the namespace name (an Output when the stack creates the namespace).
-        claim_name: the claim every pod mounts at settings.mount_path (a plain name: it is
-            part of the pod templates, whose hash is the run id).
-        after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
 
     Outputs:
         cluster_spec: task type -> list of host:port.
@@ -152,44 +178,55 @@ class TrainingJob(pulumi.ComponentResource):
     staging_job_name: pulumi.Output[str]
     run_id: pulumi.Output[str]
 
-    def __init__(self, settings: Settings, *, namespace: pulumi.Input[str], claim_name: str,
-                 after: Sequence[pulumi.Resource] = (), opts: Optional[pulumi.ResourceOptions] = None) -> None:
-        prefix = settings.name_prefix
-        super().__init__("tf-mnist:index:TrainingJob", prefix, None, opts)
-        self._settings = settings
-        self._claim_name = claim_name
-        self._namespace = namespace
-        spec = cs.kubernetes_cluster_spec(prefix, settings.namespace, settings.replicas, settings.ports)
-
+    def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:TrainingJob", name, None, opts)
+        self._name = name
+        self._args = args
+        training = args.training
+        spec = cs.kubernetes_cluster_spec(name, args.namespace_name, training.replicas, training.ports)
         k8s.core.v1.ConfigMap(
-            f"{prefix}-cluster-spec",
-            metadata=self._metadata(f"{prefix}-cluster-spec", "cluster-spec"),
+            f"{name}-cluster-spec",
+            metadata=self._metadata(f"{name}-cluster-spec", "cluster-spec"),
             data={"cluster_spec.json": json.dumps(spec, sort_keys=True, indent=2)},
             opts=pulumi.ResourceOptions(parent=self),
         )
+        staging = self._staging_job()
+        tasks = list(training.replicas.tasks())
+        run_id = run_id_of({cs.task_name(name, t, i): self._template(t, i, spec, None) for t, i in tasks},
+                           {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
+        job_names = [self._task(task_type, index, spec, run_id, after=staging) for task_type, index in tasks]
 
-        staging_name = f"{prefix}-stage-data"
-        staging_placement = settings.placement["stage-data"]
-        staging = k8s.batch.v1.Job(
-            staging_name,
-            metadata=self._metadata(staging_name, "stage-data",
-                                    {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS)}),
+        self.cluster_spec = pulumi.Output.from_input(spec)
+        self.job_names = pulumi.Output.from_input(job_names)
+        self.staging_job_name = staging.metadata.name
+        self.run_id = pulumi.Output.from_input(run_id)
+        self.register_outputs({"cluster_spec": self.cluster_spec, "job_names": self.job_names,
+                               "staging_job_name": self.staging_job_name, "run_id": self.run_id})
+
+    def _staging_job(self) -> k8s.batch.v1.Job:
+        """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume."""
+        args, training = self._args, self._args.training
+        name = f"{self._name}-stage-data"
+        placement = args.placement["stage-data"]
+        return k8s.batch.v1.Job(
+            name,
+            metadata=self._metadata(name, "stage-data", {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS)}),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=settings.backoff_limit,
+                backoff_limit=training.backoff_limit,
                 template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(prefix, "stage-data")),
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, "stage-data")),
                     spec=k8s.core.v1.PodSpecArgs(
                         restart_policy="OnFailure",
-                        node_selector=pods.node_selector(staging_placement),
-                        tolerations=pods.tolerations(staging_placement, uses_gpu=False),
-                        priority_class_name=settings.priority_class_name,
-                        image_pull_secrets=pods.image_pull_secrets(settings.image_pull_secret),
+                        node_selector=pods.node_selector(placement),
+                        tolerations=pods.tolerations(placement, uses_gpu=False),
+                        priority_class_name=training.priority_class_name,
+                        image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
                         containers=[k8s.core.v1.ContainerArgs(
                             name="stage",
-                            image=settings.staging_image,
-                            image_pull_policy=settings.ps.image_pull_policy,
-                            command=["python", "-m", "trainer.stage", "--dest", settings.data_dir,
-                                     *(["--source", settings.data_source] if settings.data_source else [])],
+                            image=training.staging_image,
+                            image_pull_policy=training.ps.image_pull_policy,
+                            command=["python", "-m", "trainer.stage", "--dest", args.data_dir,
+                                     *(["--source", training.data_source] if training.data_source else [])],
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
                             volume_mounts=[self._volume_mount()],
@@ -199,122 +236,108 @@ class TrainingJob(pulumi.ComponentResource):
                 ),
             ),
             # Pulumi waits for this Job: its pod needs the node pools (`after`) to exist.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(after)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
 
-        tasks = list(settings.replicas.tasks())
-        run_id = run_id_of({cs.task_name(prefix, t, i): self._template(t, i, spec, None) for t, i in tasks},
-                           {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
-        job_names: list[str] = []
-        for task_type, index in tasks:
-            name = cs.task_name(prefix, task_type, index)
-            task = self._task(task_type)
-            selector = task_selector(prefix, task_type, index)
-            k8s.core.v1.Service(
-                name,
-                # Headless Services get endpoints only once the pod runs (image pulls, node
-                # start-up): nothing for `pulumi up` to wait for.
-                metadata=self._metadata(name, task_type, {SKIP_AWAIT: "true"}, selector),
-                spec=k8s.core.v1.ServiceSpecArgs(
-                    cluster_ip="None",
-                    selector=selector,
-                    # TensorFlow tasks dial each other while starting, before they are Ready.
-                    publish_not_ready_addresses=True,
-                    ports=[k8s.core.v1.ServicePortArgs(name="grpc", port=task.port, target_port=task.port,
-                                                      protocol="TCP")],
-                ),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-            waits = task_type == "chief" and settings.wait_for_chief
-            annotations = ({TIMEOUT_SECONDS: str(settings.wait_timeout_minutes * 60)} if waits
-                           else TASK_JOB_AWAIT)
-            k8s.batch.v1.Job(
-                name,
-                metadata=self._metadata(name, task_type, annotations, selector),
-                spec=k8s.batch.v1.JobSpecArgs(
-                    backoff_limit=settings.backoff_limit,
-                    active_deadline_seconds=settings.active_deadline_seconds,
-                    pod_failure_policy=pod_failure_policy(),
-                    # A replacement starts only once the failed pod is gone: two pods of one
-                    # task would both answer at its address. (The only value a
-                    # podFailurePolicy allows; stated, not left to the default.)
-                    pod_replacement_policy=POD_REPLACEMENT_POLICY,
-                    template=self._template(task_type, index, spec, run_id),
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[staging]),
-            )
-            job_names.append(name)
-
-        self.cluster_spec = pulumi.Output.from_input(spec)
-        self.job_names = pulumi.Output.from_input(job_names)
-        self.staging_job_name = staging.metadata.name
-        self.run_id = pulumi.Output.from_input(run_id)
-        self.register_outputs({"cluster_spec": self.cluster_spec, "job_names": self.job_names,
-                               "staging_job_name": self.staging_job_name, "run_id": self.run_id})
-
-    def _task(self, task_type: str) -> TaskSettings:
-        settings = self._settings
-        return settings.chief if task_type == "chief" else (settings.worker if task_type == "worker"
-                                                             else settings.ps)
+    def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: str,
+              after: pulumi.Resource) -> str:
+        """One task's headless Service and Job, both named ``<prefix>-<task_type>-<index>``;
+        returns the name. The Job waits for ``after`` (the staging Job)."""
+        training = self._args.training
+        name = cs.task_name(self._name, task_type, index)
+        port = training.task(task_type).port
+        selector = task_selector(self._name, task_type, index)
+        k8s.core.v1.Service(
+            name,
+            # Headless Services get endpoints only once the pod runs (image pulls, node
+            # start-up): nothing for `pulumi up` to wait for.
+            metadata=self._metadata(name, task_type, {SKIP_AWAIT: "true"}, selector),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                cluster_ip="None",
+                selector=selector,
+                # TensorFlow tasks dial each other while starting, before they are Ready.
+                publish_not_ready_addresses=True,
+                ports=[k8s.core.v1.ServicePortArgs(name="grpc", port=port, target_port=port, protocol="TCP")],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        waits = task_type == "chief" and training.wait_for_chief
+        annotations = {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60)} if waits else TASK_JOB_AWAIT
+        k8s.batch.v1.Job(
+            name,
+            metadata=self._metadata(name, task_type, annotations, selector),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=training.backoff_limit,
+                active_deadline_seconds=training.active_deadline_seconds,
+                pod_failure_policy=pod_failure_policy(),
+                # A replacement starts only once the failed pod is gone: two pods of one
+                # task would both answer at its address. (The only value a
+                # podFailurePolicy allows; stated, not left to the default.)
+                pod_replacement_policy=POD_REPLACEMENT_POLICY,
+                template=self._template(task_type, index, spec, run_id),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
+        )
+        return name
 
     def _metadata(self, name: str, component: str, annotations: Optional[dict] = None,
                   extra_labels: Optional[dict] = None) -> k8s.meta.v1.ObjectMetaArgs:
         return k8s.meta.v1.ObjectMetaArgs(
             name=name,
-            namespace=self._namespace,
-            labels={**recommended_labels(self._settings.name_prefix, component), **(extra_labels or {})},
+            namespace=self._args.namespace,
+            labels={**recommended_labels(self._name, component), **(extra_labels or {})},
             annotations=annotations,
         )
 
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:
-        return k8s.core.v1.VolumeMountArgs(name=VOLUME_NAME, mount_path=self._settings.mount_path)
+        return k8s.core.v1.VolumeMountArgs(name=VOLUME_NAME, mount_path=self._args.mount_path)
 
     def _volume(self) -> k8s.core.v1.VolumeArgs:
         return k8s.core.v1.VolumeArgs(
             name=VOLUME_NAME,
-            persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(claim_name=self._claim_name))
+            persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                claim_name=self._args.claim_name))
 
     def _template(self, task_type: str, index: int, spec: cs.ClusterSpec,
                   run_id: Optional[str]) -> k8s.core.v1.PodTemplateSpecArgs:
         """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see run_id_of)."""
-        prefix = self._settings.name_prefix
-        labels = {**recommended_labels(prefix, task_type), **task_selector(prefix, task_type, index)}
+        labels = {**recommended_labels(self._name, task_type), **task_selector(self._name, task_type, index)}
         return k8s.core.v1.PodTemplateSpecArgs(
             metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-            spec=self._task_pod(task_type, index, self._task(task_type), spec, run_id),
+            spec=self._task_pod(task_type, index, self._args.training.task(task_type), spec, run_id),
         )
 
     def _task_pod(self, task_type: str, index: int, task: TaskSettings, spec: cs.ClusterSpec,
                   run_id: Optional[str]) -> k8s.core.v1.PodSpecArgs:
-        settings = self._settings
+        args, training = self._args, self._args.training
         env = [
             k8s.core.v1.EnvVarArgs(name="TF_CONFIG", value=cs.tf_config_json(spec, task_type, index)),
             # Fail RPCs to a peer that is down instead of hanging (TensorFlow's PS tutorial).
             k8s.core.v1.EnvVarArgs(name="GRPC_FAIL_FAST", value="use_caller"),
         ]
-        uses_gpu = settings.uses_gpu(task_type)
+        uses_gpu = training.uses_gpu(task_type)
         limits = {"memory": task.memory}
         if uses_gpu:
-            limits["nvidia.com/gpu"] = str(settings.gpu_count)
+            limits["nvidia.com/gpu"] = str(training.gpu_count)
         else:
             # ps, a CPU chief and CPU workers must not grab a GPU even on a GPU node.
             env += [k8s.core.v1.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
                     k8s.core.v1.EnvVarArgs(name="CUDA_VISIBLE_DEVICES", value="")]
-        placement = settings.placement[task_type]
+        placement = args.placement[task_type]
         return k8s.core.v1.PodSpecArgs(
             # Never: a failed task gets a new pod (see the class docstring), which a
             # podFailurePolicy requires; backoffLimit caps the failures that count.
             restart_policy="Never",
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),
-            priority_class_name=settings.priority_class_name,
-            image_pull_secrets=pods.image_pull_secrets(settings.image_pull_secret),
+            priority_class_name=training.priority_class_name,
+            image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
             containers=[k8s.core.v1.ContainerArgs(
                 name=CONTAINER_NAME,
                 image=task.image,
                 image_pull_policy=task.image_pull_policy,
                 command=["python", "-m", "trainer"],
-                args=trainer_args(settings, run_id),
+                args=trainer_args(args, run_id),
                 env=env,
                 ports=[k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")],
                 resources=k8s.core.v1.ResourceRequirementsArgs(

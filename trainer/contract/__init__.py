@@ -6,7 +6,7 @@ trainer image never needs Pulumi:
 
 - ``cluster_spec``: the cluster spec and TF_CONFIG of every task, the Kubernetes names
   ``{prefix}-{task_type}-{index}``, and the rules for name prefix, namespace and ports
-  (infra/components/training.py writes each pod's TF_CONFIG with it, infra/settings.py
+  (infra/components/training.py writes each pod's TF_CONFIG with it, infra/settings/
   checks the configuration with it).
 - ``exit_codes``: the exit codes that cross the pod boundary: the Jobs' podFailurePolicy
   fails a Job on ``PERMANENT_EXIT_CODES`` and ignores ``EXIT_SIGTERM``.

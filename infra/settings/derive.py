@@ -1,0 +1,136 @@
+"""The derive phases: what several keys give together, before the rules check it (``resolve``)
+and once they passed (``assemble``: the Settings)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Optional
+
+from infra.settings.keys import (
+    PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG,
+)
+from infra.settings.kubeconfig import kubeconfig_server
+from infra.settings.model import (
+    ClusterSettings, Placement, RegistryCredentials, RegistrySettings, Settings, StorageSettings, TaskSettings,
+    TensorBoardSettings, TrainingSettings, section,
+)
+from infra.settings.parsers import image_host
+from infra.settings.read import Reading
+from trainer.contract import cluster_spec as cs
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Values worked out from several keys (or the kubeconfig file), which some rules check.
+
+    Resolved from ``Reading.values``, that is with a bad key's default in its place.
+
+    Attributes:
+        cpu_image: ps.image, or <imageRegistry>/trainer:<version>-cpu; also the chief's (on
+            CPUs) and the staging Job's.
+        worker_image: worker.image, or the GPU trainer image (the CPU one with worker.gpuCount 0).
+        tensorboard_image: tensorboard.image, or <imageRegistry>/tensorboard:<version>.
+        registry_server: the registry the pull Secret logs in to: registryCredentials.server,
+            or the host of imageRegistry.
+        replicas: one chief beside ps.number ps and worker.number workers.
+        ports: task type -> gRPC port (the chief listens on worker.port).
+        cluster_identifier: with kubeconfig, clusterIdentifier or the API server URL of the
+            kubeconfig's current context; None without kubeconfig, or when it names no server.
+        cluster_identifier_error: why the kubeconfig names no server (a rule reports it).
+    """
+
+    cpu_image: str
+    worker_image: str
+    tensorboard_image: str
+    registry_server: str
+    replicas: cs.Replicas
+    ports: Mapping[str, int]
+    cluster_identifier: Optional[str]
+    cluster_identifier_error: Optional[str]
+
+
+def resolve(values: Mapping[str, Any]) -> Resolved:
+    """The values that come from several keys, for the rules and ``assemble``."""
+    registry = values["imageRegistry"]
+    cpu_image = values["ps.image"] or f"{registry}/{TRAINER_CPU_TAG}"
+    worker_image = values["worker.image"] or (f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0
+                                              else cpu_image)
+    identifier: Optional[str] = None
+    error: Optional[str] = None
+    if values["kubeconfig"] is not None:
+        identifier = values["clusterIdentifier"]
+        if identifier is None:
+            try:
+                identifier = kubeconfig_server(values["kubeconfig"])
+            except ValueError as why:
+                error = str(why)
+    return Resolved(
+        cpu_image=cpu_image,
+        worker_image=worker_image,
+        tensorboard_image=values["tensorboard.image"] or f"{registry}/{TENSORBOARD_TAG}",
+        registry_server=values["registryCredentials.server"] or image_host(registry),
+        replicas=cs.Replicas(chief=1, worker=values["worker.number"], ps=values["ps.number"]),
+        ports={"chief": values["worker.port"], "worker": values["worker.port"], "ps": values["ps.port"]},
+        cluster_identifier=identifier,
+        cluster_identifier_error=error,
+    )
+
+
+def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
+    """The Settings of a configuration that passed every rule."""
+    v = reading.values
+    training = _training(v, resolved)
+    return section(
+        Settings, v, project=PROJECT, stack=stack,
+        cluster=_cluster(v, resolved, training),
+        storage=section(StorageSettings, v),
+        training=training,
+        tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image),
+        registry=_registry(v, resolved),
+        placement=_placement(v, training.chief_uses_gpu),
+        secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
+    )
+
+
+def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
+    # With ps.number 0 the chief is one of the synchronous replicas (MultiWorkerMirroredStrategy),
+    # whose collectives refuse a group mixing CPU and GPU devices: it then runs like a worker.
+    chief_uses_gpu = v["ps.number"] == 0 and v["worker.gpuCount"] > 0
+    ps = TaskSettings(resolved.cpu_image, v["ps.imagePullPolicy"], v["ps.port"], v["ps.cpu"], v["ps.memory"])
+    worker = TaskSettings(resolved.worker_image, v["worker.imagePullPolicy"], v["worker.port"], v["worker.cpu"],
+                          v["worker.memory"])
+    # A CPU chief runs the ps image and resources, on the workers' port.
+    chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
+    return section(TrainingSettings, v, replicas=resolved.replicas, ports=resolved.ports, chief=chief,
+                   worker=worker, ps=ps, chief_uses_gpu=chief_uses_gpu, staging_image=resolved.cpu_image)
+
+
+def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSettings) -> ClusterSettings:
+    gpu_pool_size = v["gpuPool.size"]
+    if gpu_pool_size is None:
+        gpu_pods = v["worker.number"] + (1 if training.chief_uses_gpu else 0)
+        gpu_pool_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
+    return section(ClusterSettings, v, identifier=resolved.cluster_identifier,
+                   identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
+                   gpu_pool_size=gpu_pool_size)
+
+
+def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
+    username, password = v["registryCredentials.username"], v["registryCredentials.password"]
+    credentials: Optional[RegistryCredentials] = None
+    if username is not None and password is not None:
+        # The rules made sure that some image comes from this server.
+        credentials = RegistryCredentials(resolved.registry_server, username, password)
+    pull_secret = v["imagePullSecret"] or (f"{v['namePrefix']}-registry" if username or password else None)
+    return RegistrySettings(image_pull_secret=pull_secret, credentials=credentials)
+
+
+def _placement(v: Mapping[str, Any], chief_uses_gpu: bool) -> dict[str, Placement]:
+    """Role -> Placement: the staging Job takes the chief.* keys, a GPU chief the workers'."""
+    placement = {role: Placement(dict(v[f"{role}.nodeSelector"]), tuple(v[f"{role}.tolerations"]))
+                 for role in PLACEMENT_ROLES}
+    placement["stage-data"] = placement["chief"]
+    if chief_uses_gpu:
+        placement["chief"] = placement["worker"]
+    return placement

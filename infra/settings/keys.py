@@ -1,0 +1,297 @@
+"""The configuration keys: name, default, rule, fix and description of each, in one table.
+
+Defaults live only in ``KEYS`` (``Pulumi.yaml`` mirrors the scalar ones, written by
+``python -m infra.schema``, and a test keeps the two equal).
+
+A new key is an entry in ``KEYS`` and a field of its section in model.py,
+``name: type = from_key("the.key")``; then ``python -m infra.schema`` for Pulumi.yaml. A rule
+between keys goes in rules.py, a value worked out from several keys in derive.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from infra.settings.parsers import (
+    Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path,
+    image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
+    optional_string, positive_number, quantity, registry, registry_host, string_list, tolerations,
+)
+
+PROJECT = "tf-mnist"
+
+#: Default imageRegistry; the images built from docker/ are ``<registry>/<name>:<tag>``.
+DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
+TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
+TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
+TENSORBOARD_TAG = "tensorboard:2.21.0"
+
+#: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
+GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
+#: Standard (general-purpose) NAS storage types.
+NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+ADDRESS_TYPES = ("internet", "intranet")
+#: Where the PV lives (persistence.volume.type): NAS through Alibaba's CSI driver, a plain
+#: NFS server (in-tree nfs volume), or a directory of the node (single-node clusters).
+VOLUME_TYPES = ("nas", "nfs", "hostPath")
+#: Keys that configure one volume type only, by type (refused with the others).
+VOLUME_KEYS = {
+    "nas": ("nas.storageType", "nas.retainOnDestroy", "nas.path", "nas.mountTargetDomain"),
+    "nfs": ("nfs.server", "nfs.path"),
+    "hostPath": ("hostPath.path",),
+}
+#: Roles whose pods take a node selector and tolerations from config (``<role>.nodeSelector``).
+PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
+#: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
+#: other value goes into object names, labels, pod specs or plain outputs, so a secret there
+#: is refused rather than written out in plain text.
+SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path",
+                       "registryCredentials.server", "registryCredentials.username", "registryCredentials.password")
+#: SECRET_CAPABLE_KEYS as the refusal message lists them.
+SECRET_CAPABLE_SHOWN = ("kubeconfig", "nas.mountTargetDomain", "nfs.*", "registryCredentials.*")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key.
+
+    Attributes:
+        name: key within the project namespace, dotted like the chart's values
+            (``worker.number``); users set it flat or with ``--path``.
+        default: used when the key is absent in both forms; a parsed value.
+        parse: raw value -> typed value, raising ValueError(rule).
+        fix: the value the fix command suggests.
+        schema_type: the Pulumi.yaml ``config:`` type, or None where the schema cannot express
+            the key (no float or object type there).
+        description: one line for Pulumi.yaml.
+        fix_key: for a list or a map, the ``--path`` arguments of the fix when the bad value
+            was set with ``--path``; set flat, the fix is the key with a JSON value
+            (see ``fix_args``).
+    """
+
+    name: str
+    default: Any
+    parse: Parser
+    fix: str
+    schema_type: Optional[str]
+    description: str
+    fix_key: Optional[str] = None
+
+    @property
+    def value_type(self) -> str:
+        """The value's type in words: the schema type, else number, list, map or string."""
+        return self.schema_type or _VALUE_TYPES.get(self.parse, "string")
+
+
+#: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
+#: key holds a string.
+_VALUE_TYPES: dict[Parser, str] = {
+    positive_number: "number", optional_positive_int: "integer", cidr_list: "list", string_list: "list",
+    tolerations: "list", label_map: "map", node_selector: "map",
+}
+
+
+KEYS: tuple[Key, ...] = (
+    # The chart's keys with the chart's (GPU example) values.
+    Key("worker.number", 2, integer(1), "2", "integer", "Number of worker tasks."),
+    Key("worker.gpuCount", 1, integer(0), "1", "integer",
+        "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu); 0 runs them on the CPU node pool."),
+    Key("worker.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}", None,
+        "Worker image; default <imageRegistry>/trainer:2.21.0-gpu (or -cpu when gpuCount is 0)."),
+    Key("worker.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",
+        "Worker image pull policy."),
+    Key("worker.port", 8000, integer(1, 65535), "8000", "integer", "gRPC port of worker and chief tasks."),
+    Key("worker.cpu", "2", quantity, "2", "string", "CPU request of each worker."),
+    Key("worker.memory", "8Gi", quantity, "8Gi", "string", "Memory request and limit of each worker."),
+    Key("worker.nodeSelector", {}, node_selector, "'{}'", None,
+        "Node labels the workers must run on (pod nodeSelector; also the chief's when it trains on GPUs, "
+        "ps.number 0 with worker.gpuCount > 0); empty = any node."),
+    Key("worker.tolerations", (), tolerations, "'[]'", None,
+        "Extra tolerations of the workers (and of a GPU chief); GPU pods tolerate the GPU pool's taint anyway."),
+    Key("ps.number", 2, integer(0), "2", "integer",
+        "Number of parameter servers; 0 trains the workers synchronously."),
+    Key("ps.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}", None,
+        "CPU trainer image for ps, chief and data staging; default <imageRegistry>/trainer:2.21.0-cpu."),
+    Key("ps.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",
+        "ps and chief image pull policy."),
+    Key("ps.port", 9000, integer(1, 65535), "9000", "integer", "gRPC port of ps tasks."),
+    Key("ps.cpu", "1", quantity, "1", "string", "CPU request of each ps and the chief."),
+    Key("ps.memory", "2Gi", quantity, "2Gi", "string", "Memory request and limit of each ps and the chief."),
+    Key("ps.nodeSelector", {}, node_selector, "'{}'", None,
+        "Node labels the ps tasks must run on (pod nodeSelector); empty = any node."),
+    Key("ps.tolerations", (), tolerations, "'[]'", None,
+        "Extra tolerations of the ps tasks (pod tolerations), e.g. for a dedicated, tainted node pool."),
+    Key("chief.nodeSelector", {}, node_selector, "'{}'", None,
+        "Node labels the chief and the data-staging Job must run on (a GPU chief, ps.number 0 with "
+        "worker.gpuCount > 0, takes worker.nodeSelector instead); empty = any node."),
+    Key("chief.tolerations", (), tolerations, "'[]'", None,
+        "Extra tolerations of the chief and the data-staging Job (a GPU chief takes worker.tolerations)."),
+    Key("hyperparams.epochs", 100, integer(1), "100", "integer", "Training epochs."),
+    Key("hyperparams.batchsize", 20, integer(1), "20", "integer", "Batch size per worker step."),
+    Key("hyperparams.learningrate", 0.001, positive_number, "0.001", None, "Learning rate (> 0)."),
+    Key("tensorboard.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}", None,
+        "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0."),
+    Key("tensorboard.serviceType", "LoadBalancer", one_of(SERVICE_TYPES), "LoadBalancer", "string",
+        "TensorBoard Service type."),
+    Key("tensorboard.addressType", "internet", one_of(ADDRESS_TYPES), "intranet", "string",
+        "ACK load balancer address type (internet or intranet)."),
+    Key("tensorboard.allowedSourceRanges", (), cidr_list, "203.0.113.0/24", None,
+        "Source CIDRs allowed to reach TensorBoard's load balancer (loadBalancerSourceRanges, and an ACK "
+        "ACL when the stack creates the cluster); empty = everyone.",
+        "--path 'tensorboard.allowedSourceRanges[0]'"),
+    Key("tensorboard.nodeSelector", {}, node_selector, "'{}'", None,
+        "Node labels TensorBoard must run on (pod nodeSelector); empty = any node."),
+    Key("tensorboard.tolerations", (), tolerations, "'[]'", None,
+        "Extra tolerations of TensorBoard (pod tolerations), e.g. for a dedicated, tainted node pool."),
+    Key("mountPath", "/data", absolute_path, "/data", "string",
+        "Where the shared volume is mounted in every pod."),
+    Key("data.source", None, data_source, "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
+        None, "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX "
+              "files (checksums verified); default: the 10,000-digit sample in the trainer image."),
+    Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
+    Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, "mnist", None,
+        "Labels on the PV that the PVC selects.", "--path persistence.pvc.matchLabels.train"),
+    Key("persistence.volume.type", "nas", one_of(VOLUME_TYPES), "nas", "string",
+        "Where the PV lives: nas (Alibaba NAS through CSI), nfs (an NFS server: nfs.server, nfs.path) or "
+        "hostPath (a directory on a single-node cluster: hostPath.path; with kubeconfig only)."),
+    # Names and images.
+    Key("namePrefix", "mnist", dns_label, "mnist", "string",
+        "Prefix of every object name (two stacks can share a namespace)."),
+    Key("namespace", "default", namespace, "default", "string", "Kubernetes namespace of the run."),
+    Key("createNamespace", False, boolean, "true", "boolean",
+        "Create the namespace (leave false when it exists or other stacks share it)."),
+    Key("imageRegistry", DEFAULT_REGISTRY, registry, DEFAULT_REGISTRY, "string",
+        "Registry holding the trainer and tensorboard images built from docker/."),
+    Key("imagePullSecret", None, dns_subdomain, "acr-pull", None,
+        "docker-registry Secret in the namespace that every pod pulls its image with; with "
+        "registryCredentials.* the stack creates it (default name <namePrefix>-registry)."),
+    Key("registryCredentials.server", None, registry_host, "registry.cn-hangzhou.aliyuncs.com", None,
+        "Registry the created pull Secret logs in to; default the host of imageRegistry."),
+    Key("registryCredentials.username", None, optional_string, "<username>", None,
+        "Registry user name for the pull Secret the stack creates (with registryCredentials.password)."),
+    Key("registryCredentials.password", None, optional_string, "<password>", None,
+        "Registry password for the pull Secret the stack creates; set it with --secret."),
+    Key("job.backoffLimit", 4, integer(0), "4", "integer", "Pod retries of each task's Job."),
+    Key("job.waitForChief", False, boolean, "true", "boolean",
+        "Make `pulumi up` wait until the chief's Job completes."),
+    Key("job.waitTimeoutMinutes", 180, integer(1), "180", "integer",
+        "How long `pulumi up` waits for the chief when job.waitForChief is true."),
+    Key("job.activeDeadlineSeconds", None, optional_positive_int, "86400", None,
+        "Seconds each training Job may run before Kubernetes fails it (activeDeadlineSeconds); unset = no limit."),
+    # 60 s at least: the chief beats every 5 s, but NFS attribute caching (acregmax, 60 s by
+    # default) can show a server a heartbeat that old, and a pod restart takes longer anyway.
+    Key("job.peerTimeoutSeconds", 600, integer(60), "600", "integer",
+        "Seconds a task waits for a lost peer or the chief before exiting non-zero (trainer --peer_timeout)."),
+    Key("job.priorityClassName", None, dns_subdomain, "high-priority", None,
+        "PriorityClass of the training and data-staging pods; unset = the cluster's default."),
+    # Cloud layer.
+    Key("zone", None, optional_string, "cn-hangzhou-i", None,
+        "Zone of the vSwitch (required when the stack creates the vSwitch)."),
+    Key("vpc.id", None, optional_string, "vpc-xxxxxxxx", None, "Existing VPC to create the vSwitch in."),
+    Key("vpc.cidr", "192.168.0.0/16", cidr, "192.168.0.0/16", "string", "CIDR of a new VPC."),
+    Key("vswitch.id", None, optional_string, "vsw-xxxxxxxx", None,
+        "Existing vSwitch for nodes and the NAS mount target (set vswitch.cidr to its CIDR)."),
+    Key("vswitch.cidr", "192.168.0.0/20", cidr, "192.168.0.0/20", "string",
+        "CIDR of the node vSwitch; the NAS access rule authorises it."),
+    Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
+    Key("cluster.version", None, optional_string, "1.33.3-aliyun.1", None,
+        "Kubernetes version of a new cluster; default the newest."),
+    Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string", "Flannel pod CIDR."),
+    Key("cluster.serviceCidr", "172.21.0.0/20", cidr, "172.21.0.0/20", "string", "Service CIDR."),
+    Key("cluster.apiServerPublic", True, boolean, "true", "boolean",
+        "Expose the API server on an internet load balancer (Pulumi must reach it)."),
+    Key("kubeconfig", None, optional_string, "~/.kube/config", None,
+        "Skip the cloud layer and deploy into the cluster of this kubeconfig (path or content)."),
+    Key("clusterIdentifier", None, optional_string, "my-cluster", None,
+        "Identity of the kubeconfig's cluster for the kubernetes provider (a change replaces every Kubernetes "
+        "object); default the API server URL of the kubeconfig's current context."),
+    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), string_list, "ecs.gn5-c4g1.xlarge", None,
+        "GPU instance types, tried in order.", "--path 'gpuPool.instanceTypes[0]'"),
+    Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
+        "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
+    Key("gpuPool.size", None, optional_positive_int, "2", None,
+        "GPU nodes; default ceil(GPU pods x worker.gpuCount / gpuPool.gpusPerInstance), GPU pods being the "
+        "workers, plus the chief with ps.number 0."),
+    Key("gpuPool.autoscaling", False, boolean, "true", "boolean",
+        "Autoscale the GPU pool between 0 and gpuPool.size nodes."),
+    Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
+        "cloud_efficiency", "string", "System disk category of GPU nodes (GN5: no ESSD)."),
+    Key("gpuPool.systemDiskSize", 120, integer(40, 2048), "120", "integer", "System disk GiB of GPU nodes."),
+    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), string_list, "ecs.g6.xlarge", None,
+        "CPU instance types for ps, chief, TensorBoard (and CPU workers).", "--path 'cpuPool.instanceTypes[0]'"),
+    Key("cpuPool.size", 2, integer(1), "2", "integer", "CPU nodes."),
+    Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
+        "cloud_essd", "string", "System disk category of CPU nodes."),
+    Key("nodePools.keyName", None, optional_string, "my-key-pair", None, "ECS key pair for node login."),
+    Key("nas.storageType", "Performance", one_of(NAS_STORAGE_TYPES), "Performance", "string",
+        "Standard NAS storage type."),
+    Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
+        "Keep the NAS file system (and its data) when the stack is destroyed."),
+    Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),
+    Key("nas.mountTargetDomain", None, optional_string, "xxxx.cn-hangzhou.nas.aliyuncs.com", None,
+        "Existing NAS mount target (with kubeconfig: the stack then creates no NAS)."),
+    Key("nfs.server", None, nfs_server, "nfs.example.internal", None,
+        "NFS server of persistence.volume.type nfs (host name or IP address)."),
+    Key("nfs.path", None, export_path, "/exports/tf-mnist", None,
+        "Exported directory that the PV mounts (persistence.volume.type nfs)."),
+    Key("hostPath.path", "/var/lib/tf-mnist", absolute_path, "/var/lib/tf-mnist", "string",
+        "Directory on the node that backs the PV (persistence.volume.type hostPath; created when missing)."),
+)
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+
+
+def project_config_schema() -> dict[str, dict[str, Any]]:
+    """The ``config:`` section of Pulumi.yaml, derived from KEYS (tests keep the file equal).
+
+    Only keys the schema can express (string, integer, boolean) are declared, each with its
+    default: a declared key without one is *required* by the CLI.
+    """
+    return {k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
+            for k in KEYS if k.schema_type is not None}
+
+
+def config_table_markdown() -> str:
+    """The configuration reference as a Markdown table, one row per key of KEYS in table order.
+
+    Columns: the key, its value type (``Key.value_type``), its default (``unset`` for None;
+    lists and maps as JSON) and its description. A description's Markdown characters
+    (``\\ * < > |``) are escaped, so that ``<imageRegistry>`` shows as written; key and default
+    are code spans, where only ``|`` needs it (GitHub splits table cells there even in code).
+
+    Returns:
+        The table's lines, each ending in a newline: the header, the rule, then the keys.
+    """
+    lines = ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
+    for key in KEYS:
+        default = "unset" if key.default is None else _code(_default_text(key.default))
+        lines.append(f"| {_code(key.name)} | {key.value_type} | {default} | {_text(key.description)} |")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _default_text(value: Any) -> str:
+    """A default as a user writes it: true/false, a JSON list or map, or the text itself."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list, dict)):
+        return json.dumps(list(value) if isinstance(value, tuple) else value, separators=(",", ":"))
+    return str(value)
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span inside a table cell."""
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+#: Characters that Markdown, or a GitHub table cell, takes as markup in running text.
+_MARKUP = re.compile(r"([\\*<>|])")
+
+
+def _text(text: str) -> str:
+    """``text`` as plain Markdown text: its markup characters escaped."""
+    return _MARKUP.sub(r"\\\1", text)

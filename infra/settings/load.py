@@ -1,0 +1,41 @@
+"""``load_settings()``: the whole configuration read, checked and turned into Settings."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pulumi
+
+from infra.settings.derive import assemble, resolve
+from infra.settings.keys import PROJECT
+from infra.settings.messages import ConfigError
+from infra.settings.model import Settings
+from infra.settings.raw import RawConfig
+from infra.settings.read import read
+from infra.settings.rules import cross_check
+
+
+def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None) -> Settings:
+    """Read and validate the whole stack configuration.
+
+    In phases: ``read`` parses every key on its own (and finds keys that are none of the
+    stack's); ``resolve`` works out what several keys give together (images, the cluster's
+    identity); ``cross_check`` applies the rules between keys; ``assemble`` builds the
+    Settings, only once no phase found a violation.
+
+    Args:
+        config: the ``tf-mnist`` config bag (default ``pulumi.Config("tf-mnist")``).
+        stack: the stack name (default ``pulumi.get_stack()``), used in cloud resource names.
+
+    Returns:
+        The frozen Settings.
+
+    Raises:
+        ConfigError: listing every invalid key at once, each with key, value, rule and fix.
+    """
+    reading = read(RawConfig(config or pulumi.Config(PROJECT)))
+    resolved = resolve(reading.values)
+    cross_check(reading, resolved)
+    if reading.problems:
+        raise ConfigError(reading.problems)
+    return assemble(reading, resolved, stack or pulumi.get_stack())

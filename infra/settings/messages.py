@@ -1,0 +1,115 @@
+"""Violations in Pulumi's own wording (key, value, rule, fix) and the error that lists them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Mapping, Optional, Sequence
+
+import pulumi
+
+from infra.settings.keys import KEYS_BY_NAME, PROJECT, SECRET_CAPABLE_SHOWN, Key
+from infra.settings.raw import PATH
+
+SECRET_SHOWN_AS = "[secret]"
+
+
+class ConfigError(pulumi.RunError):
+    """Every invalid configuration value of a run, one violation per entry.
+
+    A ``pulumi.RunError`` so the CLI prints the message without a traceback.
+
+    Attributes:
+        violations: the formatted lines, one per bad key, in key order.
+    """
+
+    def __init__(self, violations: Sequence[str]) -> None:
+        self.violations = list(violations)
+        count = len(self.violations)
+        header = (f"{count} invalid configuration value{'s' if count != 1 else ''}; "
+                  "nothing was deployed:")
+        super().__init__("\n".join([header, *self.violations]))
+
+
+def fix_args(key: Key, form: Optional[str]) -> tuple[str, str]:
+    """``(key arguments, value)`` of the fix command, in the form the bad value was set.
+
+    The program reads a flat key before the structured one, so a structured fix cannot
+    replace a flat value: a flat list or map gets a flat JSON value (which ``cidr_list``,
+    ``string_list`` and ``label_map`` accept), a structured value gets ``--path``.
+    """
+    if form == PATH and "." in key.name:
+        return (key.fix_key, key.fix) if key.fix_key else (f"--path {key.name}", key.fix)
+    if key.fix_key:  # a list or a map, set flat
+        if isinstance(key.default, Mapping):
+            example: Any = dict(key.default)
+        else:
+            example = list(key.default) or [key.fix]
+        return key.name, shlex.quote(json.dumps(example, separators=(",", ":")))
+    return key.name, key.fix
+
+
+def shown(raw: Any, secret: bool = False) -> str:
+    if secret:
+        return SECRET_SHOWN_AS
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (dict, list)):
+        return json.dumps(raw, separators=(",", ":"))
+    return str(raw)
+
+
+def conflict(key: str, flat: Any, structured: Any, flat_secret: bool = False,
+             structured_secret: bool = False) -> str:
+    """The violation of a key set both ways to different values, with both ways out."""
+    flat_shown, structured_shown = shown(flat, flat_secret), shown(structured, structured_secret)
+    return (f"Configuration '{PROJECT}:{key}' is set twice, to '{flat_shown}' (flat) and to "
+            f"'{structured_shown}' (--path): a key must be set one way only.\n"
+            f"    fix: pulumi config rm {key} (keeps '{structured_shown}'), "
+            f"or pulumi config rm --path {key} (keeps '{flat_shown}')")
+
+
+def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secret: bool = False) -> str:
+    """One violation in Pulumi's own wording: key, value, rule, then the fix command.
+
+    A value set with ``--secret`` is shown as ``[secret]``, never as its plaintext.
+    """
+    return (f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
+            f"    fix: pulumi config set {fix_key} {fix_value}")
+
+
+def secret_refused(name: str, structured: bool) -> str:
+    """The violation of a secret the stack would write out in plain text (value not shown)."""
+    capable = ", ".join(SECRET_CAPABLE_SHOWN[:-1]) + " and " + SECRET_CAPABLE_SHOWN[-1]
+    if structured:
+        return (f"Configuration '{PROJECT}:{name}' holds a secret: the stack writes {name}.* values into "
+                "Kubernetes objects and stack outputs in plain text, so they cannot stay secret "
+                f"(only {capable} can).\n"
+                f"    fix: pulumi config set --path {name}.<key> <value> (again, without --secret)")
+    return (f"Configuration '{PROJECT}:{name}' is a secret: the stack writes this value into Kubernetes "
+            "objects and stack outputs in plain text, so it cannot stay secret "
+            f"(only {capable} can).\n"
+            f"    fix: pulumi config set {name} <value> (again, without --secret)")
+
+
+def not_applicable(key: str, raw: Any, rule: str, form: Optional[str], secret: bool = False) -> str:
+    """The violation of a key that the rest of the configuration makes meaningless: its fix
+    removes it, in the form it was set."""
+    return (f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
+            f"    fix: pulumi config rm {'--path ' if form == PATH else ''}{key}")
+
+
+def missing(key: str, rule: str, fix: Optional[str] = None, secret: bool = False) -> str:
+    """The violation of a required key that is not set."""
+    return (f"Configuration '{PROJECT}:{key}' is missing: {rule}.\n"
+            f"    fix: pulumi config set {'--secret ' if secret else ''}{key} {fix or KEYS_BY_NAME[key].fix}")
+
+
+def password_not_secret(key: str, form: Optional[str]) -> str:
+    """The violation of a password set without ``--secret`` (its value is not shown)."""
+    path = "--path " if form == PATH else ""
+    return (f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "
+            "in plain text.\n"
+            f"    fix: pulumi config set --secret {path}{key} <password>")

@@ -1,0 +1,248 @@
+"""The validated settings: ``Settings`` and its sections, frozen dataclasses the program reads.
+
+A section field that holds one key's value as parsed is declared with ``from_key``
+(``epochs: int = from_key("hyperparams.epochs")``) and filled by ``section``; the other
+fields are worked out from several keys (infra/settings/derive.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Optional, TypeVar
+
+from trainer.contract import cluster_spec as cs
+
+#: The field metadata entry that names a field's key.
+KEY = "key"
+
+T = TypeVar("T")
+
+
+def from_key(name: str) -> Any:
+    """A section field holding key ``name``'s parsed value (its default when unset)."""
+    return field(metadata={KEY: name})
+
+
+def section(cls: type[T], values: Mapping[str, Any], **derived: Any) -> T:
+    """Section ``cls`` with each ``from_key`` field taken from ``values`` (key -> parsed value;
+    a map is copied) and every other field from ``derived``.
+
+    Raises:
+        KeyError: a ``from_key`` names no key of ``values``.
+        TypeError: ``derived`` misses a field, or names one that is not a field of ``cls``.
+    """
+    keyed = {f.name: values[f.metadata[KEY]] for f in fields(cls) if KEY in f.metadata}
+    return cls(**{name: dict(value) if isinstance(value, Mapping) else value for name, value in keyed.items()},
+               **derived)
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """One task type's container settings (image already resolved)."""
+
+    image: str
+    image_pull_policy: str
+    port: int
+    cpu: str
+    memory: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one role's pods may run: ``<role>.nodeSelector`` and ``<role>.tolerations``.
+
+    Attributes:
+        node_selector: node label -> value (pod spec nodeSelector); empty = any node.
+        tolerations: core/v1 Toleration objects, camelCase fields as Kubernetes spells them.
+            The GPU pool's taint toleration is not among them: the training component adds
+            it to every pod that requests a GPU.
+    """
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RegistryCredentials:
+    """Login for the pull Secret the stack creates (registryCredentials.*).
+
+    Never printed: ``repr`` leaves the fields out, and the program passes them to Kubernetes
+    only inside ``pulumi.Output.secret``.
+    """
+
+    server: str = field(repr=False)
+    username: str = field(repr=False)
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The cluster the stack deploys into: one it creates, or the one a kubeconfig names.
+
+    Without ``kubeconfig`` the stack creates the cloud layer (``create_cloud``): a network
+    (or uses vswitch.id), an ACK cluster (or uses cluster.id), its node pools and NAS. The
+    other fields (zone, vpc.*, vswitch.*, cluster.*, gpuPool.*, cpuPool.*, nodePools.*) shape
+    that layer and are not read with a kubeconfig.
+    """
+
+    kubeconfig: Optional[str] = from_key("kubeconfig")
+    #: The kubernetes provider's cluster_identifier with a kubeconfig: clusterIdentifier, or
+    #: the API server URL of the kubeconfig's current context; None without one.
+    identifier: Optional[str]
+    #: Whether ``identifier`` was read from the kubeconfig (not set as clusterIdentifier).
+    identifier_from_kubeconfig: bool
+    zone: Optional[str] = from_key("zone")
+    vpc_id: Optional[str] = from_key("vpc.id")
+    vpc_cidr: str = from_key("vpc.cidr")
+    vswitch_id: Optional[str] = from_key("vswitch.id")
+    vswitch_cidr: str = from_key("vswitch.cidr")
+    cluster_id: Optional[str] = from_key("cluster.id")
+    version: Optional[str] = from_key("cluster.version")
+    pod_cidr: str = from_key("cluster.podCidr")
+    service_cidr: str = from_key("cluster.serviceCidr")
+    api_server_public: bool = from_key("cluster.apiServerPublic")
+    gpu_instance_types: tuple[str, ...] = from_key("gpuPool.instanceTypes")
+    gpus_per_instance: int = from_key("gpuPool.gpusPerInstance")
+    #: gpuPool.size, or as many nodes as the GPU pods need (see its Key).
+    gpu_pool_size: int
+    gpu_autoscaling: bool = from_key("gpuPool.autoscaling")
+    gpu_system_disk_category: str = from_key("gpuPool.systemDiskCategory")
+    gpu_system_disk_size: int = from_key("gpuPool.systemDiskSize")
+    cpu_instance_types: tuple[str, ...] = from_key("cpuPool.instanceTypes")
+    cpu_pool_size: int = from_key("cpuPool.size")
+    cpu_system_disk_category: str = from_key("cpuPool.systemDiskCategory")
+    key_name: Optional[str] = from_key("nodePools.keyName")
+
+    @property
+    def create_cloud(self) -> bool:
+        """Whether the stack creates the cloud layer: when no kubeconfig names a cluster."""
+        return self.kubeconfig is None
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """The shared volume every pod mounts: persistence.*, mountPath, and the keys of its
+    type (nas.*, nfs.*, hostPath.path; the rules refuse the other types' keys)."""
+
+    mount_path: str = from_key("mountPath")
+    #: The PV's capacity and the claim's request, as written ("5Gi").
+    capacity: str = from_key("persistence.pvc.storage")
+    match_labels: Mapping[str, str] = from_key("persistence.pvc.matchLabels")
+    #: persistence.volume.type: nas, nfs or hostPath.
+    volume_type: str = from_key("persistence.volume.type")
+    nas_storage_type: str = from_key("nas.storageType")
+    nas_retain_on_destroy: bool = from_key("nas.retainOnDestroy")
+    nas_path: str = from_key("nas.path")
+    nas_mount_target_domain: Optional[str] = from_key("nas.mountTargetDomain")
+    nfs_server: Optional[str] = from_key("nfs.server")
+    nfs_path: Optional[str] = from_key("nfs.path")
+    host_path: str = from_key("hostPath.path")
+
+    @property
+    def path(self) -> Optional[str]:
+        """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
+        return {"nas": self.nas_path, "nfs": self.nfs_path, "hostPath": self.host_path}[self.volume_type]
+
+    @property
+    def data_dir(self) -> str:
+        """Where staging puts MNIST and the trainer reads it (its ``--data_dir``)."""
+        return f"{self.mount_path}/mnist"
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """The training run: its tasks, the trainer's flags and its Jobs' policy (worker.*, ps.*,
+    hyperparams.*, job.*, data.source)."""
+
+    #: One chief (the coordinator) beside ps.number ps and worker.number workers.
+    replicas: cs.Replicas
+    #: Task type -> gRPC port (the chief listens on worker.port).
+    ports: Mapping[str, int]
+    chief: TaskSettings
+    worker: TaskSettings
+    ps: TaskSettings
+    #: nvidia.com/gpu of each pod that trains on GPUs (``uses_gpu``); 0 = none does.
+    gpu_count: int = from_key("worker.gpuCount")
+    #: Whether the chief trains on GPUs like the workers (ps.number 0, worker.gpuCount > 0):
+    #: MultiWorkerMirroredStrategy's collectives refuse a group mixing CPU and GPU devices.
+    chief_uses_gpu: bool
+    #: The data-staging Job's image: the CPU trainer's (it pulls with ps.imagePullPolicy).
+    staging_image: str
+    #: ``trainer.stage --source``; None = the sample in the trainer image.
+    data_source: Optional[str] = from_key("data.source")
+    epochs: int = from_key("hyperparams.epochs")
+    batch_size: int = from_key("hyperparams.batchsize")
+    learning_rate: float = from_key("hyperparams.learningrate")
+    backoff_limit: int = from_key("job.backoffLimit")
+    wait_for_chief: bool = from_key("job.waitForChief")
+    wait_timeout_minutes: int = from_key("job.waitTimeoutMinutes")
+    #: activeDeadlineSeconds of every training Job; None = no deadline.
+    active_deadline_seconds: Optional[int] = from_key("job.activeDeadlineSeconds")
+    #: The trainer's --peer_timeout, seconds.
+    peer_timeout_seconds: int = from_key("job.peerTimeoutSeconds")
+    #: PriorityClass of the training and staging pods; None = the cluster's default.
+    priority_class_name: Optional[str] = from_key("job.priorityClassName")
+
+    def task(self, task_type: str) -> TaskSettings:
+        """The container settings of ``task_type`` (chief, worker or ps)."""
+        return {"chief": self.chief, "worker": self.worker, "ps": self.ps}[task_type]
+
+    def uses_gpu(self, task_type: str) -> bool:
+        """Whether ``task_type``'s pods request GPUs: workers with worker.gpuCount > 0, and
+        then the chief too when it trains with them (``chief_uses_gpu``)."""
+        return self.gpu_count > 0 and (task_type == "worker" or (task_type == "chief" and self.chief_uses_gpu))
+
+
+@dataclass(frozen=True)
+class TensorBoardSettings:
+    """TensorBoard and its Service (tensorboard.*)."""
+
+    image: str
+    #: TensorBoard pulls like the CPU tasks.
+    image_pull_policy: str = from_key("ps.imagePullPolicy")
+    service_type: str = from_key("tensorboard.serviceType")
+    address_type: str = from_key("tensorboard.addressType")
+    source_ranges: tuple[str, ...] = from_key("tensorboard.allowedSourceRanges")
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """How pods pull their images (imagePullSecret, registryCredentials.*)."""
+
+    #: The docker-registry Secret every pod pulls with; None = the nodes' own credentials.
+    image_pull_secret: Optional[str]
+    #: When set, the stack creates ``image_pull_secret`` from these.
+    credentials: Optional[RegistryCredentials]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated configuration of one stack, by section.
+
+    Attributes:
+        project: the Pulumi project (tf-mnist).
+        stack: the stack name, part of cloud resource names.
+        placement: role (chief, worker, ps, tensorboard, stage-data) -> Placement, resolved:
+            a GPU chief has the workers' placement, the staging Job the chief.* keys'.
+        secret_keys: the keys (of SECRET_CAPABLE_KEYS) set with ``--secret``: the program
+            wraps their values in ``pulumi.Output.secret``.
+    """
+
+    project: str
+    stack: str
+    #: The start of every object name.
+    name_prefix: str = from_key("namePrefix")
+    namespace: str = from_key("namespace")
+    create_namespace: bool = from_key("createNamespace")
+    cluster: ClusterSettings
+    storage: StorageSettings
+    training: TrainingSettings
+    tensorboard: TensorBoardSettings
+    registry: RegistrySettings
+    placement: Mapping[str, Placement]
+    secret_keys: frozenset[str]
+
+    @property
+    def log_dir(self) -> str:
+        """The run's directory on the volume: the trainer's --log_dir, TensorBoard's --logdir."""
+        return f"{self.storage.mount_path}/runs/{self.name_prefix}"

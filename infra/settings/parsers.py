@@ -1,0 +1,365 @@
+"""Value parsers: one raw configuration value to a typed value, or ValueError carrying the rule.
+
+Values arrive as strings (flat keys: `pulumi config set worker.number 4` stores "4") or as
+JSON-typed values (structured keys: `pulumi config set --path worker.number 4` stores 4).
+Each parser accepts both and raises ValueError whose text is the rule, which the violation
+quotes (``must be an integer >= 1``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import re
+from typing import Any, Callable, Optional, Sequence
+
+from trainer.contract import cluster_spec as cs
+
+Parser = Callable[[Any], Any]
+
+_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
+    """Parser of an integer in [minimum, maximum]: an int or a decimal string ("4", not "4.5")."""
+    rule = (f"must be an integer >= {minimum}" if maximum is None
+            else f"must be an integer between {minimum} and {maximum}")
+
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool):
+            raise ValueError(rule)
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str) and _INT.match(raw.strip()):
+            value = int(raw.strip())
+        else:
+            raise ValueError(rule)
+        if value < minimum or (maximum is not None and value > maximum):
+            raise ValueError(rule)
+        return value
+
+    return parse
+
+
+def positive_number(raw: Any) -> float:
+    """A finite number > 0 (float or numeric string); the schema has no float type."""
+    rule = "must be a number > 0"
+    if isinstance(raw, bool):
+        raise ValueError(rule)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(rule) from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(rule)
+    return value
+
+
+def boolean(raw: Any) -> bool:
+    """true/false as a bool or the strings the CLI stores."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError("must be true or false")
+
+
+def one_of(choices: Sequence[str]) -> Parser:
+    """Parser accepting exactly one of ``choices`` (case-sensitive, as Kubernetes is)."""
+    def parse(raw: Any) -> str:
+        if not isinstance(raw, str) or raw not in choices:
+            raise ValueError("must be one of " + ", ".join(choices))
+        return raw
+
+    return parse
+
+
+def optional_string(raw: Any) -> Optional[str]:
+    """A non-empty string, or None when unset or empty."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise ValueError("must be a string")
+    return raw
+
+
+def data_source(raw: Any) -> Optional[str]:
+    """Where the staging Job gets MNIST: None (the sample in the image), an http(s) URL, or an
+    absolute path inside the trainer image (``python -m trainer.stage --source``)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not re.match(r"^(https?://[^\s/]+[^\s]*|/[^\s]*)$", raw):
+        raise ValueError("must be an http(s) URL (of mnist.npz, or of a directory holding the four "
+                         "MNIST IDX files) or an absolute path inside the trainer image")
+    return raw
+
+
+# Kubernetes resource.Quantity (k8s.io/apimachinery/pkg/api/resource), restricted to the
+# plain forms people write: a non-negative decimal and an optional SI or binary suffix.
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def quantity(raw: Any) -> str:
+    """A positive Kubernetes quantity string such as 5Gi."""
+    rule = "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)"
+    if isinstance(raw, bool):
+        raise ValueError(rule)
+    text = str(raw) if isinstance(raw, (int, float)) else raw
+    if not isinstance(text, str) or not _QUANTITY.match(text) or float(
+            re.sub(r"[A-Za-z]+$", "", text)) <= 0:
+        raise ValueError(rule)
+    return text
+
+
+# Image reference grammar of github.com/distribution/reference (reference.go):
+# [domain[:port]/]path[:tag][@digest], path components lowercase.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+# As in the reference implementation, a first segment is a registry host only when it has a
+# dot or a port, or is localhost; otherwise it is a (lowercase) path component.
+_DOMAIN = (rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABEL}:[0-9]+)")
+_IMAGE = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+
+def image_reference(raw: Any) -> Optional[str]:
+    """An OCI image reference, or None when unset (the stack then derives one)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or len(raw) > 255 or not _IMAGE.match(raw):
+        raise ValueError("must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu")
+    return raw
+
+
+def registry(raw: Any) -> str:
+    """A registry host (with a dot, a port, or localhost) and an optional lowercase path."""
+    if not isinstance(raw, str) or not re.match(rf"^{_DOMAIN}(?:/{_COMPONENT})*$", raw):
+        raise ValueError("must be a registry host with an optional path, such as registry.example.com/team")
+    return raw
+
+
+def dns_label(raw: Any) -> str:
+    """A name prefix: DNS-1035 label of <= 40 characters, leaving room for "-worker-NNN"."""
+    if not isinstance(raw, str) or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", raw) or len(raw) > 40:
+        raise ValueError("must be a DNS-1035 label of at most 40 characters (lowercase letters, "
+                         "digits and '-', starting with a letter)")
+    return raw
+
+
+def namespace(raw: Any) -> str:
+    """A Kubernetes namespace name (rule shared with trainer.cluster_spec)."""
+    try:
+        cs.validate_namespace(raw if isinstance(raw, str) else "")
+    except cs.ClusterSpecError:
+        raise ValueError("must be a DNS-1123 label (lowercase letters, digits and '-')") from None
+    return raw
+
+
+def absolute_path(raw: Any) -> str:
+    """An absolute POSIX path other than "/", without "//", "..", or a trailing slash."""
+    if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or raw == "/" or "//" in raw \
+            or raw.endswith("/") or "/../" in raw + "/":
+        raise ValueError("must be an absolute path other than '/', such as /data")
+    return raw
+
+
+def export_path(raw: Any) -> Optional[str]:
+    """An NFS export path: absolute ("/" allowed: NFSv4 servers often export their root), or
+    None when unset."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or "//" in raw \
+            or (raw != "/" and raw.endswith("/")) or "/../" in raw + "/":
+        raise ValueError("must be an absolute path such as /exports/tf-mnist")
+    return raw
+
+
+_HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
+
+
+def nfs_server(raw: Any) -> Optional[str]:
+    """An NFS server: a host name or an IPv4 address, None when unset.
+
+    No ':' and no path, as for NAS (the in-tree nfs volume takes the directory separately).
+    """
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or len(raw) > 253 or not re.match(rf"^{_HOST_LABEL}(\.{_HOST_LABEL})*$", raw):
+        raise ValueError("must be a host name or IPv4 address of the NFS server, without ':' or a path "
+                         "(the exported directory goes in nfs.path)")
+    return raw
+
+
+def registry_host(raw: Any) -> Optional[str]:
+    """A registry host name with an optional port (no scheme, no path), None when unset."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not re.match(rf"^{_DOMAIN}$", raw):
+        raise ValueError("must be a registry host such as registry.cn-hangzhou.aliyuncs.com (no scheme, "
+                         "no path)")
+    return raw
+
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def dns_subdomain(raw: Any) -> Optional[str]:
+    """A Kubernetes object name (DNS-1123 subdomain: Secrets, PriorityClasses), None when unset."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or len(raw) > 253 or not _DNS_SUBDOMAIN.match(raw):
+        raise ValueError("must be a Kubernetes object name (lowercase letters, digits, '-' and '.', at "
+                         "most 253 characters)")
+    return raw
+
+
+def cidr(raw: Any) -> str:
+    """An IPv4 network in CIDR form with no host bits set."""
+    try:
+        return str(ipaddress.IPv4Network(raw, strict=True))
+    except (TypeError, ValueError):
+        raise ValueError("must be an IPv4 CIDR block such as 192.168.0.0/16") from None
+
+
+def cidr_list(raw: Any) -> tuple[str, ...]:
+    """A list of IPv4 CIDRs: a JSON list, a comma-separated string, or a --path list."""
+    items = _list(raw)
+    try:
+        return tuple(str(ipaddress.IPv4Network(i, strict=False)) for i in items)
+    except (TypeError, ValueError):
+        raise ValueError('must be a list of IPv4 CIDR blocks such as ["203.0.113.0/24"]') from None
+
+
+def string_list(raw: Any) -> tuple[str, ...]:
+    """A non-empty list of non-empty strings (JSON, comma-separated, or a --path list)."""
+    items = _list(raw)
+    if not items or not all(isinstance(i, str) and i for i in items):
+        raise ValueError('must be a non-empty list of strings such as ["ecs.gn5-c4g1.xlarge"]')
+    return tuple(items)
+
+
+def _list(raw: Any) -> list:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raw = [s.strip() for s in raw.split(",") if s.strip()]
+    if not isinstance(raw, list):
+        raise ValueError("must be a list")
+    return raw
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_map(raw: Any) -> dict[str, str]:
+    """Kubernetes labels (apimachinery validation: qualified-name keys, <= 63-char values)."""
+    rule = 'must be a non-empty map of Kubernetes labels such as {"train": "mnist"}'
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ValueError(rule) from None
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(rule)
+    labels: dict[str, str] = {}
+    for key, value in raw.items():
+        value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        prefix, _, name = key.rpartition("/")
+        if (not _LABEL_NAME.match(name) or len(name) > 63
+                or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))
+                or not isinstance(value, str)
+                or len(value) > 63 or (value and not _LABEL_NAME.match(value))):
+            raise ValueError(rule)
+        labels[key] = value
+    return labels
+
+
+def node_selector(raw: Any) -> dict[str, str]:
+    """A pod nodeSelector: a map of Kubernetes labels, possibly empty (= no constraint)."""
+    if isinstance(raw, str) and raw.strip() in ("", "{}"):  # '{}' is the fix's own value
+        return {}
+    if raw is None or raw == {}:
+        return {}
+    try:
+        return label_map(raw)
+    except ValueError:
+        raise ValueError('must be a map of Kubernetes node labels such as {"tf-mnist/pool": "cpu"}') from None
+
+
+#: Fields of a Kubernetes toleration (core/v1 Toleration) as the config spells them.
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def tolerations(raw: Any) -> tuple[dict[str, Any], ...]:
+    """Pod tolerations: a list of core/v1 Toleration objects (JSON, or a --path list).
+
+    The rules are the API server's (ValidateTolerations in k8s.io/kubernetes
+    pkg/apis/core/validation): key a label name, empty only with operator Exists;
+    operator Equal (the default) or Exists, which takes no value; value a label value;
+    effect NoSchedule, PreferNoSchedule, NoExecute or empty (all effects);
+    tolerationSeconds an integer, only with NoExecute. Returns each toleration with
+    exactly the fields given (operator filled in).
+    """
+    rule = ('must be a list of tolerations such as '
+            '[{"key":"dedicated","operator":"Equal","value":"training","effect":"NoSchedule"}]')
+    if raw in (None, "", []):
+        return ()
+    try:
+        items = _list(raw)
+    except ValueError:
+        raise ValueError(rule) from None
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not item or set(item) - set(_TOLERATION_FIELDS):
+            raise ValueError(rule)
+        key, value = item.get("key", ""), item.get("value", "")
+        operator, effect = item.get("operator", "Equal"), item.get("effect", "")
+        seconds = item.get("tolerationSeconds")
+        if not all(isinstance(v, str) for v in (key, value, operator, effect)):
+            raise ValueError(rule)
+        prefix, _, name = key.rpartition("/")
+        if key and (not _LABEL_NAME.match(name) or len(name) > 63
+                    or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))):
+            raise ValueError(rule)
+        if operator not in ("Equal", "Exists") or (operator == "Exists" and value) \
+                or (not key and operator != "Exists"):
+            raise ValueError(rule)
+        if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+            raise ValueError(rule)
+        if effect and effect not in TAINT_EFFECTS:
+            raise ValueError(rule)
+        if seconds is not None:
+            try:
+                seconds = integer(0)(seconds) if not isinstance(seconds, float) or not seconds.is_integer() \
+                    else int(seconds)
+            except ValueError:
+                raise ValueError(rule) from None
+            if effect != "NoExecute":
+                raise ValueError(rule)
+        toleration: dict[str, Any] = {"operator": operator}
+        for name_, value_ in (("key", key), ("value", value), ("effect", effect)):
+            if value_:
+                toleration[name_] = value_
+        if seconds is not None:
+            toleration["tolerationSeconds"] = seconds
+        out.append(toleration)
+    return tuple(out)
+
+
+def optional_positive_int(raw: Any) -> Optional[int]:
+    """An integer >= 1, or None when unset."""
+    return None if raw in (None, "") else integer(1)(raw)
+
+
+def image_host(image: str) -> str:
+    """The registry host of an image reference (distribution/reference's rule: a first
+    segment with a dot or a port, or localhost, is a host; otherwise Docker Hub)."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"

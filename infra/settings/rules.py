@@ -1,0 +1,170 @@
+"""The cross-check phase: rules between keys, each value already valid on its own.
+
+Each rule adds its violations to the Reading; ``RULES`` runs them in the order the
+violations are reported. A key that is bad on its own holds its default here, so a rule may
+report a second violation about a key whose own value was already refused.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Callable
+
+from infra.settings.derive import Resolved
+from infra.settings.keys import VOLUME_KEYS
+from infra.settings.kubeconfig import is_kubeconfig_path
+from infra.settings.messages import password_not_secret
+from infra.settings.parsers import image_host
+from infra.settings.read import Reading
+from trainer.contract import cluster_spec as cs
+
+#: Namespaces every cluster has: the stack must never create (and on destroy delete) them.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+Rule = Callable[[Reading, Resolved], None]
+
+
+def _creates_network(r: Reading) -> bool:
+    """Whether the stack creates the vSwitch (and, without vpc.id, the VPC)."""
+    return r.values["kubeconfig"] is None and r.values["vswitch.id"] is None
+
+
+def ports(r: Reading, _: Resolved) -> None:
+    """ps and workers listen on different ports (a chief listens on worker.port)."""
+    worker_port = r.values["worker.port"]
+    if r.values["ps.port"] == worker_port:
+        r.bad("ps.port", f"must differ from worker.port ({worker_port})",
+              fix_value=str(worker_port + 1000 if worker_port <= 64535 else worker_port - 1000))
+
+
+def cloud_layer(r: Reading, _: Resolved) -> None:
+    """What the stack needs to create the cluster's pools and its vSwitch."""
+    v = r.values
+    if v["kubeconfig"] is None and v["worker.gpuCount"] > v["gpuPool.gpusPerInstance"]:
+        # A pod's GPUs come from one node: a bigger request stays Pending on every GPU node.
+        r.bad("worker.gpuCount", f"must be at most gpuPool.gpusPerInstance ({v['gpuPool.gpusPerInstance']}), "
+              "the GPUs of one node (or choose larger gpuPool.instanceTypes and set gpuPool.gpusPerInstance)",
+              fix_value=str(v["gpuPool.gpusPerInstance"]))
+    if _creates_network(r) and v["cluster.id"] is not None:
+        r.bad("cluster.id", "needs vswitch.id (and vswitch.cidr) of the cluster's node vSwitch", "vswitch.id")
+    if _creates_network(r) and not v["zone"]:
+        r.missing("zone", "required when the stack creates the vSwitch")
+
+
+def volume(r: Reading, _: Resolved) -> None:
+    """persistence.volume.type fits the cluster, and only its own keys are set, all of them."""
+    v = r.values
+    volume_type = v["persistence.volume.type"]
+    if v["kubeconfig"] is None and volume_type != "nas":
+        # The cluster the stack creates has several nodes (a CPU pool, a GPU pool), which share
+        # no host directory, and a VPC of its own, where no NFS server runs: NAS (created
+        # with it) is what its pods can all mount.
+        reason = ("a directory of one node is not shared by the several nodes of the cluster the stack "
+                  "creates" if volume_type == "hostPath" else
+                  "the stack creates the cluster in a VPC of its own, where it creates NAS and no NFS "
+                  "server runs")
+        r.bad("persistence.volume.type", f"must be nas without kubeconfig ({reason}); {volume_type} needs an "
+              "existing cluster (kubeconfig)", fix_value="nas")
+    for type_, names in VOLUME_KEYS.items():
+        if type_ != volume_type:
+            for name in names:
+                if r.is_set(name):
+                    r.refuse(name, f"applies only with persistence.volume.type {type_} "
+                                   f"(this stack's is {volume_type})")
+    if v["kubeconfig"] is not None and volume_type == "nas" and v["nas.mountTargetDomain"] is None:
+        r.missing("nas.mountTargetDomain", "required with kubeconfig (the stack then creates no NAS)")
+    if volume_type == "nfs":
+        for name in ("nfs.server", "nfs.path"):
+            if v[name] is None and name not in r.own_problem:
+                r.missing(name, "required with persistence.volume.type nfs")
+
+
+def namespace(r: Reading, _: Resolved) -> None:
+    """The stack creates (and on destroy deletes) no namespace that every cluster has."""
+    if r.values["createNamespace"] and r.values["namespace"] in SYSTEM_NAMESPACES:
+        r.bad("createNamespace", f"must be false with namespace {r.values['namespace']}, which every cluster "
+              "has: the stack would try to create it and, on destroy, delete it", fix_value="false")
+
+
+def cidrs(r: Reading, _: Resolved) -> None:
+    """A new vSwitch lies in its new VPC; a new cluster's pod and Service CIDRs overlap no
+    node network and each other."""
+    v = r.values
+    if _creates_network(r) and v["vpc.id"] is None:
+        if not ipaddress.IPv4Network(v["vswitch.cidr"]).subnet_of(ipaddress.IPv4Network(v["vpc.cidr"])):
+            r.bad("vswitch.cidr", f"must lie inside vpc.cidr ({v['vpc.cidr']})")
+    if v["kubeconfig"] is not None or v["cluster.id"] is not None:
+        return
+    node_cidrs = {"vpc.cidr": v["vpc.cidr"]} if v["vpc.id"] is None and _creates_network(r) else {}
+    node_cidrs["vswitch.cidr"] = v["vswitch.cidr"]
+    for name in ("cluster.podCidr", "cluster.serviceCidr"):
+        others = [*node_cidrs.items(), *([("cluster.podCidr", v["cluster.podCidr"])]
+                                         if name == "cluster.serviceCidr" else [])]
+        for other, other_cidr in others:
+            if ipaddress.IPv4Network(v[name]).overlaps(ipaddress.IPv4Network(other_cidr)):
+                r.bad(name, f"must not overlap {other} ({other_cidr})")
+                break
+
+
+def registry_credentials(r: Reading, d: Resolved) -> None:
+    """registryCredentials.*: a secret password, both or neither of user and password, and a
+    server that some image of the stack comes from."""
+    v = r.values
+    username, password = v["registryCredentials.username"], v["registryCredentials.password"]
+    if password is not None and "registryCredentials.password" not in r.secrets:
+        r.problems.append(password_not_secret("registryCredentials.password",
+                                              r.forms["registryCredentials.password"]))
+    if username is not None and password is None:
+        r.missing("registryCredentials.password", "required with registryCredentials.username (the stack "
+                  "creates the pull Secret from both)", "<password>", secret=True)
+    if password is not None and username is None:
+        r.missing("registryCredentials.username", "required with registryCredentials.password (the stack "
+                  "creates the pull Secret from both)")
+    if username is None and password is None:
+        if r.is_set("registryCredentials.server"):
+            r.refuse("registryCredentials.server", "applies only with registryCredentials.username and "
+                                                   "registryCredentials.password")
+        return
+    hosts = sorted({image_host(i) for i in (d.worker_image, d.cpu_image, d.tensorboard_image)})
+    if d.registry_server in hosts:
+        return
+    # Kubelet offers a Secret's login only to the registry it names.
+    shown = ", ".join(hosts)
+    if v["registryCredentials.server"] is None:
+        r.missing("registryCredentials.server", f"required when no image comes from the host of imageRegistry "
+                  f"({d.registry_server}): the images come from {shown}", hosts[0])
+    else:
+        r.bad("registryCredentials.server", f"names registry {d.registry_server}, which no image of the stack "
+              f"comes from ({shown}), so the pull Secret would never be used", fix_value=hosts[0])
+
+
+def cluster_identity(r: Reading, d: Resolved) -> None:
+    """clusterIdentifier only with kubeconfig; without it, the kubeconfig must name its server."""
+    kubeconfig = r.values["kubeconfig"]
+    if kubeconfig is None:
+        if r.is_set("clusterIdentifier"):
+            r.refuse("clusterIdentifier", "applies only with kubeconfig (without it the ACK cluster id "
+                                          "identifies the cluster)")
+    elif d.cluster_identifier_error is not None:
+        # Content is shown by its size only: even unset as a secret it holds credentials.
+        r.bad("kubeconfig", d.cluster_identifier_error, shown_as=None if is_kubeconfig_path(kubeconfig) else
+              f"<kubeconfig content, {len(kubeconfig.splitlines())} lines>")
+
+
+def task_names(r: Reading, d: Resolved) -> None:
+    """The longest object name must still be a DNS label: checked through the shared module."""
+    try:
+        cs.kubernetes_cluster_spec(r.values["namePrefix"], r.values["namespace"], d.replicas, d.ports)
+    except cs.ClusterSpecError as error:
+        r.bad("namePrefix", f"gives invalid task names ({error})", fix_value="mnist")
+
+
+#: Every rule, in the order its violations are reported.
+RULES: tuple[Rule, ...] = (ports, cloud_layer, volume, namespace, cidrs, registry_credentials, cluster_identity,
+                           task_names)
+
+
+def cross_check(reading: Reading, resolved: Resolved) -> None:
+    """Run every rule of RULES on ``reading``, which collects their violations."""
+    for rule in RULES:
+        rule(reading, resolved)

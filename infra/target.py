@@ -1,0 +1,103 @@
+"""Where the Kubernetes layer deploys: the cluster the stack creates with the cloud layer, or
+the existing one a kubeconfig names. The one place that decides between the two."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.components.cluster import Cluster, ClusterArgs
+from infra.components.nas import NasStorage, NasStorageArgs
+from infra.components.network import Network, NetworkArgs
+from infra.components.node_pools import NodePools, NodePoolsArgs
+from infra.settings import Settings
+
+
+@dataclass(frozen=True)
+class Target:
+    """The cluster the Kubernetes layer deploys into, and what the cloud layer made for it.
+
+    Attributes:
+        provider: the kubernetes provider of every Kubernetes object.
+        kubeconfig: the cluster's kubeconfig (secret): the ACK credential, or the configured
+            path or content.
+        cluster_id: the ACK cluster id; None for a cluster the stack does not manage.
+        nas_file_system_id: the NAS file system the stack created; None when it created none.
+        volume_server: the PV's server: the NAS mount target domain (created or configured) or
+            the NFS server; None for hostPath.
+        volume_server_key: plain text standing for ``volume_server`` in the volume's name
+            (infra.components.storage.volume_name).
+        volume_after: what the PV waits for (the NAS mount target the stack created).
+        pods_after: what every pod waits for (the node pools the stack created).
+    """
+
+    provider: k8s.Provider
+    kubeconfig: pulumi.Output[str]
+    cluster_id: Optional[pulumi.Output[str]]
+    nas_file_system_id: Optional[pulumi.Output[str]]
+    volume_server: Optional[pulumi.Input[str]]
+    volume_server_key: str
+    volume_after: Sequence[pulumi.Resource] = field(default_factory=list)
+    pods_after: Sequence[pulumi.Resource] = field(default_factory=list)
+
+
+def deploy_target(settings: Settings) -> Target:
+    """The cluster to deploy into: created with the cloud layer when no kubeconfig names one
+    (``ClusterSettings.create_cloud``), else the kubeconfig's."""
+    return created_cluster(settings) if settings.cluster.create_cloud else existing_cluster(settings)
+
+
+def created_cluster(settings: Settings) -> Target:
+    """The cloud layer: network, ACK cluster, node pools and NAS, named ``<namePrefix>-<stack>``."""
+    c, storage = settings.cluster, settings.storage
+    name = f"{settings.name_prefix}-{settings.stack}"
+    network = Network(name, NetworkArgs(zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id,
+                                        vswitch_cidr=c.vswitch_cidr))
+    cluster = Cluster(name, ClusterArgs(
+        vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
+        service_cidr=c.service_cidr, api_server_public=c.api_server_public))
+    pools = NodePools(name, NodePoolsArgs(
+        cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
+        cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
+        cpu_system_disk_category=c.cpu_system_disk_category,
+        gpu_instance_types=c.gpu_instance_types,
+        gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
+        gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
+        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name))
+    nas = NasStorage(name, NasStorageArgs(
+        vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr, storage_type=storage.nas_storage_type,
+        retain_on_destroy=storage.nas_retain_on_destroy))
+    return Target(
+        provider=cluster.provider,
+        kubeconfig=cluster.kubeconfig,
+        cluster_id=cluster.cluster_id,
+        nas_file_system_id=nas.file_system_id,
+        volume_server=nas.mount_target_domain,
+        # The domain is unknown until the mount target exists, and the volume's name must be
+        # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
+        volume_server_key=(f"nas {name} storageType={storage.nas_storage_type} zone={c.zone} "
+                           f"vpc={c.vpc_id or c.vpc_cidr} vswitch={c.vswitch_id or c.vswitch_cidr}"),
+        # The PV must not exist before its NFS server does; pods need nodes to run on.
+        volume_after=[nas.mount_target],
+        pods_after=[pools],
+    )
+
+
+def existing_cluster(settings: Settings) -> Target:
+    """A provider for the kubeconfig's cluster; the volume's server as configured."""
+    kubeconfig = pulumi.Output.secret(settings.cluster.kubeconfig)
+    identifier: pulumi.Input[str] = settings.cluster.identifier
+    if "kubeconfig" in settings.secret_keys and settings.cluster.identifier_from_kubeconfig:
+        # Derived from a secret kubeconfig (its API server URL): as secret as its source.
+        identifier = pulumi.Output.secret(identifier)
+    # cluster_identifier: the provider (and with it every Kubernetes object) is replaced
+    # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
+    # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
+    provider = k8s.Provider(f"{settings.name_prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
+    storage = settings.storage
+    server = {"nas": storage.nas_mount_target_domain, "nfs": storage.nfs_server}.get(storage.volume_type)
+    return Target(provider=provider, kubeconfig=kubeconfig, cluster_id=None, nas_file_system_id=None,
+                  volume_server=server, volume_server_key=server or "")

@@ -1,0 +1,71 @@
+"""The key table as users read it (config_table_markdown) and as Settings uses it (every key
+reaches a section)."""
+
+from __future__ import annotations
+
+import re
+
+from infra import settings as st
+from infra.settings.derive import assemble, resolve
+from infra.settings.read import Reading
+
+#: A cell separator of a GitHub table row: a '|' that no backslash escapes.
+CELL = re.compile(r"(?<!\\)\|")
+
+
+def _rows(table: str) -> list[list[str]]:
+    return [[cell.strip() for cell in CELL.split(line)[1:-1]] for line in table.splitlines()]
+
+
+def test_config_table_lists_every_key_once_in_table_order():
+    table = st.config_table_markdown()
+    assert table.endswith("\n")
+    header, rule, *rows = _rows(table)
+    assert header == ["Key", "Type", "Default", "Description"]
+    assert rule == ["---"] * 4
+    assert [row[0] for row in rows] == [f"`{key.name}`" for key in st.KEYS]
+    assert all(len(row) == 4 for row in rows), [row for row in rows if len(row) != 4]
+
+
+def test_config_table_rows_show_type_default_and_description():
+    lines = st.config_table_markdown().splitlines()
+
+    def row(name: str) -> str:
+        return next(line for line in lines if line.startswith(f"| `{name}` |"))
+
+    assert row("worker.number") == "| `worker.number` | integer | `2` | Number of worker tasks. |"
+    assert row("hyperparams.learningrate") == (
+        "| `hyperparams.learningrate` | number | `0.001` | Learning rate (\\> 0). |")
+    assert row("persistence.pvc.matchLabels") == (
+        '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |')
+    assert row("gpuPool.instanceTypes") == (
+        '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge"]` | GPU instance types, tried in order. |')
+    assert row("createNamespace").startswith("| `createNamespace` | boolean | `false` | ")
+    # No default; '<' would start an HTML tag, so it is escaped.
+    assert row("tensorboard.image") == (
+        "| `tensorboard.image` | string | unset | TensorBoard image; default \\<imageRegistry\\>/tensorboard:2.21.0. |")
+    assert row("gpuPool.size").startswith("| `gpuPool.size` | integer | unset | ")
+
+
+class _Recording(dict):
+    """Key -> value, remembering every key read."""
+
+    def __init__(self, values: dict) -> None:
+        super().__init__(values)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str):
+        self.read.add(name)
+        return super().__getitem__(name)
+
+
+def test_every_key_reaches_the_settings():
+    # A key that neither a section field (from_key) nor derive.py reads would be validated
+    # and then ignored: adding one to KEYS needs its field too.
+    read: set[str] = set()
+    for overrides in ({}, {"kubeconfig": "/etc/kubeconfig", "clusterIdentifier": "my-cluster"}):
+        values = _Recording({**{key.name: key.default for key in st.KEYS}, **overrides})
+        reading = Reading(raw_config=None, values=values)  # type: ignore[arg-type]
+        assemble(reading, resolve(values), "dev")
+        read |= values.read
+    assert sorted(set(st.KEYS_BY_NAME) - read) == []
