@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from localcluster import components, layout, network, pki
+from localcluster import components, dirs, layout, network, pki
 from localcluster.layout import Paths
 from localcluster.processes import Daemon, pids_with_cmdline, stop_pid
 
@@ -120,12 +120,15 @@ def check_ports() -> None:
 
 # ---------------------------------------------------------------- up
 def _write_configs(p: Paths) -> None:
-    p.etc.mkdir(parents=True, exist_ok=True)
+    """Keys, certificates and kubeconfigs (0600 in 0700 directories), then the config files."""
+    dirs.private_dir(p.etc)
     pki.make_pki(p.pki)
     for client in pki.CLIENTS:
-        components.kubeconfig_path(p, client).write_text(pki.kubeconfig(p.pki, client, components.APISERVER_URL))
-    p.kubeconfig.write_text(pki.kubeconfig(p.pki, "admin", components.APISERVER_URL))
-    p.kubeconfig.chmod(0o600)
+        pki.write_kubeconfig(components.kubeconfig_path(p, client), p.pki, client, components.APISERVER_URL)
+    pki.write_kubeconfig(p.kubeconfig, p.pki, "admin", components.APISERVER_URL)
+    # The kubelet writes its serving key into --cert-dir and would make both directories 0755.
+    dirs.private_dir(p.kubelet_root / "pki")
+    dirs.private_dir(p.kubelet_root)
     (p.etc / "containerd.toml").write_text(components.containerd_config(p, SANDBOX_IMAGE))
     p.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     (p.cni_conf_dir / "10-tf-mnist.conflist").write_text(components.cni_config(p))
