@@ -285,6 +285,9 @@ def kubelet_config(p: Paths) -> str:
                            "x509": {"clientCAFile": str(p.pki / "ca.crt")}},
         "authorization": {"mode": "Webhook"},
         "cgroupDriver": "cgroupfs",
+        # Pod cgroups under the tool's own root (<hierarchy>/tf-mnist-local-cluster/kubepods/...)
+        # so that `down` can remove them without touching another kubelet's kubepods.
+        "cgroupRoot": layout.CGROUP_ROOT,
         "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
         "clusterDNS": [layout.BRIDGE_IP],
         "clusterDomain": layout.CLUSTER_DOMAIN,
