@@ -14,7 +14,7 @@ import pytest
 
 from pathlib import Path
 
-from .kube import Kube, binaries_dir, cluster_unavailable, host_sysctls, run_tool
+from .kube import Kube, binaries_dir, cluster_unavailable, host_netns, host_sysctls, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +29,12 @@ def local_cluster() -> Iterator[Kube]:
         pytest.fail("a local cluster is already running; these tests start and stop their own: "
                     "run tools/local-cluster/local-cluster down first")
     bins = binaries_dir()
-    before = host_sysctls()
+    before, netns_before = host_sysctls(), host_netns()
     try:
         up = run_tool("up")
         assert up.returncode == 0, f"local-cluster up failed:\n{up.stderr[-4000:]}"
-        kube = Kube(bins / "kubectl", Path(up.stdout.strip().splitlines()[-1]), host_before=before)
+        kube = Kube(bins / "kubectl", Path(up.stdout.strip().splitlines()[-1]), host_before=before,
+                    netns_before=netns_before)
         images = run_tool("images")
         assert images.returncode == 0, f"local-cluster images failed:\n{images.stderr[-4000:]}"
         yield kube

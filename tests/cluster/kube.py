@@ -28,9 +28,11 @@ def cluster_unavailable() -> str:
     return ""
 
 
-def run_tool(*args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
-    """Runs ``local-cluster ARGS``; its stderr (progress) is kept for the failure message."""
-    return subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout)
+def run_tool(*args: str, timeout: float = 3600, env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Runs ``local-cluster ARGS`` (``env``: extra environment variables); its stderr
+    (progress) is kept for the failure message."""
+    return subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 def binaries_dir() -> Path:
@@ -50,6 +52,8 @@ class Kube:
     namespace: str = "default"
     #: host_sysctls() before the cluster came up
     host_before: Optional[dict] = None
+    #: host_netns() before the cluster came up
+    netns_before: Optional[set[str]] = None
 
     def run(self, *args: str, input_: Optional[str] = None, check: bool = True,
             timeout: float = 120) -> subprocess.CompletedProcess:
@@ -102,6 +106,12 @@ SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/ipv
 def host_sysctls() -> dict[str, str]:
     return {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS
             if Path("/proc/sys", name).exists()}
+
+
+def host_netns() -> set[str]:
+    """The names `ip netns list` shows (the host's named network namespaces)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
 def processes_mentioning(*fragments: str) -> list[str]:

@@ -34,7 +34,7 @@
 #   LOCAL_CLUSTER_DEBIAN_MIRROR   Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #
 # Needs (Debian packages): buildah, debootstrap, gcc + libc6-dev (static libc.a), tar, util-linux
-# (flock, findmnt), python3 (hashing the build context), containerd (ctr, for import);
+# (flock, findmnt), python3 (localcluster/buildcontext.py, manifest.py), containerd (ctr, for import);
 # optional: time (/usr/bin/time, for the CPU and memory figures in the progress lines).
 # Run as root (debootstrap, buildah's rootful store).
 set -euo pipefail
@@ -128,10 +128,7 @@ safe_rm_tree() {
     rm -rf --one-file-system "$dir"
 }
 
-need() {
-    local cmd=$1 pkg=$2
-    command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found: apt-get install $pkg"
-}
+need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found: apt-get install $2"; }
 
 sha256_of_stdin() { sha256sum | awk '{ print $1 }'; }
 
@@ -141,9 +138,7 @@ sha256_of_stdin() { sha256sum | awk '{ print $1 }'; }
 # image_id NAME: the full image id in buildah's store, or nothing (status 1) when absent.
 image_id() { buildah inspect --type image --format '{{.FromImageID}}' "$1" 2>/dev/null; }
 
-image_size() {
-    buildah images --noheading --format '{{.Size}}' "$1" 2>/dev/null | head -n 1
-}
+image_size() { buildah images --noheading --format '{{.Size}}' "$1" 2>/dev/null | head -n 1; }
 
 # image_untagged ID: true when the image ID is still in the store and has no name left.
 image_untagged() {
@@ -179,137 +174,16 @@ record_build() {
 
 # ---------------------------------------------------------------------------------------------
 # Build context hash: the files `buildah bud` sends after the .dockerignore, by Docker's rules
-# (moby/patternmatcher: last matching pattern wins, a pattern matching a parent directory
-# matches everything under it, `*` and `?` stop at `/`, `**` crosses directories).
+# (localcluster/buildcontext.py).
 
-read -r -d '' CONTEXT_PY <<'PYEOF' || true
-import hashlib, os, re, stat, sys
+# localpy MODULE ARGS...: python3 -m localcluster.MODULE (this tool's package, standard library only).
+localpy() {
+    local module=$1
+    shift
+    PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 -m "localcluster.$module" "$@"
+}
 
-root, ignorefile, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-
-def compile_pattern(p):
-    out, i, n = "^", 0, len(p)
-    while i < n:
-        ch = p[i]
-        if ch == "*":
-            if i + 1 < n and p[i + 1] == "*":
-                i += 1
-                if i + 1 < n and p[i + 1] == "/":
-                    i += 1
-                out += ".*" if i + 1 >= n else "(.*/)?"
-            else:
-                out += "[^/]*"
-        elif ch == "?":
-            out += "[^/]"
-        elif ch == "\\" and i + 1 < n:
-            i += 1
-            out += re.escape(p[i])
-        elif ch == "[" and "]" in p[i + 1:]:
-            j = p.index("]", i + 1)
-            cls = p[i + 1:j]
-            out += "[" + ("^" + cls[1:] if cls.startswith("^") else cls).replace("\\", "\\\\") + "]"
-            i = j
-        else:
-            out += re.escape(ch)
-        i += 1
-    return re.compile(out + "$")
-
-patterns = []
-if ignorefile != "-" and os.path.exists(ignorefile):
-    with open(ignorefile, encoding="utf-8-sig") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("#"):
-                continue
-            line = line.strip()
-            if not line:
-                continue
-            neg = line.startswith("!")
-            if neg:
-                line = line[1:].strip()
-            if line:
-                line = os.path.normpath(line)
-                if len(line) > 1 and line.startswith("/"):
-                    line = line.lstrip("/")
-            patterns.append((neg, line, compile_pattern(line)))
-
-def excluded(path):
-    parents = path.split("/")[:-1]
-    matched = False
-    for neg, _, rx in patterns:
-        if neg != matched:
-            continue
-        m = rx.match(path) is not None
-        if not m:
-            for k in range(1, len(parents) + 1):
-                if rx.match("/".join(parents[:k])):
-                    m = True
-                    break
-        if m:
-            matched = not neg
-    return matched
-
-def literal_prefix(p):
-    m = re.search(r"[*?\[\\]", p)
-    return p if m is None else p[:m.start()]
-
-def may_reinclude(d):
-    # Conservative: keep walking an excluded directory if an exception pattern could match
-    # something under it.
-    ds = d + "/"
-    for neg, text, _ in patterns:
-        if not neg:
-            continue
-        lp = literal_prefix(text)
-        if (text + "/").startswith(ds) or (lp != text and ds.startswith(lp)) or ds.startswith(text + "/"):
-            return True
-    return False
-
-entries = []
-for top, dirs, files in os.walk(root, topdown=True, followlinks=False):
-    rel_top = os.path.relpath(top, root)
-    rel_top = "" if rel_top == "." else rel_top + "/"
-    keep = []
-    for d in sorted(dirs):
-        rel = rel_top + d
-        full = os.path.join(top, d)
-        if os.path.islink(full):
-            files.append(d)
-            continue
-        if excluded(rel):
-            if may_reinclude(rel):
-                keep.append(d)
-            continue
-        keep.append(d)
-        entries.append((rel, "d", "%o" % stat.S_IMODE(os.lstat(full).st_mode)))
-    dirs[:] = keep
-    for fn in sorted(files):
-        rel = rel_top + fn
-        if excluded(rel):
-            continue
-        full = os.path.join(top, fn)
-        st = os.lstat(full)
-        if stat.S_ISLNK(st.st_mode):
-            entries.append((rel, "l", os.readlink(full)))
-        elif stat.S_ISREG(st.st_mode):
-            h = hashlib.sha256()
-            with open(full, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            entries.append((rel, "f%o" % stat.S_IMODE(st.st_mode), h.hexdigest()))
-
-entries.sort()
-if mode == "list":
-    for rel, kind, _ in entries:
-        print(rel + ("/" if kind == "d" else ""))
-else:
-    h = hashlib.sha256()
-    for e in entries:
-        h.update(("\0".join(e) + "\n").encode())
-    print(h.hexdigest())
-PYEOF
-
-context_hash() { python3 -c "$CONTEXT_PY" "$REPO_ROOT" "$1" hash; }
+context_hash() { localpy buildcontext hash "$REPO_ROOT" "$1"; }
 
 # ---------------------------------------------------------------------------------------------
 # build: base
@@ -523,25 +397,13 @@ cmd_build() {
 # ---------------------------------------------------------------------------------------------
 # import
 
-read -r -d '' MANIFEST_PY <<'PYEOF' || true
-import json, sys
-m = json.load(sys.stdin)
-if "manifests" in m:  # an index: the linux/amd64 entry (or the only one)
-    ms = m["manifests"]
-    pick = [d for d in ms if d.get("platform", {}).get("os") == "linux"
-            and d.get("platform", {}).get("architecture") == "amd64"] or ms
-    print("index", pick[0]["digest"])
-else:
-    print("config", m["config"]["digest"])
-PYEOF
-
 # containerd_config_digest SOCK NS NAME: the config digest (= image id) of NAME in containerd.
 containerd_config_digest() {
     local sock=$1 ns=$2 name=$3 digest kind out
     digest=$(ctr --address "$sock" -n "$ns" images ls "name==$name" 2>/dev/null | awk 'NR > 1 { print $3; exit }')
     [[ -n $digest ]] || return 0
     for _ in 1 2 3; do
-        out=$(ctr --address "$sock" -n "$ns" content get "$digest" | python3 -c "$MANIFEST_PY") || return 0
+        out=$(ctr --address "$sock" -n "$ns" content get "$digest" | localpy manifest) || return 0
         read -r kind digest <<<"$out"
         if [[ $kind == config ]]; then
             printf '%s\n' "$digest"
@@ -619,8 +481,7 @@ main() {
         # .dockerignore beside it (what the build hash covers).
         local ign=$REPO_ROOT/${1:?usage: images.sh context docker/X.Dockerfile}.dockerignore
         [[ -f $ign ]] || ign=-
-        exec python3 -c "$CONTEXT_PY" "$REPO_ROOT" "$ign" list
-        ;;
+        localpy buildcontext list "$REPO_ROOT" "$ign"; exit ;;
     *) usage 2 ;;
     esac
     [[ $(id -u) == 0 ]] || die "run as root (buildah's rootful store, debootstrap)"

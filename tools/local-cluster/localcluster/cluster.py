@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from localcluster import components, layout, network, pki
+from localcluster import cgroups, components, dirs, layout, network, pki
 from localcluster.layout import Paths
 from localcluster.processes import Daemon, pids_with_cmdline, stop_pid
 
@@ -45,10 +45,34 @@ def daemons(p: Paths) -> dict[str, Daemon]:
     return {name: Daemon(name, p.pids, p.logs) for name in components.NAMES}
 
 
+def checked_paths(*, claim: bool) -> Paths:
+    """The cluster's directories once they are known to be the tool's own (dirs.py).
+
+    ``claim`` (for `up`): a new or empty directory is taken (0700, marker written). Otherwise
+    (`down`, `status`, `images`) a directory that exists must already carry the marker.
+    Raises dirs.DirectoryError, with the fix, before anything is read, signalled or removed.
+    """
+    p = layout.paths()
+    dirs.check_paths(p.state, p.run)
+    both = ((p.state, "state"), (p.run, "run"))
+    for d, role in both:
+        if claim:
+            dirs.check_claimable(d, role)   # both first: a refusal leaves no new directory behind
+        else:
+            dirs.owned(d, role)
+    if claim:
+        for d, role in both:
+            dirs.claim(d, role)
+    return p
+
+
 @contextmanager
 def locked(p: Paths) -> Iterator[None]:
-    """One `up`/`down` at a time per state directory; a second one waits for the first."""
-    p.state.mkdir(parents=True, exist_ok=True)
+    """One `up`/`down` at a time per state directory; a second one waits for the first.
+    Without a state directory there is nothing to guard (and nothing is created)."""
+    if not p.state.is_dir():
+        yield
+        return
     with open(p.lock, "w") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -120,12 +144,15 @@ def check_ports() -> None:
 
 # ---------------------------------------------------------------- up
 def _write_configs(p: Paths) -> None:
-    p.etc.mkdir(parents=True, exist_ok=True)
+    """Keys, certificates and kubeconfigs (0600 in 0700 directories), then the config files."""
+    dirs.private_dir(p.etc)
     pki.make_pki(p.pki)
     for client in pki.CLIENTS:
-        components.kubeconfig_path(p, client).write_text(pki.kubeconfig(p.pki, client, components.APISERVER_URL))
-    p.kubeconfig.write_text(pki.kubeconfig(p.pki, "admin", components.APISERVER_URL))
-    p.kubeconfig.chmod(0o600)
+        pki.write_kubeconfig(components.kubeconfig_path(p, client), p.pki, client, components.APISERVER_URL)
+    pki.write_kubeconfig(p.kubeconfig, p.pki, "admin", components.APISERVER_URL)
+    # The kubelet writes its serving key into --cert-dir and would make both directories 0755.
+    dirs.private_dir(p.kubelet_root / "pki")
+    dirs.private_dir(p.kubelet_root)
     (p.etc / "containerd.toml").write_text(components.containerd_config(p, SANDBOX_IMAGE))
     p.cni_conf_dir.mkdir(parents=True, exist_ok=True)
     (p.cni_conf_dir / "10-tf-mnist.conflist").write_text(components.cni_config(p))
@@ -186,7 +213,7 @@ def import_images(p: Paths) -> None:
 
 def up() -> int:
     """Starts every component (see components.ALL), prints the kubeconfig path last."""
-    p = layout.paths()
+    p = checked_paths(claim=True)
     with locked(p):
         ds = daemons(p)
         running = [n for n, d in ds.items() if d.running()]
@@ -210,6 +237,7 @@ def up() -> int:
         try:
             _write_configs(p)
             network.create_bridge()
+            cgroups.create_roots()
             for make in components.ALL:
                 c = make(p, bins)
                 d = ds[c.name]
@@ -244,30 +272,6 @@ def _mounts_under(*roots: Path) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
-def _kubepods_cgroups() -> list[Path]:
-    """The kubelet's pod cgroups (kubepods/...) in every v1 hierarchy, deepest first."""
-    found: list[Path] = []
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        top = hierarchy / "kubepods"
-        if top.is_dir():
-            found.extend(d for d in top.rglob("*") if d.is_dir())
-            found.append(top)
-    return sorted(found, key=lambda d: len(d.parts), reverse=True)
-
-
-def _pod_processes() -> list[int]:
-    """Pids of processes that live in a kubepods cgroup (containers the runtime left)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if "/kubepods" in (entry / "cgroup").read_text():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
-
-
 def _remove_pods(p: Paths, bins: Optional[Path]) -> list[str]:
     done = []
     sock = str(p.containerd_socket)
@@ -295,7 +299,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for pid in pids_with_cmdline(f"-address {p.containerd_socket}"):
         stop_pid(pid, 5)
         done.append(f"containerd-shim pid {pid}")
-    for pid in _pod_processes():
+    for pid in cgroups.own_processes():
         stop_pid(pid, 2)
         done.append(f"container process pid {pid}")
     for name in ("coredns", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
@@ -304,16 +308,13 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for mount_point in _mounts_under(p.state, p.run):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
         done.append(f"mount {mount_point}")
-    for cg in _kubepods_cgroups():
-        try:
-            cg.rmdir()
-        except OSError:
-            pass
-    if any(Path("/sys/fs/cgroup").glob("*/kubepods")):
-        done.append("WARNING: some kubepods cgroups could not be removed")
+    left_cgroups = cgroups.remove_own()
+    if left_cgroups:
+        done.append(f"WARNING: cgroups still holding processes: {', '.join(map(str, left_cgroups))}")
     done += network.teardown(p.host_state)
     _clear_state(p)
-    shutil.rmtree(p.run, ignore_errors=True)
+    if dirs.owned(p.run, "run"):
+        shutil.rmtree(p.run, ignore_errors=True)
     left = pids_with_cmdline(str(p.state)) + pids_with_cmdline(str(p.run))
     if left:
         done.append(f"WARNING: processes still running: {left}")
@@ -333,10 +334,11 @@ def _cached_bin(p: Paths) -> Optional[Path]:
 
 
 def _clear_state(p: Paths) -> None:
-    """Removes the state directory but the logs, the image store and the lock."""
-    if not p.state.exists():
+    """Empties the state directory but the logs, the image store, the lock and the marker.
+    Raises dirs.DirectoryError (removing nothing) when the directory is not the tool's."""
+    if not dirs.owned(p.state, "state"):
         return
-    keep = {p.logs.name, p.containerd_root.name, p.lock.name}
+    keep = {p.logs.name, p.containerd_root.name, p.lock.name, dirs.MARKER}
     for entry in p.state.iterdir():
         if entry.name in keep:
             continue
@@ -348,7 +350,7 @@ def _clear_state(p: Paths) -> None:
 
 def down() -> int:
     """Stops every component by pid and removes pods, namespaces, the bridge and mounts."""
-    p = layout.paths()
+    p = checked_paths(claim=False)
     with locked(p):
         done = _down(p)
         say("down: nothing was running" if not done else "down: done")
@@ -361,7 +363,7 @@ def status() -> int:
 
     Exit status: 0 all healthy, 1 partly up or unhealthy, 3 down.
     """
-    p = layout.paths()
+    p = checked_paths(claim=False)
     ds = daemons(p)
     healthy = 0
     rows = []
@@ -387,7 +389,7 @@ def status() -> int:
 # ---------------------------------------------------------------- images
 def images() -> int:
     """Builds the project's images (images.sh build) and imports them when the cluster is up."""
-    p = layout.paths()
+    p = checked_paths(claim=False)
     ensure_packages()
     proc = subprocess.run(["bash", str(layout.TOOL_DIR / "images.sh"), "build"])
     if proc.returncode != 0:

@@ -56,13 +56,14 @@ class Component:
 
 def http_ok(url: str, *, client: Optional[tuple[Path, Path]] = None, ca: Optional[Path] = None,
             expect: Optional[str] = None, timeout: float = 2.0) -> bool:
-    """True when GET ``url`` answers 200 (and its body contains ``expect``, if given)."""
+    """True when GET ``url`` answers 200 (and its body contains ``expect``, if given); False
+    also when the CA or client files cannot be read (the cluster's pki is gone)."""
     ctx = None
-    if url.startswith("https"):
-        ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
-        if client:
-            ctx.load_cert_chain(str(client[0]), str(client[1]))
     try:
+        if url.startswith("https"):
+            ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+            if client:
+                ctx.load_cert_chain(str(client[0]), str(client[1]))
         with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
             body = resp.read().decode(errors="replace")
             return resp.status == 200 and (expect is None or expect in body)
@@ -78,23 +79,43 @@ def apiserver_ready(p: Paths) -> bool:
     return http_ok(f"{APISERVER_URL}/readyz", client=_admin_client(p), ca=p.pki / "ca.crt", expect="ok")
 
 
+ETCD_URL = f"https://127.0.0.1:{layout.port('etcd', 'client')}"
+
+
+def etcd_healthy(p: Paths) -> bool:
+    """etcd answers /health with its own CA and the tool's health-check client certificate."""
+    return http_ok(f"{ETCD_URL}/health", client=(p.pki / "etcd-healthcheck-client.crt",
+                                                 p.pki / "etcd-healthcheck-client.key"),
+                   ca=p.pki / "etcd-ca.crt", expect='"health":"true"')
+
+
 def etcd(p: Paths, bin_dir: Path) -> Component:
-    client = f"http://127.0.0.1:{layout.port('etcd', 'client')}"
-    peer = f"http://127.0.0.1:{layout.port('etcd', 'peer')}"
-    # Plain HTTP on loopback only: nothing outside this machine can reach it.
+    """etcd on loopback, TLS on both ports, and only clients with a certificate from its own CA
+    (pki.py): the API server and the health check. Any local user could otherwise read and
+    write every object, Secrets included, on 127.0.0.1."""
+    peer = f"https://127.0.0.1:{layout.port('etcd', 'peer')}"
+    k = p.pki
     return Component("etcd", [
         str(bin_dir / "etcd"), "--name", "default", "--data-dir", str(p.etcd_data),
-        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-client-urls", ETCD_URL, "--advertise-client-urls", ETCD_URL,
+        "--cert-file", str(k / "etcd-server.crt"), "--key-file", str(k / "etcd-server.key"),
+        "--client-cert-auth", "--trusted-ca-file", str(k / "etcd-ca.crt"),
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--peer-cert-file", str(k / "etcd-peer.crt"), "--peer-key-file", str(k / "etcd-peer.key"),
+        "--peer-client-cert-auth", "--peer-trusted-ca-file", str(k / "etcd-ca.crt"),
         "--initial-cluster", f"default={peer}", "--log-level", "warn",
-    ], lambda: http_ok(f"{client}/health", expect='"health":"true"'), 30)
+    ], lambda: etcd_healthy(p), 30)
 
 
 def kube_apiserver(p: Paths, bin_dir: Path) -> Component:
     k = p.pki
     return Component("kube-apiserver", [
         str(bin_dir / "kube-apiserver"),
-        f"--etcd-servers=http://127.0.0.1:{layout.port('etcd', 'client')}",
+        f"--etcd-servers={ETCD_URL}", f"--etcd-cafile={k / 'etcd-ca.crt'}",
+        f"--etcd-certfile={k / 'apiserver-etcd-client.crt'}", f"--etcd-keyfile={k / 'apiserver-etcd-client.key'}",
+        # Every client (components, kubelet, CoreDNS, the tool's /readyz check) presents a
+        # certificate or a service-account token: an anonymous request is answered 401.
+        "--anonymous-auth=false",
         "--bind-address=127.0.0.1", f"--secure-port={layout.port('kube-apiserver', 'secure')}",
         # A loopback advertise address needs the endpoint reconciler off: with it on, every
         # sync logs "may not be in the loopback range". Nothing in a pod calls the API here.
@@ -264,6 +285,9 @@ def kubelet_config(p: Paths) -> str:
                            "x509": {"clientCAFile": str(p.pki / "ca.crt")}},
         "authorization": {"mode": "Webhook"},
         "cgroupDriver": "cgroupfs",
+        # Pod cgroups under the tool's own root (<hierarchy>/tf-mnist-local-cluster/kubepods/...)
+        # so that `down` can remove them without touching another kubelet's kubepods.
+        "cgroupRoot": layout.CGROUP_ROOT,
         "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
         "clusterDNS": [layout.BRIDGE_IP],
         "clusterDomain": layout.CLUSTER_DOMAIN,

@@ -45,6 +45,10 @@ BRIDGE_PREFIX = 24
 SERVICE_SUBNET = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
+#: The kubelet's cgroup root: every pod cgroup is <hierarchy>/tf-mnist-local-cluster/kubepods/...
+#: in each cgroup hierarchy under /sys/fs/cgroup, and `down` removes only that subtree.
+CGROUP_ROOT = "/tf-mnist-local-cluster"
+CGROUP_FS = Path("/sys/fs/cgroup")
 CNI_NETWORK = "tf-mnist"
 
 

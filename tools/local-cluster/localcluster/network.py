@@ -1,7 +1,10 @@
-"""The host side of the pod network: the bridge, the sysctls and the pods' network namespaces.
+"""The host side of the pod network: the bridge and the sysctls.
 
-`up` records what it found (host_state file) before it changes anything; `down` removes only
-what is not in that record and puts the recorded sysctl values back.
+`up` records the sysctl values it found (host_state file) before it changes anything; `down`
+removes the tool's bridge and puts the recorded values back. The pods' network namespaces are
+not here: containerd mounts them under its state directory in the tool's run directory
+(components.containerd_config), so `down` unmounts them with the rest of that directory and
+never touches /var/run/netns, where other runtimes keep theirs.
 """
 
 from __future__ import annotations
@@ -12,9 +15,6 @@ from pathlib import Path
 
 from localcluster import layout
 
-NETNS_DIR = Path("/var/run/netns")
-#: containerd 1.6's CRI names each pod's namespace cni-<uuid> under /var/run/netns.
-POD_NETNS_PREFIX = "cni-"
 #: Sysctls that the CNI plugins or the kubelet may change; restored by `down`.
 SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/ipv4/conf/all/route_localnet")
 
@@ -33,24 +33,13 @@ def _read_sysctl(name: str) -> str | None:
         return None
 
 
-def pod_netns() -> set[str]:
-    """Names of the network namespaces under /var/run/netns that look like pods' (cni-*)."""
-    try:
-        return {e.name for e in NETNS_DIR.iterdir() if e.name.startswith(POD_NETNS_PREFIX)}
-    except OSError:
-        return set()
-
-
 def bridge_exists() -> bool:
     return Path("/sys/class/net", layout.BRIDGE).exists()
 
 
 def record_host(path: Path) -> None:
-    """Writes the sysctl values and pod-like network namespaces present before `up`."""
-    path.write_text(json.dumps({
-        "sysctls": {name: _read_sysctl(name) for name in SYSCTLS},
-        "netns": sorted(pod_netns()),
-    }, indent=2))
+    """Writes the sysctl values present before `up`."""
+    path.write_text(json.dumps({"sysctls": {name: _read_sysctl(name) for name in SYSCTLS}}, indent=2))
 
 
 def create_bridge() -> None:
@@ -62,7 +51,7 @@ def create_bridge() -> None:
 
 
 def teardown(host_state: Path) -> list[str]:
-    """Removes the pods' leftover namespaces, the bridge and its veths, and restores sysctls.
+    """Removes the bridge and its veths, and restores the sysctls `up` recorded.
 
     Returns a line for each thing it removed or restored (for `down`'s report).
     """
@@ -70,10 +59,7 @@ def teardown(host_state: Path) -> list[str]:
     try:
         before = json.loads(host_state.read_text())
     except (OSError, ValueError):
-        before = {"sysctls": {}, "netns": []}
-    for ns in sorted(pod_netns() - set(before.get("netns", []))):
-        _run("ip", "netns", "delete", ns, check=False)
-        done.append(f"network namespace {ns}")
+        before = {"sysctls": {}}
     if bridge_exists():
         # Deleting the bridge leaves its veth peers in the (already gone) pod namespaces.
         _run("ip", "link", "delete", layout.BRIDGE, check=False)

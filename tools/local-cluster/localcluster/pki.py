@@ -2,9 +2,15 @@
 
 Layout follows kubeadm's: one cluster CA signs the API server's serving certificate and every
 client certificate (components, kubelet, admin); a separate front-proxy CA backs the
---requestheader-* flags; an RSA key pair signs service-account tokens. Client identities use
-the names Kubernetes' bootstrap RBAC roles are bound to (system:kube-controller-manager,
-system:kube-scheduler, system:node:<node> in group system:nodes, admin in system:masters).
+--requestheader-* flags; a separate etcd CA signs etcd's serving and peer certificates and the
+only two clients etcd accepts (the API server and the tool's health check), so no cluster
+client certificate opens etcd; an RSA key pair signs service-account tokens. Client
+identities use the names Kubernetes' bootstrap RBAC roles are bound to
+(system:kube-controller-manager, system:kube-scheduler, system:node:<node> in group
+system:nodes, admin in system:masters).
+
+Every file is written 0600 into a 0700 directory (openssl runs under umask 077), certificates
+included: nothing here is meant for anyone but root.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import base64
 import subprocess
 from pathlib import Path
 
-from localcluster import layout
+from localcluster import dirs, layout
 
 VALID_DAYS = 30
 
@@ -23,7 +29,7 @@ class PkiError(RuntimeError):
 
 
 def _openssl(*args: str, what: str) -> None:
-    proc = subprocess.run(["openssl", *args], capture_output=True, text=True)
+    proc = subprocess.run(["openssl", *args], capture_output=True, text=True, umask=0o077)
     if proc.returncode != 0:
         raise PkiError(f"openssl could not make {what}: {proc.stderr.strip()[-400:]}")
 
@@ -42,15 +48,18 @@ def _ca(dir_: Path, name: str, cn: str) -> None:
              "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", what=f"the {cn} CA")
 
 
-def _cert(dir_: Path, name: str, ca: str, subject: str, *, server_sans: tuple[str, ...] = ()) -> None:
+def _cert(dir_: Path, name: str, ca: str, subject: str, *, sans: tuple[str, ...] = (),
+          usages: tuple[str, ...] = ()) -> None:
+    """``name``.{crt,key} signed by ``ca``: a serving certificate when ``sans`` are given, else
+    a client one (``usages`` overrides the extended key usage, e.g. etcd's peers are both)."""
     key, csr, crt = dir_ / f"{name}.key", dir_ / f"{name}.csr", dir_ / f"{name}.crt"
     ext = dir_ / f"{name}.ext"
-    usage = "serverAuth" if server_sans else "clientAuth"
+    usage = ",".join(usages or (("serverAuth",) if sans else ("clientAuth",)))
     lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
              f"extendedKeyUsage={usage}"]
-    if server_sans:
-        lines.append("subjectAltName=" + ",".join(server_sans))
-    ext.write_text("\n".join(lines) + "\n")
+    if sans:
+        lines.append("subjectAltName=" + ",".join(sans))
+    dirs.write_private(ext, "\n".join(lines) + "\n")
     _key(key)
     _openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr), what=f"{name}.csr")
     _openssl("x509", "-req", "-in", str(csr), "-CA", str(dir_ / f"{ca}.crt"), "-CAkey", str(dir_ / f"{ca}.key"),
@@ -77,22 +86,30 @@ def make_pki(dir_: Path) -> None:
 
     Files: ca.{crt,key}, front-proxy-ca.{crt,key}, apiserver.{crt,key} (serving: loopback, the
     bridge address, the kubernetes Service IP and names), apiserver-kubelet-client.{crt,key},
-    front-proxy-client.{crt,key}, sa.{key,pub}, and <client>.{crt,key} for each of CLIENTS.
+    front-proxy-client.{crt,key}, sa.{key,pub}, <client>.{crt,key} for each of CLIENTS, and
+    etcd's: etcd-ca.{crt,key}, etcd-server and etcd-peer (serving on 127.0.0.1 and localhost;
+    the peer one also a client), apiserver-etcd-client and etcd-healthcheck-client.
     Raises PkiError naming the file openssl could not make.
     """
-    dir_.mkdir(parents=True, exist_ok=True)
-    dir_.chmod(0o700)
+    dirs.private_dir(dir_)
     _ca(dir_, "ca", "tf-mnist-local-cluster-ca")
     _ca(dir_, "front-proxy-ca", "tf-mnist-local-cluster-front-proxy-ca")
     d = layout.CLUSTER_DOMAIN
     sans = ("IP:127.0.0.1", f"IP:{layout.BRIDGE_IP}", f"IP:{layout.KUBERNETES_SERVICE_IP}", "DNS:localhost",
             "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
             f"DNS:kubernetes.default.svc.{d}")
-    _cert(dir_, "apiserver", "ca", "/CN=kube-apiserver", server_sans=sans)
+    _cert(dir_, "apiserver", "ca", "/CN=kube-apiserver", sans=sans)
     _cert(dir_, "apiserver-kubelet-client", "ca", "/O=system:masters/CN=kube-apiserver-kubelet-client")
     _cert(dir_, "front-proxy-client", "front-proxy-ca", "/CN=front-proxy-client")
     for name, subject in CLIENTS.items():
         _cert(dir_, name, "ca", subject)
+    _ca(dir_, "etcd-ca", "tf-mnist-local-cluster-etcd-ca")
+    etcd_sans = ("IP:127.0.0.1", "DNS:localhost")
+    _cert(dir_, "etcd-server", "etcd-ca", "/CN=tf-mnist-etcd", sans=etcd_sans)
+    _cert(dir_, "etcd-peer", "etcd-ca", "/CN=tf-mnist-etcd-peer", sans=etcd_sans,
+          usages=("serverAuth", "clientAuth"))
+    _cert(dir_, "apiserver-etcd-client", "etcd-ca", "/CN=kube-apiserver-etcd-client")
+    _cert(dir_, "etcd-healthcheck-client", "etcd-ca", "/CN=tf-mnist-etcd-healthcheck-client")
     _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(dir_ / "sa.key"),
              what="the service-account signing key")
     _openssl("pkey", "-in", str(dir_ / "sa.key"), "-pubout", "-out", str(dir_ / "sa.pub"),
@@ -113,3 +130,8 @@ def kubeconfig(pki_dir: Path, client: str, server: str) -> str:
         f"contexts:\n- name: tf-mnist-local\n  context:\n    cluster: tf-mnist-local\n    user: {client}\n"
         "current-context: tf-mnist-local\n"
     )
+
+
+def write_kubeconfig(path: Path, pki_dir: Path, client: str, server: str) -> None:
+    """Writes ``client``'s kubeconfig (it embeds the client key) to ``path``, mode 0600."""
+    dirs.write_private(path, kubeconfig(pki_dir, client, server))
