@@ -24,7 +24,7 @@ def build_model(name: str = "convnet", dropout: float = 0.5) -> keras.Model:
     convnet_fc's arithmetic, so an epoch takes about 20% less time on two CPU cores (about
     10 s where convnet_fc takes 12.3-13.4 s, 2 workers + 1 ps on full MNIST); the wider
     hidden layer, which costs little, keeps two epochs at 0.991-0.992 (128 units gave
-    0.9893-0.9922, once under 0.99 in seven runs). The launcher's model (issue 9).
+    0.9893-0.9922, once under 0.99 in seven runs). The launcher's model.
     ``mlp``: the guide's TF1 model, 784-100-10 with a sigmoid hidden layer (0.89 after 100
     epochs of plain SGD in the guide), kept for comparison.
 

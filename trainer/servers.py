@@ -12,7 +12,7 @@ for longer than ``--peer_timeout``.
 Both files carry the run id (``--run_id``; one value shared by every task of a run, set by
 the Kubernetes stack and by ``trainer.local``), and a server ignores files whose id is not
 its own: a rerun in the same log directory is never ended early by the previous run's
-``done`` (issue 8.2), nor kept alive by the previous chief's last heartbeats. With an empty
+``done``, nor kept alive by the previous chief's last heartbeats. With an empty
 ``--run_id`` (tasks started by hand) every file counts, as before run ids existed.
 """
 
@@ -30,7 +30,7 @@ from trainer.contract.exit_codes import EXIT_SIGTERM
 HEARTBEAT_INTERVAL_S = 5.0
 #: How often a server looks for the chief's done marker: a server exits on average half of
 #: this after the chief, and every run waits for its last server (1.0 s cost the local run
-#: about 0.5 s of its 30, issue 9); two stat calls per poll, cheap on NAS too.
+#: about 0.5 s of its 30); two stat calls per poll, cheap on NAS too.
 POLL_INTERVAL_S = 0.25
 #: Tolerated clock difference between nodes writing the same NFS volume (mtimes).
 CLOCK_SLACK_S = 5.0

@@ -89,7 +89,7 @@ def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Opti
 
 
 def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
-    """How a task Job treats a failed pod (issue 8.2).
+    """How a task Job treats a failed pod: a permanent error fails the Job, a stop does not count.
 
     * exit 2 (bad flags or TF_CONFIG) or 3 (bad data) of the trainer: FailJob at once, a new
       pod would fail the same way (trainer/exit_codes.py PERMANENT_EXIT_CODES);

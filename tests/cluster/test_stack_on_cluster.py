@@ -1,5 +1,5 @@
 """`pulumi up` of the dev stack on the real local cluster: staged, trained to the end, updated,
-destroyed with the data kept (issue 8).
+destroyed with the data kept.
 
 The real CLI, language host and kubernetes provider drive a copy of the project (as the preview
 tests do) in kubeconfig mode with a hostPath volume (this kernel has no NFS server or client:
@@ -44,7 +44,7 @@ REGISTRY_PASSWORD = "e2e-not-a-real-registry-password"
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 
 #: What the dev stack needs changed to run here (structured keys, as Pulumi.dev.yaml holds
-#: them): no GPU, the issue's small run, requests that fit one 2-core node.
+#: them): no GPU, a small run, requests that fit one 2-core node.
 LOCAL_CONFIG = {
     "worker.gpuCount": "0", "worker.number": "2", "worker.cpu": "100m", "worker.memory": "2Gi",
     "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
@@ -73,7 +73,7 @@ def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iter
     for key, value in {**LOCAL_CONFIG, "kubeconfig": str(local_cluster.kubeconfig),
                        "hostPath.path": str(volume)}.items():
         project.set_config(key, value, path=True)
-    # A private registry's credentials (issue 11): the stack creates the pull Secret and every
+    # A private registry's credentials: the stack creates the pull Secret and every
     # pod names it; the images are local, so nothing is pulled, but the API server must accept it.
     project.set_config("registryCredentials.username", "e2e-user", path=True)
     project.set_config("registryCredentials.password", REGISTRY_PASSWORD, path=True, secret=True)

@@ -1,4 +1,4 @@
-"""An existing cluster (``kubeconfig``, issue 11): the provider's identity, no Alibaba resource
+"""An existing cluster (``kubeconfig``): the provider's identity, no Alibaba resource
 at all, and namespaces the stack must not create."""
 
 from __future__ import annotations

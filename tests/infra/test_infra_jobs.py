@@ -1,4 +1,4 @@
-"""Job policy of the training Jobs (issue 8.2: restartPolicy Never, podFailurePolicy, deadline,
+"""Job policy of the training Jobs (restartPolicy Never, podFailurePolicy, deadline,
 peer timeout), the run id every task shares, and the GPU chief of synchronous training (8.3)."""
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_the_run_id_refuses_a_template_holding_an_output():
         run_id_of({"x": template})
 
 
-# --- the chief of synchronous GPU training (issue 8.3) ---------------------------------------
+# --- the chief of synchronous GPU training ----------------------------------------------------
 
 
 def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(dev_config):

@@ -32,7 +32,7 @@ CONFIGS = {
     "cpu-sync": {"worker.gpuCount": "0", "ps.number": "0", "tensorboard.serviceType": "ClusterIP"},
     "allowlist-namespace-wait": {"tensorboard.allowedSourceRanges": '["203.0.113.0/24"]', "namespace": "training",
                                  "createNamespace": "true", "job.waitForChief": "true"},
-    # Issue 8.2/8.3 and 11: a GPU chief, placement for every role, a deadline, a priority
+    # A GPU chief, placement for every role, a deadline, a priority
     # class, a pull Secret created from credentials.
     "gpu-chief-placement-registry": {
         "ps.number": "0", "job.activeDeadlineSeconds": "86400", "job.peerTimeoutSeconds": "900",
@@ -43,7 +43,7 @@ CONFIGS = {
         "tensorboard.nodeSelector": '{"tf-mnist/pool": "cpu"}',
         "tensorboard.tolerations": '[{"key":"a","operator":"Exists","effect":"NoExecute","tolerationSeconds":60}]',
         "registryCredentials.username": "ml-team", "registryCredentials.password": "s3cr3t"},
-    # Issue 8.1 and 11 on an existing cluster: NFS, an allowlist, an existing pull Secret.
+    # On an existing cluster: NFS, an allowlist, an existing pull Secret.
     "existing-nfs": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "nfs",
                      "nfs.server": "10.0.0.5", "nfs.path": "/exports/tf-mnist", "imagePullSecret": "acr-pull",
                      "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'},

@@ -1,4 +1,4 @@
-"""What every pod gets from config (issue 11): image pull Secrets (an existing one, or one the
+"""What every pod gets from config: image pull Secrets (an existing one, or one the
 stack creates from registry credentials kept secret) and placement per role."""
 
 from __future__ import annotations

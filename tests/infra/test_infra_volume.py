@@ -1,4 +1,4 @@
-"""persistence.volume.type (issue 8.1): NAS through CSI (the default), a plain NFS server, or a
+"""persistence.volume.type: NAS through CSI (the default), a plain NFS server, or a
 node directory; each key checked, keys of another type refused, nothing registered on bad config."""
 
 from __future__ import annotations

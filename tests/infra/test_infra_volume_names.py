@@ -1,4 +1,4 @@
-"""The PV's and the claim's names (issue 8, a change on a live stack): they carry a hash of what
+"""The PV's and the claim's names (a change on a live stack): they carry a hash of what
 the API server cannot change in place, so such a change makes a new pair, moves every pod to
 it and deletes the old pair, instead of an update the API server refuses mid-way."""
 

@@ -10,7 +10,7 @@ set` edits only the copy. Two ways of running the stack are previewed:
   local port, and ``nas.mountTargetDomain``): the program skips the cloud layer and the
   kubernetes provider previews every Kubernetes object from its inputs.
 
-The last tests (issue 11) preview a pull Secret made from ``--secret`` registry credentials,
+The last tests preview a pull Secret made from ``--secret`` registry credentials,
 and a second ``pulumi config set kubeconfig`` after a targeted ``pulumi up`` of the kubernetes
 provider alone (which needs no cluster), to see the engine's update-or-replace decision.
 
@@ -242,7 +242,7 @@ def test_a_misspelt_key_fails_with_the_programs_message(dev_project: PulumiProje
     assert preview.resources() == []
 
 
-# --- issue 11 with the real engine -----------------------------------------------------------
+# --- registries and kubeconfig updates with the real engine -----------------------------------------------------------
 
 #: Registry credentials of the pull-Secret tests (fake; what must never show in clear).
 REGISTRY_USERNAME = "ml-team@1234567890123456"
@@ -307,7 +307,7 @@ def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
 
 def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project: PulumiProject,
                                                                     toolchain: Toolchain) -> None:
-    """Issue 8: an NFS volume, a deadline, placement set with --path and ps.number 0 (the chief
+    """An NFS volume, a deadline, placement set with --path and ps.number 0 (the chief
     then trains on a GPU), through the real CLI and kubernetes provider."""
     configure(dev_project, toolchain, "cluster")
     dev_project.pulumi("config", "rm", "tf-mnist:nas.mountTargetDomain")  # a NAS key: refused with nfs
@@ -332,7 +332,7 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project:
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
 
 
-# --- issue 8: a volume change on a live stack --------------------------------------------------
+# --- a volume change on a live stack --------------------------------------------------------
 
 def _adopt_planned_objects(project: PulumiProject, preview: PreviewResult) -> None:
     """Write every object ``preview`` plans into the stack's state as if `pulumi up` had made it

@@ -1,4 +1,5 @@
-"""Data checks: every fault named in issue 3 stops the task with its own exact error."""
+"""Data checks: every fault in the data (a missing or truncated file, a wrong magic number or
+size, counts that disagree, a label out of range) stops the task with its own exact error."""
 
 from __future__ import annotations
 

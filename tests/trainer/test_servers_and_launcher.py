@@ -77,7 +77,7 @@ def _write_marker(files: ClusterFiles, path: Path, run_id: str, t: float) -> Non
 
 def test_a_done_marker_of_another_run_is_ignored(tmp_path):
     # Without run ids a done written 1 s before this server started ended it at once, and the
-    # new run's chief then found no ps (issue 8.2).
+    # new run's chief then found no ps.
     files = ClusterFiles(tmp_path, run_id="run-2")
     _write_marker(files, files.heartbeat, "run-1", 999.0)
     _write_marker(files, files.done, "run-1", 999.0)

@@ -274,7 +274,7 @@ class TaskConfig:
     @property
     def strategy_kind(self) -> str:
         """PARAMETER_SERVER with ps tasks, MULTI_WORKER_MIRRORED with workers and no ps,
-        SINGLE_PROCESS without a cluster (the rule of issue 3, item 1)."""
+        SINGLE_PROCESS without a cluster (the same code path with no TF_CONFIG)."""
         return strategy_kind(self.cluster_spec)
 
 
