@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
-from trainer.contract.exit_codes import PERMANENT_EXIT_CODES
+from trainer.contract.exit_codes import PERMANENT_EXIT_CODES, PERMANENT_REASONS
 from trainer.launcher import netns
 from trainer.launcher.forkserver import ForkedProcess, use_private_network
 from trainer.launcher.lifetime import LAUNCHER_PID_ENV
@@ -186,7 +186,7 @@ class Launcher:
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
         if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
-            self.say(f"{task.name} {reason} (bad flags, TF_CONFIG, data or packages): not "
+            self.say(f"{task.name} {reason} ({PERMANENT_REASONS[task.exit_codes[-1]]}): not "
                      "restarting")
             return False
         if task.restarts >= self.backoff_limit:
