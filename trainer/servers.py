@@ -63,8 +63,8 @@ class ClusterFiles:
     """``<log_dir>/cluster/heartbeat``, ``done`` and ``failed`` of one run.
 
     Each file holds a ``run_id=<id>`` line (done also ``time=<unix seconds>``, failed
-    ``code=<the chief's exit code>`` and ``time=``); its mtime is the time that counts. Readers see only files of their own run (any file when the
-    run id is empty).
+    ``code=<the chief's exit code>`` and ``time=``); its mtime is the time that counts.
+    Readers see only files of their own run (any file when the run id is empty).
 
     Args:
         log_dir: the shared ``--log_dir``.
@@ -174,14 +174,18 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
     ``"exit1"`` | ``"failed"``, message).
 
     Only this run's files count (``files.run_id``; see ClusterFiles). Rules: ``failed``
-    means the chief ended for good: exit at once (EXIT_CHIEF_FAILED). ``done``
+    means the chief ended for good: exit at once (EXIT_CHIEF_FAILED; without a run id, only
+    a marker newer than this server's start). ``done``
     newer than this server's start (less clock slack) means the run finished: exit 0; so
     does an older ``done`` with no heartbeat after it once STALE_GRACE_S have passed (a
     pod restarted after the run ended). No heartbeat newer than ``peer_timeout_s`` seconds
     (counting from this server's start when there is none) means the chief is lost: exit 1.
     """
     failed = files.failed_code()
-    if failed is not None:
+    # Without run ids (tasks started by hand) only a marker of this server's time counts:
+    # the next chief removes an older one only once it starts, after its servers.
+    if failed is not None and (files.run_id or (files._mtime(files.failed) or 0.0)
+                               >= started_at - CLOCK_SLACK_S):
         return "failed", chief_failed_message(files, failed)
     done = files.done_mtime()
     beat = files.heartbeat_mtime()

@@ -46,6 +46,15 @@ def test_another_run_s_failed_marker_is_ignored_and_a_restarted_chief_clears_it(
     assert old.failed_code() is None and not old.failed.exists()
 
 
+def test_without_run_ids_only_a_failed_marker_of_the_server_s_time_counts(tmp_path):
+    files = ClusterFiles(tmp_path, run_id="")
+    files.mark_failed(EXIT_BAD_DATA)
+    os.utime(files.failed, (1000.0, 1000.0))  # left by an earlier run
+    assert server_decision(files, 1100.0, 1101.0, 600) is None
+    code, _ = server_decision(files, 1002.0, 1003.0, 600)
+    assert code == "failed"
+
+
 def _train_state(tmp_path: Path):
     import tensorflow as tf
 
