@@ -8,6 +8,7 @@ task knows what it runs, so that a Python without them fails with one line that 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -19,12 +20,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from trainer import flags, tasklog  # noqa: E402
 from trainer.autograph_files import remove_autograph_files  # noqa: E402
 from trainer.contract.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
-                                           parse_tf_config)
+                                           TaskConfig, parse_tf_config)
 from trainer.contract.exit_codes import (EXIT_BAD_DATA, EXIT_BAD_FLAGS,  # noqa: E402
-                                         EXIT_MISSING_PACKAGES, EXIT_RETRY)
+                                         EXIT_MISSING_PACKAGES, EXIT_RETRY, EXIT_VOLUME_FULL,
+                                         PERMANENT_EXIT_CODES)
 from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.packages import import_error_message  # noqa: E402
-from trainer.servers import use_run_id  # noqa: E402
+from trainer.servers import ClusterFiles, use_run_id  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,9 +57,28 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.servers import run_server
         return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir,
                           args.peer_timeout)
-    from trainer.data import DataError
-    from trainer.training.liveness import PeerLost
-    from trainer.training.run import run
+    code = train(args, task)
+    if task.is_chief and code in PERMANENT_EXIT_CODES and len(task.cluster_spec) > 1:
+        # The other tasks leave now instead of after --peer_timeout (trainer/servers.py).
+        try:
+            ClusterFiles(args.log_dir).mark_failed(code)
+        except OSError as err:  # a full volume may refuse even this small file
+            print(f"warning: cannot tell the other tasks that the run failed ({err}); they "
+                  f"exit after --peer_timeout {args.peer_timeout:g}s", file=sys.stderr)
+    return code
+
+
+def train(args: argparse.Namespace, task: TaskConfig) -> int:
+    """Run a training task (trainer.training.run); return its exit code, printing the
+    error of a permanent failure or a lost peer."""
+    try:
+        from trainer.data import DataError
+        from trainer.training.storage import VolumeFull
+        from trainer.training.liveness import PeerLost
+        from trainer.training.run import run
+    except ImportError as err:  # this Python lacks a package: no restart can cure that
+        print(f"error: {import_error_message(err, 'python -m trainer')}", file=sys.stderr)
+        return EXIT_MISSING_PACKAGES
     try:
         return run(args, task)
     except flags.FlagError as err:
@@ -66,9 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_DATA
+    except VolumeFull as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_VOLUME_FULL
     except PeerLost as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_RETRY
+    except ImportError as err:
+        print(f"error: {import_error_message(err, 'python -m trainer')}", file=sys.stderr)
+        return EXIT_MISSING_PACKAGES
 
 
 if __name__ == "__main__":

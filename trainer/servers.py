@@ -5,9 +5,11 @@ uses to tell them how the run is going.
 completed. Instead each server polls two files in ``<log_dir>/cluster/`` on the shared
 volume (works the same on localhost and on Kubernetes' NAS mount, and needs no extra
 port): the chief rewrites ``heartbeat`` every few seconds while it runs and writes ``done``
-when the run has finished. A server exits 0 once ``done`` is newer than its own start or
-than the chief's last heartbeat, and exits 1 with a message when the chief has been silent
-for longer than ``--peer_timeout``.
+when the run has finished, or ``failed`` (with its exit code) when it ended for good, with
+an exit code no restart can cure. A server exits 0 once ``done`` is newer than its own start
+or than the chief's last heartbeat, exits 5 (EXIT_CHIEF_FAILED, permanent too, so that its
+Kubernetes Job fails at once) as soon as ``failed`` appears, and exits 1 with a message when
+the chief has been silent for longer than ``--peer_timeout``.
 
 Both files carry the run id (``--run_id``; one value shared by every task of a run, set by
 the Kubernetes stack and by ``trainer.local``), and a server ignores files whose id is not
@@ -25,7 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from trainer.contract.exit_codes import EXIT_SIGTERM
+from trainer.contract.exit_codes import (EXIT_CHIEF_FAILED, EXIT_OK, EXIT_RETRY, EXIT_SIGTERM,
+                                         PERMANENT_REASONS)
 
 HEARTBEAT_INTERVAL_S = 5.0
 #: How often a server looks for the chief's done marker: a server exits on average half of
@@ -38,6 +41,8 @@ CLOCK_SLACK_S = 5.0
 STALE_GRACE_S = 30.0
 #: The line of a heartbeat or done file that names its run.
 RUN_ID_PREFIX = "run_id="
+#: The failed marker's line with the chief's exit code.
+CODE_PREFIX = "code="
 
 #: The run id of this process (``--run_id``); see use_run_id.
 _process_run_id = ""
@@ -55,11 +60,11 @@ def use_run_id(run_id: str) -> None:
 
 
 class ClusterFiles:
-    """``<log_dir>/cluster/heartbeat`` and ``<log_dir>/cluster/done`` of one run.
+    """``<log_dir>/cluster/heartbeat``, ``done`` and ``failed`` of one run.
 
-    Each file holds a ``run_id=<id>`` line (done also ``time=<unix seconds>``); its mtime
-    is the time that counts. Readers see only files of their own run (any file when the
-    run id is empty).
+    Each file holds a ``run_id=<id>`` line (done also ``time=<unix seconds>``, failed
+    ``code=<the chief's exit code>`` and ``time=``); its mtime is the time that counts.
+    Readers see only files of their own run (any file when the run id is empty).
 
     Args:
         log_dir: the shared ``--log_dir``.
@@ -70,6 +75,7 @@ class ClusterFiles:
         self.dir = Path(log_dir) / "cluster"
         self.heartbeat = self.dir / "heartbeat"
         self.done = self.dir / "done"
+        self.failed = self.dir / "failed"
         self.run_id = _process_run_id if run_id is None else run_id
 
     def touch_heartbeat(self) -> None:
@@ -79,6 +85,32 @@ class ClusterFiles:
     def mark_done(self) -> None:
         """Tell the servers the run is over (after the result is written)."""
         self._write(self.done, f"{RUN_ID_PREFIX}{self.run_id}\ntime={time.time()}\n")
+
+    def mark_failed(self, code: int) -> None:
+        """Tell the servers the chief ended for good with exit ``code`` (a permanent one)."""
+        self._write(self.failed, f"{RUN_ID_PREFIX}{self.run_id}\n{CODE_PREFIX}{code}\n"
+                                 f"time={time.time()}\n")
+
+    def clear_failed(self) -> None:
+        """Remove the failed marker (a chief of the run starting again)."""
+        try:
+            self.failed.unlink()
+        except FileNotFoundError:
+            pass
+
+    def failed_code(self) -> int | None:
+        """The exit code in this run's failed marker (EXIT_CHIEF_FAILED when it names none),
+        or None when there is no failed marker of this run."""
+        try:
+            text = self.failed.read_text(encoding="utf-8", errors="replace")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        if self.run_id and marker_run_id(text) != self.run_id:
+            return None
+        for line in text.splitlines():
+            if line.startswith(CODE_PREFIX) and line[len(CODE_PREFIX):].strip().isdigit():
+                return int(line[len(CODE_PREFIX):])
+        return EXIT_CHIEF_FAILED
 
     def _write(self, path: Path, text: str) -> None:
         # Written aside and renamed: a server reading at the same moment (on NFS too) sees
@@ -120,7 +152,9 @@ def marker_run_id(text: str) -> str:
 
 
 def start_heartbeat(files: ClusterFiles, interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
-    """Touch the heartbeat now and then every ``interval_s`` from a daemon thread."""
+    """Touch the heartbeat now and then every ``interval_s`` from a daemon thread; a failed
+    marker of the run goes: its chief is trying again."""
+    files.clear_failed()
     files.touch_heartbeat()
 
     def beat() -> None:
@@ -137,14 +171,22 @@ def start_heartbeat(files: ClusterFiles, interval_s: float = HEARTBEAT_INTERVAL_
 def server_decision(files: ClusterFiles, started_at: float, now: float,
                     peer_timeout_s: float) -> tuple[str, str] | None:
     """What a waiting server should do now: None to keep serving, or (``"exit0"`` |
-    ``"exit1"``, message).
+    ``"exit1"`` | ``"failed"``, message).
 
-    Only this run's files count (``files.run_id``; see ClusterFiles). Rules: ``done``
+    Only this run's files count (``files.run_id``; see ClusterFiles). Rules: ``failed``
+    means the chief ended for good: exit at once (EXIT_CHIEF_FAILED; without a run id, only
+    a marker newer than this server's start). ``done``
     newer than this server's start (less clock slack) means the run finished: exit 0; so
     does an older ``done`` with no heartbeat after it once STALE_GRACE_S have passed (a
     pod restarted after the run ended). No heartbeat newer than ``peer_timeout_s`` seconds
     (counting from this server's start when there is none) means the chief is lost: exit 1.
     """
+    failed = files.failed_code()
+    # Without run ids (tasks started by hand) only a marker of this server's time counts:
+    # the next chief removes an older one only once it starts, after its servers.
+    if failed is not None and (files.run_id or (files._mtime(files.failed) or 0.0)
+                               >= started_at - CLOCK_SLACK_S):
+        return "failed", chief_failed_message(files, failed)
     done = files.done_mtime()
     beat = files.heartbeat_mtime()
     if done is not None:
@@ -162,6 +204,33 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
                          f"{now - last_seen:.0f}s (--peer_timeout {peer_timeout_s:g}s); "
                          "exiting non-zero so that the task is restarted or reported")
     return None
+
+
+def chief_failed_message(files: ClusterFiles, code: int) -> str:
+    """What a task says when it leaves because the chief ended for good with ``code``."""
+    reason = PERMANENT_REASONS.get(code, "a permanent error")
+    return (f"the chief ended for good (exit {code}: {reason}; its log says why; "
+            f"{files.failed} written); exiting {EXIT_CHIEF_FAILED} so that this task ends "
+            "too instead of waiting for the peer timeout")
+
+
+def exit_when_chief_fails(files: ClusterFiles, task: str,
+                          interval_s: float = POLL_INTERVAL_S) -> None:
+    """From a daemon thread: exit the process with EXIT_CHIEF_FAILED once this run's failed
+    marker appears. For training tasks other than the chief (MultiWorkerMirroredStrategy's
+    workers), which would otherwise wait in a collective until the watchdog's timeout."""
+    from trainer import tasklog
+
+    def watch() -> None:
+        while True:
+            code = files.failed_code()
+            if code is not None:
+                print(f"{task}: {chief_failed_message(files, code)}", file=sys.stderr,
+                      flush=True)
+                tasklog.exit_now(EXIT_CHIEF_FAILED)
+            time.sleep(interval_s)
+
+    threading.Thread(target=watch, name="chief-failed", daemon=True).start()
 
 
 def _exit_143_on_sigterm(task: str) -> None:
@@ -186,7 +255,8 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
     """Run a tf.distribute.Server for (task_type, task_index) until the run ends.
 
     Returns:
-        0 after the chief's ``done`` marker; 1 after ``peer_timeout_s`` without a heartbeat.
+        0 after the chief's ``done`` marker; EXIT_CHIEF_FAILED after its ``failed`` marker;
+        1 after ``peer_timeout_s`` without a heartbeat.
     """
     import tensorflow as tf
 
@@ -203,5 +273,5 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
             code, message = decision
             print(f"{task_type} {task_index}: {message}", file=sys.stdout if code == "exit0"
                   else sys.stderr, flush=True)
-            return 0 if code == "exit0" else 1
+            return {"exit0": EXIT_OK, "failed": EXIT_CHIEF_FAILED}.get(code, EXIT_RETRY)
         time.sleep(POLL_INTERVAL_S)

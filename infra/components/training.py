@@ -91,8 +91,9 @@ def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Opti
 def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     """How a task Job treats a failed pod: a permanent error fails the Job, a stop does not count.
 
-    * exit 2 (bad flags or TF_CONFIG) or 3 (bad data) of the trainer: FailJob at once, a new
-      pod would fail the same way (trainer/exit_codes.py PERMANENT_EXIT_CODES);
+    * exit 2 (bad flags or TF_CONFIG), 3 (bad data), 4 (the volume is full) or 5 (the chief
+      ended with one of these) of the trainer: FailJob at once, a new pod would fail the same
+      way (trainer/contract/exit_codes.py PERMANENT_EXIT_CODES);
     * exit 143: the task was stopped with SIGTERM (its pod deleted, by a person or a drain)
       and the chief saved a checkpoint first: Ignore, i.e. a new pod that does not count
       against backoffLimit;

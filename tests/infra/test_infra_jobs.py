@@ -52,7 +52,7 @@ def test_task_jobs_replace_failed_pods_under_a_pod_failure_policy(dev_config):
         assert spec["podReplacementPolicy"] == "Failed", name
         assert spec["backoffLimit"] == 4, name
         assert spec["podFailurePolicy"] == {"rules": [
-            {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [2, 3]}},
+            {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [2, 3, 4, 5]}},
             {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [143]}},
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]}, name
@@ -64,7 +64,7 @@ def test_task_jobs_replace_failed_pods_under_a_pod_failure_policy(dev_config):
 
 def test_the_policy_follows_the_trainers_exit_codes():
     # The codes a restart cannot cure, and the SIGTERM exit, come from trainer/contract/exit_codes.py.
-    assert exit_codes.PERMANENT_EXIT_CODES == (2, 3)
+    assert exit_codes.PERMANENT_EXIT_CODES == (2, 3, 4, 5)
     assert exit_codes.EXIT_SIGTERM == 143
     from infra.components.training import CONTAINER_NAME, pod_failure_policy
     rules = pod_failure_policy().rules

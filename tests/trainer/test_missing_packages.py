@@ -88,7 +88,7 @@ def test_tasks_whose_tensorflow_import_fails_are_not_restarted(tmp_path):
     assert reported and len(reported) == len(set(reported)), proc.stdout  # once per task
     assert [line for line in out if "restart" in line] == [
         next(line for line in out if line.endswith(
-            "exited with code 2 (bad flags, TF_CONFIG, data or packages): not restarting"))]
+            "exited with code 2 (bad flags, TF_CONFIG or packages): not restarting"))]
     assert len([line for line in out if re.match(r"\[local\] started ", line)]) == 4
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.stderr.splitlines() == [

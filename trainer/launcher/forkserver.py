@@ -35,8 +35,21 @@ PRELOAD_MODULES = ["trainer.launcher.preload"]
 #: Set (to 1) in the environment the fork server starts with: trainer.launcher.preload, run
 #: there, then leaves the launcher's session.
 FORK_SERVER_ENV = "TRAINER_FORK_SERVER"
+#: Set (to a file's path) in the environment the fork server starts with, after
+#: use_private_network: the preload enters a private network namespace and writes the
+#: outcome there (trainer/launcher/netns.py).
+NETWORK_REPORT_ENV = "TRAINER_NETWORK_REPORT"
 
 _context = None
+_network_report: str | None = None
+
+
+def use_private_network(report_path: str | None) -> None:
+    """Start the fork server, when it next starts, in a private network namespace, writing
+    the outcome to ``report_path`` (None: in the machine's network). A fork server already
+    running keeps its network."""
+    global _network_report
+    _network_report = report_path
 
 
 def context():
@@ -67,8 +80,10 @@ class ForkedProcess:
         # handler SIGTERMs it (a non-daemon one it would wait for).
         self._process = context().Process(target=_run_child, args=(argv[1:], dict(env), out),
                                           name=name, daemon=True)
-        # Should this start (re)start the fork server, the preload sees the variable.
+        # Should this start (re)start the fork server, the preload sees the variables.
         os.environ[FORK_SERVER_ENV] = "1"
+        if _network_report:
+            os.environ[NETWORK_REPORT_ENV] = _network_report
         try:
             self._process.start()
         except BaseException:
@@ -76,6 +91,7 @@ class ForkedProcess:
             raise
         finally:
             os.environ.pop(FORK_SERVER_ENV, None)
+            os.environ.pop(NETWORK_REPORT_ENV, None)
             out.close()  # the child has its own copy; EOF comes when the child is gone
         self.args = argv
         self.pid = self._process.pid

@@ -2,7 +2,9 @@
 Keras and the trainer's modules that use them.
 
 Importing this module anywhere else does the same imports, nothing more; in the fork
-server (FORK_SERVER_ENV set) it also leaves the launcher's session. TensorFlow's
+server (FORK_SERVER_ENV set) it also leaves the launcher's session and, asked by
+NETWORK_REPORT_ENV, first enters a private network namespace (trainer/launcher/netns.py):
+before TensorFlow is imported, while the process has one thread. TensorFlow's
 import prints its start-up banners (absl's notice, oneDNN's) on file descriptor 2, here
 the launcher's terminal: they are caught and dropped like the tasks' own, and anything
 else the import prints is passed on.
@@ -14,7 +16,9 @@ import os
 import sys
 import tempfile
 
-from trainer.launcher.forkserver import FORK_SERVER_ENV  # standard library only, no TensorFlow
+# Standard library only, no TensorFlow.
+from trainer.launcher.forkserver import FORK_SERVER_ENV, NETWORK_REPORT_ENV
+from trainer.launcher.netns import report_private_network
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -73,4 +77,7 @@ def _import_quietly() -> None:
 
 if os.environ.pop(FORK_SERVER_ENV, None):
     _own_session()
+    _report = os.environ.pop(NETWORK_REPORT_ENV, None)
+    if _report:
+        report_private_network(_report)
 _import_quietly()

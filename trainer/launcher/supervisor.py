@@ -8,7 +8,8 @@ once: trainer/launcher/forkserver.py), streams their output prefixed by task (``
 ...``), and restarts a task that dies, as Kubernetes restarts a failed Job pod, up to
 ``backoff_limit`` restarts per task. After a ps dies the chief is restarted too
 (TensorFlow's guidance for ParameterServerStrategy: restart the coordinator, which resumes
-from the last checkpoint). Ctrl-C or a spent backoff limit stops every child.
+from the last checkpoint). Ctrl-C or a spent backoff limit stops every child. The tasks run
+in a network namespace of their own where Linux allows (trainer/launcher/netns.py).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
 from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
-from trainer.contract.exit_codes import PERMANENT_EXIT_CODES
-from trainer.launcher.forkserver import ForkedProcess
+from trainer.contract.exit_codes import PERMANENT_EXIT_CODES, PERMANENT_REASONS
+from trainer.launcher import netns
+from trainer.launcher.forkserver import ForkedProcess, use_private_network
 from trainer.launcher.lifetime import LAUNCHER_PID_ENV
 from trainer.log_noise import is_log_noise
 
@@ -110,6 +113,8 @@ class Launcher:
             task = Task(task_type, index, argv, env)
             self.tasks[task.name] = task
         self.stopping = False
+        #: Where the fork server reports its network (trainer/launcher/netns.py), in run().
+        self._network_report = ""
 
     def say(self, message: str) -> None:
         with self.lock:
@@ -181,7 +186,7 @@ class Launcher:
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
         if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
-            self.say(f"{task.name} {reason} (bad flags, TF_CONFIG, data or packages): not "
+            self.say(f"{task.name} {reason} ({PERMANENT_REASONS[task.exit_codes[-1]]}): not "
                      "restarting")
             return False
         if task.restarts >= self.backoff_limit:
@@ -198,12 +203,20 @@ class Launcher:
         """Run to the end; return the chief's final exit code (130 after Ctrl-C)."""
         chief = self.tasks["chief-0"]
         self.say("cluster spec " + tf_config_json(self.cluster_spec, "chief", 0))
+        with tempfile.TemporaryDirectory(prefix="trainer-local-") as tmp:
+            self._network_report = os.path.join(tmp, "network")
+            use_private_network(self._network_report)
+            return self._run(chief)
+
+    def _run(self, chief: Task) -> int:
         try:  # from the first start on: an interrupt must stop whatever has started
             # Servers first, so the coordinator finds them listening.
-            for task in self.tasks.values():
-                if task is not chief:
-                    self.start(task)
-            self.start(chief)
+            order = [t for t in self.tasks.values() if t is not chief] + [chief]
+            for n, task in enumerate(order):
+                self.start(task)
+                if n == 0 and not self._network_ok(task):
+                    self.stop_all()
+                    return 1
             return self._watch(chief)
         except KeyboardInterrupt:
             self.say("interrupted: stopping every task")
@@ -212,6 +225,13 @@ class Launcher:
         finally:
             if not self.stopping:
                 self.stop_all()
+
+    def _network_ok(self, first: Task) -> bool:
+        """Say where the tasks' ports can be reached from, once ``first`` has started (the
+        fork server has then set up its network); False when that network does not work."""
+        word, line = netns.outcome_line(self._network_report, first.proc.pid)
+        self.say(line)
+        return word != netns.BROKEN
 
     def _watch(self, chief: Task) -> int:
         chief_done_at = None

@@ -19,6 +19,7 @@ from trainer.flags import LR_SCHEDULES, MODELS, OPTIMIZERS, FlagError
 from trainer.model import build_model
 from trainer.packed import PackedWeights
 from trainer.training.schedule import make_optimizer
+from trainer.training.storage import is_no_space, volume_full
 
 CHECKPOINT_SUBDIR = "checkpoints"
 #: Checkpoints kept in <log_dir>/checkpoints: the newest ones.
@@ -58,6 +59,7 @@ class TrainState:
             weights=self.weights, optimizer=self.optimizer, position=self.position,
             elapsed_s=self.elapsed, global_step=self.global_step)
         self.dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
+        self.log_dir = args.log_dir
         self.is_chief = task.is_chief
         if self.is_chief:
             self.save_dir = self.dir
@@ -102,10 +104,20 @@ class TrainState:
         return self.earlier_s + time.time() - self.started
 
     def save(self, epochs_done: int, batches_done: int) -> str:
-        """Save a checkpoint at (``epochs_done``, ``batches_done``); return its path."""
+        """Save a checkpoint at (``epochs_done``, ``batches_done``); return its path.
+
+        Raises:
+            trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+        """
         self.position.assign([epochs_done, batches_done])
         self.elapsed.assign(self.elapsed_s())
-        path = self.manager.save()
+        try:
+            path = self.manager.save()
+        except (OSError, tf.errors.OpError) as err:
+            if is_no_space(err):
+                raise volume_full(err, self.log_dir, f"saving a checkpoint in {self.save_dir}"
+                                  ) from None
+            raise
         if not self.is_chief:
             shutil.rmtree(self.save_dir, ignore_errors=True)
         return path

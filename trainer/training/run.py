@@ -10,7 +10,7 @@ from trainer import data as data_mod
 from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
 from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
-from trainer.servers import ClusterFiles, start_heartbeat
+from trainer.servers import ClusterFiles, exit_when_chief_fails, start_heartbeat
 from trainer.training.liveness import Watchdog
 
 
@@ -102,6 +102,8 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
         files.dir.mkdir(parents=True, exist_ok=True)  # also makes --log_dir itself
         if task.is_chief:
             start_heartbeat(files)  # before connecting, so waiting servers see a live chief
+        else:  # a synchronous worker: a chief that ends for good would leave it waiting
+            exit_when_chief_fails(files, f"{task.task_type} {task.task_index}")
     except OSError as err:
         raise FlagError(f"--log_dir {args.log_dir} is invalid: cannot create "
                         f"{err.filename or files.dir}: {err.strerror or err}") from None
