@@ -4,6 +4,8 @@ signatures, its idempotence, and the evaluator's own reading of the data and the
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +142,11 @@ def test_the_evaluator_names_a_bad_file_and_exits_2(tmp_path, capsys):
         evaluate.read_test_set(tmp_path)
     assert evaluate.main([str(tmp_path), "--data_dir", str(tmp_path)]) == 2
     assert "no SavedModel" in capsys.readouterr().err
+
+
+def test_several_run_dirs_need_an_output(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(tmp_path), str(tmp_path)],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "several RUN_DIRs: say where the picture goes" in proc.stderr
+    assert not list(tmp_path.iterdir())
