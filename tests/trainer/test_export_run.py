@@ -144,6 +144,18 @@ def test_the_finished_run_again_keeps_its_export_and_result(run):
     assert sorted(p.name for p in (log_dir / "export").iterdir()) == ["1"]
 
 
+def test_a_finished_run_without_its_export_exports_it_and_names_it(run):
+    log_dir, _ = run
+    result = progress.read_result(log_dir)
+    shutil.rmtree(log_dir / "export")
+    older = {k: v for k, v in result.items() if k not in ("saved_model", "keras_model")}
+    (log_dir / "result.json").write_text(json.dumps(older))  # as an earlier trainer wrote it
+    output = launch(log_dir)
+    assert "[chief-0] Run already finished: checkpoint " in output
+    assert (log_dir / "export" / "1" / "saved_model.pb").is_file()
+    assert progress.read_result(log_dir) == result  # the same weights: the same result
+
+
 def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
     from trainer.board import TensorBoardServer
 
