@@ -2,8 +2,9 @@
 
 Commands: ``python -m trainer`` (one task, dispatched on TF_CONFIG), ``python -m
 trainer.local`` (a whole run on one machine), ``python -m trainer.stage`` (put MNIST where
-the tasks read it), ``python -m trainer.board`` and ``python -m trainer.report`` (see a
-run: TensorBoard, a PNG of its learning curves).
+the tasks read it), ``python -m trainer.board`` and ``python -m trainer.report`` (see
+runs: TensorBoard, a PNG of their learning curves), ``python -m trainer.evaluate`` (an
+exported model's test accuracy, with plain TensorFlow: it imports nothing from here).
 
 Parts: ``contract/`` (what infra/ imports: cluster spec and TF_CONFIG, exit codes, the
 progress lines), ``training/`` (the chief's and synchronous workers' training),

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, TextIO
 
-from trainer.contract.progress import TENSORBOARD_SUBDIR
+from trainer.contract.progress import TRAIN_SUBDIR
 
 #: Seconds TensorBoard gets to answer its URL (it imports TensorFlow when installed: about
 #: 5-10 s on 2 busy cores).
@@ -53,7 +53,8 @@ class TensorBoardServer:
     """One ``tensorboard --logdir <logdir> --host <host> --port <port>`` process.
 
     Args:
-        logdir: the run's log directory (TensorBoard lists ``train``, the chief's events).
+        logdir: the run's log directory (TensorBoard lists its ``train`` and ``validation``
+            runs), or a directory of runs (``<run>/train``, ``<run>/validation`` each).
         port: 0 picks a free one.
         out: where TensorBoard's own lines go, prefixed ``[tensorboard] ``.
     """
@@ -153,10 +154,10 @@ class TensorBoardServer:
 def newest_run(runs: Path = Path("runs")) -> Path | None:
     """The most recently written run directory under ``runs`` (one holding TensorBoard
     events), or None."""
-    candidates = [p.parent for p in runs.glob(f"*/{TENSORBOARD_SUBDIR}") if p.is_dir()]
+    candidates = [p.parent for p in runs.glob(f"*/{TRAIN_SUBDIR}") if p.is_dir()]
     if not candidates:
         return None
-    return max(candidates, key=lambda p: (p / TENSORBOARD_SUBDIR).stat().st_mtime)
+    return max(candidates, key=lambda p: (p / TRAIN_SUBDIR).stat().st_mtime)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -133,14 +133,16 @@ def _assert_clean_run(run: Run, tasks: set[str]) -> progress.ParsedLog:
 
 
 def _tensorboard_tags(log_dir: Path) -> set[str]:
+    """The tags of the chief's events, as ``<train or validation>/<tag>``."""
     import tensorflow as tf
 
     tags = set()
-    files = sorted((log_dir / "train").glob("events.out.tfevents.*"))
-    assert files, f"no event files under {log_dir / 'train'}"
-    for path in files:
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            tags.update(v.tag for v in event.summary.value)
+    for subdir in ("train", "validation"):
+        files = sorted((log_dir / subdir).glob("events.out.tfevents.*"))
+        assert files, f"no event files under {log_dir / subdir}"
+        for path in files:
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                tags.update(f"{subdir}/{v.tag}" for v in event.summary.value)
     return tags
 
 
@@ -162,17 +164,19 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
 
 
-#: The tags of README's "See the training" table (trainer.contract.progress.EPOCH_TAGS and
-#: TAG_BATCH_COST), spelled out so that renaming one breaks this test too.
-EPOCH_TAGS = {"epoch/train_cost", "epoch/test_cost", "epoch/train_accuracy",
-              "epoch/test_accuracy", "epoch/learning_rate", "epoch/examples_per_s"}
-BATCH_TAGS = {"batch/train_cost"}
+#: The series of README's "See the training" table (trainer.contract.progress.EPOCH_SERIES
+#: and BATCH_COST), spelled out so that renaming one breaks this test too.
+EPOCH_TAGS = {"train/epoch_loss", "validation/epoch_loss", "train/epoch_accuracy",
+              "validation/epoch_accuracy", "train/epoch_learning_rate",
+              "train/epoch_examples_per_s"}
+BATCH_TAGS = {"train/batch_loss"}
 
 
 def test_ps_run_writes_tensorboard_scalars_from_the_chief_only(ps1):
     assert EPOCH_TAGS | BATCH_TAGS <= _tensorboard_tags(ps1.log_dir)
     assert [p.name for p in ps1.log_dir.iterdir() if p.is_dir()] and \
-        {p.name for p in ps1.log_dir.iterdir()} >= {"train", "checkpoints", "result.json"}
+        {p.name for p in ps1.log_dir.iterdir()} >= {"train", "validation", "checkpoints",
+                                                   "export", "result.json"}
 
 
 def test_ps_run_with_a_worker_and_then_the_ps_killed(ps1, ps1_faults):
@@ -200,7 +204,7 @@ def test_sync_run_trains_and_ends_cleanly(ps0):
     # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
     assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)
     assert progress.read_result(ps0.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
-    assert {"epoch/train_cost", "batch/train_cost", "epoch/test_accuracy"} <= \
+    assert {"train/epoch_loss", "train/batch_loss", "validation/epoch_accuracy"} <= \
         _tensorboard_tags(ps0.log_dir)
 
 

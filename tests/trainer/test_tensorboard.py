@@ -84,10 +84,12 @@ def run(tmp_path_factory):
             live.proc.wait()
 
 
-def scalars(run: LiveRun, tag: str, points: int = EPOCHS, wait_s: float = 90.0) -> list:
-    """TensorBoard's [wall time, step, value] of ``tag``, once it has read ``points`` of them
-    (it rereads the log directory every few seconds)."""
-    query = urllib.parse.urlencode({"run": progress.TENSORBOARD_SUBDIR, "tag": tag})
+def scalars(run: LiveRun, series: tuple[str, str], points: int = EPOCHS,
+            wait_s: float = 90.0) -> list:
+    """TensorBoard's [wall time, step, value] of ``series`` (TensorBoard run, tag), once it
+    has read ``points`` of them (it rereads the log directory every few seconds)."""
+    subdir, tag = series
+    query = urllib.parse.urlencode({"run": subdir, "tag": tag})
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -115,14 +117,18 @@ def test_url_printed_before_training_and_serving_after_it(run):
 
 def test_scalars_api_returns_the_chiefs_per_epoch_series_matching_result_json(run):
     result = json.loads((run.log_dir / "result.json").read_text())
-    scalars(run, progress.EPOCH_TAGS["examples_per_s"])  # the last epoch's last tag
-    assert run.get_json("data/runs") == [progress.TENSORBOARD_SUBDIR]  # one run: the chief's
-    tags = run.get_json("data/plugin/scalars/tags")[progress.TENSORBOARD_SUBDIR]
-    assert set(progress.EPOCH_TAGS.values()) | {progress.TAG_BATCH_COST} == set(tags)
+    scalars(run, progress.EPOCH_SERIES["examples_per_s"])  # the last epoch's last tag
+    scalars(run, progress.EPOCH_SERIES["test_accuracy"])
+    # Keras' layout: the chief's train and validation runs, the same tags in both
+    assert sorted(run.get_json("data/runs")) == ["train", "validation"]
+    tags = run.get_json("data/plugin/scalars/tags")
+    assert set(tags["train"]) == {"epoch_loss", "epoch_accuracy", "epoch_learning_rate",
+                                  "epoch_examples_per_s", "batch_loss"}
+    assert set(tags["validation"]) == {"epoch_loss", "epoch_accuracy"}
     series = {}
-    for key, tag in progress.EPOCH_TAGS.items():
-        series[key] = scalars(run, tag)  # [wall time, step, value]
-        assert [step for _, step, _ in series[key]] == list(range(1, EPOCHS + 1)), tag
+    for key, where in progress.EPOCH_SERIES.items():
+        series[key] = scalars(run, where)  # [wall time, step, value]
+        assert [step for _, step, _ in series[key]] == list(range(1, EPOCHS + 1)), where
     # the last epoch is the result; float32 in the events
     assert series["test_accuracy"][-1][2] == pytest.approx(result["test_accuracy"], abs=1e-6)
     assert series["train_cost"][-1][2] == pytest.approx(result["final_cost"], rel=1e-5)
@@ -166,17 +172,23 @@ def headless(chromium: str, profile: Path, *args: str,
 
 
 def test_a_browser_renders_the_tags_on_the_scalars_page(run, chromium, tmp_path):
-    scalars(run, progress.EPOCH_TAGS["examples_per_s"])
+    scalars(run, progress.EPOCH_SERIES["examples_per_s"])
     # TensorBoard 2.21's scalars view is the Time Series dashboard (its default; the legacy
     # SCALARS tab draws inside shadow roots, which --dump-dom does not show).
     page = run.url + "?darkMode=false#timeseries"
     # Tall: TensorBoard renders only the cards in view.
     dom = headless(chromium, tmp_path / "profile-dom", "--dump-dom", page, size="1400,3200")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    for tag in [*progress.EPOCH_TAGS.values(), progress.TAG_BATCH_COST]:
-        # a card's title: the element of class "tag" titled with the tag
-        assert re.search(rf'class="tag"[^>]*title="{re.escape(tag)}"', dom.stdout), \
+    tags = {tag for _, tag in [*progress.EPOCH_SERIES.values(), progress.BATCH_COST]}
+    for tag in tags:
+        # Tags without a "/" each get their own group, titled with the tag (TensorBoard
+        # groups by the prefix before the first "/")...
+        assert re.search(rf'class="group-title"[^>]*title="{re.escape(tag)}"', dom.stdout), \
             f"{tag} not rendered"
+    # ... and the groups it opens show their cards (class "tag", titled with the tag); it
+    # opens the first few only.
+    cards = set(re.findall(r'class="tag"[^>]*title="([^"]+)"', dom.stdout))
+    assert {"batch_loss", "epoch_accuracy"} <= cards <= tags, cards
     shot = tmp_path / "tensorboard-scalars.png"
     taken = headless(chromium, tmp_path / "profile-shot", f"--screenshot={shot}", page)
     assert taken.returncode == 0 and shot.is_file(), taken.stderr[-2000:]
@@ -209,8 +221,9 @@ def test_every_task_wrote_its_log_file_on_the_volume(run):
     assert f"Epoch {EPOCHS} of {EPOCHS} done" in chief and chief.rstrip().endswith("done")
     # nothing of the logs among the checkpoints or the events
     assert not list((run.log_dir / "checkpoints").glob("*.log"))
-    assert all(p.name.startswith("events.out.tfevents")
-               for p in (run.log_dir / progress.TENSORBOARD_SUBDIR).iterdir())
+    for subdir in progress.TENSORBOARD_SUBDIRS:
+        assert all(p.name.startswith("events.out.tfevents")
+                   for p in (run.log_dir / subdir).iterdir())
 
 
 def test_report_draws_a_png_of_the_runs_curves(run, tmp_path):
@@ -218,7 +231,7 @@ def test_report_draws_a_png_of_the_runs_curves(run, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainer.report", str(run.log_dir), "-o",
                            str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"{out}: {EPOCHS} epochs")
+    assert proc.stdout.startswith(f"{out}: {run.log_dir.name}: {EPOCHS} epochs")
     assert png_size(out.read_bytes()) == (1100, 750)
     series = report.read_series(run.log_dir)
     printed = chief_epochs(run)

@@ -24,6 +24,9 @@ What infra/ relies on without importing it:
   ``--batch_size``, ``--learning_rate``, ``--peer_timeout`` and ``--run_id``
   (tests/infra/test_infra_topology.py pins the strings).
 - The layout of ``--log_dir`` on the shared volume: ``logs/<task>.log`` (trainer/tasklog.py;
-  infra.status points there) and TensorBoard's events under ``train/``
-  (``progress.TENSORBOARD_SUBDIR``; the TensorBoard Deployment serves ``--log_dir``).
+  infra.status points there), TensorBoard's events under ``train/`` and ``validation/``
+  (``progress.TENSORBOARD_SUBDIRS``; a TensorBoard on ``--log_dir`` or on a directory of
+  runs shows them), and the exported model under ``export/<epochs>/``
+  (``progress.EXPORT_SUBDIR``, TF Serving's model base path; result.json's ``saved_model``
+  names the version).
 """

@@ -14,30 +14,43 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 RESULT_FILE = "result.json"
-#: Where the chief writes its TensorBoard events under --log_dir: one run, the chief's only.
-TENSORBOARD_SUBDIR = "train"
-#: TensorBoard scalar tags of the per-epoch series (step = the 1-based epoch): key -> tag.
-#: Costs are mean cross-entropy in nats, accuracies fractions, examples/s of training time.
-EPOCH_TAGS = {
-    "train_cost": "epoch/train_cost",
-    "test_cost": "epoch/test_cost",
-    "train_accuracy": "epoch/train_accuracy",
-    "test_accuracy": "epoch/test_accuracy",
-    "learning_rate": "epoch/learning_rate",
-    "examples_per_s": "epoch/examples_per_s",
-}
-#: What each tag shows (TensorBoard's tooltip on a chart).
-TAG_DESCRIPTIONS = {
-    "epoch/train_cost": "Mean cross-entropy (nats) of the epoch's training batches",
-    "epoch/test_cost": "Mean cross-entropy (nats) on the test set after the epoch",
-    "epoch/train_accuracy": "Fraction of the epoch's training examples predicted right",
-    "epoch/test_accuracy": "Fraction of the test set predicted right after the epoch",
-    "epoch/learning_rate": "The optimizer's learning rate at the end of the epoch",
-    "epoch/examples_per_s": "Training examples per second of the epoch's wall time",
-    "batch/train_cost": "Cost of the latest batches at each progress line (x: global step)",
+#: The chief's TensorBoard events under --log_dir, laid out as Keras' TensorBoard callback
+#: does: one TensorBoard run per split, the same tags in each, so that train and test curves
+#: overlay in one chart, and so do several runs under one ``tensorboard --logdir`` (their
+#: runs are then ``<run>/train`` and ``<run>/validation``).
+TRAIN_SUBDIR = "train"
+VALIDATION_SUBDIR = "validation"
+TENSORBOARD_SUBDIRS = (TRAIN_SUBDIR, VALIDATION_SUBDIR)
+#: The per-epoch series (step = the 1-based epoch): key -> (subdirectory, scalar tag).
+#: Costs are mean cross-entropy in nats, accuracies fractions, examples/s of training time;
+#: "test" is the whole test set after the epoch, TensorBoard's "validation" run.
+EPOCH_SERIES: dict[str, tuple[str, str]] = {
+    "train_cost": (TRAIN_SUBDIR, "epoch_loss"),
+    "train_accuracy": (TRAIN_SUBDIR, "epoch_accuracy"),
+    "test_cost": (VALIDATION_SUBDIR, "epoch_loss"),
+    "test_accuracy": (VALIDATION_SUBDIR, "epoch_accuracy"),
+    "learning_rate": (TRAIN_SUBDIR, "epoch_learning_rate"),
+    "examples_per_s": (TRAIN_SUBDIR, "epoch_examples_per_s"),
 }
 #: The cost of every progress line (step = the global step), as in the guide's Step lines.
-TAG_BATCH_COST = "batch/train_cost"
+BATCH_COST: tuple[str, str] = (TRAIN_SUBDIR, "batch_loss")
+#: What each series shows (TensorBoard's tooltip on a chart), keyed as EPOCH_SERIES plus
+#: "batch_cost".
+SERIES_DESCRIPTIONS = {
+    "train_cost": "Mean cross-entropy (nats) of the epoch's training batches",
+    "test_cost": "Mean cross-entropy (nats) on the test set after the epoch",
+    "train_accuracy": "Fraction of the epoch's training examples predicted right",
+    "test_accuracy": "Fraction of the test set predicted right after the epoch",
+    "learning_rate": "The optimizer's learning rate at the end of the epoch",
+    "examples_per_s": "Training examples per second of the epoch's wall time",
+    "batch_cost": "Cost of the latest batches at each progress line (x: global step)",
+}
+#: The model the chief exports at the end of a run (trainer/training/export.py), under
+#: --log_dir: ``export/<version>/`` holds a SavedModel (saved_model.pb, variables/) and
+#: ``model.keras``; the version is the number of epochs in its weights. ``export/`` is what
+#: TF Serving's --model_base_path names (it serves the highest version).
+EXPORT_SUBDIR = "export"
+KERAS_MODEL_FILE = "model.keras"
 
 _STEP = re.compile(
     r"^Step: (?P<step>\d+),  Epoch: (?P<epoch>\d+),  Batch: (?P<batch>\d+) of (?P<batches>\d+),"
@@ -73,7 +86,7 @@ def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
 def epoch_line(epoch: int, epochs: int, values: dict, epoch_time_s: float,
                checkpoint: str) -> str:
     """``Epoch <e> of <n> done: cost <c>, train accuracy <a>, test accuracy <a>, test cost
-    <c>, <s>s, <n> examples/s; checkpoint <path>`` (``values`` keyed as EPOCH_TAGS)."""
+    <c>, <s>s, <n> examples/s; checkpoint <path>`` (``values`` keyed as EPOCH_SERIES)."""
     return (f"Epoch {epoch} of {epochs} done: cost {values['train_cost']:.4f}, "
             f"train accuracy {values['train_accuracy']:.4f}, test accuracy "
             f"{values['test_accuracy']:.4f}, test cost {values['test_cost']:.4f}, "
@@ -158,6 +171,10 @@ class Result:
     strategy: str
     model: str
     global_step: int
+    #: The exported model, relative to --log_dir (``export/<epochs>`` and
+    #: ``export/<epochs>/model.keras``); empty when there is none.
+    saved_model: str = ""
+    keras_model: str = ""
 
 
 def write_result(log_dir: str | Path, result: Result) -> Path:

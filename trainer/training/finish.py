@@ -1,10 +1,13 @@
-"""The end of a run: the chief's result (result.json and the guide's closing lines), the done
-marker that lets the ps and workers go, and the TensorFlow objects kept until ``os._exit``."""
+"""The end of a run: the chief's exported model and result (result.json and the guide's
+closing lines), the done marker that lets the ps and workers go, and the TensorFlow objects
+kept until ``os._exit``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
+from pathlib import Path
 
 from tensorflow.python.eager import context
 
@@ -12,6 +15,7 @@ from trainer import data as data_mod
 from trainer.contract import progress
 from trainer.servers import ClusterFiles
 from trainer.training.evaluation import evaluate
+from trainer.training.export import Export, export_model
 from trainer.training.loop import Outcome, TrainingLoop
 
 #: What the chief holds on to from telling the servers "done" until the process exits: a
@@ -41,11 +45,14 @@ def release_remote_work() -> None:
 
 def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: TrainingLoop,
                    outcome: Outcome, resumed_from_epoch: int) -> None:
-    """The chief after the last epoch: result.json, the closing lines, the done marker."""
+    """The chief after the last epoch: the export, result.json, the closing lines, the done
+    marker."""
     test_accuracy = outcome.test_accuracy
     if test_accuracy is None:  # the last epoch's evaluation is the final one
         loop.packing.copy_to_model(loop.state.weights)
         test_accuracy = evaluate(loop.model, loop.dataset)
+    # The model evaluated above (the last epoch's evaluation copied the final weights into it).
+    exported = export(args, loop.model, args.epochs)
     total_time = loop.state.elapsed_s()
     train_time = outcome.train_time_s
     result = progress.Result(
@@ -54,7 +61,8 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
         examples_per_s=outcome.examples / train_time if train_time else 0.0,
         train_examples=len(loop.dataset.x_train), batch_size=args.batch_size,
         strategy=loop.dist.kind, model=args.model,
-        global_step=int(loop.state.global_step.numpy()))
+        global_step=int(loop.state.global_step.numpy()),
+        saved_model=exported.saved_model, keras_model=exported.keras_model)
     progress.write_result(args.log_dir, result)
     for line in progress.final_lines(test_accuracy, total_time, outcome.last_cost):
         print(line, flush=True)
@@ -65,11 +73,22 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
 
 def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: str,
                         done_epochs: int, dataset: data_mod.Dataset, model) -> None:
-    """The chief of a run whose checkpoint has every epoch: the earlier result's closing
-    lines (or, without result.json, a fresh evaluation of ``model``), the done marker."""
+    """The chief of a run whose checkpoint has every epoch: its export (written only if
+    missing), the earlier result's closing lines (or, without result.json, a fresh
+    evaluation of ``model``, which holds the checkpoint's weights), the done marker."""
     print(f"Run already finished: checkpoint {latest} has {done_epochs} of {args.epochs} "
           "epochs; not training again", flush=True)
+    exported = export(args, model, done_epochs)
     previous = progress.read_result(args.log_dir)
+    fields = {f.name for f in dataclasses.fields(progress.Result)}
+    if previous and fields - {"saved_model", "keras_model"} <= previous.keys() and (
+            previous.get("saved_model"), previous.get("keras_model")) != (
+            exported.saved_model, exported.keras_model):
+        # A result written before the export was (a chief stopped in between, or an older
+        # trainer): the same weights, so the same result, now naming its export.
+        progress.write_result(args.log_dir, progress.Result(**{
+            **{k: v for k, v in previous.items() if k in fields},
+            **dataclasses.asdict(exported)}))
     if previous:
         accuracy, total, cost = (previous["test_accuracy"], previous["total_time_s"],
                                  previous["final_cost"])
@@ -80,6 +99,16 @@ def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: s
     keep_until_exit(model)
     release_remote_work()
     files.mark_done()
+
+
+def export(args: argparse.Namespace, model, epochs: int) -> Export:
+    """Export ``model`` (holding the weights after ``epochs`` epochs) under --log_dir as
+    version ``epochs`` (trainer/training/export.py) and say where; return its paths."""
+    exported = export_model(model, args.log_dir, epochs)
+    print(f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} "
+          f"(serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
+          f"{Path(args.log_dir) / exported.keras_model}", flush=True)
+    return exported
 
 
 def finish_worker(loop: TrainingLoop) -> None:

@@ -66,8 +66,9 @@ class TrainingLoop:
         self.steps_per_epoch = steps_per_epoch
         self.sigterm = SigtermFlag()
         watchdog.kick()
-        self.writer = tf.summary.create_file_writer(
-            str(Path(args.log_dir) / progress.TENSORBOARD_SUBDIR)) if self.is_chief else None
+        #: The chief's event writers, one per TensorBoard run: subdirectory -> writer.
+        self.writers = {subdir: tf.summary.create_file_writer(str(Path(args.log_dir) / subdir))
+                        for subdir in progress.TENSORBOARD_SUBDIRS} if self.is_chief else {}
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
 
@@ -128,8 +129,9 @@ class TrainingLoop:
         step = int(self.state.global_step.numpy())
         print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms),
               flush=True)
-        with self.writer.as_default(step=step):
-            write_scalar(progress.TAG_BATCH_COST, loss)
+        subdir, tag = progress.BATCH_COST
+        with self.writers[subdir].as_default(step=step):
+            write_scalar(tag, loss, progress.SERIES_DESCRIPTIONS["batch_cost"])
 
     def _end_epoch(self, epoch: int, epoch_time: float, outcome: Outcome) -> None:
         """The epoch's results into ``outcome``, its checkpoint, and the chief's report."""
@@ -159,16 +161,18 @@ class TrainingLoop:
             "learning_rate": learning_rate_at(self.state.optimizer, self.args,
                                               int(self.state.global_step.numpy())),
             "examples_per_s": values["examples_per_s"]}
-        with self.writer.as_default(step=epoch + 1):
-            for key, value in epoch_values.items():
-                write_scalar(progress.EPOCH_TAGS[key], value)
-        self.writer.flush()
+        for key, value in epoch_values.items():
+            subdir, tag = progress.EPOCH_SERIES[key]
+            with self.writers[subdir].as_default(step=epoch + 1):
+                write_scalar(tag, value, progress.SERIES_DESCRIPTIONS[key])
+        for writer in self.writers.values():
+            writer.flush()
         print(progress.epoch_line(epoch + 1, self.args.epochs, epoch_values, epoch_time, path),
               flush=True)
         return test_accuracy
 
 
-def write_scalar(name: str, value: float) -> None:
+def write_scalar(name: str, value: float, description: str = "") -> None:
     """Write a TensorBoard scalar with core TensorFlow only.
 
     tf.summary.scalar needs the tensorboard package, which tensorflow 2.21 no longer
@@ -176,6 +180,6 @@ def write_scalar(name: str, value: float) -> None:
     so the trainer image does not need TensorBoard.
     """
     metadata = summary_pb2.SummaryMetadata(
-        summary_description=progress.TAG_DESCRIPTIONS.get(name, ""),
+        summary_description=description,
         plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)

@@ -1,0 +1,188 @@
+"""One short real run (``python -m trainer.local``, chief + 1 worker + 1 ps, 1 epoch of the
+shipped mnist-10k sample), shared by the assertions: the model it exports, read back by
+``python -m trainer.evaluate`` in processes that import no trainer module; the run again on
+the same --log_dir (finished: the export stays); its TensorBoard events in train/ and
+validation/; ``trainer.report`` and one TensorBoard over two runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from trainer.contract import progress
+from trainer.flags import BUNDLED_DATA_DIR
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def launch(log_dir: Path) -> str:
+    """Run the launcher to the end on ``log_dir``; return its output (asserting exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.local", "--workers", "1", "--ps", "1", "--epochs", "1",
+         "--log_interval", "50", "--peer_timeout", "120", "--log_dir", str(log_dir)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, str]:
+    log_dir = tmp_path_factory.mktemp("runs") / "run-a"
+    return log_dir, launch(log_dir)
+
+
+#: Runs ``python -m trainer.evaluate`` as ``-m`` does, then prints the trainer modules
+#: the process imported (``trainer`` itself, the package ``-m`` imports first, holds only
+#: a docstring).
+WRAPPER = """
+import json, runpy, sys
+sys.argv = ["trainer.evaluate", *sys.argv[1:]]
+code = 0
+try:
+    runpy.run_module("trainer.evaluate", run_name="__main__", alter_sys=True)
+except SystemExit as exit:
+    code = exit.code
+print("TRAINER_MODULES " + json.dumps(sorted(
+    m for m in sys.modules if m == "trainer" or m.startswith("trainer."))))
+sys.exit(code)
+"""
+
+
+def _accuracy_lines(stdout: str) -> tuple[float, int, int]:
+    lines = stdout.splitlines()
+    assert lines[0].startswith("Test-Accuracy: "), stdout
+    words = lines[1].split()  # Correct: <n> of <m> test examples (<fraction>) by <dir>
+    correct, total = int(words[1]), int(words[3])
+    assert lines[0] == f"Test-Accuracy: {correct / total:.4f}"
+    assert words[6] == f"({correct / total!r})"
+    return correct / total, correct, total
+
+
+def test_result_json_names_the_export_and_the_chief_says_where(run):
+    log_dir, output = run
+    result = progress.read_result(log_dir)
+    assert (result["saved_model"], result["keras_model"]) == ("export/1", "export/1/model.keras")
+    assert (log_dir / "export" / "1" / "saved_model.pb").is_file()
+    assert (log_dir / "export" / "1" / "model.keras").is_file()
+    assert f"[chief-0] Exported model: SavedModel {log_dir / 'export' / '1'} " in output
+
+
+def test_evaluate_prints_result_json_s_accuracy_without_importing_the_trainer(run):
+    log_dir, _ = run
+    result = progress.read_result(log_dir)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(log_dir / "export"), "--data_dir",
+         str(BUNDLED_DATA_DIR)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    accuracy, correct, total = _accuracy_lines(proc.stdout)
+    assert total == 2000  # the sample's test set
+    assert accuracy == result["test_accuracy"], (proc.stdout, result)
+    imported = json.loads(proc.stdout.splitlines()[-1].removeprefix("TRAINER_MODULES "))
+    assert set(imported) <= {"trainer", "trainer.evaluate"}, imported
+    print(f"result.json {result['test_accuracy']!r}; evaluate {accuracy!r} ({correct} of {total})")
+
+
+def test_a_copy_of_evaluate_outside_the_repository_gives_the_same(run, tmp_path):
+    log_dir, _ = run
+    script = shutil.copy(REPO / "trainer" / "evaluate.py", tmp_path / "evaluate_copy.py")
+    proc = subprocess.run(
+        [sys.executable, "-I", str(script), str(log_dir / "export" / "1"), "--data_dir",
+         str(BUNDLED_DATA_DIR)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _accuracy_lines(proc.stdout)[0] == progress.read_result(log_dir)["test_accuracy"]
+
+
+def test_events_are_in_train_and_validation_with_keras_tags(run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    log_dir, output = run
+    result = progress.read_result(log_dir)
+    tags = {}
+    values = {}
+    for subdir in ("train", "validation"):
+        events = EventAccumulator(str(log_dir / subdir))
+        events.Reload()
+        tags[subdir] = set(events.Tags()["tensors"])
+        for tag in tags[subdir]:
+            values[subdir, tag] = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto)))
+                                   for e in events.Tensors(tag)]
+    assert tags == {"train": {"epoch_loss", "epoch_accuracy", "epoch_learning_rate",
+                              "epoch_examples_per_s", "batch_loss"},
+                    "validation": {"epoch_loss", "epoch_accuracy"}}
+    assert [step for step, _ in values["validation", "epoch_accuracy"]] == [1]
+    assert values["validation", "epoch_accuracy"][0][1] == pytest.approx(
+        result["test_accuracy"], abs=1e-6)  # float32 in the event
+    assert values["train", "epoch_loss"][0][1] == pytest.approx(result["final_cost"], rel=1e-5)
+    epoch = progress.parse_log("\n".join(
+        l for l in output.splitlines() if l.startswith("[chief-0]"))).epochs[0]
+    assert values["validation", "epoch_loss"][0][1] == pytest.approx(epoch["test_cost"],
+                                                                     abs=5e-5 + 1e-6)
+    assert values["train", "epoch_accuracy"][0][1] == pytest.approx(epoch["train_accuracy"],
+                                                                    abs=5e-5 + 1e-6)
+    # one batch_loss per Step line
+    assert len(values["train", "batch_loss"]) == len(progress.parse_log(output).steps)
+
+
+def test_the_finished_run_again_keeps_its_export_and_result(run):
+    log_dir, _ = run
+    pb = log_dir / "export" / "1" / "saved_model.pb"
+    before = (pb.stat().st_ino, pb.stat().st_mtime_ns, (log_dir / "result.json").read_text())
+    output = launch(log_dir)
+    assert "[chief-0] Run already finished: checkpoint " in output
+    assert f"[chief-0] Exported model: SavedModel {log_dir / 'export' / '1'} " in output
+    assert (pb.stat().st_ino, pb.stat().st_mtime_ns,
+            (log_dir / "result.json").read_text()) == before
+    assert sorted(p.name for p in (log_dir / "export").iterdir()) == ["1"]
+
+
+def test_a_finished_run_without_its_export_exports_it_and_names_it(run):
+    log_dir, _ = run
+    result = progress.read_result(log_dir)
+    shutil.rmtree(log_dir / "export")
+    older = {k: v for k, v in result.items() if k not in ("saved_model", "keras_model")}
+    (log_dir / "result.json").write_text(json.dumps(older))  # as an earlier trainer wrote it
+    output = launch(log_dir)
+    assert "[chief-0] Run already finished: checkpoint " in output
+    assert (log_dir / "export" / "1" / "saved_model.pb").is_file()
+    assert progress.read_result(log_dir) == result  # the same weights: the same result
+
+
+def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
+    from trainer.board import TensorBoardServer
+
+    log_dir, _ = run
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name in ("run-a", "run-b"):  # the second: a copy, as a run of the same recipe would be
+        shutil.copytree(log_dir, runs / name, ignore=shutil.ignore_patterns("export", "logs"))
+    picture = tmp_path / "both.png"
+    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(runs), "--out",
+                           str(picture)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split(": ")[1] for line in proc.stdout.splitlines()] == ["run-a", "run-b"]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    board = TensorBoardServer(runs)
+    try:
+        board.start()
+        with urllib.request.urlopen(board.url + "data/runs", timeout=10) as response:
+            listed = json.loads(response.read())
+        with urllib.request.urlopen(board.url + "data/plugin/scalars/tags",
+                                    timeout=10) as response:
+            tags = json.loads(response.read())
+    finally:
+        board.stop()
+    assert sorted(listed) == ["run-a/train", "run-a/validation", "run-b/train",
+                              "run-b/validation"]
+    for name in ("run-a", "run-b"):
+        assert {"epoch_loss", "epoch_accuracy"} <= set(tags[f"{name}/validation"])
+        assert {"epoch_loss", "epoch_accuracy", "batch_loss"} <= set(tags[f"{name}/train"])
+
