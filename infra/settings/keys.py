@@ -241,7 +241,8 @@ KEYS: tuple[Key, ...] = (
     Key("nfs.path", None, export_path, "/exports/tf-mnist", None,
         "Exported directory that the PV mounts (persistence.volume.type nfs)."),
     Key("hostPath.path", "/var/lib/tf-mnist", absolute_path, "/var/lib/tf-mnist", "string",
-        "Directory on the node that backs the PV (persistence.volume.type hostPath; created when missing)."),
+        "Directory on the node that backs the PV (persistence.volume.type hostPath); must be writable by "
+        "uid 1000, the pods' user (created root-owned when missing, which they cannot write)."),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
