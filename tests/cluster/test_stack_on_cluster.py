@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from datetime import datetime
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -186,6 +187,12 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     assert status.returncode == 0 and "FINISHED" in status.stdout, status.stdout + status.stderr
 
 
+def _rfc3339_s(stamp: str) -> float:
+    """Seconds since the epoch of kubectl's RFC 3339 timestamp (nanoseconds, trailing zeros cut)."""
+    base, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(base + "+00:00").timestamp() + float("0." + (fraction or "0"))
+
+
 def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: Kube) -> None:
     _, volume = stack
     labels = kube.run("get", "namespace", NAMESPACE, "-o", "jsonpath={.metadata.labels}").stdout
@@ -219,9 +226,14 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in volume.rglob("*")}
     assert owners == {(RUN_AS_USER, RUN_AS_GROUP)}, owners
     # The figures behind the task pods' grace period (infra/components/pods.py TASK_GRACE_SECONDS).
+    # An Epoch line follows the epoch's training (epoch_time_s), checkpoint and evaluation:
+    # the time between two such lines less the training is the checkpoint plus evaluation.
+    stamped = [line.split(" ", 1) for line in kube.logs(f"job/{PREFIX}-chief-0", "--timestamps").splitlines()]
+    at = [_rfc3339_s(stamp) for stamp, line in stamped if parse_log(line).epochs]
     chief = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
+    after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
     print(f"\nchief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
-          f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s")
+          f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
 
 
 def _status(kube: Kube, prefix: str) -> subprocess.CompletedProcess:
@@ -313,7 +325,8 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
     assert pv["spec"]["hostPath"]["path"] == str(volume)
     assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
     for job in _jobs(kube).values():
-        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]]
+        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]
+                  if "persistentVolumeClaim" in v]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
     # The re-created Jobs find the finished run on the volume and end without retraining.
     assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
