@@ -18,8 +18,11 @@ RUN pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 # copies by default.
 COPY trainer/ /app/trainer/
 
-# Runs as root on purpose: the NAS volume's root directory belongs to root (no_squash), and
-# the staging Job and the chief create mnist/ and runs/ under it.
+# uid/gid 1000, no home directory: the stack's pods run as 1000:1000 with a read-only root
+# filesystem, HOME and TMPDIR on an emptyDir at /tmp (infra/components/pods.py). The shared
+# volume's root must be writable by that uid: staging creates mnist/ and runs/ under it.
+RUN groupadd --gid 1000 trainer && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp trainer
+USER 1000:1000
 # No ENTRYPOINT: the stack gives the whole command (python -m trainer ..., or
 # python -m trainer.stage ...).
 CMD ["python", "-m", "trainer", "--help"]

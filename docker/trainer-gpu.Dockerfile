@@ -26,5 +26,7 @@ RUN apt-get update \
 WORKDIR /app
 COPY trainer/ /app/trainer/
 
-# Root and no ENTRYPOINT for the same reasons as the CPU image.
+# uid/gid 1000 and no ENTRYPOINT for the same reasons as the CPU image.
+RUN groupadd --gid 1000 trainer && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp trainer
+USER 1000:1000
 CMD ["python", "-m", "trainer", "--help"]

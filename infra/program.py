@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.components.registry import PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
@@ -92,13 +93,15 @@ def build(settings: Settings) -> dict[str, Any]:
 
 def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
     """The namespace name for namespaced objects: from the Namespace resource when the stack
-    creates it, which orders them after it."""
+    creates it, which orders them after it. A created namespace enforces the Pod Security
+    Standard "restricted", which every pod of the stack passes (pods.POD_SECURITY_LABELS)."""
     if not settings.create_namespace:
         return settings.namespace
     return k8s.core.v1.Namespace(
         settings.namespace,
         metadata=k8s.meta.v1.ObjectMetaArgs(name=settings.namespace,
-                                            labels=recommended_labels(settings.name_prefix, "namespace")),
+                                            labels={**recommended_labels(settings.name_prefix, "namespace"),
+                                                    **pods.POD_SECURITY_LABELS}),
         opts=pulumi.ResourceOptions(provider=provider)).metadata.name
 
 

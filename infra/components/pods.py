@@ -1,4 +1,5 @@
-"""Pod spec parts shared by every workload of the stack: placement and image pull Secrets."""
+"""Pod spec parts shared by every workload of the stack: placement, image pull Secrets and
+the "restricted" security context."""
 
 from __future__ import annotations
 
@@ -33,3 +34,66 @@ def tolerations(placement: Placement, uses_gpu: bool) -> Optional[list[k8s.core.
 def image_pull_secrets(secret_name: Optional[str]) -> Optional[list[k8s.core.v1.LocalObjectReferenceArgs]]:
     """A pod's imagePullSecrets: the configured (or created) Secret, None without one."""
     return [k8s.core.v1.LocalObjectReferenceArgs(name=secret_name)] if secret_name else None
+
+
+# Pod Security Standard "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards):
+# every pod of the stack passes it, so a namespace may enforce it.
+
+#: The uid and gid every container runs as: the USER of docker/*.Dockerfile. Any fixed
+#: non-root id works; the volume's root directory must be writable by it (see README).
+RUN_AS_USER = 1000
+RUN_AS_GROUP = 1000
+#: The writable scratch directory of a read-only root filesystem: TensorFlow, TensorBoard and
+#: Python's tempfile write under /tmp, and HOME points there (a uid without a home directory).
+SCRATCH_VOLUME = "tmp"
+SCRATCH_PATH = "/tmp"
+#: The scratch emptyDir's cap: TensorFlow's and TensorBoard's temporary files are a few MB.
+SCRATCH_SIZE = "256Mi"
+#: The namespace labels that make the API server enforce (and warn and audit) "restricted".
+POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+
+
+def pod_security_context() -> k8s.core.v1.PodSecurityContextArgs:
+    """The pod-level securityContext of every pod: a fixed non-root uid/gid, fsGroup (so
+    volume types that honour it, unlike hostPath and NFS, are group-writable), seccomp
+    RuntimeDefault."""
+    return k8s.core.v1.PodSecurityContextArgs(
+        run_as_non_root=True, run_as_user=RUN_AS_USER, run_as_group=RUN_AS_GROUP, fs_group=RUN_AS_GROUP,
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
+
+
+def container_security_context() -> k8s.core.v1.SecurityContextArgs:
+    """The container-level securityContext of every container: no privilege escalation, no
+    capabilities, a read-only root filesystem (writes go to the volume and to SCRATCH_PATH)."""
+    return k8s.core.v1.SecurityContextArgs(
+        allow_privilege_escalation=False, read_only_root_filesystem=True,
+        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]))
+
+
+def scratch_volume() -> k8s.core.v1.VolumeArgs:
+    """The emptyDir mounted at SCRATCH_PATH."""
+    return k8s.core.v1.VolumeArgs(name=SCRATCH_VOLUME,
+                                  empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=SCRATCH_SIZE))
+
+
+def scratch_mount() -> k8s.core.v1.VolumeMountArgs:
+    """SCRATCH_PATH in a container."""
+    return k8s.core.v1.VolumeMountArgs(name=SCRATCH_VOLUME, mount_path=SCRATCH_PATH)
+
+
+def scratch_env() -> list[k8s.core.v1.EnvVarArgs]:
+    """HOME and TMPDIR on the scratch directory (the image's user has no home directory)."""
+    return [k8s.core.v1.EnvVarArgs(name="HOME", value=SCRATCH_PATH),
+            k8s.core.v1.EnvVarArgs(name="TMPDIR", value=SCRATCH_PATH)]
+
+
+#: Seconds a task pod gets between SIGTERM and SIGKILL. On SIGTERM the chief finishes the
+#: chunk of --steps_per_execution (50) steps in flight and saves a checkpoint
+#: (trainer/training/loop.py); SIGTERM at an epoch's end first waits for that epoch's
+#: checkpoint and evaluation (10,000 test digits). Measured on the local cluster (2 CPU
+#: cores, 2 workers, batch 64; tests/cluster/test_stack_on_cluster.py prints it): at most
+#: 40-71 ms a batch, so 2-4 s a chunk, and 0.3 s for checkpoint plus evaluation: under 5 s
+#: in all. 120 s leaves room for a slow or busy NAS; the ps and the workers exit at once on
+#: SIGTERM (trainer/servers.py), so only a stuck process waits this long. Kubernetes'
+#: default is 30 s.
+TASK_GRACE_SECONDS = 120

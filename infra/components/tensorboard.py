@@ -122,19 +122,20 @@ class TensorBoard(pulumi.ComponentResource):
             annotations[LB_ANNOTATION + "acl-status"] = "on"
             annotations[LB_ANNOTATION + "acl-id"] = acl.id
             annotations[LB_ANNOTATION + "acl-type"] = "white"
-        elif not settings.source_ranges and settings.address_type == "internet":
-            pulumi.log.warn(
-                f"TensorBoard ({full_name}) is open to the whole internet: set "
-                "tensorboard.allowedSourceRanges or tensorboard.addressType intranet.")
+        # An internet load balancer without source ranges is refused by the settings
+        # (infra/settings/rules.py tensorboard).
         return annotations
 
 
 def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
-    """TensorBoard's pod: the run's log directory on the claim, mounted read-only."""
+    """TensorBoard's pod: the run's log directory on the claim, mounted read-only; "restricted"
+    (infra/components/pods.py)."""
     return k8s.core.v1.PodSpecArgs(
         node_selector=pods.node_selector(args.placement),
         tolerations=pods.tolerations(args.placement, uses_gpu=False),
         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
+        security_context=pods.pod_security_context(),
+        automount_service_account_token=False,
         containers=[k8s.core.v1.ContainerArgs(
             name="tensorboard",
             image=args.tensorboard.image,
@@ -145,12 +146,15 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
             readiness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/", port="http")),
             resources=k8s.core.v1.ResourceRequirementsArgs(
                 requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
-            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True)],
+            env=pods.scratch_env(),
+            security_context=pods.container_security_context(),
+            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True),
+                           pods.scratch_mount()],
         )],
         volumes=[k8s.core.v1.VolumeArgs(
             name="data",
             persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
-                claim_name=args.pvc_name, read_only=True))],
+                claim_name=args.pvc_name, read_only=True)), pods.scratch_volume()],
     )
 
 

@@ -222,6 +222,8 @@ class TrainingJob(pulumi.ComponentResource):
                         tolerations=pods.tolerations(placement, uses_gpu=False),
                         priority_class_name=training.priority_class_name,
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
+                        security_context=pods.pod_security_context(),
+                        automount_service_account_token=False,
                         containers=[k8s.core.v1.ContainerArgs(
                             name="stage",
                             image=training.staging_image,
@@ -230,9 +232,11 @@ class TrainingJob(pulumi.ComponentResource):
                                      *(["--source", training.data_source] if training.data_source else [])],
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
-                            volume_mounts=[self._volume_mount()],
+                            env=pods.scratch_env(),
+                            security_context=pods.container_security_context(),
+                            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
                         )],
-                        volumes=[self._volume()],
+                        volumes=[self._volume(), pods.scratch_volume()],
                     ),
                 ),
             ),
@@ -329,6 +333,9 @@ class TrainingJob(pulumi.ComponentResource):
             # Never: a failed task gets a new pod (see the class docstring), which a
             # podFailurePolicy requires; backoffLimit caps the failures that count.
             restart_policy="Never",
+            termination_grace_period_seconds=pods.TASK_GRACE_SECONDS,
+            security_context=pods.pod_security_context(),
+            automount_service_account_token=False,
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),
             priority_class_name=training.priority_class_name,
@@ -339,11 +346,12 @@ class TrainingJob(pulumi.ComponentResource):
                 image_pull_policy=task.image_pull_policy,
                 command=["python", "-m", "trainer"],
                 args=trainer_args(args, run_id),
-                env=env,
+                env=env + pods.scratch_env(),
+                security_context=pods.container_security_context(),
                 ports=[k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")],
                 resources=k8s.core.v1.ResourceRequirementsArgs(
                     requests={"cpu": task.cpu, "memory": task.memory}, limits=limits),
-                volume_mounts=[self._volume_mount()],
+                volume_mounts=[self._volume_mount(), pods.scratch_mount()],
             )],
-            volumes=[self._volume()],
+            volumes=[self._volume(), pods.scratch_volume()],
         )

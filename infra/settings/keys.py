@@ -136,13 +136,14 @@ KEYS: tuple[Key, ...] = (
     Key("hyperparams.learningrate", 0.001, positive_number, "0.001", None, "Learning rate (> 0)."),
     Key("tensorboard.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}", None,
         "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0."),
-    Key("tensorboard.serviceType", "LoadBalancer", one_of(SERVICE_TYPES), "LoadBalancer", "string",
-        "TensorBoard Service type."),
+    Key("tensorboard.serviceType", "ClusterIP", one_of(SERVICE_TYPES), "ClusterIP", "string",
+        "TensorBoard Service type: ClusterIP (private; kubectl port-forward), NodePort or LoadBalancer "
+        "(an internet one needs tensorboard.allowedSourceRanges)."),
     Key("tensorboard.addressType", "internet", one_of(ADDRESS_TYPES), "intranet", "string",
         "ACK load balancer address type (internet or intranet)."),
     Key("tensorboard.allowedSourceRanges", (), cidr_list, "203.0.113.0/24", None,
         "Source CIDRs allowed to reach TensorBoard's load balancer (loadBalancerSourceRanges, and an ACK "
-        "ACL when the stack creates the cluster); empty = everyone.",
+        "ACL when the stack creates the cluster); required with an internet LoadBalancer.",
         "--path 'tensorboard.allowedSourceRanges[0]'"),
     Key("tensorboard.nodeSelector", {}, node_selector, "'{}'", None,
         "Node labels TensorBoard must run on (pod nodeSelector); empty = any node."),
@@ -240,7 +241,8 @@ KEYS: tuple[Key, ...] = (
     Key("nfs.path", None, export_path, "/exports/tf-mnist", None,
         "Exported directory that the PV mounts (persistence.volume.type nfs)."),
     Key("hostPath.path", "/var/lib/tf-mnist", absolute_path, "/var/lib/tf-mnist", "string",
-        "Directory on the node that backs the PV (persistence.volume.type hostPath; created when missing)."),
+        "Directory on the node that backs the PV (persistence.volume.type hostPath); must be writable by "
+        "uid 1000, the pods' user (created root-owned when missing, which they cannot write)."),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

@@ -11,7 +11,7 @@ import ipaddress
 from typing import Callable
 
 from infra.settings.derive import Resolved
-from infra.settings.keys import VOLUME_KEYS
+from infra.settings.keys import PROJECT, VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
 from infra.settings.messages import password_not_secret
 from infra.settings.parsers import image_host
@@ -151,6 +151,21 @@ def cluster_identity(r: Reading, d: Resolved) -> None:
               f"<kubeconfig content, {len(kubeconfig.splitlines())} lines>")
 
 
+def tensorboard(r: Reading, _: Resolved) -> None:
+    """An internet load balancer in front of TensorBoard, which has no login, names who may
+    reach it: TensorBoard serves every run's data (and its file paths) to whoever connects."""
+    v = r.values
+    if (v["tensorboard.serviceType"] == "LoadBalancer" and v["tensorboard.addressType"] == "internet"
+            and not v["tensorboard.allowedSourceRanges"]):
+        # A list key: the fix sets its first item with --path (messages.missing would not).
+        r.problems.append(
+            f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' is missing: required with "
+            "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
+            "without source ranges the whole internet reaches it); or keep it private with "
+            "tensorboard.serviceType ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.\n"
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
+
+
 def task_names(r: Reading, d: Resolved) -> None:
     """The longest object name must still be a DNS label: checked through the shared module."""
     try:
@@ -161,7 +176,7 @@ def task_names(r: Reading, d: Resolved) -> None:
 
 #: Every rule, in the order its violations are reported.
 RULES: tuple[Rule, ...] = (ports, cloud_layer, volume, namespace, cidrs, registry_credentials, cluster_identity,
-                           task_names)
+                           tensorboard, task_names)
 
 
 def cross_check(reading: Reading, resolved: Resolved) -> None:

@@ -19,12 +19,14 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from datetime import datetime
 import urllib.request
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
@@ -49,7 +51,6 @@ LOCAL_CONFIG = {
     "worker.gpuCount": "0", "worker.number": "2", "worker.cpu": "100m", "worker.memory": "2Gi",
     "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
     "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64",
-    "tensorboard.serviceType": "ClusterIP",
     "namespace": NAMESPACE, "createNamespace": "true",
     "persistence.volume.type": "hostPath",
 }
@@ -70,6 +71,9 @@ def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
     volume = Path(tempfile.mkdtemp(prefix="tf-mnist-e2e-volume-", dir="/var/tmp"))
     volume.chmod(0o755)
+    # Every pod runs as 1000:1000 and cannot chown ("restricted"); hostPath ignores fsGroup:
+    # the volume's root belongs to that uid, as the README asks of a hostPath, NFS or NAS root.
+    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
     for key, value in {**LOCAL_CONFIG, "kubeconfig": str(local_cluster.kubeconfig),
                        "hostPath.path": str(volume)}.items():
         project.set_config(key, value, path=True)
@@ -183,6 +187,55 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     assert status.returncode == 0 and "FINISHED" in status.stdout, status.stdout + status.stderr
 
 
+def _rfc3339_s(stamp: str) -> float:
+    """Seconds since the epoch of kubectl's RFC 3339 timestamp (nanoseconds, trailing zeros cut)."""
+    base, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(base + "+00:00").timestamp() + float("0." + (fraction or "0"))
+
+
+def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: Kube) -> None:
+    _, volume = stack
+    labels = kube.run("get", "namespace", NAMESPACE, "-o", "jsonpath={.metadata.labels}").stdout
+    for mode in ("enforce", "warn", "audit"):
+        assert json.loads(labels).get(f"pod-security.kubernetes.io/{mode}") == "restricted", labels
+    # The API server enforces it: a pod with no securityContext (root) is refused.
+    root_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root-probe"},
+                "spec": {"containers": [{"name": "c", "image": "localhost/tf-mnist/pause:3.10"}]}}
+    refused = kube.run("apply", "--dry-run=server", "-f", "-", input_=json.dumps(root_pod), check=False)
+    assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr, refused
+    pods = kube.get("pods")["items"]
+    roles = {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in pods}
+    assert roles >= {"stage-data", "chief", "worker", "ps", "tensorboard"}, roles
+    for pod in pods:
+        name, spec = pod["metadata"]["name"], pod["spec"]
+        assert pod["status"]["phase"] in ("Succeeded", "Running"), (name, pod["status"])
+        context = spec["securityContext"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] == RUN_AS_USER != 0, (name, context)
+        assert context["runAsGroup"] == RUN_AS_GROUP and context["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["automountServiceAccountToken"] is False, name
+        assert not [v for v in spec["volumes"] if "projected" in v or "secret" in v], (name, spec["volumes"])
+        for container in spec["containers"]:
+            c = container["securityContext"]
+            assert (c["allowPrivilegeEscalation"], c["readOnlyRootFilesystem"], c["capabilities"]) == (
+                False, True, {"drop": ["ALL"]}), (name, c)
+    # The processes themselves run as that uid, and cannot write outside the volume and /tmp.
+    tensorboard = f"deployment/{PREFIX}-tensorboard"
+    assert kube.run("exec", tensorboard, "--", "id", "-u").stdout.strip() == str(RUN_AS_USER)
+    written = kube.run("exec", tensorboard, "--", "touch", "/probe", check=False)
+    assert written.returncode != 0 and "Read-only file system" in written.stderr, written
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in volume.rglob("*")}
+    assert owners == {(RUN_AS_USER, RUN_AS_GROUP)}, owners
+    # The figures behind the task pods' grace period (infra/components/pods.py TASK_GRACE_SECONDS).
+    # An Epoch line follows the epoch's training (epoch_time_s), checkpoint and evaluation:
+    # the time between two such lines less the training is the checkpoint plus evaluation.
+    stamped = [line.split(" ", 1) for line in kube.logs(f"job/{PREFIX}-chief-0", "--timestamps").splitlines()]
+    at = [_rfc3339_s(stamp) for stamp, line in stamped if parse_log(line).epochs]
+    chief = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
+    after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
+    print(f"\nchief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
+          f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
+
+
 def _status(kube: Kube, prefix: str) -> subprocess.CompletedProcess:
     """`python -m infra.status` for one run (exit 0 finished, 1 failed, 3 still going)."""
     return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
@@ -272,7 +325,8 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
     assert pv["spec"]["hostPath"]["path"] == str(volume)
     assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
     for job in _jobs(kube).values():
-        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]]
+        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]
+                  if "persistentVolumeClaim" in v]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
     # The re-created Jobs find the finished run on the volume and end without retraining.
     assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}

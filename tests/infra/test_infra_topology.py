@@ -161,9 +161,11 @@ def test_trainer_and_staging_commands(topology):
     claim = run.one(PVC, "mnist-data").inputs["metadata"]["name"]
     for job in run.of_type(JOB):
         container = _container(job)
-        assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+        assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"},
+                                             {"name": "tmp", "mountPath": "/tmp"}]
         assert job.inputs["spec"]["template"]["spec"]["volumes"] == [
-            {"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+            {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
         if job.name == "mnist-stage-data":
             assert container["command"] == ["python", "-m", "trainer.stage", "--dest", "/data/mnist"]
             continue
@@ -266,7 +268,8 @@ def test_cloud_layer(dev_config):
 
 
 def test_stack_outputs(dev_config):
-    run = me.run_program(dev_config)
+    run = me.run_program({**dev_config, "tf-mnist:tensorboard.serviceType": "LoadBalancer",
+                          "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'})
     out = run.outputs
     assert out["clusterId"] == me.CLUSTER_ID
     assert out["kubeconfig"] == me.KUBECONFIG
@@ -285,11 +288,12 @@ def test_tensorboard(dev_config):
     assert container["image"] == f"{REGISTRY}/tensorboard:2.21.0"
     assert container["args"][:2] == ["--logdir", "/data/runs/mnist"]
     svc = run.one(SERVICE, "mnist-tensorboard")
-    assert svc.inputs["spec"]["type"] == "LoadBalancer"
+    # Private by default: reached with kubectl port-forward, no load balancer, no URL.
+    assert svc.inputs["spec"]["type"] == "ClusterIP"
     assert svc.inputs["spec"]["selector"].items() <= \
         deployment.inputs["spec"]["template"]["metadata"]["labels"].items()
-    assert svc.inputs["metadata"]["annotations"] == {
-        "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-address-type": "internet"}
+    assert "annotations" not in svc.inputs["metadata"]
+    assert run.outputs["tensorboardUrl"] is None
 
 
 def test_staging_source_comes_from_data_source(dev_config):

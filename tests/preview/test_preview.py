@@ -130,7 +130,8 @@ def assert_volume(preview: PreviewResult) -> str:
     assert pvc["inputs"]["metadata"]["name"] == pvc["inputs"]["spec"]["volumeName"] == name
     templates = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
     templates += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
-    claims = {v["persistentVolumeClaim"]["claimName"] for t in templates for v in t["volumes"]}
+    claims = {v["persistentVolumeClaim"]["claimName"] for t in templates for v in t["volumes"]
+              if "persistentVolumeClaim" in v}
     assert claims == {name}
     return name
 

@@ -1,0 +1,112 @@
+"""Safe defaults under the mock engine: every pod passes the Pod Security Standard "restricted",
+a created namespace enforces it, and TensorBoard is private unless the user opens it."""
+
+from __future__ import annotations
+
+import pytest
+
+import mock_engine as me
+
+JOB = "kubernetes:batch/v1:Job"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVICE = "kubernetes:core/v1:Service"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+HEADER_1 = "1 invalid configuration value; nothing was deployed:"
+#: The configurations whose pods are checked: the dev stack (GPU workers, ps), a GPU chief
+#: without ps, and a CPU-only stack on an existing cluster with a hostPath volume.
+CONFIGS = {
+    "dev": {},
+    "gpu-chief": {"ps.number": "0"},
+    "existing-hostPath": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "hostPath",
+                          "worker.gpuCount": "0", "createNamespace": "true", "namespace": "training"},
+}
+
+
+def _set(config: dict, overrides: dict) -> dict:
+    return {**config, **{f"tf-mnist:{k}": v for k, v in overrides.items()}}
+
+
+def _pod_specs(run: me.Run) -> dict[str, dict]:
+    """Every workload's pod spec by its object name (the Jobs and the Deployment)."""
+    specs = {r.name: r.inputs["spec"]["template"]["spec"] for r in run.of_type(JOB)}
+    specs.update({r.name: r.inputs["spec"]["template"]["spec"] for r in run.of_type(DEPLOYMENT)})
+    return specs
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_pod_is_restricted(dev_config, name):
+    run = me.run_program(_set(dev_config, CONFIGS[name]))
+    assert run.error is None, run.error
+    specs = _pod_specs(run)
+    tasks = [n for n in specs if n.split("-")[1] in ("chief", "worker", "ps")]
+    assert "mnist-stage-data" in specs and "mnist-tensorboard" in specs and len(tasks) >= 3, sorted(specs)
+    for pod_name, pod in specs.items():
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"}}, pod_name
+        assert pod["automountServiceAccountToken"] is False, pod_name
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}} in pod["volumes"], pod_name
+        # "restricted" allows only these volume types.
+        assert all(set(v) - {"name"} <= {"persistentVolumeClaim", "emptyDir"} for v in pod["volumes"]), pod_name
+        for container in pod["containers"]:
+            assert container["securityContext"] == {
+                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]}}, pod_name
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], pod_name
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            assert (env["HOME"], env["TMPDIR"]) == ("/tmp", "/tmp"), pod_name
+            assert "hostPort" not in str(container.get("ports")), pod_name
+
+
+def test_task_pods_have_time_for_the_chiefs_final_save(dev_config):
+    run = me.run_program(dev_config)
+    specs = _pod_specs(run)
+    for name in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1"):
+        assert specs[name]["terminationGracePeriodSeconds"] == 120, name
+    # Staging and TensorBoard save nothing: Kubernetes' default (30 s).
+    assert "terminationGracePeriodSeconds" not in specs["mnist-stage-data"]
+    assert "terminationGracePeriodSeconds" not in specs["mnist-tensorboard"]
+
+
+def test_a_created_namespace_enforces_restricted(dev_config):
+    run = me.run_program(_set(dev_config, {"createNamespace": "true", "namespace": "training"}))
+    labels = run.one(NAMESPACE, "training").inputs["metadata"]["labels"]
+    for mode in ("enforce", "warn", "audit"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted", labels
+    assert labels["app.kubernetes.io/instance"] == "mnist"
+
+
+def test_tensorboard_is_cluster_ip_by_default(dev_config):
+    run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    spec = run.one(SERVICE, "mnist-tensorboard").inputs["spec"]
+    assert spec["type"] == "ClusterIP" and "loadBalancerSourceRanges" not in spec, spec
+    assert [r for r in run.registrations if r.type.startswith("alicloud:slb")] == []
+    assert run.outputs["tensorboardUrl"] is None
+
+
+@pytest.mark.parametrize("address_type", [None, "internet"])
+def test_an_internet_load_balancer_without_source_ranges_is_refused(dev_config, address_type):
+    overrides = {"tensorboard.serviceType": "LoadBalancer"}
+    if address_type:
+        overrides["tensorboard.addressType"] = address_type
+    run = me.run_program(_set(dev_config, overrides))
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' is missing: required with "
+        "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
+        "without source ranges the whole internet reaches it); or keep it private with tensorboard.serviceType "
+        "ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.",
+        "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"])
+    assert run.registrations == [] and run.calls == []
+
+
+@pytest.mark.parametrize("overrides", [
+    {"tensorboard.serviceType": "LoadBalancer", "tensorboard.addressType": "intranet"},
+    {"tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["198.51.100.7/32"]'},
+    {"tensorboard.serviceType": "NodePort"},
+], ids=["intranet", "source-ranges", "node-port"])
+def test_a_load_balancer_that_names_who_reaches_it_is_accepted(dev_config, overrides):
+    run = me.run_program(_set(dev_config, overrides))
+    assert run.error is None, run.error
+    assert run.one(SERVICE, "mnist-tensorboard").inputs["spec"]["type"] == overrides["tensorboard.serviceType"]
