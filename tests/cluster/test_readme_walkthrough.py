@@ -63,6 +63,8 @@ class Walkthrough:
 
     returncode: int
     output: str
+    #: what the clean-up printed: the README's down block run again after a block failed
+    cleanup: str
     sections: dict[str, tuple[str, float]]
     clone: Path
     volume: Path
@@ -116,7 +118,7 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     env = {k: v for k, v in os.environ.items()
            if k not in ("KUBECONFIG", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_STACK")}
     env["PULUMI_BACKEND_URL"] = f"file://{backend}"
-    log = work / "walkthrough.log"
+    log, cleanup = work / "walkthrough.log", work / "cleanup.log"
     sysctls_before, netns_before = host_sysctls(), host_netns()
     returncode = -1
     try:
@@ -124,21 +126,26 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     finally:
         if run_tool("status").returncode != 3:
             # A block failed before the last one: the README's own down block, then the tool.
-            _run_script(rb.script(["local-cluster-down"]), clone, env, log, 600)
+            _run_script(rb.script(["local-cluster-down"]), clone, env, cleanup, 600)
             if run_tool("status").returncode != 3:
                 run_tool("down")
     output = log.read_text()
     sections = rb.sections(output)
     print("README blocks: " + ", ".join(f"{name} {seconds:.1f} s" for name, (_, seconds) in sections.items()))
     try:
-        yield Walkthrough(returncode, output, sections, clone, volume, backend, sysctls_before, netns_before)
+        yield Walkthrough(returncode, output, cleanup.read_text() if cleanup.exists() else "", sections, clone,
+                          volume, backend, sysctls_before, netns_before)
     finally:
         shutil.rmtree(volume, ignore_errors=True)
 
 
 def test_the_blocks_run_to_the_end_as_pasted(walkthrough: Walkthrough) -> None:
-    assert walkthrough.returncode == 0, (f"the README's blocks exited {walkthrough.returncode}; the block "
-                                         f"that failed ends the output:\n{walkthrough.output[-8000:]}")
+    failed = [name for name, (_, seconds) in walkthrough.sections.items() if seconds < 0]
+    where = {name: block.line for name, block in rb.blocks().items()}
+    assert walkthrough.returncode == 0, (
+        f"README block {failed} (the block opening at {rb.README}:{where.get(failed[0]) if failed else '?'}) "
+        f"exited {walkthrough.returncode}; the walk-through's output:\n{walkthrough.output[-8000:]}\n"
+        f"then the clean-up, the README's local-cluster-down block again:\n{walkthrough.cleanup[-2000:]}")
     assert list(walkthrough.sections) == BLOCKS
     assert all(seconds >= 0 for _, seconds in walkthrough.sections.values()), walkthrough.sections
 
