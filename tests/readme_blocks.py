@@ -11,15 +11,24 @@ allowed):
 ``block("local-stack")`` is the block's text as a bash script; ``commands("local-stack")`` its
 commands one per entry, with backslash-continued lines joined and comment-only and blank lines
 left out. Markers are unique: a name given twice is an error, so a test cannot run the wrong one.
+
+``README_PATH`` (environment) names another README to read, e.g. a copy with one line broken, to
+show that the tests running the blocks fail then. ``scratch_checkout`` copies the repository the
+way a fresh clone has it, and ``script`` joins blocks into one bash script, run in one shell as a
+reader pastes them.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = Path(os.environ.get("README_PATH") or REPO / "README.md").resolve()
 MARKER = re.compile(r"^<!--\s*walkthrough:\s*([a-z0-9][a-z0-9-]*)\s*-->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)\s*([A-Za-z0-9_+-]*)\s*$")
 
@@ -123,3 +132,59 @@ def split_commands(script: str) -> list[str]:
 def commands(name: str, readme: Path = README) -> list[str]:
     """The commands of block ``name`` of ``readme``, one per entry (see split_commands)."""
     return split_commands(block(name, readme))
+
+
+#: Printed by ``script`` before each block, with the block's name and the epoch time in seconds.
+SECTION = "::walkthrough-block::"
+
+
+def script(names: list[str], readme: Path = README) -> str:
+    """One bash script running blocks ``names`` of ``readme`` in order in one shell, under
+    ``set -euo pipefail`` (the first failing command ends it with its status). Before each block
+    it prints ``SECTION name time`` so that ``sections`` can split the output by block."""
+    parts = ["set -euo pipefail\n"]
+    for name in names:
+        text = block(name, readme)
+        parts.append(f'echo "{SECTION} {name} $(date +%s.%N)"\n{text}')
+    parts.append(f'echo "{SECTION} end $(date +%s.%N)"\n')
+    return "".join(parts)
+
+
+def sections(output: str) -> dict[str, tuple[str, float]]:
+    """The output of a ``script`` run split by block: name -> (its output, its seconds). A block
+    the run never reached is missing; the block that failed has no duration (-1.0)."""
+    found: dict[str, tuple[str, float]] = {}
+    current, start, lines = "", 0.0, []
+    for line in output.splitlines(keepends=True):
+        if line.startswith(SECTION + " "):
+            name, stamp = line.split()[1:3]
+            if current:
+                found[current] = ("".join(lines), float(stamp) - start)
+            current, start, lines = name, float(stamp), []
+        else:
+            lines.append(line)
+    if current and current != "end":
+        found[current] = ("".join(lines), -1.0)
+    return found
+
+
+def scratch_checkout(dest: Path, venv: Path = REPO / ".venv") -> Path:
+    """Copies the repository's files as a clone of the working tree has them (tracked and
+    untracked-but-not-ignored files, as they are on disk) into ``dest``, with ``.venv`` a symlink
+    to ``venv`` (bootstrap.sh then finds it up to date). Returns ``dest``.
+
+    Raises:
+        subprocess.CalledProcessError: ``git ls-files`` failed (not a checkout).
+    """
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, check=True, capture_output=True).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = REPO / rel
+        if not src.is_file():
+            continue  # deleted in the working tree, or a submodule's directory
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel, follow_symlinks=False)
+    if venv.exists():
+        (dest / ".venv").symlink_to(venv.resolve())
+    return dest
+

@@ -3,7 +3,10 @@ blocks must hold for a reader who pastes them in order."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,6 +69,41 @@ def test_unknown_name_lists_the_marked_ones(tmp_path):
     with pytest.raises(rb.BlockError, match=r"no walkthrough block 'third'; marked: first, second"):
         rb.block("third", readme)
     assert rb.commands("second", readme) == ["true"]
+
+
+def test_script_runs_the_blocks_in_one_shell_and_stops_at_the_first_failure(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- walkthrough: a -->\n```bash\nexport X=1\necho a-out\n```\n"
+                      "<!-- walkthrough: b -->\n```bash\necho \"b $X\"\nfalse\necho never\n```\n"
+                      "<!-- walkthrough: c -->\n```bash\necho c-out\n```\n")
+    proc = subprocess.run(["bash", "-c", rb.script(["a", "b", "c"], readme)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    found = rb.sections(proc.stdout)
+    assert list(found) == ["a", "b"]
+    assert found["a"][0] == "a-out\n" and found["a"][1] >= 0
+    assert found["b"] == ("b 1\n", -1.0)
+    ok = subprocess.run(["bash", "-c", rb.script(["a", "c"], readme)], capture_output=True, text=True)
+    assert ok.returncode == 0 and [(name, text) for name, (text, _) in rb.sections(ok.stdout).items()] == [
+        ("a", "a-out\n"), ("c", "c-out\n")]
+
+
+def test_scratch_checkout_has_the_tracked_files_and_links_the_venv(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    clone = rb.scratch_checkout(tmp_path / "clone", venv)
+    assert (clone / "README.md").read_text() == (REPO / "README.md").read_text()
+    assert (clone / "scripts" / "train-local.sh").stat().st_mode & 0o111, "the executable bit is kept"
+    assert (clone / ".venv").resolve() == venv.resolve()
+    assert not (clone / ".git").exists() and not (clone / "runs").exists()
+
+
+def test_readme_path_names_the_readme_to_read(tmp_path):
+    other = tmp_path / "README.md"
+    other.write_text("<!-- walkthrough: only -->\n```bash\necho broken\n```\n")
+    code = "from tests import readme_blocks as rb; print(rb.README, rb.commands('only'))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "README_PATH": str(other)})
+    assert proc.stdout.strip() == f"{other.resolve()} ['echo broken']", proc.stderr
 
 
 # --- the repository's README ------------------------------------------------------------
