@@ -112,6 +112,9 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
     volume = Path(tempfile.mkdtemp(prefix="tf-mnist-readme-volume-", dir="/var/tmp"))
     volume.chmod(0o755)
+    # What the README's `install -d -o 1000 -g 1000 /var/lib/tf-mnist` does for the default path:
+    # the stack's pods run as uid 1000 and a restricted pod cannot chown.
+    os.chown(volume, 1000, 1000)
     (clone / "Pulumi.local.yaml").write_text(f"config:\n  tf-mnist:hostPath.path: {volume}\n")
     backend = work / "backend"
     backend.mkdir()
