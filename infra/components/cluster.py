@@ -81,6 +81,13 @@ class Cluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.cluster_id = cluster.id
+            if args.api_server_public:
+                # The provider cannot put an allowlist on ACK's own API server load balancer.
+                pulumi.log.warn(
+                    f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
+                    "kubeconfig is a temporary credential (cluster.credentialMinutes); restrict the endpoint "
+                    "with an ACL in the ACK console, or set cluster.apiServerPublic false when Pulumi runs "
+                    "inside the VPC.", resource=self)
         else:
             self.cluster_id = pulumi.Output.from_input(args.cluster_id)
         # A temporary credential: the kubeconfig in the state and the stack output stops

@@ -4,7 +4,7 @@ NAS, and the lifetime of the cluster credential."""
 from __future__ import annotations
 
 from infra.settings.derive import Resolved
-from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS
+from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS, PROJECT
 from infra.settings.read import Reading
 
 #: Every key of the cloud layer (CLOUD_KEY_PREFIXES), in table order.
@@ -63,6 +63,23 @@ def credential_lifetime(r: Reading, _: Resolved) -> None:
         r.bad("cluster.credentialMinutes", f"must exceed job.waitTimeoutMinutes ({wait}) with job.waitForChief: "
               "the kubeconfig would expire while `pulumi up` waits for the chief",
               fix_value=str(min(wait + 60, 4320)))
+
+
+#: ACK's longest names: a cluster's 63 characters (terraform-provider-alicloud's
+#: cs_managed_kubernetes name check) and a node pool's, which is the cloud name plus "-gpu".
+ACK_NAME_MAX = 63
+NODE_POOL_SUFFIX = "-gpu"
+
+
+def stack_name(r: Reading, stack: str) -> None:
+    """The cloud layer's names (``tf-mnist-<stack>``, infra.target.cloud_name) fit ACK's."""
+    name = f"{PROJECT}-{stack}{NODE_POOL_SUFFIX}"
+    if r.values["kubeconfig"] is None and len(name) > ACK_NAME_MAX:
+        longest = ACK_NAME_MAX - len(f"{PROJECT}-{NODE_POOL_SUFFIX}")
+        r.problems.append(
+            f"Stack name '{stack}' is invalid for the cloud layer: its GPU node pool would be named {name} "
+            f"({len(name)} characters; ACK allows {ACK_NAME_MAX}), so the stack name may have at most {longest}.\n"
+            f"    fix: pulumi stack rename {stack[:longest]}")
 
 
 #: The rules of this module, in the order their violations are reported.

@@ -6,6 +6,7 @@ from typing import Optional
 
 import pulumi
 
+from infra.settings.cloud_rules import stack_name
 from infra.settings.derive import assemble, resolve
 from infra.settings.keys import PROJECT
 from infra.settings.messages import ConfigError
@@ -36,6 +37,8 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
     reading = read(RawConfig(config or pulumi.Config(PROJECT)))
     resolved = resolve(reading.values)
     cross_check(reading, resolved)
+    stack = stack or pulumi.get_stack()
+    stack_name(reading, stack)
     if reading.problems:
         raise ConfigError(reading.problems)
-    return assemble(reading, resolved, stack or pulumi.get_stack())
+    return assemble(reading, resolved, stack)

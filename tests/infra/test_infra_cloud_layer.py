@@ -141,3 +141,23 @@ def test_cloud_values_ack_would_refuse_are_refused_first(dev_config, key, value,
     run = me.run_program({**dev_config, f"tf-mnist:{key}": value})
     errors = _errors(run)
     assert f"Configuration 'tf-mnist:{key}' value " in errors and rule in errors, errors
+
+
+def test_a_public_api_server_warns_and_a_private_one_does_not(dev_config, caplog):
+    run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    assert "The API server of tf-mnist-dev is reachable from the internet" in caplog.text
+    caplog.clear()
+    private = me.run_program({**dev_config, "tf-mnist:cluster.apiServerPublic": "false"})
+    assert private.one("alicloud:cs/managedKubernetes:ManagedKubernetes",
+                       "tf-mnist-dev-ack").inputs["slbInternetEnabled"] is False
+    assert "reachable from the internet" not in caplog.text
+
+
+def test_a_stack_name_too_long_for_ack_names_is_refused(dev_config):
+    stack = "s" * 51  # tf-mnist-<51>-gpu is 64 characters
+    run = me.run_program(dev_config, stack=stack)
+    assert (f"Stack name '{stack}' is invalid for the cloud layer: its GPU node pool would be named "
+            f"tf-mnist-{stack}-gpu (64 characters; ACK allows 63), so the stack name may have at most 50.\n"
+            f"    fix: pulumi stack rename {stack[:50]}") in _errors(run)
+    assert me.run_program(dev_config, stack="s" * 50).error is None
