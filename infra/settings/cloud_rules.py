@@ -3,6 +3,8 @@ NAS, and the lifetime of the cluster credential."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from infra.settings.derive import Resolved
 from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS, PROJECT
 from infra.settings.read import Reading
@@ -10,6 +12,8 @@ from infra.settings.read import Reading
 #: Every key of the cloud layer (CLOUD_KEY_PREFIXES), in table order.
 CLOUD_KEYS = tuple(k.name for k in KEYS if k.name.startswith(CLOUD_KEY_PREFIXES))
 GPU_POOL_KEYS = tuple(name for name in CLOUD_KEYS if name.startswith("gpuPool."))
+#: What shapes only a cluster the stack creates.
+CREATED_CLUSTER_KEYS = ("cluster.version", "cluster.podCidr", "cluster.serviceCidr", "cluster.apiServerPublic")
 
 
 def mode_keys(r: Reading, _: Resolved) -> None:
@@ -23,11 +27,32 @@ def mode_keys(r: Reading, _: Resolved) -> None:
             if r.is_set(name):
                 r.refuse(name, "applies only without kubeconfig (with kubeconfig the stack deploys into that "
                                "cluster and creates no VPC, cluster, node pool or NAS)")
-    elif v["worker.gpuCount"] == 0:
+        return
+    if v["worker.gpuCount"] == 0:
         for name in GPU_POOL_KEYS:
             if r.is_set(name):
                 r.refuse(name, "applies only with worker.gpuCount > 0 (without GPU pods the stack creates no "
                                "GPU pool)")
+    if v["cluster.id"] is not None:
+        for name in CREATED_CLUSTER_KEYS:
+            if r.is_set(name):
+                r.refuse(name, "applies only when the stack creates the ACK cluster (cluster.id names an "
+                               "existing one)")
+    if v["vswitch.id"] is not None:
+        for name in ("vpc.id", "vpc.cidr"):
+            if r.is_set(name):
+                r.refuse(name, "applies only when the stack creates the vSwitch (vswitch.id names an existing "
+                               "one, in its own VPC)")
+
+
+def zone_in_region(r: Reading, region: Optional[str]) -> None:
+    """A new vSwitch's zone is one of the provider's region (``cn-hangzhou-i`` in
+    ``cn-hangzhou``): ACK and VPC refuse another region's zone only at create."""
+    zone = r.values["zone"]
+    if r.values["kubeconfig"] is None and r.values["vswitch.id"] is None and zone and region:
+        if not zone.startswith(f"{region}-"):
+            r.bad("zone", f"must be a zone of region {region} (alicloud:region), such as {region}-a", "zone",
+                  fix_value=f"{region}-a")
 
 
 def existing_nas(r: Reading, _: Resolved) -> None:

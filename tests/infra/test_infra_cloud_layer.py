@@ -161,3 +161,21 @@ def test_a_stack_name_too_long_for_ack_names_is_refused(dev_config):
             f"tf-mnist-{stack}-gpu (64 characters; ACK allows 63), so the stack name may have at most 50.\n"
             f"    fix: pulumi stack rename {stack[:50]}") in _errors(run)
     assert me.run_program(dev_config, stack="s" * 50).error is None
+
+
+def test_a_zone_of_another_region_is_refused(dev_config):
+    run = me.run_program({**dev_config, "tf-mnist:zone": "cn-beijing-a"})
+    assert ("Configuration 'tf-mnist:zone' value 'cn-beijing-a' is invalid: must be a zone of region cn-hangzhou "
+            "(alicloud:region), such as cn-hangzhou-a.\n    fix: pulumi config set zone cn-hangzhou-a") in _errors(run)
+
+
+@pytest.mark.parametrize("existing,key,value,rule", [
+    ({"tf-mnist:cluster.id": "c0123", "tf-mnist:vswitch.id": "vsw-1"}, "cluster.version", "1.33.3-aliyun.1",
+     "applies only when the stack creates the ACK cluster (cluster.id names an existing one)"),
+    ({"tf-mnist:vswitch.id": "vsw-1"}, "vpc.cidr", "10.0.0.0/8",
+     "applies only when the stack creates the vSwitch (vswitch.id names an existing one, in its own VPC)"),
+], ids=["cluster.id", "vswitch.id"])
+def test_keys_of_what_an_existing_id_replaces_are_refused(dev_config, existing, key, value, rule):
+    run = me.run_program({**dev_config, **existing, f"tf-mnist:{key}": value})
+    assert (f"Configuration 'tf-mnist:{key}' value '{value}' is invalid: {rule}.\n"
+            f"    fix: pulumi config rm {key}") in _errors(run)

@@ -233,7 +233,9 @@ def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_pr
                                 "ACK version <major>.<minor>.<patch>-aliyun.<n>"),
     ("cluster.podCidr", "192.168.128.0/17", "Configuration 'tf-mnist:cluster.podCidr' value '192.168.128.0/17' is "
                                             "invalid: must not overlap vpc.cidr (192.168.0.0/16)"),
-], ids=["version", "podCidr"])
+    ("zone", "cn-beijing-a", "Configuration 'tf-mnist:zone' value 'cn-beijing-a' is invalid: must be a zone of "
+                             "region cn-hangzhou (alicloud:region)"),
+], ids=["version", "podCidr", "zone"])
 def test_cloud_values_ack_would_refuse_fail_at_preview_with_the_programs_message(
         dev_project: PulumiProject, key: str, value: str, message: str) -> None:
     """ACK refuses these only when it creates the cluster (the provider does not check them at
