@@ -69,10 +69,10 @@ def build(settings: Settings) -> dict[str, Any]:
         data_dir=settings.storage.data_dir, log_dir=settings.log_dir,
         image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
     tensorboard = TensorBoard(prefix, TensorBoardArgs(
-        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.pvc_name,
+        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
         mount_path=settings.storage.mount_path, log_dir=settings.log_dir,
         placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
-        cloud_acl=settings.cluster.create_cloud, after=pods_after), opts=k8s_opts)
+        cloud_acl=settings.cluster.create_cloud, after=[*pods_after, volume.pvc]), opts=k8s_opts)
     return {
         "clusterId": target.cluster_id,
         "kubeconfig": target.kubeconfig,

@@ -13,7 +13,7 @@ from infra.components.cluster import Cluster, ClusterArgs
 from infra.components.nas import NasStorage, NasStorageArgs
 from infra.components.network import Network, NetworkArgs
 from infra.components.node_pools import NodePools, NodePoolsArgs
-from infra.settings import Settings
+from infra.settings import PROJECT, Settings
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,8 @@ class Target:
         kubeconfig: the cluster's kubeconfig (secret): the ACK credential, or the configured
             path or content.
         cluster_id: the ACK cluster id; None for a cluster the stack does not manage.
-        nas_file_system_id: the NAS file system the stack created; None when it created none.
+        nas_file_system_id: the NAS file system of the mount target the stack created (new or
+            nas.fileSystemId); None when it created none.
         volume_server: the PV's server: the NAS mount target domain (created or configured) or
             the NFS server; None for hostPath.
         volume_server_key: plain text standing for ``volume_server`` in the volume's name
@@ -50,15 +51,36 @@ def deploy_target(settings: Settings) -> Target:
     return created_cluster(settings) if settings.cluster.create_cloud else existing_cluster(settings)
 
 
+def cloud_name(settings: Settings) -> str:
+    """The cloud layer's name, ``tf-mnist-<stack>``: the start of its resources' Pulumi names
+    and of their names in Alibaba Cloud.
+
+    Not namePrefix: a new prefix renames the Kubernetes objects (which is what it is for), but
+    a Pulumi name that changes is a replacement, and a replaced VPC, cluster or NAS file
+    system loses the cluster and its data. The stack name is part of the URN anyway.
+    """
+    return f"{PROJECT}-{settings.stack}"
+
+
+def _moved_from_prefix(settings: Settings) -> pulumi.ResourceOptions:
+    """Options of a cloud component: an alias from the name it had when it was
+    ``<namePrefix>-<stack>`` (a stack created before cloud_name), so such a stack keeps its
+    resources; children inherit the alias (their names start with the component's)."""
+    old = f"{settings.name_prefix}-{settings.stack}"
+    return pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old)] if old != cloud_name(settings) else [])
+
+
 def created_cluster(settings: Settings) -> Target:
-    """The cloud layer: network, ACK cluster, node pools and NAS, named ``<namePrefix>-<stack>``."""
+    """The cloud layer: network, ACK cluster, node pools and NAS, named ``cloud_name``."""
     c, storage = settings.cluster, settings.storage
-    name = f"{settings.name_prefix}-{settings.stack}"
+    name = cloud_name(settings)
+    opts = _moved_from_prefix(settings)
     network = Network(name, NetworkArgs(zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id,
-                                        vswitch_cidr=c.vswitch_cidr))
+                                        vswitch_cidr=c.vswitch_cidr), opts=opts)
     cluster = Cluster(name, ClusterArgs(
         vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
-        service_cidr=c.service_cidr, api_server_public=c.api_server_public))
+        service_cidr=c.service_cidr, api_server_public=c.api_server_public,
+        credential_minutes=c.credential_minutes), opts=opts)
     pools = NodePools(name, NodePoolsArgs(
         cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
         cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
@@ -66,23 +88,29 @@ def created_cluster(settings: Settings) -> Target:
         gpu_instance_types=c.gpu_instance_types,
         gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
         gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
-        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name))
+        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name), opts=opts)
+    common = {"provider": cluster.provider, "kubeconfig": cluster.kubeconfig, "cluster_id": cluster.cluster_id,
+              "pods_after": [pools]}  # pods need nodes to run on
+    if storage.nas_mount_target_domain is not None:
+        # An existing mount target (in the VPC of vpc.id or vswitch.id, the rules made sure):
+        # the stack creates no NAS resource and reports no file system of its own.
+        return Target(**common, nas_file_system_id=None, volume_server=storage.nas_mount_target_domain,
+                      volume_server_key=storage.nas_mount_target_domain)
     nas = NasStorage(name, NasStorageArgs(
         vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr, storage_type=storage.nas_storage_type,
-        retain_on_destroy=storage.nas_retain_on_destroy))
+        retain_on_destroy=storage.nas_retain_on_destroy, file_system_id=storage.nas_file_system_id), opts=opts)
+    file_system = (f"fileSystem={storage.nas_file_system_id}" if storage.nas_file_system_id is not None
+                   else f"storageType={storage.nas_storage_type}")
     return Target(
-        provider=cluster.provider,
-        kubeconfig=cluster.kubeconfig,
-        cluster_id=cluster.cluster_id,
+        **common,
         nas_file_system_id=nas.file_system_id,
         volume_server=nas.mount_target_domain,
         # The domain is unknown until the mount target exists, and the volume's name must be
         # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
-        volume_server_key=(f"nas {name} storageType={storage.nas_storage_type} zone={c.zone} "
+        volume_server_key=(f"nas {settings.name_prefix}-{settings.stack} {file_system} zone={c.zone} "
                            f"vpc={c.vpc_id or c.vpc_cidr} vswitch={c.vswitch_id or c.vswitch_cidr}"),
-        # The PV must not exist before its NFS server does; pods need nodes to run on.
+        # The PV must not exist before its NFS server does.
         volume_after=[nas.mount_target],
-        pods_after=[pools],
     )
 
 

@@ -21,6 +21,8 @@ class ClusterArgs:
         pod_cidr: the flannel pod CIDR of a new cluster.
         service_cidr: the Service CIDR of a new cluster.
         api_server_public: whether a new cluster's API server gets an internet load balancer.
+        credential_minutes: lifetime of the temporary kubeconfig read for the provider
+            (ACK: 15 to 4320 minutes).
     """
 
     vswitch_id: pulumi.Input[str]
@@ -29,6 +31,7 @@ class ClusterArgs:
     pod_cidr: str
     service_cidr: str
     api_server_public: bool
+    credential_minutes: int
 
 
 class Cluster(pulumi.ComponentResource):
@@ -78,10 +81,21 @@ class Cluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.cluster_id = cluster.id
+            if args.api_server_public:
+                # The provider cannot put an allowlist on ACK's own API server load balancer.
+                pulumi.log.warn(
+                    f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
+                    "kubeconfig is a temporary credential (cluster.credentialMinutes); restrict the endpoint "
+                    "with an ACL in the ACK console, or set cluster.apiServerPublic false when Pulumi runs "
+                    "inside the VPC.", resource=self)
         else:
             self.cluster_id = pulumi.Output.from_input(args.cluster_id)
+        # A temporary credential: the kubeconfig in the state and the stack output stops
+        # working after credential_minutes instead of holding a long-lived client certificate;
+        # every `pulumi up` reads a new one (a provider update: cluster_identifier stays).
         credential = alicloud.cs.get_cluster_credential_output(
-            cluster_id=self.cluster_id, opts=pulumi.InvokeOutputOptions(parent=self))
+            cluster_id=self.cluster_id, temporary_duration_minutes=args.credential_minutes,
+            opts=pulumi.InvokeOutputOptions(parent=self))
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -1,4 +1,5 @@
-"""NasStorage: a standard NFS NAS file system, its access group and rule, and a mount target."""
+"""NasStorage: a standard NFS NAS file system (created, or an existing one), its access group
+and rule, and a mount target."""
 
 from __future__ import annotations
 
@@ -18,21 +19,24 @@ class NasStorageArgs:
         vswitch_cidr: its CIDR, which the access rule authorises.
         storage_type: the standard NAS storage type (Performance, Capacity, Premium).
         retain_on_destroy: keep the file system and its data on `pulumi destroy`.
+        file_system_id: an existing standard NAS file system (nas.fileSystemId); then the
+            stack creates only the access group, rule and mount target for it.
     """
 
     vswitch_id: pulumi.Input[str]
     vswitch_cidr: pulumi.Input[str]
     storage_type: str
     retain_on_destroy: bool
+    file_system_id: Optional[str] = None
 
 
 class NasStorage(pulumi.ComponentResource):
     """Shared storage for data, checkpoints and TensorBoard logs.
 
     Children: ``file_system`` (standard NFS; with ``args.retain_on_destroy`` a `pulumi destroy`
-    leaves it and its data in place), ``access_group`` (VPC), ``access_rule`` (the node
-    vSwitch CIDR, RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash)
-    and ``mount_target`` in the node vSwitch.
+    leaves it and its data in place; none with ``args.file_system_id``), ``access_group``
+    (VPC), ``access_rule`` (the node vSwitch CIDR, RDWR, no_squash: CSI mounts come from node
+    IPs and chown needs no_squash) and ``mount_target`` in the node vSwitch.
 
     Outputs:
         file_system_id: the NAS file system id.
@@ -46,15 +50,19 @@ class NasStorage(pulumi.ComponentResource):
     def __init__(self, name: str, args: NasStorageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:NasStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # No vpc_id/vswitch_id on a standard NAS: those belong to CPFS and force replacement.
-        file_system = alicloud.nas.FileSystem(
-            f"{name}-fs",
-            protocol_type="NFS",
-            storage_type=args.storage_type,
-            file_system_type="standard",
-            description=f"{name} training data",
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
-        )
+        file_system_id: pulumi.Input[str]
+        if args.file_system_id is not None:
+            file_system_id = args.file_system_id
+        else:
+            # No vpc_id/vswitch_id on a standard NAS: those belong to CPFS and force replacement.
+            file_system_id = alicloud.nas.FileSystem(
+                f"{name}-fs",
+                protocol_type="NFS",
+                storage_type=args.storage_type,
+                file_system_type="standard",
+                description=f"{name} training data",
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
+            ).id
         access_group = alicloud.nas.AccessGroup(
             f"{name}-access",
             access_group_name=name,
@@ -74,14 +82,14 @@ class NasStorage(pulumi.ComponentResource):
         )
         self.mount_target = alicloud.nas.MountTarget(
             f"{name}-mount",
-            file_system_id=file_system.id,
+            file_system_id=file_system_id,
             access_group_name=access_group.access_group_name,
             vswitch_id=args.vswitch_id,
             network_type="Vpc",
             # Mounts are refused until the rule exists.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[access_rule]),
         )
-        self.file_system_id = file_system.id
+        self.file_system_id = pulumi.Output.from_input(file_system_id)
         self.mount_target_domain = self.mount_target.mount_target_domain
         self.register_outputs({"file_system_id": self.file_system_id,
                                "mount_target_domain": self.mount_target_domain})

@@ -55,12 +55,18 @@ class NodePools(pulumi.ComponentResource):
     from 0). ACK refuses to create two pools of one cluster at once ("cannot operate cluster
     where state is scaling"), so the GPU pool depends on the CPU pool.
 
+    With ``args.gpu_autoscaling`` also ``autoscaler`` (alicloud.cs.AutoscalingConfig): a pool's
+    scaling_config only marks it scalable; ACK scales it (from 0 too) only once the
+    cluster's autoscaler is configured, which this resource does (cluster-autoscaler, scale
+    up from zero, GPU nodes released when idle).
+
     Outputs:
         ready: the last pool's id (Kubernetes objects may depend on it).
     """
 
     cpu: alicloud.cs.NodePool
     gpu: Optional[alicloud.cs.NodePool]
+    autoscaler: Optional[alicloud.cs.AutoscalingConfig]
 
     def __init__(self, name: str, args: NodePoolsArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:NodePools", name, None, opts)
@@ -79,6 +85,7 @@ class NodePools(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu = None
+        self.autoscaler = None
         if args.gpu_size is not None:
             sizing: dict = (
                 # Autoscaling from 0: idle GPU nodes are released and cost nothing.
@@ -102,5 +109,25 @@ class NodePools(pulumi.ComponentResource):
                 **sizing,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),
             )
+            if args.gpu_autoscaling:
+                self.autoscaler = _autoscaler(name, args.cluster_id, parent=self, after=self.gpu)
         self.ready = (self.gpu or self.cpu).id
         self.register_outputs({"ready": self.ready})
+
+
+def _autoscaler(name: str, cluster_id: pulumi.Input[str], *, parent: pulumi.Resource,
+                after: alicloud.cs.NodePool) -> alicloud.cs.AutoscalingConfig:
+    """The cluster's autoscaler, configured after the pools (ACK refuses a cluster change while
+    a pool is scaling)."""
+    return alicloud.cs.AutoscalingConfig(
+        f"{name}-autoscaler",
+        cluster_id=cluster_id,
+        scaler_type="cluster-autoscaler",
+        # The GPU pool's minimum is 0: without this no node ever comes up for a pending GPU pod.
+        scale_up_from_zero=True,
+        scale_down_enabled=True,
+        # A GPU node is released when its GPUs are idle (the training pods have finished).
+        gpu_utilization_threshold="0.5",
+        expander="least-waste",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[after]),
+    )

@@ -176,10 +176,13 @@ class SharedVolume(pulumi.ComponentResource):
                 resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": args.storage}),
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(args.match_labels)),
                 # Pre-bound: the claim takes this PV only (the selector stays, and must match).
-                # An Output of the PV, so the claim comes after its PV and goes before it.
-                volume_name=self.pv.metadata.name,
+                # The plain name, not the PV's output: on a cluster the stack is still to create
+                # every Kubernetes output is unknown at preview, and the plan must show which PV
+                # the claim binds. depends_on keeps the order (claim after its PV, before it on
+                # delete) that the output used to give.
+                volume_name=object_name,
             ),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pv]),
         )
         self.claim_name = object_name
         self.pv_name = self.pv.metadata.name

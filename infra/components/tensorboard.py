@@ -26,14 +26,14 @@ class TensorBoardArgs:
     Attributes:
         tensorboard: its image, pull policy and Service (tensorboard.*).
         namespace: the namespace (an Output when the stack creates it).
-        pvc_name: the run's claim, mounted read-only.
+        pvc_name: the run's claim, mounted read-only (its plain name: known at preview).
         mount_path: where the claim is mounted.
         log_dir: the run's directory on it (``--logdir``).
         placement: the tensorboard.* node selector and tolerations.
         image_pull_secret: the docker-registry Secret to pull the image with, if any.
         cloud_acl: the stack created the ACK cluster, whose load balancer needs an SLB ACL to
             honour the source ranges.
-        after: resources the Deployment waits for (the node pools, the pull Secret).
+        after: resources the Deployment waits for (the node pools, the pull Secret, the claim).
     """
 
     tensorboard: TensorBoardSettings

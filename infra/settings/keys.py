@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from infra.settings.cloud_parsers import ack_version, instance_types
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path,
     image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
@@ -41,10 +42,19 @@ ADDRESS_TYPES = ("internet", "intranet")
 VOLUME_TYPES = ("nas", "nfs", "hostPath")
 #: Keys that configure one volume type only, by type (refused with the others).
 VOLUME_KEYS = {
-    "nas": ("nas.storageType", "nas.retainOnDestroy", "nas.path", "nas.mountTargetDomain"),
+    "nas": ("nas.storageType", "nas.retainOnDestroy", "nas.path", "nas.mountTargetDomain", "nas.fileSystemId"),
     "nfs": ("nfs.server", "nfs.path"),
     "hostPath": ("hostPath.path",),
 }
+#: Key prefixes of the cloud layer the stack creates without kubeconfig: with kubeconfig they
+#: would shape nothing, so they are refused there (see cloud_rules.py). Not zone: the committed
+#: Pulumi.dev.yaml sets it, and a kubeconfig stack is that file plus kubeconfig.
+CLOUD_KEY_PREFIXES = ("vpc.", "vswitch.", "cluster.", "gpuPool.", "cpuPool.", "nodePools.")
+#: Keys that shape the NAS file system the stack creates (refused when it creates none).
+NAS_CREATE_KEYS = ("nas.storageType", "nas.retainOnDestroy")
+#: The range of an ACK temporary credential's lifetime, minutes (cs DescribeClusterUserKubeconfig
+#: TemporaryDurationMinutes: 15 to 4320).
+CREDENTIAL_MINUTES = (15, 4320)
 #: Roles whose pods take a node selector and tolerations from config (``<role>.nodeSelector``).
 PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
@@ -92,6 +102,7 @@ class Key:
 #: key holds a string.
 _VALUE_TYPES: dict[Parser, str] = {
     positive_number: "number", optional_positive_int: "integer", cidr_list: "list", string_list: "list",
+    instance_types: "list",
     tolerations: "list", label_map: "map", node_selector: "map",
 }
 
@@ -200,18 +211,21 @@ KEYS: tuple[Key, ...] = (
     Key("vswitch.cidr", "192.168.0.0/20", cidr, "192.168.0.0/20", "string",
         "CIDR of the node vSwitch; the NAS access rule authorises it."),
     Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
-    Key("cluster.version", None, optional_string, "1.33.3-aliyun.1", None,
+    Key("cluster.version", None, ack_version, "1.33.3-aliyun.1", None,
         "Kubernetes version of a new cluster; default the newest."),
     Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string", "Flannel pod CIDR."),
     Key("cluster.serviceCidr", "172.21.0.0/20", cidr, "172.21.0.0/20", "string", "Service CIDR."),
     Key("cluster.apiServerPublic", True, boolean, "true", "boolean",
         "Expose the API server on an internet load balancer (Pulumi must reach it)."),
+    Key("cluster.credentialMinutes", 240, integer(*CREDENTIAL_MINUTES), "240", "integer",
+        "Lifetime in minutes of the temporary kubeconfig the stack reads for the cluster (15 to 4320); "
+        "each `pulumi up` gets a new one. Must outlast job.waitTimeoutMinutes when job.waitForChief."),
     Key("kubeconfig", None, optional_string, "~/.kube/config", None,
         "Skip the cloud layer and deploy into the cluster of this kubeconfig (path or content)."),
     Key("clusterIdentifier", None, optional_string, "my-cluster", None,
         "Identity of the kubeconfig's cluster for the kubernetes provider (a change replaces every Kubernetes "
         "object); default the API server URL of the kubeconfig's current context."),
-    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), string_list, "ecs.gn5-c4g1.xlarge", None,
+    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), instance_types, "ecs.gn5-c4g1.xlarge", None,
         "GPU instance types, tried in order.", "--path 'gpuPool.instanceTypes[0]'"),
     Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
         "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
@@ -223,7 +237,7 @@ KEYS: tuple[Key, ...] = (
     Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
         "cloud_efficiency", "string", "System disk category of GPU nodes (GN5: no ESSD)."),
     Key("gpuPool.systemDiskSize", 120, integer(40, 2048), "120", "integer", "System disk GiB of GPU nodes."),
-    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), string_list, "ecs.g6.xlarge", None,
+    Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), instance_types, "ecs.g6.xlarge", None,
         "CPU instance types for ps, chief, TensorBoard (and CPU workers).", "--path 'cpuPool.instanceTypes[0]'"),
     Key("cpuPool.size", 2, integer(1), "2", "integer", "CPU nodes."),
     Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
@@ -235,7 +249,11 @@ KEYS: tuple[Key, ...] = (
         "Keep the NAS file system (and its data) when the stack is destroyed."),
     Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),
     Key("nas.mountTargetDomain", None, optional_string, "xxxx.cn-hangzhou.nas.aliyuncs.com", None,
-        "Existing NAS mount target (with kubeconfig: the stack then creates no NAS)."),
+        "Existing NAS mount target: the stack then creates no NAS (without kubeconfig it must be in the "
+        "VPC of vpc.id or vswitch.id)."),
+    Key("nas.fileSystemId", None, optional_string, "0a1b2c3d4e", None,
+        "Existing standard NAS file system (without kubeconfig): the stack creates only its access group, "
+        "rule and mount target in the node vSwitch."),
     Key("nfs.server", None, nfs_server, "nfs.example.internal", None,
         "NFS server of persistence.volume.type nfs (host name or IP address)."),
     Key("nfs.path", None, export_path, "/exports/tf-mnist", None,

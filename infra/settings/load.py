@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import pulumi
 
+from infra.settings.cloud_rules import stack_name, zone_in_region
 from infra.settings.derive import assemble, resolve
 from infra.settings.keys import PROJECT
 from infra.settings.messages import ConfigError
@@ -36,6 +38,10 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
     reading = read(RawConfig(config or pulumi.Config(PROJECT)))
     resolved = resolve(reading.values)
     cross_check(reading, resolved)
+    stack = stack or pulumi.get_stack()
+    stack_name(reading, stack)
+    # The provider's region: its config, else the environment variable it also reads.
+    zone_in_region(reading, pulumi.Config("alicloud").get("region") or os.environ.get("ALICLOUD_REGION"))
     if reading.problems:
         raise ConfigError(reading.problems)
-    return assemble(reading, resolved, stack or pulumi.get_stack())
+    return assemble(reading, resolved, stack)

@@ -101,6 +101,7 @@ class ClusterSettings:
     pod_cidr: str = from_key("cluster.podCidr")
     service_cidr: str = from_key("cluster.serviceCidr")
     api_server_public: bool = from_key("cluster.apiServerPublic")
+    credential_minutes: int = from_key("cluster.credentialMinutes")
     gpu_instance_types: tuple[str, ...] = from_key("gpuPool.instanceTypes")
     gpus_per_instance: int = from_key("gpuPool.gpusPerInstance")
     #: gpuPool.size, or as many nodes as the GPU pods need (see its Key).
@@ -134,6 +135,7 @@ class StorageSettings:
     nas_retain_on_destroy: bool = from_key("nas.retainOnDestroy")
     nas_path: str = from_key("nas.path")
     nas_mount_target_domain: Optional[str] = from_key("nas.mountTargetDomain")
+    nas_file_system_id: Optional[str] = from_key("nas.fileSystemId")
     nfs_server: Optional[str] = from_key("nfs.server")
     nfs_path: Optional[str] = from_key("nfs.path")
     host_path: str = from_key("hostPath.path")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Callable
 
+from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.derive import Resolved
 from infra.settings.keys import PROJECT, VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
@@ -175,8 +176,8 @@ def task_names(r: Reading, d: Resolved) -> None:
 
 
 #: Every rule, in the order its violations are reported.
-RULES: tuple[Rule, ...] = (ports, cloud_layer, volume, namespace, cidrs, registry_credentials, cluster_identity,
-                           tensorboard, task_names)
+RULES: tuple[Rule, ...] = (ports, cloud_layer, *CLOUD_RULES, volume, namespace, cidrs, registry_credentials,
+                           cluster_identity, tensorboard, task_names)
 
 
 def cross_check(reading: Reading, resolved: Resolved) -> None:

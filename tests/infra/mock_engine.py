@@ -59,6 +59,8 @@ class Registration:
     provider: str
     retain_on_delete: bool
     delete_before_replace: bool
+    #: The aliases the program gave (each as the engine's Alias message in text form).
+    aliases: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -129,6 +131,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
                 provider=request.provider,
                 retain_on_delete=request.retainOnDelete,
                 delete_before_replace=request.deleteBeforeReplace,
+                aliases=[str(a) for a in request.aliases],
             ))
         return response
 

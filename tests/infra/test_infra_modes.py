@@ -92,7 +92,7 @@ def test_preview_makes_no_credential_call_and_leaves_the_kubeconfig_unknown(dev_
     run = me.run_program(dev_config, preview=True)
     assert run.error is None
     assert run.calls == [], "the credential invoke must wait for a known cluster id"
-    provider = run.one("pulumi:providers:kubernetes", "mnist-dev-k8s")
+    provider = run.one("pulumi:providers:kubernetes", "tf-mnist-dev-k8s")
     kubeconfig = provider.inputs["kubeconfig"]
     assert me.is_secret_value(kubeconfig) and isinstance(kubeconfig["value"], Unknown), kubeconfig
     assert isinstance(provider.inputs["clusterIdentifier"], Unknown)
@@ -140,7 +140,7 @@ def _assert_equal(a, b):
 def test_cpu_workers_without_gpu_pool(dev_config):
     run = me.run_program(_set(dev_config, worker__gpuCount="0"))
     pools = [p.name for p in run.of_type("alicloud:cs/nodePool:NodePool")]
-    assert pools == ["mnist-dev-cpu"]
+    assert pools == ["tf-mnist-dev-cpu"]
     for name in ("mnist-worker-0", "mnist-worker-1"):
         container = run.one("kubernetes:batch/v1:Job", name).inputs["spec"]["template"]["spec"]["containers"][0]
         assert container["image"].endswith("/trainer:2.21.0-cpu")
@@ -150,7 +150,7 @@ def test_cpu_workers_without_gpu_pool(dev_config):
 def test_gpu_pool_size_from_worker_demand_and_autoscaling(dev_config):
     run = me.run_program(_set(dev_config, worker__number="5", worker__gpuCount="2", gpuPool__gpusPerInstance="4",
                               gpuPool__autoscaling="true"))
-    gpu = run.one("alicloud:cs/nodePool:NodePool", "mnist-dev-gpu")
+    gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert "desiredSize" not in gpu.inputs
     assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 3, "type": "gpu"}  # ceil(10/4)
     limits = run.one("kubernetes:batch/v1:Job", "mnist-worker-4").inputs["spec"]["template"]["spec"][
@@ -218,8 +218,8 @@ def test_existing_cluster_and_vswitch(dev_config):
     assert "alicloud:cs/managedKubernetes:ManagedKubernetes" not in types
     assert "alicloud:vpc/switch:Switch" not in types and "alicloud:vpc/network:Network" not in types
     assert run.calls[0].args["clusterId"] == "c-existing"
-    assert run.one("alicloud:nas/accessRule:AccessRule", "mnist-dev-rule").inputs["sourceCidrIp"] == "10.0.1.0/24"
-    assert run.one("alicloud:cs/nodePool:NodePool", "mnist-dev-gpu").inputs["vswitchIds"] == ["vsw-existing"]
+    assert run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule").inputs["sourceCidrIp"] == "10.0.1.0/24"
+    assert run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["vswitchIds"] == ["vsw-existing"]
 
 
 def test_name_prefix_and_namespace_let_two_runs_share_a_cluster(dev_config):

@@ -223,41 +223,41 @@ def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
 def test_pv_depends_on_the_mount_target(dev_config):
     run = me.run_program(dev_config)
     pv = run.one(PV, "mnist-data")
-    mount_target = run.one("alicloud:nas/mountTarget:MountTarget", "mnist-dev-mount")
+    mount_target = run.one("alicloud:nas/mountTarget:MountTarget", "tf-mnist-dev-mount")
     assert mount_target.urn in pv.dependencies
-    rule = run.one("alicloud:nas/accessRule:AccessRule", "mnist-dev-rule")
+    rule = run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule")
     assert rule.urn in mount_target.dependencies
 
 
 def test_cloud_layer(dev_config):
     run = me.run_program(dev_config)
-    vpc = run.one("alicloud:vpc/network:Network", "mnist-dev-vpc")
-    vswitch = run.one("alicloud:vpc/switch:Switch", "mnist-dev-vswitch")
+    vpc = run.one("alicloud:vpc/network:Network", "tf-mnist-dev-vpc")
+    vswitch = run.one("alicloud:vpc/switch:Switch", "tf-mnist-dev-vswitch")
     assert vpc.inputs["cidrBlock"] == "192.168.0.0/16"
     assert vswitch.inputs["cidrBlock"] == "192.168.0.0/20"
     assert vswitch.inputs["zoneId"] == "cn-hangzhou-i"
-    cluster = run.one("alicloud:cs/managedKubernetes:ManagedKubernetes", "mnist-dev-ack")
+    cluster = run.one("alicloud:cs/managedKubernetes:ManagedKubernetes", "tf-mnist-dev-ack")
     assert cluster.inputs["podCidr"] == "172.20.0.0/16"
     assert cluster.inputs["serviceCidr"] == "172.21.0.0/20"
     assert cluster.inputs["newNatGateway"] is True
     assert cluster.inputs["slbInternetEnabled"] is True
     assert {a["name"] for a in cluster.inputs["addons"]} == {"flannel", "csi-plugin", "csi-provisioner"}
-    cpu = run.one("alicloud:cs/nodePool:NodePool", "mnist-dev-cpu")
-    gpu = run.one("alicloud:cs/nodePool:NodePool", "mnist-dev-gpu")
+    cpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-cpu")
+    gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert cpu.urn in gpu.dependencies, "node pools must be created one after another"
     assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge"]
     assert gpu.inputs["desiredSize"] == "2"  # 2 workers x 1 GPU / 1 GPU per instance
     assert gpu.inputs["systemDiskCategory"] == "cloud_efficiency"
     assert gpu.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert "taints" not in cpu.inputs
-    fs = run.one("alicloud:nas/fileSystem:FileSystem", "mnist-dev-fs")
+    fs = run.one("alicloud:nas/fileSystem:FileSystem", "tf-mnist-dev-fs")
     assert fs.inputs["protocolType"] == "NFS" and fs.inputs["storageType"] == "Performance"
     assert fs.retain_on_delete is True
     assert "vpcId" not in fs.inputs and "vswitchId" not in fs.inputs
-    rule = run.one("alicloud:nas/accessRule:AccessRule", "mnist-dev-rule")
+    rule = run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule")
     assert rule.inputs["sourceCidrIp"] == "192.168.0.0/20"
     assert (rule.inputs["rwAccessType"], rule.inputs["userAccessType"]) == ("RDWR", "no_squash")
-    provider = run.one("pulumi:providers:kubernetes", "mnist-dev-k8s")
+    provider = run.one("pulumi:providers:kubernetes", "tf-mnist-dev-k8s")
     assert provider.inputs["clusterIdentifier"] == me.CLUSTER_ID
     assert me.is_secret_value(provider.inputs["kubeconfig"])
     assert [c.token for c in run.calls] == [me.CREDENTIAL_TOKEN]
@@ -274,7 +274,7 @@ def test_stack_outputs(dev_config):
     assert out["clusterId"] == me.CLUSTER_ID
     assert out["kubeconfig"] == me.KUBECONFIG
     assert run.secret_outputs["kubeconfig"] is True
-    assert out["nasFileSystemId"] == "mnist-dev-fs-id"
+    assert out["nasFileSystemId"] == "tf-mnist-dev-fs-id"
     assert out["mountTargetDomain"] == me.MOUNT_TARGET_DOMAIN
     assert out["tensorboardUrl"] == f"http://{me.LOAD_BALANCER_IP}/"
     assert out["followChiefLog"][-1] == \

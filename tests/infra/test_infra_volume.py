@@ -180,3 +180,20 @@ def test_nfs_and_host_path_need_an_existing_cluster(dev_config, volume_type, rea
               f"Configuration 'tf-mnist:persistence.volume.type' value '{volume_type}' is invalid: must be nas "
               f"without kubeconfig ({reason}); {volume_type} needs an existing cluster (kubeconfig).",
               "    fix: pulumi config set persistence.volume.type nas")
+
+
+def test_claim_and_tensorboard_name_the_volume_in_plain_text_ordered_by_depends_on(dev_config):
+    """On a cluster the stack is still to create, every Kubernetes output is unknown at
+    preview: the claim's volumeName and TensorBoard's claimName are the plain volume name (no
+    property dependency on the PV or the claim), and explicit depends_on keeps the order."""
+    run = me.run_program(dev_config, preview=True)
+    assert run.error is None, run.error
+    pv, pvc = run.one(PV, "mnist-data"), run.one(PVC, "mnist-data")
+    deployment = run.one("kubernetes:apps/v1:Deployment", "mnist-tensorboard")
+    name = pv.inputs["metadata"]["name"]
+    assert pvc.inputs["spec"]["volumeName"] == name
+    (volume,) = deployment.inputs["spec"]["template"]["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == name
+    assert pv.urn not in pvc.property_dependencies.get("spec", [])
+    assert pvc.urn not in deployment.property_dependencies.get("spec", [])
+    assert pv.urn in pvc.dependencies and pvc.urn in deployment.dependencies

@@ -112,12 +112,48 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert f"{PREFIX}-chief-0" in jobs and f"{PREFIX}-chief-0" in services
 
     assert_volume(preview)
+    if mode == "cloud":
+        assert_cloud_layer(preview, workers)
 
     (config_map,) = preview.resources("kubernetes:core/v1:ConfigMap")
     spec = json.loads(config_map["inputs"]["data"]["cluster_spec.json"])
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
     assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
+
+
+def _inputs(preview: PreviewResult, rtype: str) -> list[dict]:
+    return [r["inputs"] for r in preview.resources(rtype) if r["type"] == rtype]
+
+
+def assert_cloud_layer(preview: PreviewResult, workers: int) -> None:
+    """The alicloud resources' inputs as the provider checked them (what tests/infra's mock
+    tests assert): names from ``tf-mnist-<stack>``, the network, the cluster, a GPU pool of one
+    node per worker (worker.gpuCount 1, gpuPool.gpusPerInstance 1) and the NAS."""
+    (vpc,) = _inputs(preview, "alicloud:vpc/network:Network")
+    assert (vpc["vpcName"], vpc["cidrBlock"]) == ("tf-mnist-dev", "192.168.0.0/16")
+    (vswitch,) = _inputs(preview, "alicloud:vpc/switch:Switch")
+    assert (vswitch["cidrBlock"], vswitch["zoneId"]) == ("192.168.0.0/20", "cn-hangzhou-i")
+    (cluster,) = _inputs(preview, "alicloud:cs/managedKubernetes:ManagedKubernetes")
+    assert (cluster["podCidr"], cluster["serviceCidr"]) == ("172.20.0.0/16", "172.21.0.0/20")
+    assert cluster["newNatGateway"] is True and cluster["slbInternetEnabled"] is True
+    assert {a["name"] for a in cluster["addons"]} == {"flannel", "csi-plugin", "csi-provisioner"}
+    pools = {p["nodePoolName"]: p for p in _inputs(preview, "alicloud:cs/nodePool:NodePool")}
+    assert sorted(pools) == ["tf-mnist-dev-cpu", "tf-mnist-dev-gpu"]
+    gpu = pools["tf-mnist-dev-gpu"]
+    assert gpu["desiredSize"] == str(workers), "one GN5 node (1 GPU) per worker"
+    assert gpu["instanceTypes"] == ["ecs.gn5-c4g1.xlarge"] and gpu["systemDiskCategory"] == "cloud_efficiency"
+    assert [(t["key"], t["value"], t["effect"]) for t in gpu["taints"]] == [("nvidia.com/gpu", "present",
+                                                                             "NoSchedule")]
+    assert "taints" not in pools["tf-mnist-dev-cpu"]
+    (fs,) = _inputs(preview, "alicloud:nas/fileSystem:FileSystem")
+    assert (fs["protocolType"], fs["storageType"], fs["fileSystemType"]) == ("NFS", "Performance", "standard")
+    assert "vpcId" not in fs and "vswitchId" not in fs
+    (rule,) = _inputs(preview, "alicloud:nas/accessRule:AccessRule")
+    assert (rule["sourceCidrIp"], rule["rwAccessType"], rule["userAccessType"]) == ("192.168.0.0/20", "RDWR",
+                                                                                   "no_squash")
+    (mount,) = _inputs(preview, "alicloud:nas/mountTarget:MountTarget")
+    assert (mount["accessGroupName"], mount["networkType"]) == ("tf-mnist-dev", "Vpc")
 
 
 def assert_volume(preview: PreviewResult) -> str:
@@ -165,6 +201,53 @@ def test_config_set_path_worker_number_4(dev_project: PulumiProject, toolchain: 
     assert "tf-mnist:worker.number" not in config
     assert config["tf-mnist:worker"]["number"] == 4
     assert_topology(dev_project.preview(), 4, mode)
+
+
+def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_project: PulumiProject,
+                                                                         toolchain: Toolchain) -> None:
+    """gpuPool.autoscaling: the pool scales 0..2 and the cluster's autoscaler (which ACK needs
+    to scale a pool from zero) is configured after it; nas.fileSystemId: a mount target on that
+    file system and no new one; namePrefix vision: the Kubernetes objects are renamed, no cloud
+    resource is (their Pulumi names are tf-mnist-<stack>-...)."""
+    configure(dev_project, toolchain, "cloud")
+    dev_project.set_config("gpuPool.autoscaling", "true")
+    dev_project.set_config("nas.fileSystemId", "0a1b2c3d4e")
+    dev_project.set_config("namePrefix", "vision")
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    (autoscaler,) = _inputs(preview, "alicloud:cs/autoscalingConfig:AutoscalingConfig")
+    assert autoscaler["scaleUpFromZero"] is True and autoscaler["scalerType"] == "cluster-autoscaler"
+    (gpu,) = [p for p in _inputs(preview, "alicloud:cs/nodePool:NodePool") if p["nodePoolName"].endswith("-gpu")]
+    assert {k: gpu["scalingConfig"][k] for k in ("enable", "minSize", "maxSize")} == {
+        "enable": True, "minSize": 0, "maxSize": COMMITTED_WORKERS}
+    assert _inputs(preview, "alicloud:nas/fileSystem:FileSystem") == []
+    (mount,) = _inputs(preview, "alicloud:nas/mountTarget:MountTarget")
+    assert mount["fileSystemId"] == "0a1b2c3d4e"
+    cloud = [s["urn"].rsplit("::", 1)[1] for s in preview.steps
+             if s["urn"].split("::")[2].rsplit("$", 1)[-1].startswith("alicloud:")]
+    assert cloud and all(name.startswith("tf-mnist-dev-") for name in cloud), cloud
+    assert "vision-chief-0" in names_of(preview, "kubernetes:batch/v1:Job")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("cluster.version", "1.33", "Configuration 'tf-mnist:cluster.version' value '1.33' is invalid: must be an "
+                                "ACK version <major>.<minor>.<patch>-aliyun.<n>"),
+    ("cluster.podCidr", "192.168.128.0/17", "Configuration 'tf-mnist:cluster.podCidr' value '192.168.128.0/17' is "
+                                            "invalid: must not overlap vpc.cidr (192.168.0.0/16)"),
+    ("zone", "cn-beijing-a", "Configuration 'tf-mnist:zone' value 'cn-beijing-a' is invalid: must be a zone of "
+                             "region cn-hangzhou (alicloud:region)"),
+], ids=["version", "podCidr", "zone"])
+def test_cloud_values_ack_would_refuse_fail_at_preview_with_the_programs_message(
+        dev_project: PulumiProject, key: str, value: str, message: str) -> None:
+    """ACK refuses these only when it creates the cluster (the provider does not check them at
+    preview), after the VPC and NAS exist: the program refuses them before anything is planned."""
+    dev_project.set_config(key, value)
+    preview = dev_project.preview()
+    assert preview.returncode != 0
+    output = preview.messages()
+    assert message in output, output
+    assert "Traceback" not in output, output
+    assert preview.resources() == []
 
 
 def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiProject) -> None:

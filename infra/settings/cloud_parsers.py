@@ -1,0 +1,40 @@
+"""Parsers of the cloud layer's values that ACK would otherwise refuse only at `pulumi up`.
+
+The alicloud provider checks none of these at preview (terraform-provider-alicloud v1.271.0
+declares no validation for cs_managed_kubernetes ``version`` or cs_kubernetes_node_pool
+``instance_types``); ACK refuses a bad one when the cluster or pool is created, after the
+network and NAS already exist. The rules here are the forms ACK's own values take.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from infra.settings.parsers import string_list
+
+#: ACK Kubernetes versions: ``<major>.<minor>.<patch>-aliyun.<n>`` (DescribeKubernetesVersionMetadata,
+#: e.g. 1.33.3-aliyun.1); a bare upstream version ("1.33") or a "v" prefix is refused by ACK.
+ACK_VERSION = re.compile(r"^1\.[0-9]{2}\.[0-9]+-aliyun\.[0-9]+$")
+#: ECS instance types: ``ecs.<family>.<size>`` (DescribeInstanceTypes), e.g. ecs.gn5-c4g1.xlarge.
+INSTANCE_TYPE = re.compile(r"^ecs\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+$")
+
+
+def ack_version(raw: Any) -> Optional[str]:
+    """An ACK Kubernetes version such as ``1.33.3-aliyun.1``, or None (unset: the newest)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not ACK_VERSION.match(raw):
+        raise ValueError("must be an ACK version <major>.<minor>.<patch>-aliyun.<n> such as 1.33.3-aliyun.1 "
+                         "(`aliyun cs GET /api/v1/metadata/versions` lists them)")
+    return raw
+
+
+def instance_types(raw: Any) -> tuple[str, ...]:
+    """A non-empty list of ECS instance types, each ``ecs.<family>.<size>``."""
+    items = string_list(raw)
+    bad = [i for i in items if not INSTANCE_TYPE.match(i)]
+    if bad:
+        raise ValueError(f"must be ECS instance types ecs.<family>.<size> such as ecs.gn5-c4g1.xlarge "
+                         f"(not {', '.join(bad)})")
+    return items

@@ -1,0 +1,111 @@
+"""Cross-key rules of the cloud layer: keys that mean nothing in the chosen mode, an existing
+NAS, and the lifetime of the cluster credential."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from infra.settings.derive import Resolved
+from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS, PROJECT
+from infra.settings.read import Reading
+
+#: Every key of the cloud layer (CLOUD_KEY_PREFIXES), in table order.
+CLOUD_KEYS = tuple(k.name for k in KEYS if k.name.startswith(CLOUD_KEY_PREFIXES))
+GPU_POOL_KEYS = tuple(name for name in CLOUD_KEYS if name.startswith("gpuPool."))
+#: What shapes only a cluster the stack creates.
+CREATED_CLUSTER_KEYS = ("cluster.version", "cluster.podCidr", "cluster.serviceCidr", "cluster.apiServerPublic")
+
+
+def mode_keys(r: Reading, _: Resolved) -> None:
+    """With kubeconfig the stack creates no cloud layer: its keys would shape nothing. Without
+    GPU pods (worker.gpuCount 0) the stack creates no GPU pool: gpuPool.* would shape nothing."""
+    v = r.values
+    if v["kubeconfig"] is not None:
+        # NAS keys with another volume type: the volume rule refuses them already.
+        nas = ("nas.fileSystemId", *NAS_CREATE_KEYS) if v["persistence.volume.type"] == "nas" else ()
+        for name in (*CLOUD_KEYS, *nas):
+            if r.is_set(name):
+                r.refuse(name, "applies only without kubeconfig (with kubeconfig the stack deploys into that "
+                               "cluster and creates no VPC, cluster, node pool or NAS)")
+        return
+    if v["worker.gpuCount"] == 0:
+        for name in GPU_POOL_KEYS:
+            if r.is_set(name):
+                r.refuse(name, "applies only with worker.gpuCount > 0 (without GPU pods the stack creates no "
+                               "GPU pool)")
+    if v["cluster.id"] is not None:
+        for name in CREATED_CLUSTER_KEYS:
+            if r.is_set(name):
+                r.refuse(name, "applies only when the stack creates the ACK cluster (cluster.id names an "
+                               "existing one)")
+    if v["vswitch.id"] is not None:
+        for name in ("vpc.id", "vpc.cidr"):
+            if r.is_set(name):
+                r.refuse(name, "applies only when the stack creates the vSwitch (vswitch.id names an existing "
+                               "one, in its own VPC)")
+
+
+def zone_in_region(r: Reading, region: Optional[str]) -> None:
+    """A new vSwitch's zone is one of the provider's region (``cn-hangzhou-i`` in
+    ``cn-hangzhou``): ACK and VPC refuse another region's zone only at create."""
+    zone = r.values["zone"]
+    if r.values["kubeconfig"] is None and r.values["vswitch.id"] is None and zone and region:
+        if not zone.startswith(f"{region}-"):
+            r.bad("zone", f"must be a zone of region {region} (alicloud:region), such as {region}-a", "zone",
+                  fix_value=f"{region}-a")
+
+
+def existing_nas(r: Reading, _: Resolved) -> None:
+    """nas.mountTargetDomain or nas.fileSystemId without kubeconfig: one NAS, named once, in
+    a VPC the cluster's nodes are in, and no keys of a file system the stack does not create."""
+    v = r.values
+    if v["kubeconfig"] is not None or v["persistence.volume.type"] != "nas":
+        return
+    domain, file_system = v["nas.mountTargetDomain"], v["nas.fileSystemId"]
+    if domain is not None and file_system is not None:
+        r.refuse("nas.fileSystemId", "applies only without nas.mountTargetDomain (that mount target already "
+                                     "names the NAS, so the stack creates no NAS resource)")
+    if domain is not None and v["vpc.id"] is None and v["vswitch.id"] is None:
+        # A mount target answers only inside its own VPC, and without vpc.id or vswitch.id
+        # the stack creates a new VPC for the nodes.
+        r.bad("nas.mountTargetDomain", "needs vpc.id or vswitch.id of the VPC that mount target is in (a NAS "
+              "mount target serves only its own VPC; without them the stack creates a new one)", "vpc.id")
+    if domain is not None or file_system is not None:
+        existing = "nas.mountTargetDomain" if domain is not None else "nas.fileSystemId"
+        for name in NAS_CREATE_KEYS:
+            if r.is_set(name):
+                r.refuse(name, f"applies only when the stack creates the NAS file system ({existing} names an "
+                               "existing one)")
+
+
+def credential_lifetime(r: Reading, _: Resolved) -> None:
+    """The temporary kubeconfig must outlast a `pulumi up` that waits for the chief."""
+    v = r.values
+    if v["kubeconfig"] is not None or not v["job.waitForChief"]:
+        return
+    wait, minutes = v["job.waitTimeoutMinutes"], v["cluster.credentialMinutes"]
+    if minutes <= wait:
+        r.bad("cluster.credentialMinutes", f"must exceed job.waitTimeoutMinutes ({wait}) with job.waitForChief: "
+              "the kubeconfig would expire while `pulumi up` waits for the chief",
+              fix_value=str(min(wait + 60, 4320)))
+
+
+#: ACK's longest names: a cluster's 63 characters (terraform-provider-alicloud's
+#: cs_managed_kubernetes name check) and a node pool's, which is the cloud name plus "-gpu".
+ACK_NAME_MAX = 63
+NODE_POOL_SUFFIX = "-gpu"
+
+
+def stack_name(r: Reading, stack: str) -> None:
+    """The cloud layer's names (``tf-mnist-<stack>``, infra.target.cloud_name) fit ACK's."""
+    name = f"{PROJECT}-{stack}{NODE_POOL_SUFFIX}"
+    if r.values["kubeconfig"] is None and len(name) > ACK_NAME_MAX:
+        longest = ACK_NAME_MAX - len(f"{PROJECT}-{NODE_POOL_SUFFIX}")
+        r.problems.append(
+            f"Stack name '{stack}' is invalid for the cloud layer: its GPU node pool would be named {name} "
+            f"({len(name)} characters; ACK allows {ACK_NAME_MAX}), so the stack name may have at most {longest}.\n"
+            f"    fix: pulumi stack rename {stack[:longest]}")
+
+
+#: The rules of this module, in the order their violations are reported.
+CLOUD_RULES = (mode_keys, existing_nas, credential_lifetime)
