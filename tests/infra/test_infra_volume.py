@@ -192,7 +192,9 @@ def test_claim_and_tensorboard_name_the_volume_in_plain_text_ordered_by_depends_
     deployment = run.one("kubernetes:apps/v1:Deployment", "mnist-tensorboard")
     name = pv.inputs["metadata"]["name"]
     assert pvc.inputs["spec"]["volumeName"] == name
-    (volume,) = deployment.inputs["spec"]["template"]["spec"]["volumes"]
+    # The data volume, beside the emptyDir at /tmp that the read-only root filesystem needs.
+    (volume,) = [v for v in deployment.inputs["spec"]["template"]["spec"]["volumes"]
+                 if "persistentVolumeClaim" in v]
     assert volume["persistentVolumeClaim"]["claimName"] == name
     assert pv.urn not in pvc.property_dependencies.get("spec", [])
     assert pvc.urn not in deployment.property_dependencies.get("spec", [])
