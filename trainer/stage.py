@@ -173,6 +173,17 @@ def _unknown_message(source: str, name: str, path: Path) -> str:
             "data checks)")
 
 
+def _one_source(source: str | Sequence[str]) -> tuple[str, dict[str, str]]:
+    """(the source as text, file name -> URL for a URL list, else {}): a one-item sequence is
+    that item; several items are a URL list (``url_list``), shown as its URLs."""
+    if isinstance(source, str):
+        return source, {}
+    if len(source) == 1:
+        return source[0], {}
+    urls = url_list(source)
+    return ", ".join(urls.values()), urls
+
+
 def _make_dest(dest: Path) -> None:
     if dest.exists() and not dest.is_dir():
         raise StageError(f"--dest {dest}: not a directory")
@@ -185,10 +196,8 @@ def _make_dest(dest: Path) -> None:
 
 def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
           allow_unknown: bool = False, log=print) -> list[str]:
-    """Stage the data set of ``source`` into ``dest``; return the file names now in place.
-
-    ``source`` is a directory or URL, or a sequence of them: one item is that source, several
-    are the four IDX files' URLs (``url_list``).
+    """Stage the data set of ``source`` (a directory or URL; a sequence: ``_one_source``) into
+    ``dest``; return the file names now in place.
 
     All or nothing: every file that needs staging is fetched into a private temporary
     directory inside ``dest`` and checked (checksums; with ``allow_unknown`` the trainer's
@@ -196,19 +205,12 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
     leaves ``dest`` as it was.
 
     Raises:
-        StageError: ``dest`` not a directory, a missing or unreachable source file, or a
-            checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
+        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source
+            file, or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
             the trainer's own data checks instead).
         DataError: with ``allow_unknown``, files that the trainer could not read.
     """
-    dest = Path(dest)
-    urls: dict[str, str] = {}
-    if not isinstance(source, str):
-        if len(source) == 1:
-            source = source[0]
-        else:
-            urls = url_list(source)
-            source = ", ".join(urls.values())
+    dest, (source, urls) = Path(dest), _one_source(source)
     names = list(urls) if urls else _wanted(source)
     # For a directory source the file in place must be the source's own bytes; for a URL
     # (which cannot be compared without downloading) any known checksum will do. Every
