@@ -274,6 +274,39 @@ def test_up_again_with_nothing_changed_is_a_no_op(stack) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_changed_learning_rate_is_a_second_run_beside_the_first(stack, kube: Kube) -> None:
+    # One run per configuration: the new rate trains in a new directory under a new run id;
+    # the first run's files stay as they were, and `infra.status --runs` lists both.
+    project, volume = stack
+    first = run_dirs[PREFIX]
+    before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
+    first_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+    project.set_config("hyperparams.learningrate", "0.002", path=True)
+    try:
+        project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+        second = _on_volume(project, volume, "runDir")
+        assert second.parent == first.parent and second != first, (first, second)
+        second_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+        assert second_id != first_id
+        assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+        result = json.loads((second / "result.json").read_text())
+        assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
+        assert f"run_id={second_id}" in (second / "cluster" / "done").read_text()
+        assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
+        listed = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--runs", "--kubeconfig",
+             str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", PREFIX,
+             "--runs_dir", f"/data/runs/{first.parent.name}"], cwd=REPO, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[3:]}
+        assert rows[first.name][0] == "finished" and rows[second.name][0] == "finished", listed.stdout
+        timings["second_run_result"] = result["test_accuracy"]
+    finally:
+        # Back to the first configuration (Pulumi.dev.yaml's rate) for the tests that follow.
+        project.set_config("hyperparams.learningrate", "0.001", path=True)
+
+
 def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: Kube) -> None:
     # A static claim cannot be resized and its selector is immutable: the stack moves to a new
     # PV + PVC pair (infra/components/storage.py) and the Jobs follow; the data stays.
