@@ -66,11 +66,11 @@ def build(settings: Settings) -> dict[str, Any]:
     training = TrainingJob(prefix, TrainingJobArgs(
         training=settings.training, placement=settings.placement, namespace=namespace,
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
-        data_dir=settings.storage.data_dir, log_dir=settings.log_dir,
+        data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
         image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
     tensorboard = TensorBoard(prefix, TensorBoardArgs(
         tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
-        mount_path=settings.storage.mount_path, log_dir=settings.log_dir,
+        mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
         placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
         cloud_acl=settings.cluster.create_cloud, after=[*pods_after, volume.pvc]), opts=k8s_opts)
     return {
@@ -86,6 +86,11 @@ def build(settings: Settings) -> dict[str, Any]:
         "jobNames": training.job_names,
         "stagingJobName": training.staging_job_name,
         "runId": training.run_id,
+        "runDir": training.run_dir,
+        "runsDir": settings.runs_dir,
+        "dataDir": settings.data_dir,
+        # Where the chief writes the SavedModel at the end (trainer/training/finish.py).
+        "exportPath": f"{settings.log_dir}/export",
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }

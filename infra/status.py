@@ -11,6 +11,11 @@ each defaulting to the current stack's outputs (``pulumi stack output --json
 --show-secrets``, run in the project directory). The cluster is read with ``kubectl`` from
 PATH (``--kubectl`` to name another).
 
+``--runs`` lists instead every run of the stack on the shared volume (one directory per
+training configuration; infra/settings/runs.py) with its state, test accuracy and epochs, read
+through the TensorBoard pod (``kubectl exec``; infra/runs_scan.py) or, with ``--volume DIR``,
+from a local directory that holds the volume's files (a hostPath, a mounted NFS export).
+
 Exit status: 0 the run finished (the chief's Job completed), 1 it failed (a task Job
 failed), 3 it is still going (pending or running), 4 the run could not be read (no kubectl,
 the API server refused, no task Jobs of that prefix); 2 is argparse's bad usage.
@@ -86,6 +91,10 @@ class Kubectl:
             return self._run("logs", pod)
         except StatusError:  # a pod still pulling its image, or gone
             return ""
+
+    def exec(self, target: str, argv: list[str]) -> str:
+        """``kubectl exec TARGET -- ARGV...``: its standard output."""
+        return self._run("exec", target, "--", *argv)
 
 
 @dataclass
@@ -291,6 +300,43 @@ def render(status: RunStatus) -> str:
     return "\n".join(lines)
 
 
+def read_runs(runs_dir: str, prefix: str, cluster: Optional[Kubectl], volume: Optional[str]) -> list[dict]:
+    """The runs under ``runs_dir`` (``runs_scan.scan``): from ``volume``, the local directory
+    that holds the volume's files (``runs_dir`` is ``<mountPath>/runs/<name>`` there, so
+    ``<volume>/runs/<name>``), else through ``cluster`` in the ``<prefix>-tensorboard`` pod.
+
+    Raises:
+        StatusError: the pod cannot run the scan, or it printed no JSON.
+    """
+    from infra import runs_scan
+
+    if volume is not None:
+        return runs_scan.scan(str(Path(volume, *Path(runs_dir).parts[-2:])))
+    assert cluster is not None
+    text = cluster.exec(f"deployment/{prefix}-tensorboard",
+                        ["python", "-c", Path(runs_scan.__file__).read_text(), runs_dir])
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise StatusError(f"the scan of {runs_dir} in {prefix}-tensorboard printed no JSON: {text[:200]!r}") from None
+
+
+def render_runs(runs_dir: str, runs: list[dict], current: Optional[str]) -> str:
+    """The runs as a table, oldest first; ``*`` marks ``current`` (the stack's runDir)."""
+    if not runs:
+        return f"No runs in {runs_dir} yet."
+    table = [("", "RUN", "STATE", "ACCURACY", "EPOCHS", "MODEL", "CHECKPOINTS", "EXPORT", "RUN ID")]
+    for run in runs:
+        accuracy = "-" if run["test_accuracy"] is None else f"{run['test_accuracy']:.4f}"
+        mark = "*" if current and current.rstrip("/").endswith("/" + run["key"]) else ""
+        table.append((mark, run["key"], run["state"], accuracy, str(run["epochs"] or "-"), run["model"] or "-",
+                      str(run["checkpoints"]), "yes" if run["export"] else "no", run["run_id"] or "-"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [f"Runs in {runs_dir} (* = the stack's current configuration):", ""]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    return "\n".join(lines)
+
+
 def stack_outputs(cwd: Path = PROJECT_DIR) -> dict:
     """``pulumi stack output --json --show-secrets`` of the current stack."""
     pulumi = shutil.which("pulumi")
@@ -349,6 +395,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --watch, give up after this many seconds (exit 3); "
                              "0 (the default) waits for the end")
     parser.add_argument("--kubectl", default="kubectl", help="the kubectl binary")
+    parser.add_argument("--runs", action="store_true",
+                        help="list every run of the stack on the volume (state, test accuracy, "
+                             "epochs) instead of the current run's tasks")
+    parser.add_argument("--runs_dir", help="with --runs: the stack's runs directory (default: "
+                                           "the stack's runsDir output)")
+    parser.add_argument("--volume", help="with --runs: read the runs from this local directory "
+                                         "holding the volume's files instead of through the "
+                                         "TensorBoard pod")
     return parser
 
 
@@ -357,6 +411,8 @@ def main(argv: Optional[list[str]] = None, cluster: Optional[Cluster] = None,
          clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
          sleep: Callable[[float], None] = time.sleep) -> int:
     args = build_parser().parse_args(argv)
+    if args.runs:
+        return _main_runs(args, outputs)
     try:
         kubeconfig, namespace, prefix, url, run_id = resolve(args, outputs)
         cluster = cluster or Kubectl(kubeconfig, namespace, args.kubectl)
@@ -378,6 +434,25 @@ def main(argv: Optional[list[str]] = None, cluster: Optional[Cluster] = None,
     except KeyboardInterrupt:
         return EXIT_RUNNING
 
+
+def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
+    """``--runs``: print the runs table; 0 once read, 4 when unreadable."""
+    try:
+        from_cluster = args.volume is None
+        wanted = args.runs_dir is None or (from_cluster and None in (args.kubeconfig, args.namespace, args.prefix))
+        out = outputs() if wanted else {}
+        runs_dir = args.runs_dir or out.get("runsDir")
+        if not runs_dir:
+            raise StatusError("no runs directory: pass --runs_dir (the stack's runsDir output)")
+        cluster, prefix = None, args.prefix or ""
+        if from_cluster:
+            kubeconfig, namespace, prefix, _, _ = resolve(args, lambda: out)
+            cluster = Kubectl(kubeconfig, namespace, args.kubectl)
+        print(render_runs(runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")))
+        return 0
+    except StatusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_UNREADABLE
 
 if __name__ == "__main__":
     sys.exit(main())

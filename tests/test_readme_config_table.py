@@ -45,7 +45,7 @@ def _row(name: str) -> list[str]:
 
 @pytest.mark.parametrize(("name", "default"), [
     ("worker.number", "`2`"),
-    ("hyperparams.learningrate", "`0.001`"),
+    ("hyperparams.learningrate", "`0.004`"),
     ("mountPath", "`/data`"),
     ("createNamespace", "`false`"),
     ("nas.retainOnDestroy", "`true`"),

@@ -9,6 +9,15 @@ import secrets
 import time
 from pathlib import Path
 
+# The recipe's choices (re-exported as trainer.flags.MODELS, ...) live in the contract, which
+# the stack validates its hyperparams.* keys with.
+from trainer.contract.recipe import LR_SCALINGS, LR_SCHEDULES, MAX_AUGMENT_SHIFT, MODELS, OPTIMIZERS
+
+__all__ = ["BUNDLED_DATA_DIR", "DEFAULT_BATCH_SIZE", "DEFAULT_EPOCHS", "DEFAULT_LEARNING_RATE", "FlagError",
+           "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "RUN_ID",
+           "add_trainer_flags", "build_parser", "check_batch_size", "new_run_id", "parse",
+           "scaled_learning_rate", "validate"]
+
 #: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
 BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data" / "mnist-10k"
 
@@ -17,22 +26,6 @@ BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data" / "mnist-10k"
 DEFAULT_EPOCHS = 100
 DEFAULT_BATCH_SIZE = 20
 DEFAULT_LEARNING_RATE = 0.001
-
-MODELS = ("convnet", "convnet_fc", "convnet_fc_slim", "mlp")
-OPTIMIZERS = ("adam", "sgd")
-#: constant: --learning_rate throughout (the chart's); warmup_cosine: linear warm-up to
-#: --learning_rate over the first 15% of the run's steps, then cosine decay to 0 at the end.
-LR_SCHEDULES = ("constant", "warmup_cosine")
-#: How --learning_rate grows when synchronous replicas (ps 0: chief + workers, or several
-#: GPUs) make the global batch N times --batch_size: none; sqrt, x sqrt(N), the rule for
-#: Adam (Malladi et al. 2022, "On the SDEs and Scaling Rules for Adaptive Gradient
-#: Algorithms"); linear, x N, the rule for SGD (Goyal et al. 2017, "Accurate, Large
-#: Minibatch SGD"). Asynchronous ps training applies each worker's batch alone: N is 1.
-LR_SCALINGS = ("none", "sqrt", "linear")
-
-#: --augment_shift's limit: a quarter of the 28-pixel side (a digit moved further leaves the
-#: frame).
-MAX_AUGMENT_SHIFT = 7
 
 #: A run id: it is compared as text and goes into Kubernetes pod args, so a plain token.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")

@@ -9,9 +9,11 @@ under a temporary name in DIR and renamed (``os.replace``, atomic on one file sy
 NFS), so two stagers at once cannot leave a torn file; files already in DIR with a known
 checksum are left alone, which makes a second run a no-op.
 
-Sources: a directory (default: the sample bundled with the trainer) or an http(s) URL,
-either of one ``.npz`` file or of a directory holding the four IDX files (.gz; from a
-directory also raw, staged under the name they have there).
+Sources: a directory (default: the sample bundled with the trainer; the stack's may be one
+on the shared volume), an http(s) URL, either of one ``.npz`` file or of a directory holding
+the four IDX files (.gz; from a directory also raw, staged under the name they have there),
+or a list of http(s) URLs (``--source`` once per file) of the four IDX .gz files, each file
+named by its URL's last path segment.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Sequence
 
 from trainer.data import (ALL_IDX_FILES, NPZ_FILE, DataError, content_sha256, idx_path,
                           known_idx_set, load, raw_name)
@@ -72,6 +75,29 @@ def _is_url(source: str) -> bool:
     return source.startswith(("http://", "https://"))
 
 
+def url_list(sources: Sequence[str]) -> dict[str, str]:
+    """File name -> URL of a list of file URLs: each an http(s) URL whose last path segment
+    (before any query) is one of the four IDX .gz names, all four named once.
+
+    Raises:
+        StageError: naming the URL that is no http(s) URL or names no IDX file, or the files
+            missing or named twice.
+    """
+    files: dict[str, str] = {}
+    for url in sources:
+        name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        if not _is_url(url) or name not in ALL_IDX_FILES:
+            raise StageError(f"--source {url}: in a list of sources, each must be an http(s) URL "
+                             f"of one of {', '.join(ALL_IDX_FILES)}")
+        if name in files:
+            raise StageError(f"--source {url}: {name} is already given by {files[name]}")
+        files[name] = url
+    missing = [n for n in ALL_IDX_FILES if n not in files]
+    if missing:
+        raise StageError(f"--source: the list of URLs lacks {', '.join(missing)}")
+    return {name: files[name] for name in ALL_IDX_FILES}
+
+
 def _wanted(source: str) -> list[str]:
     """The file names to stage from ``source`` (for IDX files from a directory, the .gz or
     the raw name, whichever the directory holds)."""
@@ -109,11 +135,13 @@ def identify(name: str, path: Path) -> tuple[str | None, str]:
     return known or known_idx_set(_standard(name), content), content
 
 
-def _fetch(source: str, name: str, tmp: Path) -> None:
-    """Copy or download one file of ``source`` to ``tmp``."""
-    if _is_url(source):
-        url = source if name == NPZ_FILE and source.endswith(".npz") else \
-            f"{source.rstrip('/')}/{name}"
+def _fetch(source: str, name: str, tmp: Path, url: str | None = None) -> None:
+    """Copy or download one file of ``source`` to ``tmp`` (from ``url`` when given: a file of
+    a URL list)."""
+    if url is not None or _is_url(source):
+        if url is None:
+            url = source if name == NPZ_FILE and source.endswith(".npz") else \
+                f"{source.rstrip('/')}/{name}"
         try:
             with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
                 shutil.copyfileobj(response, out)
@@ -145,6 +173,17 @@ def _unknown_message(source: str, name: str, path: Path) -> str:
             "data checks)")
 
 
+def _one_source(source: str | Sequence[str]) -> tuple[str, dict[str, str]]:
+    """(the source as text, file name -> URL for a URL list, else {}): a one-item sequence is
+    that item; several items are a URL list (``url_list``), shown as its URLs."""
+    if isinstance(source, str):
+        return source, {}
+    if len(source) == 1:
+        return source[0], {}
+    urls = url_list(source)
+    return ", ".join(urls.values()), urls
+
+
 def _make_dest(dest: Path) -> None:
     if dest.exists() and not dest.is_dir():
         raise StageError(f"--dest {dest}: not a directory")
@@ -155,9 +194,10 @@ def _make_dest(dest: Path) -> None:
                          f"{err.strerror or err}") from None
 
 
-def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
+def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
           allow_unknown: bool = False, log=print) -> list[str]:
-    """Stage the data set of ``source`` into ``dest``; return the file names now in place.
+    """Stage the data set of ``source`` (a directory or URL; a sequence: ``_one_source``) into
+    ``dest``; return the file names now in place.
 
     All or nothing: every file that needs staging is fetched into a private temporary
     directory inside ``dest`` and checked (checksums; with ``allow_unknown`` the trainer's
@@ -165,20 +205,20 @@ def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
     leaves ``dest`` as it was.
 
     Raises:
-        StageError: ``dest`` not a directory, a missing or unreachable source file, or a
-            checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
+        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source
+            file, or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
             the trainer's own data checks instead).
         DataError: with ``allow_unknown``, files that the trainer could not read.
     """
-    dest = Path(dest)
-    names = _wanted(source)
+    dest, (source, urls) = Path(dest), _one_source(source)
+    names = list(urls) if urls else _wanted(source)
     # For a directory source the file in place must be the source's own bytes; for a URL
     # (which cannot be compared without downloading) any known checksum will do. Every
     # source file is checked here, before anything is written.
     expected: dict[str, str | None] = {}
     for name in names:
         expected[name] = None
-        if not _is_url(source):
+        if not urls and not _is_url(source):
             known, expected[name] = _source_identity(source, name)
             if known is None and not allow_unknown:
                 raise StageError(_unknown_message(source, name, Path(source) / name))
@@ -201,10 +241,10 @@ def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
                     in_place.append(name)
                     continue
             tmp = work / name
-            _fetch(source, name, tmp)
+            _fetch(source, name, tmp, urls.get(name))
             what, _ = identify(name, tmp)
             if what is None and not allow_unknown:
-                raise StageError(_unknown_message(source, name, tmp))
+                raise StageError(_unknown_message(urls.get(name, source), name, tmp))
             staged_sets[name] = what or "unknown checksum"
         known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
         if len(known_sets) > 1:
@@ -229,7 +269,7 @@ def stage(dest: str | Path, source: str = str(BUNDLED_DATA_DIR),
                 os.fsync(f.fileno())
             tmp.chmod(0o644)
             os.replace(tmp, dest / name)  # atomic: readers see the old file or the whole new one
-            log(f"{dest / name}: staged from {source} ({staged_sets[name]}, "
+            log(f"{dest / name}: staged from {urls.get(name, source)} ({staged_sets[name]}, "
                 f"sha256 {sha256_of(dest / name)})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -242,15 +282,16 @@ def main(argv: list[str] | None = None) -> int:
         description="Copy or download MNIST-format files into DIR, checksum-verified and "
                     "atomic; a no-op when they are already there.")
     parser.add_argument("--dest", required=True, help="directory to stage into (created)")
-    parser.add_argument("--source", default=str(BUNDLED_DATA_DIR),
+    parser.add_argument("--source", action="append",
                         help="directory or http(s) URL (of mnist.npz, or of a directory "
-                             "with the four IDX files); default: the bundled mnist-10k sample")
+                             "with the four IDX files); given four times, the URLs of the four "
+                             "IDX .gz files; default: the bundled mnist-10k sample")
     parser.add_argument("--allow_unknown", action="store_true",
                         help="accept checksums not in the known list if the files pass the "
                              "trainer's data checks")
     args = parser.parse_args(argv)
     try:
-        stage(args.dest, args.source, args.allow_unknown)
+        stage(args.dest, args.source or [str(BUNDLED_DATA_DIR)], args.allow_unknown)
     except (StageError, DataError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

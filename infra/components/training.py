@@ -38,34 +38,47 @@ DISRUPTION_TARGET = "DisruptionTarget"
 POD_REPLACEMENT_POLICY = "Failed"
 
 
-def trainer_args(args: TrainingJobArgs, run_id: Optional[str]) -> list[str]:
+def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> list[pulumi.Input[str]]:
     """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
 
     Args:
-        args: the run (its directories and hyperparameters).
+        args: the run (its directories, hyperparameters and recipe).
         run_id: the run's id (``--run_id``), or None to leave the flag out, which only the
-            hash that makes the run id does (``run_id_of``).
+            hash of the templates does (``templates_hash``).
     """
     training = args.training
-    flags = [
+    flags: list[pulumi.Input[str]] = [
         "--data_dir", args.data_dir,
         "--log_dir", args.log_dir,
         "--epochs", str(training.epochs),
         "--batch_size", str(training.batch_size),
         "--learning_rate", repr(training.learning_rate),
+        "--model", training.model,
+        "--optimizer", training.optimizer,
+        "--lr_schedule", training.lr_schedule,
+        "--lr_scaling", training.lr_scaling,
+        "--dropout", repr(training.dropout),
+        "--augment_shift", str(training.augment_shift),
+        "--seed", str(training.seed),
         "--peer_timeout", str(training.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]
 
 
-def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
-    """The run id: 12 hex digits of the SHA-256 of every task's pod template (without the id).
+def stage_command(data_dir: str, source: Optional[str | tuple[str, ...]]) -> list[str]:
+    """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
+    per URL of a list, the one source, or none (the sample in the image)."""
+    sources = [] if source is None else [source] if isinstance(source, str) else list(source)
+    return ["python", "-m", "trainer.stage", "--dest", data_dir, *[a for s in sources for a in ("--source", s)]]
+
+
+def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
+    """12 hex digits of the SHA-256 of every task's pod template (without the run id): what
+    decides whether `pulumi up` replaces the Jobs, and so starts a new run (see TrainingJob).
 
     A change to any template replaces the Jobs (pulumi-kubernetes forces replacement on
-    ``spec.template``) and so starts a new run, which gets a new id: the new servers then
-    ignore the previous run's done marker on the volume (trainer/servers.py). Changes that
-    leave the templates alone (backoffLimit, the deadline, await annotations) update the
-    Jobs in place and keep the run and its id.
+    ``spec.template``). Changes that leave the templates alone (backoffLimit, the deadline,
+    await annotations) update the Jobs in place and keep the run and its id.
 
     Args:
         templates: task name -> its pod template, built without ``--run_id``.
@@ -75,7 +88,7 @@ def run_id_of(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Opti
             the update.
 
     Raises:
-        TypeError: a template holds an Output, whose value a preview may not know; a run id
+        TypeError: a template holds an Output, whose value a preview may not know; the hash
             must be the same in every preview and update.
     """
     def plain(value: Any) -> Any:
@@ -127,7 +140,9 @@ class TrainingJobArgs:
             the pod templates, whose hash is the run id).
         mount_path: where the volume is mounted in every pod.
         data_dir: where staging puts MNIST and the trainer reads it (``--data_dir``).
-        log_dir: the trainer's ``--log_dir`` (checkpoints, summaries, markers).
+        log_dir: the trainer's ``--log_dir``: this configuration's run directory
+            (checkpoints, summaries, markers; infra/settings/runs.py).
+        run_key: the run directory's key (``Settings.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
     """
@@ -140,6 +155,7 @@ class TrainingJobArgs:
     mount_path: str
     data_dir: str
     log_dir: str
+    run_key: str
     image_pull_secret: Optional[str]
     after: Sequence[pulumi.Resource] = ()
 
@@ -164,20 +180,33 @@ class TrainingJob(pulumi.ComponentResource):
     podFailurePolicy needs; see ``pod_failure_policy``). The replacement has the same labels,
     so its headless Service (and the DNS name in every TF_CONFIG) selects it, the same
     TF_CONFIG and flags, and resumes from the checkpoint in ``--log_dir`` on the shared
-    volume (trainer/train.py restores the latest one there). Every task gets the same
-    ``--run_id`` (``run_id_of``).
+    volume (trainer/train.py restores the latest one there).
+
+    The run id (``--run_id``, the same for every task) is ``<run key>-<uid>``, the uid being
+    that of the ``<prefix>-run`` ConfigMap, which holds the hash of the task templates
+    (``templates_hash``) and is replaced whenever that hash changes. So every `pulumi up` that
+    creates or replaces the Jobs, and so starts a run, gives it an id no earlier run had
+    (Kubernetes uids are random per object, and a destroy then up creates the ConfigMap anew):
+    no heartbeat or done marker an earlier run left in the run directory ends the new tasks
+    (trainer/servers.py compares the id). An update that leaves the templates alone keeps the
+    ConfigMap, its uid and the run; a preview shows the id it already has (the uid is known
+    from the state), and an unknown id exactly where the Jobs are replaced anyway. The id is
+    not a hash of the configuration (it was once): after a destroy and up that hash repeated
+    and the old run's done marker told the new tasks the run was over.
 
     Outputs:
         cluster_spec: task type -> list of host:port.
         job_names: the task Jobs' names, chief first.
         staging_job_name.
         run_id: the ``--run_id`` of every task.
+        run_dir: the run's directory on the volume (``--log_dir``).
     """
 
     cluster_spec: pulumi.Output[dict]
     job_names: pulumi.Output[list]
     staging_job_name: pulumi.Output[str]
     run_id: pulumi.Output[str]
+    run_dir: pulumi.Output[str]
 
     def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:TrainingJob", name, None, opts)
@@ -193,16 +222,35 @@ class TrainingJob(pulumi.ComponentResource):
         )
         staging = self._staging_job()
         tasks = list(training.replicas.tasks())
-        run_id = run_id_of({cs.task_name(name, t, i): self._template(t, i, spec, None) for t, i in tasks},
-                           {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
+        templates = templates_hash(
+            {cs.task_name(name, t, i): self._template(t, i, spec, None) for t, i in tasks},
+            {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
+        run = self._run_config_map(templates)
+        run_id = run.metadata.uid.apply(lambda uid: f"{args.run_key}-{uid}")
         job_names = [self._task(task_type, index, spec, run_id, after=staging) for task_type, index in tasks]
 
         self.cluster_spec = pulumi.Output.from_input(spec)
         self.job_names = pulumi.Output.from_input(job_names)
         self.staging_job_name = staging.metadata.name
-        self.run_id = pulumi.Output.from_input(run_id)
+        self.run_id = run_id
+        self.run_dir = pulumi.Output.from_input(args.log_dir)
         self.register_outputs({"cluster_spec": self.cluster_spec, "job_names": self.job_names,
-                               "staging_job_name": self.staging_job_name, "run_id": self.run_id})
+                               "staging_job_name": self.staging_job_name, "run_id": self.run_id,
+                               "run_dir": self.run_dir})
+
+    def _run_config_map(self, templates: str) -> k8s.core.v1.ConfigMap:
+        """``<prefix>-run``: the run's identity. Replaced (a new object, so a new uid) exactly
+        when the Jobs are, i.e. when the templates' hash changes, and created anew after a
+        destroy; its uid is the random part of the run id (see the class docstring)."""
+        name = f"{self._name}-run"
+        return k8s.core.v1.ConfigMap(
+            name,
+            metadata=self._metadata(name, "run"),
+            immutable=True,
+            data={"runDir": self._args.log_dir, "runKey": self._args.run_key, "templates": templates},
+            # An immutable ConfigMap cannot change in place; delete first: its name is fixed.
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["data"], delete_before_replace=True),
+        )
 
     def _staging_job(self) -> k8s.batch.v1.Job:
         """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume."""
@@ -228,8 +276,7 @@ class TrainingJob(pulumi.ComponentResource):
                             name="stage",
                             image=training.staging_image,
                             image_pull_policy=training.ps.image_pull_policy,
-                            command=["python", "-m", "trainer.stage", "--dest", args.data_dir,
-                                     *(["--source", training.data_source] if training.data_source else [])],
+                            command=stage_command(args.data_dir, training.data_source),
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
                             env=pods.scratch_env(),
@@ -244,7 +291,7 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
 
-    def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: str,
+    def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],
               after: pulumi.Resource) -> str:
         """One task's headless Service and Job, both named ``<prefix>-<task_type>-<index>``;
         returns the name. The Job waits for ``after`` (the staging Job)."""
@@ -304,8 +351,8 @@ class TrainingJob(pulumi.ComponentResource):
                 claim_name=self._args.claim_name))
 
     def _template(self, task_type: str, index: int, spec: cs.ClusterSpec,
-                  run_id: Optional[str]) -> k8s.core.v1.PodTemplateSpecArgs:
-        """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see run_id_of)."""
+                  run_id: Optional[pulumi.Input[str]]) -> k8s.core.v1.PodTemplateSpecArgs:
+        """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see templates_hash)."""
         labels = {**recommended_labels(self._name, task_type), **task_selector(self._name, task_type, index)}
         return k8s.core.v1.PodTemplateSpecArgs(
             metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
@@ -313,7 +360,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _task_pod(self, task_type: str, index: int, task: TaskSettings, spec: cs.ClusterSpec,
-                  run_id: Optional[str]) -> k8s.core.v1.PodSpecArgs:
+                  run_id: Optional[pulumi.Input[str]]) -> k8s.core.v1.PodSpecArgs:
         args, training = self._args, self._args.training
         env = [
             k8s.core.v1.EnvVarArgs(name="TF_CONFIG", value=cs.tf_config_json(spec, task_type, index)),

@@ -36,9 +36,9 @@ from infra.settings.model import (
 )
 from infra.settings.parsers import (
     TAINT_EFFECTS, Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain,
-    export_path, image_host, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of,
-    optional_positive_int, optional_string, positive_number, quantity, registry, registry_host, string_list,
-    tolerations,
+    export_path, fraction, image_host, image_reference, integer, label_map, namespace, nfs_server, node_selector,
+    one_of, optional_positive_int, optional_string, positive_number, quantity, registry, registry_host,
+    string_list, tolerations,
 )
 from infra.settings.raw import FLAT, PATH, conflicting
 from infra.settings.read import unknown_keys
@@ -50,7 +50,7 @@ __all__ = [
     "SECRET_CAPABLE_SHOWN", "SECRET_SHOWN_AS", "SERVICE_TYPES", "SYSTEM_NAMESPACES", "TAINT_EFFECTS",
     "TENSORBOARD_TAG", "TRAINER_CPU_TAG", "TRAINER_GPU_TAG", "VOLUME_KEYS", "VOLUME_TYPES", "absolute_path",
     "boolean", "cidr", "cidr_list", "ClusterSettings", "config_table_markdown", "ConfigError", "conflict",
-    "conflicting", "data_source", "dns_label", "dns_subdomain", "export_path", "fix_args", "from_key",
+    "conflicting", "data_source", "dns_label", "dns_subdomain", "export_path", "fix_args", "fraction", "from_key",
     "image_host", "image_reference", "integer", "is_kubeconfig_path", "Key", "kubeconfig_server", "label_map",
     "load_settings", "missing", "namespace", "nfs_server", "node_selector", "not_applicable", "one_of",
     "optional_positive_int", "optional_string", "Parser", "Placement", "positive_number",

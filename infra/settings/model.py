@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Optional, TypeVar
 
+from infra.settings import runs
 from trainer.contract import cluster_spec as cs
 
 #: The field metadata entry that names a field's key.
@@ -145,11 +146,6 @@ class StorageSettings:
         """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
         return {"nas": self.nas_path, "nfs": self.nfs_path, "hostPath": self.host_path}[self.volume_type]
 
-    @property
-    def data_dir(self) -> str:
-        """Where staging puts MNIST and the trainer reads it (its ``--data_dir``)."""
-        return f"{self.mount_path}/mnist"
-
 
 @dataclass(frozen=True)
 class TrainingSettings:
@@ -171,10 +167,19 @@ class TrainingSettings:
     #: The data-staging Job's image: the CPU trainer's (it pulls with ps.imagePullPolicy).
     staging_image: str
     #: ``trainer.stage --source``; None = the sample in the trainer image.
-    data_source: Optional[str] = from_key("data.source")
+    #: ``trainer.stage --source``: a URL or path, a tuple of file URLs, or None = the sample in
+    #: the trainer image.
+    data_source: Optional[str | tuple[str, ...]] = from_key("data.source")
     epochs: int = from_key("hyperparams.epochs")
     batch_size: int = from_key("hyperparams.batchsize")
     learning_rate: float = from_key("hyperparams.learningrate")
+    model: str = from_key("hyperparams.model")
+    optimizer: str = from_key("hyperparams.optimizer")
+    lr_schedule: str = from_key("hyperparams.lrSchedule")
+    lr_scaling: str = from_key("hyperparams.lrScaling")
+    dropout: float = from_key("hyperparams.dropout")
+    augment_shift: int = from_key("hyperparams.augmentShift")
+    seed: int = from_key("hyperparams.seed")
     backoff_limit: int = from_key("job.backoffLimit")
     wait_for_chief: bool = from_key("job.waitForChief")
     wait_timeout_minutes: int = from_key("job.waitTimeoutMinutes")
@@ -245,6 +250,27 @@ class Settings:
     secret_keys: frozenset[str]
 
     @property
+    def runs_dir(self) -> str:
+        """The directory of this stack's runs: ``<mountPath>/runs/<stack>-<namespace>-<prefix>``
+        (TensorBoard's --logdir: it shows every run of the stack)."""
+        return f"{self.storage.mount_path}/runs/{self.stack}-{self.namespace}-{self.name_prefix}"
+
+    @property
+    def data_dir(self) -> str:
+        """Where staging puts MNIST and the trainer reads it (``--data_dir``), by data.source:
+        ``<mountPath>/mnist/<source key>`` (infra/settings/runs.py)."""
+        return f"{self.storage.mount_path}/mnist/{runs.source_key(self.training.data_source)}"
+
+    @property
+    def run_key(self) -> str:
+        """The key of this configuration's run directory (``runs.run_key``)."""
+        t = self.training
+        recipe = {"model": t.model, "optimizer": t.optimizer, "learning_rate": t.learning_rate,
+                  "lr_schedule": t.lr_schedule, "lr_scaling": t.lr_scaling, "dropout": t.dropout,
+                  "augment_shift": t.augment_shift, "seed": t.seed, "batch_size": t.batch_size}
+        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count))
+
+    @property
     def log_dir(self) -> str:
-        """The run's directory on the volume: the trainer's --log_dir, TensorBoard's --logdir."""
-        return f"{self.storage.mount_path}/runs/{self.name_prefix}"
+        """This configuration's run directory, ``<runs_dir>/<run_key>``: the trainer's --log_dir."""
+        return f"{self.runs_dir}/{self.run_key}"

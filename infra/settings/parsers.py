@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Optional, Sequence
 
 from trainer.contract import cluster_spec as cs
+from trainer.contract import recipe
 
 Parser = Callable[[Any], Any]
 
@@ -84,15 +85,52 @@ def optional_string(raw: Any) -> Optional[str]:
     return raw
 
 
-def data_source(raw: Any) -> Optional[str]:
-    """Where the staging Job gets MNIST: None (the sample in the image), an http(s) URL, or an
-    absolute path inside the trainer image (``python -m trainer.stage --source``)."""
-    if raw is None or raw == "":
+def fraction(raw: Any) -> float:
+    """A number >= 0 and < 1 (a float or numeric string): a dropout rate, as the trainer's
+    --dropout takes it."""
+    rule = "must be a number >= 0 and < 1"
+    if isinstance(raw, bool):
+        raise ValueError(rule)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(rule) from None
+    if not 0 <= value < 1:  # nan fails both comparisons
+        raise ValueError(rule)
+    return value
+
+
+_URL = re.compile(r"^https?://[^\s/]+[^\s]*$")
+_DATA_SOURCE_RULE = ("must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files), "
+                     "an absolute path (a directory on the volume under mountPath, or inside the trainer image), "
+                     "or a list of http(s) URLs of the four IDX .gz files or of one mnist.npz")
+
+
+def data_source(raw: Any) -> Optional[str | tuple[str, ...]]:
+    """Where the staging Job gets MNIST (``python -m trainer.stage --source``, repeated for a list).
+
+    None: the sample in the trainer image. A string: an http(s) URL (of ``mnist.npz``, or a base
+    URL of a directory holding the four IDX files) or an absolute path. A list (JSON text, or
+    a --path list): http(s) URLs whose last path segments are the four IDX .gz names
+    (``recipe.IDX_FILE_NAMES``, in any order) or the one ``mnist.npz``.
+    """
+    if raw is None or raw == "" or raw == []:
         return None
-    if not isinstance(raw, str) or not re.match(r"^(https?://[^\s/]+[^\s]*|/[^\s]*)$", raw):
-        raise ValueError("must be an http(s) URL (of mnist.npz, or of a directory holding the four "
-                         "MNIST IDX files) or an absolute path inside the trainer image")
-    return raw
+    if isinstance(raw, str) and raw.lstrip().startswith("["):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ValueError(_DATA_SOURCE_RULE) from None
+    if isinstance(raw, str):
+        if not (_URL.match(raw) or re.match(r"^/[^\s]*$", raw)):
+            raise ValueError(_DATA_SOURCE_RULE)
+        return raw
+    if not isinstance(raw, list) or not all(isinstance(u, str) and _URL.match(u) for u in raw):
+        raise ValueError(_DATA_SOURCE_RULE)
+    names = sorted(u.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] for u in raw)
+    if names not in (sorted(recipe.IDX_FILE_NAMES), [recipe.NPZ_FILE_NAME]):
+        raise ValueError(_DATA_SOURCE_RULE)
+    return tuple(raw)
 
 
 # Kubernetes resource.Quantity (k8s.io/apimachinery/pkg/api/resource), restricted to the

@@ -137,6 +137,23 @@ def _wait_for_tasks(kube: Kube, prefix: str, timeout: float = 900) -> dict[str, 
 
 
 timings: dict[str, float] = {}
+#: Run directories on the volume (host paths) by namePrefix, read from the stack's outputs.
+run_dirs: dict[str, Path] = {}
+
+
+def _on_volume(project: PulumiProject, volume: Path, output: str) -> Path:
+    """Where the stack output ``output`` (a path under the pods' mountPath /data) is on the host."""
+    value = json.loads(project.pulumi("stack", "output", "--json").stdout)[output]
+    assert value.startswith("/data/"), (output, value)
+    return volume / value[len("/data/"):]
+
+
+def _run_dir(project: PulumiProject, volume: Path, prefix: str) -> Path:
+    """The current configuration's run directory (output runDir): runs/<stack>-<namespace>-<prefix>/<key>."""
+    run_dir = _on_volume(project, volume, "runDir")
+    assert run_dir.parent == volume / "runs" / f"dev-{NAMESPACE}-{prefix}", run_dir
+    run_dirs[prefix] = run_dir
+    return run_dir
 
 
 def test_up_stages_the_data(stack, kube: Kube) -> None:
@@ -153,15 +170,18 @@ def test_up_stages_the_data(stack, kube: Kube) -> None:
     pv = kube.get("pv", claims[0]["spec"]["volumeName"])
     assert pv["metadata"]["labels"].get("train") == "mnist" and pv["spec"]["hostPath"]["path"] == str(volume)
     assert job_condition(kube, f"{PREFIX}-stage-data") == "Complete"
-    # The stack stages the sample bundled in the trainer image: the same bytes as in the repo.
-    staged = sorted(p.name for p in (volume / "mnist").iterdir() if not p.name.startswith("."))
+    # The stack stages the sample bundled in the trainer image: the same bytes as in the repo,
+    # in the directory of that source (mnist/<source key>).
+    data_dir = _on_volume(project, volume, "dataDir")
+    assert data_dir.parent == volume / "mnist", data_dir
+    staged = sorted(p.name for p in data_dir.iterdir() if not p.name.startswith("."))
     assert staged == sorted(ALL_IDX_FILES), staged
     for name in staged:
-        assert _sha256(volume / "mnist" / name) == _sha256(SAMPLE / name), f"{name} differs from {SAMPLE / name}"
+        assert _sha256(data_dir / name) == _sha256(SAMPLE / name), f"{name} differs from {SAMPLE / name}"
+    _run_dir(project, volume, PREFIX)
 
 
 def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> None:
-    _, volume = stack
     outcomes = _wait_for_tasks(kube, PREFIX)
     timings["up_to_chief_done_s"] = time.monotonic() - timings["up_done"]
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
@@ -175,7 +195,7 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     parsed = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
     assert parsed.steps and {s["epoch"] for s in parsed.steps} == set(range(1, EPOCHS + 1)), parsed.steps[-3:]
     assert parsed.done and parsed.test_accuracy is not None and parsed.test_accuracy >= 0.95, parsed
-    run_dir = volume / "runs" / PREFIX
+    run_dir = run_dirs[PREFIX]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
     assert list(run_dir.rglob("events.out.tfevents.*")), sorted(str(p) for p in run_dir.rglob("*"))
@@ -307,6 +327,39 @@ def test_up_again_with_nothing_changed_is_a_no_op(stack) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_changed_learning_rate_is_a_second_run_beside_the_first(stack, kube: Kube) -> None:
+    # One run per configuration: the new rate trains in a new directory under a new run id;
+    # the first run's files stay as they were, and `infra.status --runs` lists both.
+    project, volume = stack
+    first = run_dirs[PREFIX]
+    before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
+    first_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+    project.set_config("hyperparams.learningrate", "0.002", path=True)
+    try:
+        project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+        second = _on_volume(project, volume, "runDir")
+        assert second.parent == first.parent and second != first, (first, second)
+        second_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+        assert second_id != first_id
+        assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+        result = json.loads((second / "result.json").read_text())
+        assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
+        assert f"run_id={second_id}" in (second / "cluster" / "done").read_text()
+        assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
+        listed = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--runs", "--kubeconfig",
+             str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", PREFIX,
+             "--runs_dir", f"/data/runs/{first.parent.name}"], cwd=REPO, capture_output=True, text=True,
+            timeout=120, env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[3:]}
+        assert rows[first.name][0] == "finished" and rows[second.name][0] == "finished", listed.stdout
+        timings["second_run_result"] = result["test_accuracy"]
+    finally:
+        # Back to the first configuration (Pulumi.dev.yaml's rate) for the tests that follow.
+        project.set_config("hyperparams.learningrate", "0.001", path=True)
+
+
 def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: Kube) -> None:
     # A static claim cannot be resized and its selector is immutable: the stack moves to a new
     # PV + PVC pair (infra/components/storage.py) and the Jobs follow; the data stays.
@@ -330,7 +383,9 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
     # The re-created Jobs find the finished run on the volume and end without retraining.
     assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
-    assert json.loads((volume / "runs" / PREFIX / "result.json").read_text())["epochs"] == EPOCHS
+    # The same configuration: the same run directory.
+    assert _run_dir(project, volume, PREFIX) == run_dirs[PREFIX]
+    assert json.loads((run_dirs[PREFIX] / "result.json").read_text())["epochs"] == EPOCHS
 
 
 def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> None:
@@ -340,8 +395,9 @@ def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> N
     assert [r for r in remaining if not r.startswith("configmap/kube-root-ca")] == [], remaining
     assert kube.run("get", "namespace", NAMESPACE, check=False).returncode != 0
     assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
-    assert all(_sha256(volume / "mnist" / name) == _sha256(SAMPLE / name) for name in ALL_IDX_FILES)
-    assert (volume / "runs" / PREFIX / "result.json").is_file()
+    data_dir = next((volume / "mnist").iterdir())
+    assert all(_sha256(data_dir / name) == _sha256(SAMPLE / name) for name in ALL_IDX_FILES)
+    assert (run_dirs[PREFIX] / "result.json").is_file()
 
 
 def _chief_epochs(kube: Kube, prefix: str) -> set[int]:
@@ -359,6 +415,8 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     project.set_config("hyperparams.epochs", str(SECOND_EPOCHS), path=True)
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     assert job_condition(kube, f"{prefix}-chief-0") is None, "pulumi up waited for the training"
+    # Another prefix is another stack's worth of runs: its own directory on the same volume.
+    assert _run_dir(project, volume, prefix).parent != run_dirs[PREFIX].parent
     kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
                   timeout=300)
     going = _status(kube, prefix)
@@ -374,7 +432,7 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     assert pods and all(p["metadata"]["uid"] != victim[0]["metadata"]["uid"] for p in pods), (
         "worker-0's pod was not replaced:\n" + kube.run("describe", "job", f"{prefix}-worker-0").stdout
         + kube.run("get", "events", "--sort-by=.lastTimestamp").stdout[-3000:])
-    result = json.loads((volume / "runs" / prefix / "result.json").read_text())
+    result = json.loads((run_dirs[prefix] / "result.json").read_text())
     assert result["epochs"] == SECOND_EPOCHS and result["test_accuracy"] >= 0.95, result
     assert _chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
 
@@ -407,4 +465,4 @@ def test_nothing_of_the_stack_is_left_after_destroy(stack, kube: Kube) -> None:
     everywhere = kube.run("get", "pods,jobs,services,pvc", "-A", "-o", "name").stdout.split()
     assert [o for o in everywhere if "mnist" in o] == [], everywhere
     assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
-    assert (volume / "runs" / "mnist2" / "result.json").is_file() and (volume / "mnist").is_dir()
+    assert (run_dirs["mnist2"] / "result.json").is_file() and (volume / "mnist").is_dir()

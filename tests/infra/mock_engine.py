@@ -12,7 +12,9 @@ ran (an unknown output under preview) fails the test instead of passing vacuousl
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -86,10 +88,19 @@ class Run:
         return next(r for r in self.registrations if r.urn == urn)
 
 
+def mock_uid(name: str, inputs: dict, creation: str = "") -> str:
+    """The uid the mock API server gives object ``name`` with ``inputs``: the same for the same
+    object and inputs (an update that changes nothing keeps the uid), another one for another
+    ``creation`` (the same object created anew, as after a destroy)."""
+    digest = hashlib.sha256(json.dumps([creation, name, inputs], sort_keys=True, default=str).encode()).hexdigest()
+    return str(uuid.UUID(digest[:32]))
+
+
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, preview: bool) -> None:
+    def __init__(self, run: Run, preview: bool, creation: str = "") -> None:
         self.run = run
         self.preview = preview
+        self.creation = creation
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
         state = dict(args.inputs)
@@ -100,6 +111,8 @@ class _Mocks(pulumi.runtime.Mocks):
             return CLUSTER_ID, state
         if args.typ == "alicloud:nas/mountTarget:MountTarget":
             state["mountTargetDomain"] = MOUNT_TARGET_DOMAIN
+        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
+            state["metadata"] = {**state["metadata"], "uid": mock_uid(args.name, args.inputs, self.creation)}
         if args.typ == "kubernetes:core/v1:Service" and state.get("spec", {}).get("type") == "LoadBalancer":
             state["status"] = {"loadBalancer": {"ingress": [{"ip": LOAD_BALANCER_IP}]}}
         return f"{args.name}-id", state
@@ -137,7 +150,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
 
 def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
-                secret_keys: tuple[str, ...] = ()) -> Run:
+                secret_keys: tuple[str, ...] = (), creation: str = "") -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
@@ -146,12 +159,14 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
         preview: run as a preview: resources get no ids and no computed outputs.
         secret_keys: config keys set with ``--secret`` (the CLI names the flat key, or the
             top-level key of a structured value that holds a secret).
+        creation: which creation of the objects this run models: another value gives every
+            Kubernetes object another uid, as a destroy and up does (``mock_uid``).
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
     run = Run()
-    mocks = _Mocks(run, preview)
+    mocks = _Mocks(run, preview, creation)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
 
@@ -176,6 +191,21 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
 
     pulumi.runtime.test(program_body)()
     return run
+
+
+def set_flat(config: dict, key: str, value: str) -> dict:
+    """``config`` with ``key`` set flat to ``value`` and taken out of its structured form (as
+    after `pulumi config rm --path key` and `pulumi config set key value`)."""
+    head, *path = key.split(".")
+    out = {**config, f"tf-mnist:{key}": value}
+    if path and f"tf-mnist:{head}" in config:
+        node = json.loads(config[f"tf-mnist:{head}"])
+        parent = node
+        for part in path[:-1]:
+            parent = parent.get(part, {})
+        parent.pop(path[-1], None)
+        out[f"tf-mnist:{head}"] = json.dumps(node)
+    return out
 
 
 _SECRET_SIG = "4dabf18193072939515e22adb298388d"

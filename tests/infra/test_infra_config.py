@@ -20,6 +20,12 @@ def _line(key: str, value: str, rule: str, fix: str) -> str:
             f"    fix: pulumi config set {fix}")
 
 
+DATA_SOURCE_RULE = (
+    "must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files), an absolute "
+    "path (a directory on the volume under mountPath, or inside the trainer image), or a list of http(s) URLs "
+    "of the four IDX .gz files or of one mnist.npz")
+DATA_SOURCE_FIX = "data.source https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+
 BAD = [
     # (key, value as the CLI stores a flat key, rule, fix command arguments)
     ("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
@@ -32,12 +38,25 @@ BAD = [
     ("worker.port", "65536", "must be an integer between 1 and 65535", "worker.port 8000"),
     ("ps.port", "70000", "must be an integer between 1 and 65535", "ps.port 9000"),
     ("ps.port", "8000", "must differ from worker.port (8000)", "ps.port 9000"),
-    ("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 20"),
-    ("hyperparams.learningrate", "0", "must be a number > 0", "hyperparams.learningrate 0.001"),
-    ("hyperparams.learningrate", "-0.01", "must be a number > 0", "hyperparams.learningrate 0.001"),
-    ("hyperparams.learningrate", "fast", "must be a number > 0", "hyperparams.learningrate 0.001"),
-    ("hyperparams.learningrate", "nan", "must be a number > 0", "hyperparams.learningrate 0.001"),
-    ("hyperparams.epochs", "0", "must be an integer >= 1", "hyperparams.epochs 100"),
+    ("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 64"),
+    ("hyperparams.learningrate", "0", "must be a number > 0", "hyperparams.learningrate 0.004"),
+    ("hyperparams.learningrate", "-0.01", "must be a number > 0", "hyperparams.learningrate 0.004"),
+    ("hyperparams.learningrate", "fast", "must be a number > 0", "hyperparams.learningrate 0.004"),
+    ("hyperparams.learningrate", "nan", "must be a number > 0", "hyperparams.learningrate 0.004"),
+    ("hyperparams.epochs", "0", "must be an integer >= 1", "hyperparams.epochs 2"),
+    ("hyperparams.model", "resnet", "must be one of convnet, convnet_fc, convnet_fc_slim, mlp",
+     "hyperparams.model convnet_fc_slim"),
+    ("hyperparams.optimizer", "Adam", "must be one of adam, sgd", "hyperparams.optimizer adam"),
+    ("hyperparams.lrSchedule", "cosine", "must be one of constant, warmup_cosine",
+     "hyperparams.lrSchedule warmup_cosine"),
+    ("hyperparams.lrScaling", "square", "must be one of none, sqrt, linear", "hyperparams.lrScaling sqrt"),
+    ("hyperparams.dropout", "1", "must be a number >= 0 and < 1", "hyperparams.dropout 0.25"),
+    ("hyperparams.dropout", "-0.1", "must be a number >= 0 and < 1", "hyperparams.dropout 0.25"),
+    ("hyperparams.dropout", "nan", "must be a number >= 0 and < 1", "hyperparams.dropout 0.25"),
+    ("hyperparams.augmentShift", "8", "must be an integer between 0 and 7", "hyperparams.augmentShift 0"),
+    ("hyperparams.augmentShift", "1.5", "must be an integer between 0 and 7", "hyperparams.augmentShift 0"),
+    ("hyperparams.seed", "-1", "must be an integer between 0 and 2147483647", "hyperparams.seed 42"),
+    ("hyperparams.seed", "2147483648", "must be an integer between 0 and 2147483647", "hyperparams.seed 42"),
     ("persistence.pvc.storage", "5 GB", "must be a Kubernetes quantity such as 5Gi, 500Mi or 2 (no spaces)",
      "persistence.pvc.storage 5Gi"),
     ("persistence.pvc.matchLabels", "{}",
@@ -50,17 +69,19 @@ BAD = [
      "ps.image registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"),
     ("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
      "tensorboard.serviceType ClusterIP"),
-    ("data.source", "ftp://mirror.example.com/mnist.npz",
-     "must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files) or an "
-     "absolute path inside the trainer image",
-     "data.source https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"),
+    ("data.source", "ftp://mirror.example.com/mnist.npz", DATA_SOURCE_RULE, DATA_SOURCE_FIX),
+    ("data.source", "mnist", DATA_SOURCE_RULE, DATA_SOURCE_FIX),
+    # A list must name the four IDX files (or one mnist.npz): here one is missing.
+    ("data.source", '["https://m.example/train-images-idx3-ubyte.gz","https://m.example/train-labels-idx1-ubyte.gz",'
+     '"https://m.example/t10k-images-idx3-ubyte.gz"]', DATA_SOURCE_RULE, DATA_SOURCE_FIX),
+    ("data.source", '["/data/mnist.npz"]', DATA_SOURCE_RULE, DATA_SOURCE_FIX),
+    ("data.source", "[not json", DATA_SOURCE_RULE, DATA_SOURCE_FIX),
 ]
 
 
 @pytest.mark.parametrize("key,value,rule,fix", BAD, ids=[f"{k}={v}" for k, v, _, _ in BAD])
 def test_bad_value_gives_its_exact_message_and_registers_nothing(dev_config, key, value, rule, fix):
-    config = {**dev_config, f"tf-mnist:{key}": value}  # a flat key beside the structured dev config
-    run = me.run_program(config)
+    run = me.run_program(me.set_flat(dev_config, key, value))
     assert isinstance(run.error, st.ConfigError)
     assert isinstance(run.error, pulumi.RunError)
     assert str(run.error) == f"{HEADER_1}\n{_line(key, value, rule, fix)}"
@@ -77,13 +98,14 @@ def test_bad_structured_value_is_reported_as_the_cli_stored_it(dev_config):
 
 
 def test_every_violation_is_reported_at_once_in_key_order(dev_config):
-    config = {**dev_config, "tf-mnist:worker.number": "four", "tf-mnist:hyperparams.batchsize": "0",
-              "tf-mnist:tensorboard.serviceType": "External", "tf-mnist:persistence.pvc.storage": "5 GB"}
+    config = me.set_flat(dev_config, "hyperparams.batchsize", "0")
+    config.update({"tf-mnist:worker.number": "four", "tf-mnist:tensorboard.serviceType": "External",
+                   "tf-mnist:persistence.pvc.storage": "5 GB"})
     run = me.run_program(config)
     assert str(run.error) == "\n".join([
         "4 invalid configuration values; nothing was deployed:",
         _line("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
-        _line("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 20"),
+        _line("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 64"),
         _line("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
               "tensorboard.serviceType ClusterIP"),
         _line("persistence.pvc.storage", "5 GB",

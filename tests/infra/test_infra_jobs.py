@@ -86,7 +86,7 @@ def test_a_replacement_pod_is_found_by_its_service_and_resumes_the_same_run(dev_
         assert f"mnist-{task['type']}-{task['index']}" == name
         run_ids.add(_flag(job, "--run_id"))
         log_dirs.add(_flag(job, "--log_dir"))
-    assert run_ids == {run.outputs["runId"]} and log_dirs == {"/data/runs/mnist"}
+    assert run_ids == {run.outputs["runId"]} and log_dirs == {run.outputs["runDir"]}
 
 
 def test_deadline_is_set_on_every_training_job(dev_config):
@@ -126,18 +126,50 @@ def test_bad_job_settings_give_their_exact_message(dev_config, key, value, rule,
 # --- the run id -----------------------------------------------------------------------------
 
 
-def test_every_task_gets_one_run_id_derived_from_the_templates(dev_config):
+def _run_config_map(run: me.Run) -> me.Registration:
+    return run.one("kubernetes:core/v1:ConfigMap", "mnist-run")
+
+
+def test_every_task_gets_one_run_id_from_the_run_config_map(dev_config):
     run = me.run_program(dev_config)
-    assert re.fullmatch(r"[0-9a-f]{12}", run.outputs["runId"])
+    config_map = _run_config_map(run)
+    uid = config_map.inputs["metadata"].get("uid") or me.mock_uid("mnist-run", config_map.inputs)
+    key = run.outputs["runDir"].rsplit("/", 1)[1]
+    assert run.outputs["runId"] == f"{key}-{uid}"
+    assert re.fullmatch(r"[0-9a-f]{12}-[0-9a-f-]{36}", run.outputs["runId"])
+    assert config_map.inputs["data"]["runDir"] == run.outputs["runDir"]
+    assert re.fullmatch(r"[0-9a-f]{12}", config_map.inputs["data"]["templates"])
     again = me.run_program(dev_config)
-    assert again.outputs["runId"] == run.outputs["runId"], "the run id must be the same on every run"
+    assert again.outputs["runId"] == run.outputs["runId"], "an update that changes nothing keeps the run id"
 
 
-def test_a_preview_computes_the_same_run_id(dev_config):
-    # The templates hold no unknown value, so a preview shows the id `pulumi up` will use.
-    up = me.run_program(dev_config)
+def test_the_run_config_map_is_replaced_not_updated(dev_config):
+    # Its uid is the run id's random part: a change must make a new object (a new uid).
+    config_map = _run_config_map(me.run_program(dev_config))
+    assert config_map.inputs["immutable"] is True
+    assert config_map.delete_before_replace
+    # Task Jobs take the id from it: the engine orders them after it.
+    chief = me.run_program(dev_config).one(JOB, "mnist-chief-0")
+    assert config_map.urn in chief.dependencies or any(
+        config_map.urn in urns for urns in chief.property_dependencies.values())
+
+
+def test_a_destroy_and_up_gives_the_run_a_fresh_id_in_the_same_directory(dev_config):
+    # Before, the id was a hash of the templates: the same after destroy + up, so the new
+    # tasks took the old run's done marker for their own and exited.
+    first = me.run_program(dev_config)
+    recreated = me.run_program(dev_config, creation="after-destroy")
+    assert recreated.outputs["runId"] != first.outputs["runId"]
+    assert recreated.outputs["runDir"] == first.outputs["runDir"]
+    assert _flag(recreated.one(JOB, "mnist-chief-0"), "--run_id") == recreated.outputs["runId"]
+
+
+def test_a_preview_of_a_new_stack_shows_the_run_id_as_unknown(dev_config):
+    # The ConfigMap does not exist yet: its uid (and so every --run_id) is known only once
+    # created, and the Jobs are created in that same update anyway.
     preview = me.run_program(dev_config, preview=True)
-    assert _flag(preview.one(JOB, "mnist-chief-0"), "--run_id") == up.outputs["runId"]
+    assert preview.error is None, preview.error
+    assert "runId" not in preview.outputs or preview.outputs["runId"] is None
 
 
 @pytest.mark.parametrize("changes", [{"hyperparams.epochs": "200"}, {"worker.number": "3"},
@@ -145,7 +177,8 @@ def test_a_preview_computes_the_same_run_id(dev_config):
                                      {"worker.nodeSelector": '{"disk": "ssd"}'}])
 def test_a_change_that_replaces_the_jobs_is_a_new_run(dev_config, changes):
     before = me.run_program(dev_config).outputs["runId"]
-    after = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in changes.items()}}).outputs["runId"]
+    (key, value), = changes.items()
+    after = me.run_program(me.set_flat(dev_config, key, value)).outputs["runId"]
     assert after != before
 
 
@@ -160,16 +193,16 @@ def test_a_change_that_updates_the_jobs_in_place_keeps_the_run(dev_config, chang
     assert after == before
 
 
-def test_the_run_id_refuses_a_template_holding_an_output():
+def test_the_templates_hash_refuses_a_template_holding_an_output():
     import pulumi
     import pulumi_kubernetes as k8s
 
-    from infra.components.training import run_id_of
+    from infra.components.training import templates_hash
 
     template = k8s.core.v1.PodTemplateSpecArgs(spec=k8s.core.v1.PodSpecArgs(
         containers=[k8s.core.v1.ContainerArgs(name="x", image=pulumi.Output.from_input("y"))]))
     with pytest.raises(TypeError, match="has no fixed value"):
-        run_id_of({"x": template})
+        templates_hash({"x": template})
 
 
 # --- the chief of synchronous GPU training ----------------------------------------------------

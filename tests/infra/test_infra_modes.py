@@ -230,7 +230,8 @@ def test_name_prefix_and_namespace_let_two_runs_share_a_cluster(dev_config):
     pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim", "exp2-data")
     assert pvc.inputs["metadata"]["namespace"] == "research"
     args = run.one("kubernetes:batch/v1:Job", "exp2-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--log_dir") + 1] == "/data/runs/exp2"
+    assert args[args.index("--log_dir") + 1] == run.outputs["runDir"]
+    assert run.outputs["runDir"].startswith("/data/runs/dev-research-exp2/")
 
 
 def test_custom_match_labels_flow_to_pv_and_pvc(dev_config):

@@ -166,12 +166,19 @@ def test_trainer_and_staging_commands(topology):
         assert job.inputs["spec"]["template"]["spec"]["volumes"] == [
             {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+        data_dir = run.outputs["dataDir"]
+        assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", data_dir)
         if job.name == "mnist-stage-data":
-            assert container["command"] == ["python", "-m", "trainer.stage", "--dest", "/data/mnist"]
+            assert container["command"] == ["python", "-m", "trainer.stage", "--dest", data_dir]
             continue
         assert container["command"] == ["python", "-m", "trainer"]
-        assert container["args"] == ["--data_dir", "/data/mnist", "--log_dir", "/data/runs/mnist",
+        assert re.fullmatch(r"/data/runs/dev-default-mnist/[0-9a-f]{12}", run.outputs["runDir"])
+        # The dev stack's hyperparams (the guide's three) and the program's recipe defaults.
+        assert container["args"] == ["--data_dir", data_dir, "--log_dir", run.outputs["runDir"],
                                      "--epochs", "100", "--batch_size", "20", "--learning_rate", "0.001",
+                                     "--model", "convnet_fc_slim", "--optimizer", "adam",
+                                     "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.25",
+                                     "--augment_shift", "0", "--seed", "42",
                                      "--peer_timeout", "600", "--run_id", run.outputs["runId"]]
         assert _env(container)["GRPC_FAIL_FAST"] == "use_caller"
         assert job.inputs["spec"]["backoffLimit"] == 4
@@ -286,7 +293,8 @@ def test_tensorboard(dev_config):
     deployment = run.one("kubernetes:apps/v1:Deployment", "mnist-tensorboard")
     container = _container(deployment)
     assert container["image"] == f"{REGISTRY}/tensorboard:2.21.0"
-    assert container["args"][:2] == ["--logdir", "/data/runs/mnist"]
+    # One TensorBoard over every run of the stack.
+    assert container["args"][:2] == ["--logdir", "/data/runs/dev-default-mnist"] == ["--logdir", run.outputs["runsDir"]]
     svc = run.one(SERVICE, "mnist-tensorboard")
     # Private by default: reached with kubectl port-forward, no load balancer, no URL.
     assert svc.inputs["spec"]["type"] == "ClusterIP"
@@ -301,4 +309,4 @@ def test_staging_source_comes_from_data_source(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:data.source": url})
     assert run.error is None, run.error
     container = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["python", "-m", "trainer.stage", "--dest", "/data/mnist", "--source", url]
+    assert container["command"] == ["python", "-m", "trainer.stage", "--dest", run.outputs["dataDir"], "--source", url]

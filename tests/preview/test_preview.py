@@ -65,7 +65,7 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
     return {
         "kubernetes:batch/v1:Job": tasks + 1,  # + the data-staging Job
         "kubernetes:core/v1:Service": tasks + 1,  # + TensorBoard's Service
-        "kubernetes:core/v1:ConfigMap": 1,
+        "kubernetes:core/v1:ConfigMap": 2,  # the cluster spec, the run's identity
         "kubernetes:core/v1:PersistentVolume": 1,
         "kubernetes:core/v1:PersistentVolumeClaim": 1,
         "kubernetes:apps/v1:Deployment": 1,
@@ -115,7 +115,8 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     if mode == "cloud":
         assert_cloud_layer(preview, workers)
 
-    (config_map,) = preview.resources("kubernetes:core/v1:ConfigMap")
+    (config_map,) = [r for r in preview.resources("kubernetes:core/v1:ConfigMap")
+                     if r["inputs"]["metadata"]["name"] == f"{PREFIX}-cluster-spec"]
     spec = json.loads(config_map["inputs"]["data"]["cluster_spec.json"])
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
@@ -485,9 +486,11 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     pods.append(at("update", f"{PREFIX}-tensorboard", "kubernetes:apps/v1:Deployment"))
     assert new_pvc < min(pods) and max(pods) < old_pvc < old_pv, steps
     # The Jobs keep their names, so each old Job (and, with it, its pods) goes before its
-    # replacement is made; nothing else moves (Services, the ConfigMap, TensorBoard's Service).
+    # replacement is made. The run's ConfigMap is replaced with them (new templates, a new run
+    # id); nothing else moves (Services, the cluster-spec ConfigMap, TensorBoard's Service).
     for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1"):
         job = (f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
         assert at("delete-replaced", *job) < at("create-replacement", *job)
     assert {type_ for _, _, type_ in steps} == {"pulumi:pulumi:Stack", PV, PVC, "kubernetes:batch/v1:Job",
-                                                "kubernetes:apps/v1:Deployment"}
+                                                "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:ConfigMap"}
+    assert {name for _, name, type_ in steps if type_ == "kubernetes:core/v1:ConfigMap"} == {f"{PREFIX}-run"}

@@ -45,7 +45,7 @@ def test_infra_uses_every_contract_module():
     modules = {f"trainer.contract.{p.stem}" for p in (REPO / "trainer" / "contract").glob("*.py")
                if p.stem != "__init__"}
     assert modules == {"trainer.contract.cluster_spec", "trainer.contract.exit_codes",
-                       "trainer.contract.progress"}
+                       "trainer.contract.progress", "trainer.contract.recipe"}
     assert modules <= used
 
 

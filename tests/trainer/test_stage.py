@@ -188,3 +188,56 @@ def test_dest_that_is_a_file_names_the_flag(tmp_path):
                           timeout=60)
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"error: --dest {tmp_path / 'afile'}: not a directory")
+
+
+def test_stage_from_a_list_of_file_urls(tmp_path, http_source):
+    # The files may sit under any paths (here with a query); each is named by its last segment.
+    urls = [f"{http_source}/{name}?v=1" for name in reversed(data.ALL_IDX_FILES)]
+    logged = []
+    names = stage(tmp_path / "dest", urls, log=logged.append)
+    assert names == list(data.ALL_IDX_FILES)
+    for name in data.ALL_IDX_FILES:
+        assert sha256_of(tmp_path / "dest" / name) == sha256_of(BUNDLED_DATA_DIR / name)
+    assert f"staged from {http_source}/train-images-idx3-ubyte.gz?v=1 (mnist-10k" in logged[0]
+    assert len(data.load(tmp_path / "dest").x_train) == 8000
+
+
+def test_a_one_item_list_is_that_source(tmp_path):
+    assert stage(tmp_path, [str(BUNDLED_DATA_DIR)], log=_quiet) == list(data.ALL_IDX_FILES)
+
+
+@pytest.mark.parametrize("urls,message", [
+    (["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
+     "--source: the list of URLs lacks t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz"),
+    (["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/mnist.npz"],
+     "--source https://m.example/mnist.npz: in a list of sources, each must be an http(s) URL of one of "
+     "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz"),
+    (["/data/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
+     "--source /data/train-images-idx3-ubyte.gz: in a list of sources, each must be an http(s) URL"),
+    (["https://a.example/train-images-idx3-ubyte.gz", "https://b.example/train-images-idx3-ubyte.gz"],
+     "--source https://b.example/train-images-idx3-ubyte.gz: train-images-idx3-ubyte.gz is already given by "
+     "https://a.example/train-images-idx3-ubyte.gz"),
+])
+def test_a_bad_url_list_is_refused_before_anything_is_written(tmp_path, urls, message):
+    with pytest.raises(StageError) as caught:
+        stage(tmp_path / "dest", urls, log=_quiet)
+    assert str(caught.value).startswith(message)
+    assert not (tmp_path / "dest").exists()
+
+
+def test_the_command_takes_one_source_per_file(tmp_path, http_source):
+    argv = [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "dest")]
+    for name in data.ALL_IDX_FILES:
+        argv += ["--source", f"{http_source}/{name}"]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == sorted(data.ALL_IDX_FILES)
+
+
+def test_a_directory_on_the_volume_is_a_source(tmp_path):
+    # The stack's data.source may name a directory under mountPath: staged like any directory,
+    # into the source's own destination, which the stack keys by the source.
+    volume = tmp_path / "data"
+    shutil.copytree(BUNDLED_DATA_DIR, volume / "uploads" / "mnist")
+    stage(volume / "mnist" / "0123456789ab", str(volume / "uploads" / "mnist"), log=_quiet)
+    assert len(data.load(volume / "mnist" / "0123456789ab").x_test) == 2000

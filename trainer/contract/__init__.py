@@ -10,6 +10,9 @@ trainer image never needs Pulumi:
   checks the configuration with it).
 - ``exit_codes``: the exit codes that cross the pod boundary: the Jobs' podFailurePolicy
   fails a Job on ``PERMANENT_EXIT_CODES`` and ignores ``EXIT_SIGTERM``.
+- ``recipe``: the choices of the recipe flags (--model, --optimizer, --lr_schedule,
+  --lr_scaling), --augment_shift's limit and the data file names, with which the stack
+  validates its hyperparams.* keys and data.source (trainer/flags.py takes its choices there).
 - ``progress``: the lines the chief prints and their parser, which ``python -m
   infra.status`` reads from the chief's log (``parse_log``); the TensorBoard tags and
   ``result.json``.
@@ -17,12 +20,14 @@ trainer image never needs Pulumi:
 What infra/ relies on without importing it:
 
 - The commands ``python -m trainer`` (every task; dispatches on TF_CONFIG) and ``python -m
-  trainer.stage --dest DIR [--source DIR_OR_URL]`` (the staging Job), run from the image's
-  working directory (docker/trainer-*.Dockerfile).
+  trainer.stage --dest DIR [--source DIR_OR_URL]...`` (the staging Job; one ``--source`` per
+  file URL of a list), run from the image's working directory (docker/trainer-*.Dockerfile).
 - The flags that ``trainer_args()`` in infra/components/training.py passes to every task,
   defined in trainer/flags.py: ``--data_dir``, ``--log_dir``, ``--epochs``,
-  ``--batch_size``, ``--learning_rate``, ``--peer_timeout`` and ``--run_id``
-  (tests/infra/test_infra_topology.py pins the strings).
+  ``--batch_size``, ``--learning_rate``, ``--model``, ``--optimizer``, ``--lr_schedule``,
+  ``--lr_scaling``, ``--dropout``, ``--augment_shift``, ``--seed``, ``--peer_timeout`` and
+  ``--run_id`` (tests/infra/test_infra_recipe.py parses every task's args with the trainer's
+  own parser).
 - The layout of ``--log_dir`` on the shared volume: ``logs/<task>.log`` (trainer/tasklog.py;
   infra.status points there), TensorBoard's events under ``train/`` and ``validation/``
   (``progress.TENSORBOARD_SUBDIRS``; a TensorBoard on ``--log_dir`` or on a directory of

@@ -1,0 +1,64 @@
+"""Where a run lives on the shared volume: its data directory and its run directory, by what
+changes the result.
+
+One directory per training configuration: ``<mountPath>/runs/<stack>-<namespace>-<prefix>/<key>``,
+``key`` being 12 hex digits of the SHA-256 of everything that changes what is learnt (``run_key``).
+A changed hyperparameter is then a new directory beside the old run, whose files stay as they
+were; raising only ``hyperparams.epochs`` keeps the directory, so the new tasks resume from its
+latest checkpoint. The stack, namespace and prefix in the path keep two stacks on one volume
+apart (neither restores nor prunes the other's checkpoints).
+
+The data lives in ``<mountPath>/mnist/<source key>``, keyed by the source (``source_key``): a
+changed data.source stages into a new directory, and so (the data key is part of the run key)
+makes a new run, never training on the files an earlier source left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Optional
+
+from trainer.contract import cluster_spec as cs
+
+#: Hex digits of a directory key: 48 bits, so two configurations of one stack collide with a
+#: chance of about 1e-14 (the key is not a security boundary: the stack writes it).
+KEY_DIGITS = 12
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_DIGITS]
+
+
+def source_key(source: Optional[str | tuple[str, ...]]) -> str:
+    """The data directory's key: 12 hex digits of the SHA-256 of data.source as JSON (null for
+    the sample in the image; a list of URLs as that list, in its order)."""
+    return _digest(list(source) if isinstance(source, tuple) else source)
+
+
+def layout(replicas: cs.Replicas, gpu_count: int) -> dict[str, Any]:
+    """The part of the replica layout that changes the result.
+
+    Synchronous training (ps 0: MultiWorkerMirroredStrategy over chief and workers) averages
+    one batch per replica into each step, so the replica count (and the GPUs each trains on)
+    sets the global batch and the scaled learning rate. With ps, each worker's batch is one
+    update of its own: more or fewer workers (or ps, which only hold the variables) continue the
+    same run, whose checkpoints any layout of ps restores.
+    """
+    if replicas.ps > 0:
+        return {"strategy": "parameter_server"}
+    return {"strategy": "multi_worker_mirrored", "replicas": replicas.chief + replicas.worker,
+            "gpusPerReplica": gpu_count}
+
+
+def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any]) -> str:
+    """The run directory's key: 12 hex digits of the SHA-256 of the recipe (every trainer flag
+    that changes what is learnt, except the epochs), the data key and the layout.
+
+    Args:
+        recipe: trainer flag -> value (``--model`` ... as ``model`` ...).
+        data_key: ``source_key`` of the data.
+        run_layout: ``layout``.
+    """
+    return _digest({"recipe": recipe, "data": data_key, "layout": run_layout})
