@@ -43,18 +43,26 @@ def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
     return parse
 
 
-def positive_number(raw: Any) -> float:
-    """A finite number > 0 (float or numeric string); the schema has no float type."""
-    rule = "must be a number > 0"
+def _number(raw: Any, rule: str, accept: Callable[[float], bool]) -> float:
+    """``raw`` (a float or numeric string, never a bool) as a float that ``accept`` takes.
+
+    Raises:
+        ValueError: with ``rule`` as the message, for anything else.
+    """
     if isinstance(raw, bool):
         raise ValueError(rule)
     try:
         value = float(raw)
     except (TypeError, ValueError):
         raise ValueError(rule) from None
-    if not math.isfinite(value) or value <= 0:
+    if not accept(value):
         raise ValueError(rule)
     return value
+
+
+def positive_number(raw: Any) -> float:
+    """A finite number > 0 (float or numeric string); the schema has no float type."""
+    return _number(raw, "must be a number > 0", lambda value: math.isfinite(value) and value > 0)
 
 
 def boolean(raw: Any) -> bool:
@@ -88,16 +96,8 @@ def optional_string(raw: Any) -> Optional[str]:
 def fraction(raw: Any) -> float:
     """A number >= 0 and < 1 (a float or numeric string): a dropout rate, as the trainer's
     --dropout takes it."""
-    rule = "must be a number >= 0 and < 1"
-    if isinstance(raw, bool):
-        raise ValueError(rule)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(rule) from None
-    if not 0 <= value < 1:  # nan fails both comparisons
-        raise ValueError(rule)
-    return value
+    # nan fails both comparisons
+    return _number(raw, "must be a number >= 0 and < 1", lambda value: 0 <= value < 1)
 
 
 _URL = re.compile(r"^https?://[^\s/]+[^\s]*$")
