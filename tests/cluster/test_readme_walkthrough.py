@@ -50,9 +50,10 @@ BLOCKS = ["local-cluster-up", "local-stack", "local-stack-down", "local-cluster-
 #: The README's local stack: namespace and name prefix it configures.
 NAMESPACE, PREFIX = "tf-mnist", "mnist"
 JOBS = {f"{PREFIX}-{name}" for name in ("chief-0", "ps-0", "stage-data", "worker-0", "worker-1")}
-#: "a test accuracy of about 0.95-0.96 after 3 epochs": the bounds leave room for the ps
-#: strategy's asynchronous updates, which vary from run to run.
-ACCURACY = (0.94, 0.97)
+#: "a test accuracy of about 0.97 after 3 epochs" (0.9730 seen at the launcher's recipe, the
+#: program's default): the bounds leave room for the ps strategy's asynchronous updates, which
+#: vary from run to run.
+ACCURACY = (0.96, 0.99)
 #: The whole walk-through with warm caches takes minutes; an images rebuild adds up to 10.
 TIMEOUT_S = 3600
 
@@ -188,21 +189,23 @@ def test_the_chiefs_last_lines_give_the_accuracy(walkthrough: Walkthrough) -> No
     tail = text.rstrip("\n").splitlines()[-4:]
     assert [line.split(":")[0] for line in tail] == ["Test-Accuracy", "Total Time", "Final Cost", "done"], tail
     accuracy = _chief_accuracy("\n".join(tail))
-    assert ACCURACY[0] <= accuracy <= ACCURACY[1], f"test accuracy {accuracy}; the README says about 0.95-0.96"
+    assert ACCURACY[0] <= accuracy <= ACCURACY[1], f"test accuracy {accuracy}; the README says about 0.97"
     assert "Run already finished" not in text
 
 
 def test_destroy_keeps_the_run_and_the_data_on_the_volume(walkthrough: Walkthrough) -> None:
     text = walkthrough.block("local-stack-down")
     assert re.search(r"Resources:\s*\n\s*- \d+ deleted", text), text[-3000:]
-    run = walkthrough.volume / "runs" / PREFIX
+    # runs/<stack>-<namespace>-<prefix>/<run key> and mnist/<source key>, as the README says.
+    (run,) = (walkthrough.volume / "runs" / f"local-{NAMESPACE}-{PREFIX}").iterdir()
+    (data,) = (walkthrough.volume / "mnist").iterdir()
     result = json.loads((run / "result.json").read_text())
     assert f"{result['test_accuracy']:.4f}" == f"{_chief_accuracy(walkthrough.block('local-stack')):.4f}"
     assert result["epochs"] == 3
-    for part in ("checkpoints", "train", "logs/chief-0.log", "logs/worker-1.log", "logs/ps-0.log"):
+    for part in ("checkpoints", "train", "validation", "export", "logs/chief-0.log", "logs/worker-1.log",
+                 "logs/ps-0.log"):
         assert (run / part).exists(), f"{run}/{part} missing after destroy"
-    assert sorted(p.name for p in (walkthrough.volume / "mnist").iterdir()
-                  if not p.name.startswith(".")) == sorted(ALL_IDX_FILES)
+    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == sorted(ALL_IDX_FILES)
     # `pulumi stack rm local` takes the stack out of the backend and deletes Pulumi.local.yaml.
     assert not (walkthrough.clone / "Pulumi.local.yaml").exists()
     # (the file backend keeps local.json.bak and backups/; the stack itself is local.json)

@@ -302,9 +302,14 @@ def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
                     return json.loads(r.read())
             except OSError:
                 return {}
-        runs = kube.wait_for("TensorBoard to list scalars", tags, timeout=120, every=2)
-        run, run_tags = next(iter(runs.items()))
-        tag = next(t for t in run_tags if "test_accuracy" in t)
+        def validation_runs() -> dict:
+            return {run: run_tags for run, run_tags in tags().items() if run.endswith("/validation")}
+        # TensorBoard's convention: <run>/train and <run>/validation, each with epoch_accuracy.
+        runs = kube.wait_for("TensorBoard to list a validation run", validation_runs, timeout=120, every=2)
+        (run, run_tags), = runs.items()
+        assert run == f"{run_dirs[PREFIX].name}/validation", (run, run_dirs)
+        tag = "epoch_accuracy"
+        assert tag in run_tags, run_tags
 
         def points() -> list:
             query = urllib.parse.urlencode({"run": run, "tag": tag})
