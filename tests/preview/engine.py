@@ -160,6 +160,19 @@ class PreviewResult:
         diags = "\n".join(d.get("message", "") for d in self.plan.get("diagnostics", []))
         return "\n".join([diags, self.stdout, self.stderr])
 
+    def refused_output(self) -> str:
+        """The messages of a preview the program refused before planning anything: it failed,
+        printed no traceback (a ConfigError is a RunError) and planned no resource.
+
+        Raises:
+            AssertionError: when the preview did any of those.
+        """
+        assert self.returncode != 0
+        output = self.messages()
+        assert "Traceback" not in output, output
+        assert self.resources() == []
+        return output
+
 
 class PulumiProject:
     """A copy of a Pulumi project in ``workdir``, driven through the real CLI."""

@@ -244,11 +244,8 @@ def test_cloud_values_ack_would_refuse_fail_at_preview_with_the_programs_message
     preview), after the VPC and NAS exist: the program refuses them before anything is planned."""
     dev_project.set_config(key, value)
     preview = dev_project.preview()
-    assert preview.returncode != 0
-    output = preview.messages()
+    output = preview.refused_output()
     assert message in output, output
-    assert "Traceback" not in output, output
-    assert preview.resources() == []
 
 
 def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
@@ -259,12 +256,9 @@ def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiPr
     """
     dev_project.set_config("worker.number", "four")
     preview = dev_project.preview()
-    assert preview.returncode != 0
-    output = preview.messages()
+    output = preview.refused_output()
     assert "invalid configuration value" in output, output
     assert "worker.number" in output and "four" in output, output
-    assert "Traceback" not in output, output
-    assert preview.resources() == []
 
 
 def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
@@ -278,12 +272,9 @@ def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_p
     config = stack_config(dev_project)
     assert (config["tf-mnist:worker.number"], config["tf-mnist:worker"]["number"]) == ("4", 6)
     preview = dev_project.preview()
-    assert preview.returncode != 0
-    output = preview.messages()
+    output = preview.refused_output()
     assert ("Configuration 'tf-mnist:worker.number' is set twice, to '4' (flat) and to '6' (--path)" in output), output
     assert "pulumi config rm worker.number (keeps '6')" in output, output
-    assert "Traceback" not in output, output
-    assert preview.resources() == []
 
 
 def test_secret_config_never_appears_in_plain_text_in_the_plan(dev_project: PulumiProject, toolchain: Toolchain) -> None:
@@ -306,25 +297,19 @@ def test_a_secret_the_stack_cannot_keep_secret_is_refused(dev_project: PulumiPro
     configure(dev_project, toolchain, "cluster")
     dev_project.set_config("worker.memory", "9Gi", path=True, secret=True)
     preview = dev_project.preview()
-    assert preview.returncode != 0
-    output = preview.messages()
+    output = preview.refused_output()
     assert "Configuration 'tf-mnist:worker' holds a secret" in output, output
     assert "fix: pulumi config set --path worker.<key> <value> (again, without --secret)" in output, output
-    assert "Traceback" not in output, output
-    assert preview.resources() == []
 
 
 def test_a_misspelt_key_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
     """`pulumi config set worker.numbr 4` used to preview the default 2 workers without a word."""
     dev_project.set_config("worker.numbr", "4")
     preview = dev_project.preview()
-    assert preview.returncode != 0
-    output = preview.messages()
+    output = preview.refused_output()
     assert ("Configuration 'tf-mnist:worker.numbr' value '4' is not a setting of this stack "
             "(did you mean worker.number?)") in output, output
     assert "fix: pulumi config rm worker.numbr" in output, output
-    assert "Traceback" not in output, output
-    assert preview.resources() == []
 
 
 # --- registries and kubeconfig updates with the real engine -----------------------------------------------------------
