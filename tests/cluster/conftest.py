@@ -7,14 +7,40 @@ except with REQUIRE_LOCAL_CLUSTER=1 (scripts/test.sh sets it when run as root): 
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
+import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from pathlib import Path
-
 from .kube import Kube, binaries_dir, cluster_unavailable, host_netns, host_sysctls, run_tool
+
+
+#: One local cluster per machine (its state is /var/lib/tf-mnist-local-cluster): every test module
+#: here holds this lock while it runs, so two test runs (two checkouts, a CI run beside a
+#: developer's) take turns instead of failing on each other's cluster. Do not wrap pytest in
+#: `flock` on this same file: the second open would wait for the first forever.
+CLUSTER_LOCK = Path("/tmp/tf-mnist-local-cluster.lock")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster_turn() -> Iterator[None]:
+    """Holds CLUSTER_LOCK for the test module (waits, with a line, while another run holds it)."""
+    with open(CLUSTER_LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for {CLUSTER_LOCK}: another test run has the local cluster", file=sys.stderr)
+            started = time.monotonic()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            print(f"got {CLUSTER_LOCK} after {time.monotonic() - started:.0f} s", file=sys.stderr)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
