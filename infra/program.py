@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels
+from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.registry import PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
@@ -68,6 +69,14 @@ def build(settings: Settings) -> dict[str, Any]:
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
         data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
         image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+    # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
+    monitor = RunMonitor(prefix, RunMonitorArgs(
+        namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
+        schedule_timeout_seconds=settings.training.schedule_timeout_seconds,
+        api_server=settings.training.monitor_api_server, image=settings.training.staging_image,
+        image_pull_policy=settings.training.ps.image_pull_policy, placement=settings.placement["stage-data"],
+        image_pull_secret=registry.image_pull_secret,
+        priority_class_name=settings.training.priority_class_name, after=pods_after), opts=k8s_opts)
     tensorboard = TensorBoard(prefix, TensorBoardArgs(
         tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
         mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
@@ -85,6 +94,7 @@ def build(settings: Settings) -> dict[str, Any]:
         "clusterSpec": training.cluster_spec,
         "jobNames": training.job_names,
         "stagingJobName": training.staging_job_name,
+        "monitorJobName": monitor.job_name,
         "runId": training.run_id,
         "runDir": training.run_dir,
         "runsDir": settings.runs_dir,

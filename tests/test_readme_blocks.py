@@ -161,4 +161,4 @@ def test_every_repository_program_the_blocks_run_exists():
                     assert (REPO / path).is_file(), f"README block {name!r}: {command!r} runs {path}, which is missing"
                     checked.append(path)
     assert {"scripts/train-local.sh", "scripts/bootstrap.sh", "tools/local-cluster/local-cluster",
-            "tools/pulumi-toolchain/pulumi-offline-env.sh", "infra/status.py"} <= set(checked), checked
+            "tools/pulumi-toolchain/pulumi-offline-env.sh", "infra/status/__main__.py"} <= set(checked), checked

@@ -36,8 +36,8 @@ from infra.settings.model import (
 )
 from infra.settings.parsers import (
     TAINT_EFFECTS, Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain,
-    export_path, fraction, image_host, image_reference, integer, label_map, namespace, nfs_server, node_selector,
-    one_of, optional_positive_int, optional_string, positive_number, quantity, registry, registry_host,
+    export_path, fraction, https_url, image_host, image_reference, integer, label_map, namespace, nfs_server,
+    node_selector, one_of, optional_positive_int, optional_string, positive_number, quantity, registry, registry_host,
     string_list, tolerations,
 )
 from infra.settings.raw import FLAT, PATH, conflicting
@@ -51,6 +51,7 @@ __all__ = [
     "TENSORBOARD_TAG", "TRAINER_CPU_TAG", "TRAINER_GPU_TAG", "VOLUME_KEYS", "VOLUME_TYPES", "absolute_path",
     "boolean", "cidr", "cidr_list", "ClusterSettings", "config_table_markdown", "ConfigError", "conflict",
     "conflicting", "data_source", "dns_label", "dns_subdomain", "export_path", "fix_args", "fraction", "from_key",
+    "https_url",
     "image_host", "image_reference", "integer", "is_kubeconfig_path", "Key", "kubeconfig_server", "label_map",
     "load_settings", "missing", "namespace", "nfs_server", "node_selector", "not_applicable", "one_of",
     "optional_positive_int", "optional_string", "Parser", "Placement", "positive_number",

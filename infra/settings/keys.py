@@ -18,7 +18,7 @@ from typing import Any, Optional
 from infra.settings.cloud_parsers import ack_version, instance_types
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
-    image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
+    https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
     optional_string, positive_number, quantity, registry, registry_host, string_list, tolerations,
 )
 from trainer.contract import recipe
@@ -227,6 +227,15 @@ KEYS: tuple[Key, ...] = (
         "Seconds a task waits for a lost peer or the chief before exiting non-zero (trainer --peer_timeout)."),
     Key("job.priorityClassName", None, dns_subdomain, "high-priority", None,
         "PriorityClass of the training and data-staging pods; unset = the cluster's default."),
+    # 1800 s: twice cluster-autoscaler's --max-node-provision-time (15 minutes by default, also
+    # on ACK), after which the autoscaler has either brought a GPU node up from zero or given up
+    # on that node group; a first pull of the GPU image comes after scheduling, so it is not counted.
+    Key("job.scheduleTimeoutSeconds", 1800, integer(0), "1800", "integer",
+        "Seconds a task pod may stay unschedulable before the run monitor fails the run with the scheduler's "
+        "message; 0 = wait for ever."),
+    Key("monitor.apiServer", None, https_url, "https://10.244.0.1:6443", None,
+        "API server URL the run monitor calls, for clusters whose pods cannot reach the kubernetes Service "
+        "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address."),
     # Cloud layer.
     Key("zone", None, optional_string, "cn-hangzhou-i", None,
         "Zone of the vSwitch (required when the stack creates the vSwitch)."),

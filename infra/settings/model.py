@@ -150,7 +150,7 @@ class StorageSettings:
 @dataclass(frozen=True)
 class TrainingSettings:
     """The training run: its tasks, the trainer's flags and its Jobs' policy (worker.*, ps.*,
-    hyperparams.*, job.*, data.source)."""
+    hyperparams.*, job.*, monitor.*, data.source)."""
 
     #: One chief (the coordinator) beside ps.number ps and worker.number workers.
     replicas: cs.Replicas
@@ -189,6 +189,10 @@ class TrainingSettings:
     peer_timeout_seconds: int = from_key("job.peerTimeoutSeconds")
     #: PriorityClass of the training and staging pods; None = the cluster's default.
     priority_class_name: Optional[str] = from_key("job.priorityClassName")
+    #: Seconds a task pod may stay unschedulable before the run monitor ends the run; 0 = never.
+    schedule_timeout_seconds: int = from_key("job.scheduleTimeoutSeconds")
+    #: The API server URL the run monitor calls; None = the in-cluster address.
+    monitor_api_server: Optional[str] = from_key("monitor.apiServer")
 
     def task(self, task_type: str) -> TaskSettings:
         """The container settings of ``task_type`` (chief, worker or ps)."""

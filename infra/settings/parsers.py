@@ -240,6 +240,19 @@ def registry_host(raw: Any) -> Optional[str]:
     return raw
 
 
+def https_url(raw: Any) -> Optional[str]:
+    """An ``https://host[:port]`` URL (no path), None when unset; an IPv6 host in brackets."""
+    if raw is None or raw == "":
+        return None
+    rule = "must be an https URL of a host and an optional port, such as https://10.244.0.1:6443 (no path)"
+    if not isinstance(raw, str):
+        raise ValueError(rule)
+    found = re.match(r"^https://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+)(:([0-9]{1,5}))?/?$", raw)
+    if not found or (found.group(3) and not 1 <= int(found.group(3)) <= 65535):
+        raise ValueError(rule)
+    return raw.rstrip("/")
+
+
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 

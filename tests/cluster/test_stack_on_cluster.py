@@ -46,8 +46,11 @@ REGISTRY_PASSWORD = "e2e-not-a-real-registry-password"
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 
 #: What the dev stack needs changed to run here (structured keys, as Pulumi.dev.yaml holds
-#: them): no GPU, a small run, requests that fit one 2-core node.
+#: them): no GPU, a small run, requests that fit one 2-core node, and the API server where
+#: pods reach it (tools/local-cluster's relay on its bridge: no kube-proxy routes the
+#: kubernetes Service).
 LOCAL_CONFIG = {
+    "monitor.apiServer": "https://10.244.0.1:6443",
     "worker.gpuCount": "0", "worker.number": "2", "worker.cpu": "100m", "worker.memory": "2Gi",
     "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
     "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64",
@@ -111,7 +114,7 @@ def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
         kinds.add(kind)
     # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
     assert kinds == {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job",
-                     "Deployment", "Secret"}, kinds
+                     "Deployment", "Secret", "ServiceAccount", "Role", "RoleBinding"}, kinds
 
 
 def _sha256(path: Path) -> str:
@@ -190,6 +193,9 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     for t in TASKS[1:]:
         lag = _completion(jobs[f"{PREFIX}-{t}"]) - chief_done
         assert lag <= 60, f"{PREFIX}-{t} completed {lag:.0f} s after the chief"
+    # The run monitor exits 0 once it sees the chief's Job complete (within its 5 s poll).
+    monitor = f"{PREFIX}-monitor"
+    assert kube.wait_for(f"job {monitor} to end", lambda: job_condition(kube, monitor), timeout=30) == "Complete"
     running = [p["metadata"]["name"] for p in kube.get("pods")["items"] if p["status"]["phase"] == "Running"]
     assert running == [n for n in running if "tensorboard" in n], f"pods left running: {running}"
     parsed = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
@@ -225,10 +231,15 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
     assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr, refused
     pods = kube.get("pods")["items"]
     roles = {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in pods}
-    assert roles >= {"stage-data", "chief", "worker", "ps", "tensorboard"}, roles
+    assert roles >= {"stage-data", "chief", "worker", "ps", "tensorboard", "monitor"}, roles
     for pod in pods:
         name, spec = pod["metadata"]["name"], pod["spec"]
         assert pod["status"]["phase"] in ("Succeeded", "Running"), (name, pod["status"])
+        if pod["metadata"]["labels"].get("app.kubernetes.io/component") == "monitor":
+            # The one pod with a service-account token: it reads the run's Jobs and pods.
+            assert spec["automountServiceAccountToken"] is True and spec["serviceAccountName"] == f"{PREFIX}-monitor"
+            spec = {**spec, "automountServiceAccountToken": False,
+                    "volumes": [v for v in spec["volumes"] if "projected" not in v and "configMap" not in v]}
         context = spec["securityContext"]
         assert context["runAsNonRoot"] is True and context["runAsUser"] == RUN_AS_USER != 0, (name, context)
         assert context["runAsGroup"] == RUN_AS_GROUP and context["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -256,10 +267,10 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
           f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
 
 
-def _status(kube: Kube, prefix: str) -> subprocess.CompletedProcess:
-    """`python -m infra.status` for one run (exit 0 finished, 1 failed, 3 still going)."""
+def _status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m infra.status ARGS` for one run (exit 0 finished, 1 failed, 3 still going)."""
     return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
-                           str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", prefix],
+                           str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", prefix, *args],
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
 
@@ -382,7 +393,7 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
     assert (labels["train"], labels["tier"]) == ("mnist", "e2e"), labels
     assert pv["spec"]["hostPath"]["path"] == str(volume)
     assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
-    for job in _jobs(kube).values():
+    for job in [j for n, j in _jobs(kube).items() if n != f"{PREFIX}-monitor"]:
         mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]
                   if "persistentVolumeClaim" in v]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)

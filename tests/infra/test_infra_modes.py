@@ -97,7 +97,7 @@ def test_preview_makes_no_credential_call_and_leaves_the_kubeconfig_unknown(dev_
     assert me.is_secret_value(kubeconfig) and isinstance(kubeconfig["value"], Unknown), kubeconfig
     assert isinstance(provider.inputs["clusterIdentifier"], Unknown)
     # The whole topology is still registered, so a preview shows it.
-    assert len(run.of_type("kubernetes:batch/v1:Job")) == 6
+    assert len(run.of_type("kubernetes:batch/v1:Job")) == 7  # 5 tasks, staging, the run monitor
     assert "kubeconfig" not in run.outputs  # unknown outputs never resolve
 
 

@@ -39,15 +39,18 @@ def test_every_pod_is_restricted(dev_config, name):
     assert run.error is None, run.error
     specs = _pod_specs(run)
     tasks = [n for n in specs if n.split("-")[1] in ("chief", "worker", "ps")]
-    assert "mnist-stage-data" in specs and "mnist-tensorboard" in specs and len(tasks) >= 3, sorted(specs)
+    assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor"} <= set(specs) and len(tasks) >= 3, sorted(specs)
     for pod_name, pod in specs.items():
         assert pod["securityContext"] == {
             "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
             "seccompProfile": {"type": "RuntimeDefault"}}, pod_name
-        assert pod["automountServiceAccountToken"] is False, pod_name
+        # Only the run monitor has a token: it reads the API (tests/infra/test_infra_monitor.py).
+        monitor = pod_name == "mnist-monitor"
+        assert pod["automountServiceAccountToken"] is monitor, pod_name
         assert {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}} in pod["volumes"], pod_name
-        # "restricted" allows only these volume types.
-        assert all(set(v) - {"name"} <= {"persistentVolumeClaim", "emptyDir"} for v in pod["volumes"]), pod_name
+        # "restricted" allows these volume types (and more); the monitor's script is a ConfigMap.
+        allowed = {"persistentVolumeClaim", "emptyDir", *(["configMap"] if monitor else [])}
+        assert all(set(v) - {"name"} <= allowed for v in pod["volumes"]), pod_name
         for container in pod["containers"]:
             assert container["securityContext"] == {
                 "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,

@@ -57,7 +57,7 @@ def test_an_existing_pull_secret_is_used_by_every_pod(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:imagePullSecret": "acr-pull"})
     assert run.error is None, run.error
     pods = _pods(run)
-    assert len(pods) == len(TASKS) + 2
+    assert len(pods) == len(TASKS) + 3  # staging, TensorBoard, the run monitor
     for name, pod in pods.items():
         assert pod["imagePullSecrets"] == [{"name": "acr-pull"}], name
     assert run.of_type(SECRET) == []
@@ -189,7 +189,7 @@ def test_node_selectors_tolerations_and_priority_per_role(dev_config):
     for name in ("mnist-ps-0", "mnist-ps-1"):
         assert pods[name]["nodeSelector"] == {"tf-mnist/pool": "cpu"}
         assert pods[name]["tolerations"] == [{"key": "spot", "operator": "Exists"}]
-    for name in ("mnist-chief-0", "mnist-stage-data"):
+    for name in ("mnist-chief-0", "mnist-stage-data", "mnist-monitor"):
         assert pods[name]["nodeSelector"] == {"node-role": "coordinator"}, name
         assert "tolerations" not in pods[name], name
     assert pods["mnist-tensorboard"]["nodeSelector"] == {"tf-mnist/pool": "cpu"}

@@ -55,7 +55,7 @@ def test_the_trainers_own_parser_accepts_every_tasks_args(dev_config, changes):
         config = me.set_flat(config, key, value)
     run = me.run_program(config)
     assert run.error is None, run.error
-    jobs = [job for job in run.of_type(JOB) if job.name != "mnist-stage-data"]
+    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
     spec = run.outputs["clusterSpec"]
     assert len(jobs) == 1 + len(spec.get("ps", [])) + len(spec["worker"])
     for job in jobs:

@@ -60,11 +60,16 @@ def _env(container: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 
 
+def _training_jobs(run: me.Run) -> list[me.Registration]:
+    """The task Jobs and the staging Job (the run monitor's is checked in test_infra_monitor.py)."""
+    return [j for j in run.of_type(JOB) if j.name != "mnist-monitor"]
+
+
 def test_task_names_services_and_jobs(topology):
     run, workers, ps = topology
     tasks = ["mnist-chief-0", *[f"mnist-worker-{i}" for i in range(workers)],
              *[f"mnist-ps-{i}" for i in range(ps)]]
-    assert sorted(j.name for j in run.of_type(JOB)) == sorted([*tasks, "mnist-stage-data"])
+    assert sorted(j.name for j in run.of_type(JOB)) == sorted([*tasks, "mnist-stage-data", "mnist-monitor"])
     assert sorted(s.name for s in run.of_type(SERVICE)) == sorted([*tasks, "mnist-tensorboard"])
     for name in [*tasks, "mnist-stage-data"]:
         assert run.one(JOB, name).inputs["metadata"]["name"] == name
@@ -119,7 +124,7 @@ def test_tf_config_of_every_task_parses_back_to_its_own_task(topology):
     }
     services = {s.name: s for s in run.of_type(SERVICE)}
     seen = set()
-    for job in run.of_type(JOB):
+    for job in _training_jobs(run):
         if job.name == "mnist-stage-data":
             assert "TF_CONFIG" not in _env(_container(job))
             continue
@@ -137,7 +142,7 @@ def test_tf_config_of_every_task_parses_back_to_its_own_task(topology):
 
 def test_gpu_limits_and_tolerations_only_on_workers(topology):
     run, _, _ = topology
-    for job in run.of_type(JOB):
+    for job in _training_jobs(run):
         container = _container(job)
         limits = container["resources"].get("limits", {})
         pod = job.inputs["spec"]["template"]["spec"]
@@ -159,7 +164,7 @@ def test_gpu_limits_and_tolerations_only_on_workers(topology):
 def test_trainer_and_staging_commands(topology):
     run, _, _ = topology
     claim = run.one(PVC, "mnist-data").inputs["metadata"]["name"]
-    for job in run.of_type(JOB):
+    for job in _training_jobs(run):
         container = _container(job)
         assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"},
                                              {"name": "tmp", "mountPath": "/tmp"}]
@@ -191,7 +196,7 @@ def test_task_jobs_do_not_await_training_and_wait_for_staging(topology):
     assert staging.inputs["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "1200"
     pools = {r.urn for r in run.of_type("alicloud:cs/nodePool:NodePool")}
     assert pools and pools <= set(staging.dependencies)
-    for job in run.of_type(JOB):
+    for job in _training_jobs(run):
         if job.name != "mnist-stage-data":
             # Ready once created (no wait for training), and deletion is awaited (not skipAwait).
             assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}, \

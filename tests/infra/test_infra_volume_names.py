@@ -57,7 +57,8 @@ def _names(run: me.Run) -> tuple[str, str]:
 def _claims_in_pod_templates(run: me.Run) -> dict[str, list[str]]:
     """Every Job's and Deployment's pod-template claim names, by Pulumi name."""
     out = {}
-    for obj in [*run.of_type(JOB), *run.of_type(DEPLOYMENT)]:
+    # The run monitor mounts no claim (it reads only the API).
+    for obj in [*[j for j in run.of_type(JOB) if j.name != "mnist-monitor"], *run.of_type(DEPLOYMENT)]:
         volumes = obj.inputs["spec"]["template"]["spec"]["volumes"]
         out[obj.name] = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
     return out

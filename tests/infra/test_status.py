@@ -64,8 +64,8 @@ def pod(task_type: str, index: int, phase: str, *, restarts: int = 0,
 class Recorded:
     """A Cluster answering with recorded objects; records what it was asked."""
 
-    def __init__(self, objects: list[dict], logs: dict[str, str]) -> None:
-        self.objects, self.log_texts, self.asked = objects, logs, []
+    def __init__(self, objects: list[dict], logs: dict[str, str], events: list[dict] | None = None) -> None:
+        self.objects, self.log_texts, self.asked, self.event_list = objects, logs, [], events or []
 
     def get(self, kinds: str, selector: str) -> list[dict]:
         self.asked.append((kinds, selector))
@@ -73,6 +73,9 @@ class Recorded:
 
     def logs(self, pod: str) -> str:
         return self.log_texts.get(pod, "")
+
+    def events(self) -> list[dict]:
+        return json.loads(json.dumps(self.event_list))
 
 
 def running_run() -> Recorded:
@@ -99,7 +102,7 @@ def test_a_running_run_has_one_row_per_task_the_chiefs_progress_and_exit_3(capsy
                        cluster=cluster, clock=lambda: NOW)
     out = capsys.readouterr().out
     assert code == status.EXIT_RUNNING == 3
-    assert cluster.asked == [("jobs,pods", "app.kubernetes.io/instance=mnist")]
+    assert cluster.asked == [("jobs,pods,pvc", "app.kubernetes.io/instance=mnist")]
     assert out.splitlines()[0] == "Run mnist (namespace default, run id 0123456789ab): RUNNING"
     rows = [line.split() for line in out.splitlines()[2:7]]
     assert rows[0] == ["TASK", "JOB", "STATUS", "POD", "RESTARTS", "NODE", "AGE"]
@@ -153,6 +156,9 @@ def test_watch_refreshes_until_the_run_ends(capsys):
 
         def logs(self, pod):
             return self.now.logs(pod)
+
+        def events(self):
+            return []
 
     sleeps = []
     code = status.main(["--namespace", "default", "--prefix", "mnist", "--kubeconfig", "k",

@@ -302,7 +302,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for pid in cgroups.own_processes():
         stop_pid(pid, 2)
         done.append(f"container process pid {pid}")
-    for name in ("coredns", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+    for name in ("coredns", "kube-scheduler", "kube-controller-manager", "apiserver-relay", "kube-apiserver", "etcd"):
         if ds[name].stop():
             done.append(name)
     for mount_point in _mounts_under(p.state, p.run):

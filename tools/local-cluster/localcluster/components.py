@@ -1,13 +1,14 @@
 """The cluster's components: the command line and config files of each, and its health check.
 
-Start order (each waits for the one before to be healthy): etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, containerd, CoreDNS, kubelet. Flags that this
+Start order (each waits for the one before to be healthy): etcd, kube-apiserver, the API
+server's relay onto the bridge, kube-controller-manager, kube-scheduler, containerd, CoreDNS, kubelet. Flags that this
 machine needs are explained where they are set (see also ../../shared/notes/local-cluster.md).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 import urllib.error
@@ -118,7 +119,8 @@ def kube_apiserver(p: Paths, bin_dir: Path) -> Component:
         "--anonymous-auth=false",
         "--bind-address=127.0.0.1", f"--secure-port={layout.port('kube-apiserver', 'secure')}",
         # A loopback advertise address needs the endpoint reconciler off: with it on, every
-        # sync logs "may not be in the loopback range". Nothing in a pod calls the API here.
+        # sync logs "may not be in the loopback range". Pods reach the API through the relay
+        # (apiserver_relay), not the kubernetes Service.
         "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
         f"--service-cluster-ip-range={layout.SERVICE_SUBNET}",
         f"--client-ca-file={k / 'ca.crt'}",
@@ -139,6 +141,27 @@ def kube_apiserver(p: Paths, bin_dir: Path) -> Component:
         f"--proxy-client-cert-file={k / 'front-proxy-client.crt'}",
         f"--proxy-client-key-file={k / 'front-proxy-client.key'}",
     ], lambda: apiserver_ready(p), 90)
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when a TCP connection to host:port opens."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def apiserver_relay(p: Paths, bin_dir: Path) -> Component:
+    """socat forwarding the bridge address's port 6443 to the API server on loopback, so that a
+    pod (the stack's run monitor) can call the API at layout.POD_APISERVER_URL. TLS passes
+    through untouched, and the API server still refuses any request without a certificate or
+    token (--anonymous-auth=false); the bridge is reachable only from this machine and its pods."""
+    port = layout.port("apiserver-relay", "pods")
+    return Component("apiserver-relay", [
+        "socat", f"TCP-LISTEN:{port},bind={layout.BRIDGE_IP},reuseaddr,fork",
+        f"TCP:127.0.0.1:{layout.port('kube-apiserver', 'secure')}",
+    ], lambda: port_open(layout.BRIDGE_IP, port), 10)
 
 
 def kubeconfig_path(p: Paths, client: str) -> Path:
@@ -318,5 +341,5 @@ def kubelet(p: Paths, bin_dir: Path) -> Component:
 
 
 #: In start order.
-ALL = (etcd, kube_apiserver, kube_controller_manager, kube_scheduler, containerd, coredns, kubelet)
+ALL = (etcd, kube_apiserver, apiserver_relay, kube_controller_manager, kube_scheduler, containerd, coredns, kubelet)
 NAMES = tuple(f.__name__.replace("_", "-") for f in ALL)

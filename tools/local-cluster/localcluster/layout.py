@@ -42,6 +42,9 @@ BRIDGE = "tf-mnist0"
 POD_SUBNET = "10.244.0.0/24"
 BRIDGE_IP = "10.244.0.1"
 BRIDGE_PREFIX = 24
+#: The API server as pods reach it (the relay on the bridge; its certificate names BRIDGE_IP):
+#: with no kube-proxy the kubernetes Service's address is not routed.
+POD_APISERVER_URL = f"https://{BRIDGE_IP}:6443"
 SERVICE_SUBNET = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
@@ -66,6 +69,7 @@ ENDPOINTS = (
     Endpoint("etcd", "127.0.0.1", 2379, "client"),
     Endpoint("etcd", "127.0.0.1", 2380, "peer"),
     Endpoint("kube-apiserver", "127.0.0.1", 6443, "secure"),
+    Endpoint("apiserver-relay", BRIDGE_IP, 6443, "pods"),
     Endpoint("kube-controller-manager", "127.0.0.1", 10257, "secure"),
     Endpoint("kube-scheduler", "127.0.0.1", 10259, "secure"),
     Endpoint("kubelet", BRIDGE_IP, 10250, "server"),

@@ -1,0 +1,149 @@
+"""RunMonitor: the ``<prefix>-monitor`` Job that ends a run which cannot go on (its script is
+infra/run_monitor.py), with the ServiceAccount and namespaced Role it reads the API with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra import run_monitor
+from infra.components import pods
+from infra.components.labels import recommended_labels
+from infra.settings import Placement
+
+COMPONENT = "monitor"
+SCRIPT_KEY = "run_monitor.py"
+SCRIPT_DIR = "/monitor"
+#: What the script reads and changes, and nothing else: the run's Jobs (listed, and patched to
+#: end them) and its pods (listed, for the scheduler's verdict).
+RULES = (("batch", "jobs", ("get", "list", "patch")), ("", "pods", ("get", "list")))
+#: The monitor pod's requests: Python's standard library polling two lists every few seconds
+#: (about 20 MB resident, next to no CPU).
+REQUESTS = {"cpu": "10m", "memory": "64Mi"}
+LIMITS = {"memory": "128Mi"}
+#: Ready for Pulumi once the API server has it (the task Jobs' await; infra/components/training.py).
+AWAIT = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+#: Restarts of the monitor pod that count: an API server out of reach for MAX_FAILURES polls
+#: (the script exits 1) gets two more tries before the Job fails.
+BACKOFF_LIMIT = 2
+
+
+@dataclass
+class RunMonitorArgs:
+    """The run to watch and how the monitor pod runs.
+
+    Attributes:
+        namespace: the run's namespace (an Output when the stack creates it).
+        namespace_name: the same as plain text (the script's MONITOR_NAMESPACE).
+        run_id: the run's id: only Jobs with this ``--run_id`` count, and a new id (a new run)
+            replaces the monitor Job, so each run gets a monitor of its own.
+        schedule_timeout_seconds: job.scheduleTimeoutSeconds (0 = never).
+        api_server: monitor.apiServer, or None for the in-cluster address.
+        image: the CPU trainer image (it has python3), pulled with ``image_pull_policy``.
+        image_pull_policy: ps.imagePullPolicy.
+        placement: where the pod goes (the CPU roles' placement).
+        image_pull_secret: the docker-registry Secret every pod pulls with, if any.
+        priority_class_name: job.priorityClassName (the monitor is part of the run).
+        after: resources the Job waits for (the node pools, the pull Secret).
+    """
+
+    namespace: pulumi.Input[str]
+    namespace_name: str
+    run_id: pulumi.Input[str]
+    schedule_timeout_seconds: int
+    api_server: Optional[str]
+    image: str
+    image_pull_policy: str
+    placement: Placement
+    image_pull_secret: Optional[str]
+    priority_class_name: Optional[str] = None
+    after: Sequence[pulumi.Resource] = ()
+
+
+class RunMonitor(pulumi.ComponentResource):
+    """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
+
+    Children: a ServiceAccount, a Role (RULES) and its RoleBinding, a ConfigMap holding the
+    script's text (so a change to it needs no image rebuild), and a batch/v1 Job running
+    ``python /monitor/run_monitor.py``. Its pod passes Pod Security Standard "restricted"
+    like every pod of the stack, and it is the one pod that mounts a service-account token:
+    it reads and patches the run's Jobs through the API.
+
+    Outputs:
+        job_name: the monitor Job's name.
+    """
+
+    job_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: RunMonitorArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("tf-mnist:index:RunMonitor", name, None, opts)
+        self._name, self._args = name, args
+        object_name = f"{name}-{COMPONENT}"
+        child = pulumi.ResourceOptions(parent=self)
+        account = k8s.core.v1.ServiceAccount(
+            object_name, metadata=self._metadata(object_name),
+            # Only the monitor's pod asks for a token (automountServiceAccountToken on the pod).
+            automount_service_account_token=False, opts=child)
+        role = k8s.rbac.v1.Role(
+            object_name, metadata=self._metadata(object_name),
+            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=list(verbs))
+                   for group, resource, verbs in RULES], opts=child)
+        binding = k8s.rbac.v1.RoleBinding(
+            object_name, metadata=self._metadata(object_name),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
+                                             name=role.metadata.name),
+            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name,
+                                              namespace=args.namespace)], opts=child)
+        script = k8s.core.v1.ConfigMap(
+            object_name, metadata=self._metadata(object_name),
+            data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")}, opts=child)
+        job = k8s.batch.v1.Job(
+            object_name, metadata=self._metadata(object_name, AWAIT),
+            spec=k8s.batch.v1.JobSpecArgs(backoff_limit=BACKOFF_LIMIT, template=k8s.core.v1.PodTemplateSpecArgs(
+                metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(name, COMPONENT)),
+                spec=self._pod(account.metadata.name, script.metadata.name))),
+            # The Role's binding first: a pod started before it is refused every call.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *args.after]))
+        self.job_name = job.metadata.name
+        self.register_outputs({"job_name": self.job_name})
+
+    def _metadata(self, name: str, annotations: Optional[dict] = None) -> k8s.meta.v1.ObjectMetaArgs:
+        return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=self._args.namespace,
+                                          labels=recommended_labels(self._name, COMPONENT), annotations=annotations)
+
+    def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
+        args = self._args
+        values: dict[str, pulumi.Input[str]] = {
+            "MONITOR_NAMESPACE": args.namespace_name, "MONITOR_PREFIX": self._name, "MONITOR_RUN_ID": args.run_id,
+            "MONITOR_SCHEDULE_TIMEOUT_S": str(args.schedule_timeout_seconds),
+            # The script is run from a read-only ConfigMap volume: no .pyc to write.
+            "PYTHONDONTWRITEBYTECODE": "1"}
+        if args.api_server:
+            values["MONITOR_API_SERVER"] = args.api_server
+        return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()] + pods.scratch_env()
+
+    def _pod(self, account: pulumi.Input[str], config_map: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:
+        args = self._args
+        return k8s.core.v1.PodSpecArgs(
+            restart_policy="OnFailure",
+            service_account_name=account,
+            # The one pod of the stack with a token: it calls the API (RULES, this namespace only).
+            automount_service_account_token=True,
+            security_context=pods.pod_security_context(),
+            node_selector=pods.node_selector(args.placement),
+            tolerations=pods.tolerations(args.placement, uses_gpu=False),
+            image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
+            priority_class_name=args.priority_class_name,
+            containers=[k8s.core.v1.ContainerArgs(
+                name=COMPONENT, image=args.image, image_pull_policy=args.image_pull_policy,
+                command=["python", f"{SCRIPT_DIR}/{SCRIPT_KEY}"], env=self._env(),
+                resources=k8s.core.v1.ResourceRequirementsArgs(requests=REQUESTS, limits=LIMITS),
+                security_context=pods.container_security_context(),
+                volume_mounts=[k8s.core.v1.VolumeMountArgs(name="script", mount_path=SCRIPT_DIR, read_only=True),
+                               pods.scratch_mount()])],
+            volumes=[k8s.core.v1.VolumeArgs(name="script", config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(
+                name=config_map)), pods.scratch_volume()])

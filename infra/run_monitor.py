@@ -1,0 +1,266 @@
+"""The run monitor: ends a training run that cannot go on, from inside the cluster.
+
+Standard library only: the stack delivers this file's text in a ConfigMap and the
+``<prefix>-monitor`` Job runs it with the CPU trainer image's Python
+(infra/components/monitor.py), so a change here needs no image rebuild. Tests import
+``decide``, the pure decision over the API objects.
+
+Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
+``app.kubernetes.io/instance=<prefix>``; task objects also carry ``tf-replica-type``) and:
+
+* the chief's Job has the condition Failed (backoffLimit reached, a permanent exit code, its
+  deadline, a person): every other task Job of the run is ended at once. The trainer itself
+  ends the others only for a chief that exits with a permanent code (its ``failed`` marker);
+  a chief that crashed or was killed writes none, and the ps and workers would wait
+  ``--peer_timeout`` for it, holding their nodes (and GPUs);
+* a task pod has been unschedulable (PodScheduled False, reason Unschedulable) for longer
+  than ``MONITOR_SCHEDULE_TIMEOUT_S`` (0 = never): every task Job is ended, the scheduler's
+  message in the reason;
+* the chief's Job completed, or every task Job has ended: exit 0.
+
+A Job is ended by setting ``spec.activeDeadlineSeconds`` to 1 (a field Kubernetes lets change
+on a running Job): the Job controller then fails it (reason DeadlineExceeded) and deletes
+its pods. The Job is annotated ``ENDED_BECAUSE`` with the reason, which ``python -m
+infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
+``MONITOR_RUN_ID``), so a monitor never ends a later run's Jobs.
+
+Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
+MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
+``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``). It authenticates with the
+pod's service-account token and trusts the service-account CA.
+
+Exit status: 0 the run is over; 1 the API server could not be read MAX_FAILURES times in a row
+(the message says why); 2 bad environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Mapping, Optional
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+TASK_TYPE_LABEL = "tf-replica-type"
+#: The annotation that says why the monitor ended a Job (infra.status shows it).
+ENDED_BECAUSE = "tf-mnist.io/ended-because"
+#: The field manager of the monitor's patches (kubectl shows it in managedFields).
+FIELD_MANAGER = "tf-mnist-monitor"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Consecutive failed polls before the monitor gives up: 5 minutes at the default 5 s poll,
+#: longer than an API server restart or a control-plane upgrade's blip.
+MAX_FAILURES = 60
+DEFAULT_POLL_S = 5.0
+
+
+@dataclass
+class Decision:
+    """What one poll decided.
+
+    Attributes:
+        end: Job name -> the reason to end it with (patch and annotate now).
+        done: the run is over: the monitor exits 0.
+        why: one line on the run's state, for the monitor's log.
+    """
+
+    end: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+    why: str = ""
+
+
+def _labels(obj: Mapping) -> Mapping[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def _condition(obj: Mapping, kind: str) -> Optional[Mapping]:
+    """The condition ``kind`` of ``obj`` when its status is True, else None."""
+    for cond in obj.get("status", {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def job_run_id(job: Mapping) -> Optional[str]:
+    """The ``--run_id`` in the Job's first container's args, or None."""
+    containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
+    args = containers[0].get("args") or []
+    return args[args.index("--run_id") + 1] if "--run_id" in args[:-1] else None
+
+
+def ended(job: Mapping) -> bool:
+    """Whether the Job has finished: condition Complete or Failed."""
+    return _condition(job, "Complete") is not None or _condition(job, "Failed") is not None
+
+
+def parse_time(stamp: Optional[str]) -> Optional[float]:
+    """Seconds since the epoch of an API timestamp (``2026-01-02T11:50:00Z``), or None."""
+    if not stamp:
+        return None
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def unschedulable_since(pod: Mapping) -> Optional[tuple[float, str]]:
+    """(since when, the scheduler's message) for a pending pod the scheduler cannot place."""
+    if pod.get("status", {}).get("phase") != "Pending":
+        return None
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+            since = parse_time(cond.get("lastTransitionTime")) or parse_time(
+                pod.get("metadata", {}).get("creationTimestamp"))
+            return (since, cond.get("message") or "no message") if since is not None else None
+    return None
+
+
+def decide(jobs: list[Mapping], pods: list[Mapping], run_id: Optional[str], now: float,
+           schedule_timeout_s: float) -> Decision:
+    """What to do about the run, from its Jobs and pods as the API server lists them.
+
+    Args:
+        jobs: the Jobs labelled with the run's instance (the staging Job and the monitor's
+            own are ignored: only Jobs with tf-replica-type are tasks).
+        pods: the run's pods (only pods of this run's task Jobs count).
+        run_id: the run's id; only task Jobs with that ``--run_id`` count (None: all).
+        now: seconds since the epoch.
+        schedule_timeout_s: how long a task pod may stay unschedulable; 0 = for ever.
+
+    Returns:
+        The Jobs to end (each with its reason) and whether the run is over. A Job already
+        annotated ENDED_BECAUSE is not ended again; the run is over once every task Job has
+        ended or the chief's Job has completed.
+    """
+    tasks = {j["metadata"]["name"]: j for j in jobs
+             if TASK_TYPE_LABEL in _labels(j) and (run_id is None or job_run_id(j) == run_id)}
+    if not tasks:
+        return Decision(why=f"no task Jobs of run {run_id} yet")
+    chief = next((j for j in tasks.values() if _labels(j)[TASK_TYPE_LABEL] == "chief"), None)
+    if chief is not None and _condition(chief, "Complete") is not None:
+        return Decision(done=True, why=f"the chief's Job {chief['metadata']['name']} completed")
+    if all(ended(j) for j in tasks.values()):
+        return Decision(done=True, why="every task Job has ended")
+    to_end = [name for name, j in tasks.items()
+              if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})]
+    failed = _condition(chief, "Failed") if chief is not None else None
+    if failed is not None:
+        name = chief["metadata"]["name"]
+        reason = (chief["metadata"].get("annotations") or {}).get(ENDED_BECAUSE) or (
+            f"the chief's Job {name} failed: {failed.get('reason') or 'Failed'}: "
+            f"{failed.get('message') or 'no message'}")
+        return Decision(end={n: reason for n in to_end if n != name}, why=reason)
+    if schedule_timeout_s > 0:
+        stuck = []
+        for pod in pods:
+            job = _labels(pod).get("job-name")
+            found = unschedulable_since(pod) if job in tasks and not ended(tasks[job]) else None
+            if found is not None:
+                stuck.append((found[0], pod["metadata"]["name"], job, found[1]))
+        stuck.sort()
+        if stuck and now - stuck[0][0] >= schedule_timeout_s:
+            since, pod_name, job, message = stuck[0]
+            reason = (f"pod {pod_name} of Job {job} could not be scheduled for {now - since:.0f} s "
+                      f"(job.scheduleTimeoutSeconds {schedule_timeout_s:g}): {message}")
+            return Decision(end={n: reason for n in to_end}, why=reason)
+        if stuck:
+            return Decision(why=f"pod {stuck[0][1]} unschedulable for {now - stuck[0][0]:.0f} s: {stuck[0][3]}")
+    return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
+
+
+class ApiError(RuntimeError):
+    """The API server refused a request or could not be reached."""
+
+
+class Api:
+    """The few Kubernetes API calls the monitor makes, over HTTPS with a bearer token."""
+
+    def __init__(self, server: str, token_file: str, ca_file: str, timeout_s: float = 20.0) -> None:
+        self.server, self.token_file, self.timeout_s = server.rstrip("/"), token_file, timeout_s
+        self.context = ssl.create_default_context(cafile=ca_file)
+
+    def _call(self, method: str, path: str, body: Optional[dict] = None) -> dict:
+        with open(self.token_file, encoding="utf-8") as file:  # re-read: the kubelet rotates it
+            token = file.read().strip()
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body).encode(), "application/merge-patch+json"
+        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            raise ApiError(f"{method} {path}: HTTP {err.code}: {err.read()[:300].decode(errors='replace')}") from None
+        except (OSError, ValueError) as err:
+            raise ApiError(f"{method} {self.server}{path}: {err}") from None
+
+    def items(self, path: str, selector: str) -> list[dict]:
+        """The ``items`` of a list call with a label selector."""
+        return self._call("GET", f"{path}?{urllib.parse.urlencode({'labelSelector': selector})}")["items"]
+
+    def end_job(self, namespace: str, name: str, reason: str) -> None:
+        """Annotate the Job with ``reason`` and give it a deadline already past."""
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
+        self._call("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
+                   {"metadata": {"annotations": {ENDED_BECAUSE: reason}}, "spec": {"activeDeadlineSeconds": 1}})
+
+
+def api_server(env: Mapping[str, str]) -> str:
+    """MONITOR_API_SERVER, else the in-cluster address (as client-go's InClusterConfig)."""
+    if env.get("MONITOR_API_SERVER"):
+        return env["MONITOR_API_SERVER"]
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        return "https://kubernetes.default.svc"
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+def log(message: str) -> None:
+    print(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
+
+
+def main(env: Mapping[str, str] = os.environ, api: Optional[Api] = None,
+         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Poll until the run is over (see the module docstring); returns the exit status."""
+    try:
+        namespace, prefix = env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"]
+        run_id = env.get("MONITOR_RUN_ID") or None
+        timeout_s = float(env.get("MONITOR_SCHEDULE_TIMEOUT_S") or 0)
+        poll_s = float(env.get("MONITOR_POLL_S") or DEFAULT_POLL_S)
+    except (KeyError, ValueError) as err:
+        print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
+        return 2
+    api = api or Api(api_server(env), f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
+    selector = f"{INSTANCE_LABEL}={prefix}"
+    log(f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s)")
+    failures, last_why = 0, ""
+    while True:
+        try:
+            jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
+            pods = api.items(f"/api/v1/namespaces/{namespace}/pods", f"{selector},{TASK_TYPE_LABEL}")
+            decision = decide(jobs, pods, run_id, clock(), timeout_s)
+            for name, reason in decision.end.items():
+                api.end_job(namespace, name, reason)
+                log(f"ended Job {name}: {reason}")
+            failures = 0
+        except ApiError as err:
+            failures += 1
+            log(f"cannot read the run ({failures} of {MAX_FAILURES}): {err}")
+            if failures >= MAX_FAILURES:
+                print(f"run monitor: giving up after {failures} failed polls: {err}", file=sys.stderr)
+                return 1
+        else:
+            if decision.why != last_why:
+                log(decision.why)
+                last_why = decision.why
+            if decision.done:
+                return 0
+        sleep(poll_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

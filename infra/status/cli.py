@@ -1,0 +1,191 @@
+"""``python -m infra.status``: how far a stack's training run is, in one command (like
+``arena get``).
+
+Prints one row per task (Job, its state, the pod's phase, restarts, node, age); why a task
+does not run (a container's waiting reason with its image, the scheduler's message, a claim
+not bound, a failed exit, the run monitor's reason for ending it); the newest Warning events
+of the run's objects; the chief's latest progress (epoch of total, cost, test accuracy,
+examples/s, an estimate of the time left) parsed from its log; the run monitor's state; and
+where the logs and TensorBoard are. ``-o json`` prints the same facts as one JSON object.
+``--watch`` refreshes until the run ends (with ``-o json``, one object per line).
+
+Where the run is: ``--kubeconfig``, ``--namespace`` and ``--prefix`` (the stack's namePrefix),
+each defaulting to the current stack's outputs (``pulumi stack output --json
+--show-secrets``, run in the project directory). The cluster is read with ``kubectl`` from
+PATH (``--kubectl`` to name another).
+
+``--runs`` lists instead every run of the stack on the shared volume (one directory per
+training configuration; infra/settings/runs.py) with its state, test accuracy and epochs, read
+through the TensorBoard pod (``kubectl exec``; infra/runs_scan.py) or, with ``--volume DIR``,
+from a local directory that holds the volume's files (a hostPath, a mounted NFS export).
+
+Exit status: 0 the run finished (the chief's Job completed), 1 it failed (a task Job
+failed), 3 it is still going (pending or running), 4 the run could not be read (no kubectl,
+the API server refused, no task Jobs of that prefix); 2 is argparse's bad usage.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+from infra.status.collect import EXIT_RUNNING, EXIT_UNREADABLE, collect
+from infra.status.kubectl import Cluster, Kubectl, StatusError
+from infra.status.render import as_json, render, render_runs
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def read_runs(runs_dir: str, prefix: str, cluster: Optional[Kubectl], volume: Optional[str]) -> list[dict]:
+    """The runs under ``runs_dir`` (``runs_scan.scan``): from ``volume``, the local directory
+    that holds the volume's files (``runs_dir`` is ``<mountPath>/runs/<name>`` there, so
+    ``<volume>/runs/<name>``), else through ``cluster`` in the ``<prefix>-tensorboard`` pod.
+
+    Raises:
+        StatusError: the pod cannot run the scan, or it printed no JSON.
+    """
+    from infra import runs_scan
+
+    if volume is not None:
+        return runs_scan.scan(str(Path(volume, *Path(runs_dir).parts[-2:])))
+    assert cluster is not None
+    text = cluster.exec(f"deployment/{prefix}-tensorboard",
+                        ["python", "-c", Path(runs_scan.__file__).read_text(), runs_dir])
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise StatusError(f"the scan of {runs_dir} in {prefix}-tensorboard printed no JSON: {text[:200]!r}") from None
+
+
+def stack_outputs(cwd: Path = PROJECT_DIR) -> dict:
+    """``pulumi stack output --json --show-secrets`` of the current stack."""
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StatusError("pulumi not found on PATH: pass --kubeconfig, --namespace and "
+                          "--prefix, or run where the Pulumi CLI is")
+    proc = subprocess.run([pulumi, "stack", "output", "--json", "--show-secrets"], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise StatusError(f"pulumi stack output: {proc.stderr.strip()} (or pass --kubeconfig, "
+                          "--namespace and --prefix)")
+    return json.loads(proc.stdout or "{}")
+
+
+def resolve(args: argparse.Namespace,
+            outputs: Callable[[], dict] = stack_outputs) -> tuple[Optional[str], str, str,
+                                                                 Optional[str], Optional[str]]:
+    """(kubeconfig path or None, namespace, prefix, TensorBoard URL, run id) from the flags,
+    the missing ones from the stack's outputs. A kubeconfig output holding the file's content
+    (the stack created the cluster) is written to a private temporary file."""
+    kubeconfig, namespace, prefix = args.kubeconfig, args.namespace, args.prefix
+    url = run_id = None
+    if kubeconfig is None or namespace is None or prefix is None:
+        out = outputs()
+        namespace = namespace or out.get("namespace")
+        if prefix is None and out.get("jobNames"):
+            prefix = out["jobNames"][0].rsplit("-", 2)[0]  # <prefix>-chief-0
+        url, run_id = out.get("tensorboardUrl"), out.get("runId")
+        if kubeconfig is None and out.get("kubeconfig"):
+            kubeconfig = str(out["kubeconfig"])
+            if "\n" in kubeconfig or kubeconfig.lstrip().startswith(("apiVersion", "{")):
+                fd, path = tempfile.mkstemp(prefix="tf-mnist-kubeconfig-", suffix=".yaml")
+                with os.fdopen(fd, "w") as file:
+                    file.write(kubeconfig)
+                kubeconfig = path
+    if not namespace or not prefix:
+        raise StatusError("no namespace or prefix: pass --namespace and --prefix (the stack's "
+                          "namespace and namePrefix)")
+    return kubeconfig, namespace, prefix, url, run_id
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.status",
+        description="Show a stack's training run: its tasks, the chief's progress, logs and "
+                    "TensorBoard, and why a task waits. Exit status: 0 finished, 1 failed, 3 still going, 4 "
+                    "unreadable.")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's output)")
+    parser.add_argument("--namespace", help="namespace (default: the stack's output)")
+    parser.add_argument("--prefix", help="the stack's namePrefix, e.g. mnist (default: from "
+                                         "the stack's jobNames output)")
+    parser.add_argument("--watch", action="store_true", help="refresh until the run ends")
+    parser.add_argument("--interval", type=float, default=5.0,
+                        help="seconds between refreshes with --watch (default 5)")
+    parser.add_argument("--timeout", type=float, default=0.0,
+                        help="with --watch, give up after this many seconds (exit 3); "
+                             "0 (the default) waits for the end")
+    parser.add_argument("--kubectl", default="kubectl", help="the kubectl binary")
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text (the default) or json: the same facts, machine-readable")
+    parser.add_argument("--runs", action="store_true",
+                        help="list every run of the stack on the volume (state, test accuracy, "
+                             "epochs) instead of the current run's tasks")
+    parser.add_argument("--runs_dir", help="with --runs: the stack's runs directory (default: "
+                                           "the stack's runsDir output)")
+    parser.add_argument("--volume", help="with --runs: read the runs from this local directory "
+                                         "holding the volume's files instead of through the "
+                                         "TensorBoard pod")
+    return parser
+
+
+def main(argv: Optional[list[str]] = None, cluster: Optional[Cluster] = None,
+         outputs: Callable[[], dict] = stack_outputs,
+         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+         sleep: Callable[[float], None] = time.sleep) -> int:
+    args = build_parser().parse_args(argv)
+    if args.runs:
+        return _main_runs(args, outputs)
+    try:
+        kubeconfig, namespace, prefix, url, run_id = resolve(args, outputs)
+        cluster = cluster or Kubectl(kubeconfig, namespace, args.kubectl)
+        started = time.monotonic()
+        while True:
+            status = collect(cluster, prefix, namespace, clock(), url, run_id)
+            if args.output == "json":
+                print(json.dumps(as_json(status), sort_keys=True), flush=True)
+            else:
+                if args.watch and sys.stdout.isatty():
+                    print("\033[H\033[2J", end="")
+                print(render(status), flush=True)
+            if not args.watch or status.exit_code != EXIT_RUNNING:
+                return status.exit_code
+            if args.timeout and time.monotonic() - started > args.timeout:
+                return EXIT_RUNNING
+            sleep(args.interval)
+            if args.output == "text":
+                print(flush=True)
+    except StatusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except KeyboardInterrupt:
+        return EXIT_RUNNING
+
+
+def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
+    """``--runs``: print the runs table; 0 once read, 4 when unreadable."""
+    try:
+        from_cluster = args.volume is None
+        wanted = args.runs_dir is None or (from_cluster and None in (args.kubeconfig, args.namespace, args.prefix))
+        out = outputs() if wanted else {}
+        runs_dir = args.runs_dir or out.get("runsDir")
+        if not runs_dir:
+            raise StatusError("no runs directory: pass --runs_dir (the stack's runsDir output)")
+        cluster, prefix = None, args.prefix or ""
+        if from_cluster:
+            kubeconfig, namespace, prefix, _, _ = resolve(args, lambda: out)
+            cluster = Kubectl(kubeconfig, namespace, args.kubectl)
+        print(render_runs(runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")))
+        return 0
+    except StatusError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_UNREADABLE

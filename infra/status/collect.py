@@ -1,0 +1,218 @@
+"""What ``infra.status`` knows about a run: its task rows, why a task does not run, the run
+monitor's verdict and the newest warnings, read from the objects ``kubectl get`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Optional
+
+from infra.run_monitor import ENDED_BECAUSE
+from infra.status.kubectl import Cluster, StatusError
+from trainer.contract.progress import ParsedLog, parse_log
+
+EXIT_FINISHED, EXIT_FAILED, EXIT_RUNNING, EXIT_UNREADABLE = 0, 1, 3, 4
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+TASK_TYPE_LABEL = "tf-replica-type"
+TASK_INDEX_LABEL = "tf-replica-index"
+TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2}
+#: Waiting reasons of a container that is merely on its way (not a reason it cannot start).
+STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+#: How many of the newest Warning events the view shows.
+NEWEST_EVENTS = 5
+
+
+@dataclass
+class TaskRow:
+    """One task: its Job and newest pod, and why it is not running where that is known."""
+
+    task: str
+    job: str
+    state: str  # Complete, Failed, Running, Pending
+    phase: str  # the newest pod's phase, or "-"
+    restarts: int
+    node: str
+    age_s: Optional[float]
+    #: Why the task is not (or no longer) running: waiting reasons with the image, the
+    #: scheduler's message, an unbound claim, the exit of a failed container, the Job's failure.
+    why: list[str] = field(default_factory=list)
+    #: The run monitor's reason for ending this task's Job (its ended-because annotation).
+    ended_because: Optional[str] = None
+
+
+@dataclass
+class EventRow:
+    """One Warning event about an object of the run (``kubectl get events``)."""
+
+    object: str  # kind/name
+    reason: str
+    message: str
+    count: int
+    age_s: Optional[float]
+
+
+@dataclass
+class RunStatus:
+    """Everything the view prints."""
+
+    prefix: str
+    namespace: str
+    state: str  # Finished, Failed, Running, Pending
+    tasks: list[TaskRow]
+    progress: ParsedLog
+    log_dir: Optional[str]
+    chief_pod: Optional[str]
+    tensorboard: str
+    run_id: Optional[str] = None
+    notes: list[str] = field(default_factory=list)
+    #: The run monitor Job's state (Complete, Failed, Running, Pending), None without one.
+    monitor: Optional[str] = None
+    #: Claim name -> its phase, for every claim of the run (its instance label).
+    claims: dict[str, str] = field(default_factory=dict)
+    #: The newest Warning events about the run's pods, Jobs and claims, newest first.
+    warnings: list[EventRow] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"Finished": EXIT_FINISHED, "Failed": EXIT_FAILED}.get(self.state, EXIT_RUNNING)
+
+
+def _time(stamp: Optional[str]) -> Optional[datetime]:
+    if not stamp:
+        return None
+    return datetime.strptime(stamp[:19] + "Z", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def _condition(obj: dict, kind: str) -> Optional[dict]:
+    return next((c for c in obj.get("status", {}).get("conditions") or []
+                 if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def job_state(job: dict) -> str:
+    """Complete, Failed, Running (a pod active) or Pending."""
+    if _condition(job, "Complete"):
+        return "Complete"
+    if _condition(job, "Failed"):
+        return "Failed"
+    if job.get("status", {}).get("active"):
+        return "Running"
+    return "Pending"
+
+
+def pod_why(pod: dict, claims: dict[str, str]) -> list[str]:
+    """Why ``pod`` does not run, in the API's words: each container's waiting reason (with the
+    image) or failed exit, the scheduler's PodScheduled=False message, a claim not Bound."""
+    found = []
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            found.append(f"{cond.get('reason') or 'NotScheduled'}: {cond.get('message') or 'no message'}")
+    images = {c["name"]: c.get("image", "?") for c in pod.get("spec", {}).get("containers") or []}
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        image = images.get(status.get("name"), status.get("image", "?"))
+        waiting = (status.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason") not in STARTING:
+            message = f": {waiting['message']}" if waiting.get("message") else ""
+            found.append(f"{waiting.get('reason')} (image {image}){message}")
+        terminated = (status.get("state") or {}).get("terminated") or {}
+        if terminated.get("exitCode"):
+            found.append(f"exited {terminated['exitCode']} ({terminated.get('reason') or 'Error'})")
+    for volume in pod.get("spec", {}).get("volumes") or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim and claims.get(claim, "missing") != "Bound":
+            found.append(f"claim {claim} is {claims.get(claim, 'missing')}, not Bound")
+    return found
+
+
+def _task_row(name: str, job: dict, mine: list[dict], claims: dict[str, str], now: datetime) -> TaskRow:
+    labels = job["metadata"]["labels"]
+    newest = mine[-1] if mine else None
+    restarts = int(job.get("status", {}).get("failed") or 0) + sum(
+        int(c.get("restartCount") or 0) for p in mine
+        for c in p.get("status", {}).get("containerStatuses") or [])
+    started = _time(job.get("status", {}).get("startTime") or job["metadata"].get("creationTimestamp"))
+    why = pod_why(newest, claims) if newest else []
+    failed = _condition(job, "Failed")
+    if failed:
+        why.append(f"Job failed: {failed.get('reason') or 'Failed'}: {failed.get('message') or 'no message'}")
+    return TaskRow(
+        task=f"{labels[TASK_TYPE_LABEL]}-{labels.get(TASK_INDEX_LABEL, '0')}", job=name, state=job_state(job),
+        phase=newest["status"].get("phase", "-") if newest else "-", restarts=restarts,
+        node=(newest or {}).get("spec", {}).get("nodeName") or "-",
+        age_s=(now - started).total_seconds() if started else None, why=why,
+        ended_because=(job["metadata"].get("annotations") or {}).get(ENDED_BECAUSE))
+
+
+def warnings_about(events: list[dict], names: set[str], now: datetime) -> list[EventRow]:
+    """The NEWEST_EVENTS newest Warning events whose object is one of ``names``, newest first."""
+    def when(event: dict) -> str:
+        return (event.get("lastTimestamp") or event.get("eventTime") or
+                event.get("metadata", {}).get("creationTimestamp") or "")
+    mine = sorted((e for e in events if e.get("type", "Warning") == "Warning"
+                   and e.get("involvedObject", {}).get("name") in names), key=when, reverse=True)
+    out = []
+    for event in mine[:NEWEST_EVENTS]:
+        at = _time(when(event))
+        involved = event["involvedObject"]
+        out.append(EventRow(object=f"{involved.get('kind', '?').lower()}/{involved['name']}",
+                            reason=event.get("reason") or "-", message=(event.get("message") or "").strip(),
+                            count=int(event.get("count") or 1),
+                            age_s=(now - at).total_seconds() if at else None))
+    return out
+
+
+def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
+            tensorboard_url: Optional[str] = None, run_id: Optional[str] = None) -> RunStatus:
+    """Read the run of ``prefix`` through ``cluster``.
+
+    Raises:
+        StatusError: no task Job carries the prefix's instance label.
+    """
+    objects = cluster.get("jobs,pods,pvc", f"{INSTANCE_LABEL}={prefix}")
+    all_jobs = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Job"}
+    jobs = {n: o for n, o in all_jobs.items() if TASK_TYPE_LABEL in o["metadata"].get("labels", {})}
+    if not jobs:
+        raise StatusError(f"no task Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
+                          f"{namespace}: check --prefix, --namespace and --kubeconfig (or "
+                          "whether `pulumi up` has run)")
+    claims = {o["metadata"]["name"]: o.get("status", {}).get("phase", "Pending")
+              for o in objects if o.get("kind") == "PersistentVolumeClaim"}
+    pods: dict[str, list[dict]] = {}
+    for obj in objects:
+        if obj.get("kind") == "Pod":
+            pods.setdefault(obj["metadata"].get("labels", {}).get("job-name"), []).append(obj)
+    for mine in pods.values():
+        mine.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+    rows, chief_pod, log_dir = [], None, None
+    for name, job in jobs.items():
+        rows.append(_task_row(name, job, pods.get(name, []), claims, now))
+        if job["metadata"]["labels"][TASK_TYPE_LABEL] == "chief":
+            chief_pod = pods[name][-1]["metadata"]["name"] if pods.get(name) else None
+            args = (job["spec"]["template"]["spec"]["containers"][0].get("args") or [])
+            if "--log_dir" in args[:-1]:
+                log_dir = args[args.index("--log_dir") + 1]
+            if run_id is None and "--run_id" in args[:-1]:
+                run_id = args[args.index("--run_id") + 1]
+    rows.sort(key=lambda r: (TASK_ORDER.get(r.task.split("-")[0], 9), int(r.task.rsplit("-", 1)[1])))
+    progress = parse_log(cluster.logs(chief_pod)) if chief_pod else ParsedLog(steps=[])
+    monitor = next((job_state(j) for j in all_jobs.values()
+                    if j["metadata"].get("labels", {}).get(COMPONENT_LABEL) == "monitor"), None)
+    names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
+    tensorboard = tensorboard_url or (f"kubectl --namespace {namespace} port-forward "
+                                      f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/")
+    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows), tasks=rows,
+                     progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
+                     run_id=run_id, monitor=monitor, claims=dict(sorted(claims.items())),
+                     warnings=warnings_about(cluster.events(), names, now))
+
+
+def _run_state(rows: list[TaskRow]) -> str:
+    """Failed (a task Job failed), Finished (the chief's completed), Running or Pending."""
+    chief = next((r for r in rows if r.task.startswith("chief-")), None)
+    if any(r.state == "Failed" for r in rows):
+        return "Failed"
+    if chief is not None and chief.state == "Complete":
+        return "Finished"
+    if any(r.state == "Running" for r in rows):
+        return "Running"
+    return "Pending"

@@ -1,0 +1,139 @@
+"""How ``infra.status`` shows a run: the text view (tasks, why they wait, the newest warnings,
+the chief's progress) and the same facts as JSON (``-o json``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Optional
+
+from infra.status.collect import RunStatus
+from trainer.contract.progress import ParsedLog
+
+
+def age(seconds: Optional[float]) -> str:
+    """kubectl's style: 45s, 12m, 3h, 2d."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def progress_line(progress: ParsedLog) -> str:
+    """``epoch 3 of 10 done (epoch 4: batch 200 of 468), cost 0.1009, test accuracy 0.9690,
+    3200 examples/s, about 2m left``, or what is known so far."""
+    if progress.done and progress.test_accuracy is not None:
+        return (f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
+                f"{progress.final_cost:.4f}, total time {progress.total_time_s:.0f}s")
+    total = progress.epochs_total or (progress.epochs[-1]["epochs"] if progress.epochs else None)
+    if not progress.epochs and not progress.steps:
+        return "no progress lines yet"
+    last = progress.epochs[-1] if progress.epochs else None
+    done = last["epoch"] if last else 0
+    parts = [f"epoch {done} of {total if total else '?'} done"]
+    step = progress.steps[-1] if progress.steps else None
+    in_epoch = step if step and step["epoch"] > done else None
+    if in_epoch:
+        parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of " \
+                    f"{in_epoch['batches']})"
+    if in_epoch or not last:
+        parts.append(f"cost {step['cost']:.4f}")
+    else:
+        parts.append(f"cost {last['train_cost']:.4f}")
+    if last:
+        parts.append(f"test accuracy {last['test_accuracy']:.4f}")
+    rate = None
+    if last and "examples_per_s" in last:
+        rate = last["examples_per_s"]
+    elif step and progress.global_batch and step["avg_ms"] > 0:
+        rate = progress.global_batch * 1000 / step["avg_ms"]
+    if rate:
+        parts.append(f"{rate:.0f} examples/s")
+    left = time_left(progress, total, done, in_epoch)
+    if left is not None:
+        parts.append(f"about {age(left)} left")
+    return ", ".join(parts)
+
+
+def time_left(progress: ParsedLog, total: Optional[int], done: int,
+              in_epoch: Optional[dict]) -> Optional[float]:
+    """Seconds left: the remaining epochs at the mean epoch time so far, less the part of
+    the current epoch already done; from the Step lines' AvgTime before the first epoch."""
+    if not total:
+        return None
+    if progress.epochs:
+        per_epoch = sum(e["epoch_time_s"] for e in progress.epochs) / len(progress.epochs)
+    elif in_epoch:
+        per_epoch = in_epoch["avg_ms"] / 1000 * in_epoch["batches"]
+    else:
+        return None
+    share = in_epoch["batch"] / in_epoch["batches"] if in_epoch else 0.0
+    return max(0.0, (total - done - share) * per_epoch)
+
+
+def render(status: RunStatus) -> str:
+    """The view as text."""
+    head = f"Run {status.prefix} (namespace {status.namespace}"
+    head += f", run id {status.run_id})" if status.run_id else ")"
+    lines = [f"{head}: {status.state.upper()}", ""]
+    table = [("TASK", "JOB", "STATUS", "POD", "RESTARTS", "NODE", "AGE")]
+    table += [(r.task, r.job, r.state, r.phase, str(r.restarts), r.node, age(r.age_s))
+              for r in status.tasks]
+    lines += _columns(table)
+    why = [f"  {r.task}: {w}" for r in status.tasks for w in r.why]
+    why += [f"  {r.task}: ended by the run monitor: {r.ended_because}" for r in status.tasks if r.ended_because]
+    if why:
+        lines += ["", "Why:", *why]
+    unbound = {c: p for c, p in status.claims.items() if p != "Bound"}
+    if unbound:
+        lines += ["", *(f"Claim {c}: {p}, not Bound (the pods that mount it wait)" for c, p in unbound.items())]
+    if status.warnings:
+        lines += ["", "Warnings (newest first):"]
+        lines += ["  " + line for line in _columns(
+            [("AGE", "OBJECT", "REASON", "COUNT", "MESSAGE")]
+            + [(age(w.age_s), w.object, w.reason, str(w.count), _one_line(w.message)) for w in status.warnings])]
+    lines += ["", f"Chief:       {progress_line(status.progress)}"]
+    if status.monitor:
+        lines.append(f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "
+                     f"{status.namespace} logs job/{status.prefix}-monitor)")
+    if status.log_dir:
+        lines.append(f"Logs:        {status.log_dir}/logs/<task>.log on the shared volume; "
+                     f"kubectl --namespace {status.namespace} logs job/{status.prefix}-chief-0")
+    lines.append(f"TensorBoard: {status.tensorboard}")
+    lines += status.notes
+    return "\n".join(lines)
+
+
+def as_json(status: RunStatus) -> dict[str, Any]:
+    """The same facts as ``render``, machine-readable (``-o json``): the RunStatus's fields,
+    ``exitCode``, and ``progress`` as the parsed values plus the line the text view prints."""
+    out = asdict(status)
+    out["exit_code"] = status.exit_code
+    out["progress"] = {"line": progress_line(status.progress), **asdict(status.progress)}
+    return out
+
+
+def _columns(table: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def render_runs(runs_dir: str, runs: list[dict], current: Optional[str]) -> str:
+    """The runs as a table, oldest first; ``*`` marks ``current`` (the stack's runDir)."""
+    if not runs:
+        return f"No runs in {runs_dir} yet."
+    table = [("", "RUN", "STATE", "ACCURACY", "EPOCHS", "MODEL", "CHECKPOINTS", "EXPORT", "RUN ID")]
+    for run in runs:
+        accuracy = "-" if run["test_accuracy"] is None else f"{run['test_accuracy']:.4f}"
+        mark = "*" if current and current.rstrip("/").endswith("/" + run["key"]) else ""
+        table.append((mark, run["key"], run["state"], accuracy, str(run["epochs"] or "-"), run["model"] or "-",
+                      str(run["checkpoints"]), "yes" if run["export"] else "no", run["run_id"] or "-"))
+    lines = [f"Runs in {runs_dir} (* = the stack's current configuration):", "", *_columns(table)]
+    return "\n".join(lines)

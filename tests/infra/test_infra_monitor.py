@@ -1,0 +1,98 @@
+"""The run monitor's objects under the mock engine: its Job, script, ServiceAccount and the
+namespaced Role it may use, and the keys that shape it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mock_engine as me
+
+JOB = "kubernetes:batch/v1:Job"
+NAME = "mnist-monitor"
+HEADER_1 = "1 invalid configuration value; nothing was deployed:"
+SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
+
+
+def _pod(run: me.Run) -> dict:
+    return run.one(JOB, NAME).inputs["spec"]["template"]["spec"]
+
+
+def _env(run: me.Run) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in _pod(run)["containers"][0]["env"]}
+
+
+def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_account(dev_config):
+    run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    config_map = run.one("kubernetes:core/v1:ConfigMap", NAME).inputs
+    assert config_map["data"] == {"run_monitor.py": SCRIPT}
+    job = run.one(JOB, NAME)
+    assert job.inputs["metadata"]["namespace"] == "default"
+    assert job.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "monitor"
+    assert job.inputs["spec"]["backoffLimit"] == 2
+    pod = _pod(run)
+    assert pod["serviceAccountName"] == NAME and pod["automountServiceAccountToken"] is True
+    assert pod["restartPolicy"] == "OnFailure"
+    (container,) = pod["containers"]
+    assert container["image"] == "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
+    assert container["command"] == ["python", "/monitor/run_monitor.py"]
+    assert {"name": "script", "configMap": {"name": NAME}} in pod["volumes"]
+    assert {"name": "script", "mountPath": "/monitor", "readOnly": True} in container["volumeMounts"]
+    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    env = _env(run)
+    chief_args = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert env["MONITOR_RUN_ID"] == run.outputs["runId"] == chief_args[chief_args.index("--run_id") + 1]
+    assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"]) == (
+        "default", "mnist", "1800")
+    assert "MONITOR_API_SERVER" not in env
+    assert run.outputs["monitorJobName"] == NAME
+    # Ready once created, like the task Jobs: `pulumi up` does not wait for the run.
+    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+
+
+def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_config):
+    run = me.run_program(dev_config)
+    account = run.one("kubernetes:core/v1:ServiceAccount", NAME).inputs
+    assert account["automountServiceAccountToken"] is False
+    role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
+    assert role.inputs["metadata"]["namespace"] == "default"
+    assert role.inputs["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", NAME)
+    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "default"}]
+    # No ClusterRole: the monitor sees nothing outside its namespace.
+    assert not [r for r in run.registrations if "ClusterRole" in r.type]
+    # The pod starts only once its calls are allowed.
+    assert binding.urn in run.one(JOB, NAME).dependencies
+
+
+def test_a_new_run_gets_a_new_monitor(dev_config):
+    # The run id is in the monitor's pod template: a change that replaces the task Jobs (a
+    # new run id) replaces the monitor Job too, so a finished monitor never outlives its run.
+    before = me.run_program(dev_config)
+    after = me.run_program(me.set_flat(dev_config, "hyperparams.epochs", "7"))
+    assert before.outputs["runId"] != after.outputs["runId"]
+    assert (_env(before)["MONITOR_RUN_ID"], _env(after)["MONITOR_RUN_ID"]) == (
+        before.outputs["runId"], after.outputs["runId"])
+
+
+def test_schedule_timeout_and_api_server_reach_the_script(dev_config):
+    config = me.set_flat(me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "45"),
+                         "monitor.apiServer", "https://10.244.0.1:6443")
+    env = _env(me.run_program(config))
+    assert (env["MONITOR_SCHEDULE_TIMEOUT_S"], env["MONITOR_API_SERVER"]) == ("45", "https://10.244.0.1:6443")
+
+
+def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
+    run = me.run_program(me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "-5"))
+    assert str(run.error) == "\n".join([
+        HEADER_1, "Configuration 'tf-mnist:job.scheduleTimeoutSeconds' value '-5' is invalid: must be an integer >= 0.",
+        "    fix: pulumi config set job.scheduleTimeoutSeconds 1800"])
+    run = me.run_program(me.set_flat(dev_config, "monitor.apiServer", "http://10.244.0.1:6443"))
+    assert str(run.error) == "\n".join([
+        HEADER_1, "Configuration 'tf-mnist:monitor.apiServer' value 'http://10.244.0.1:6443' is invalid: must be "
+        "an https URL of a host and an optional port, such as https://10.244.0.1:6443 (no path).",
+        "    fix: pulumi config set monitor.apiServer https://10.244.0.1:6443"])
+    assert run.registrations == []

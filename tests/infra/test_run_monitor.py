@@ -1,0 +1,171 @@
+"""The run monitor's decisions (infra/run_monitor.py) over recorded API objects, and its loop
+against a recorded API: what it ends, with which reason, and when it exits."""
+
+from __future__ import annotations
+
+import copy
+
+from infra import run_monitor as rm
+
+RUN_ID = "r1-0123"
+#: 2026-01-02T12:00:00Z
+NOW = 1767355200.0
+UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are "
+                 "available: 1 No preemption victims found for incoming pod.")
+
+
+def job(task_type: str, index: int = 0, *, condition: str | None = None, reason: str = "", message: str = "",
+        run_id: str = RUN_ID, annotations: dict | None = None) -> dict:
+    conditions = [{"type": condition, "status": "True", "reason": reason, "message": message}] if condition else []
+    return {"metadata": {"name": f"mnist-{task_type}-{index}", "annotations": annotations or {},
+                         "labels": {"app.kubernetes.io/instance": "mnist", "tf-replica-type": task_type}},
+            "spec": {"template": {"spec": {"containers": [{"args": ["--log_dir", "/data/x", "--run_id", run_id]}]}}},
+            "status": {"conditions": conditions}}
+
+
+def pending_pod(task_type: str, index: int = 0, *, since: str = "2026-01-02T11:55:00Z",
+                reason: str = "Unschedulable") -> dict:
+    return {"metadata": {"name": f"mnist-{task_type}-{index}-x1", "creationTimestamp": "2026-01-02T11:54:59Z",
+                         "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type}},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": reason, "message": UNSCHEDULABLE,
+                 "lastTransitionTime": since}]}}
+
+
+def run_of(*, chief: dict | None = None) -> list[dict]:
+    return [chief or job("chief"), job("worker", 0), job("worker", 1), job("ps", 0),
+            {"metadata": {"name": "mnist-stage-data", "labels": {"app.kubernetes.io/instance": "mnist"}},
+             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}]
+
+
+def test_a_failed_chief_ends_every_other_running_task_with_its_condition():
+    jobs = run_of(chief=job("chief", condition="Failed", reason="BackoffLimitExceeded",
+                            message="Job has reached the specified backoff limit"))
+    jobs[3] = job("ps", 0, condition="Complete")  # an ended task is left alone
+    decision = rm.decide(jobs, [], RUN_ID, NOW, 1800)
+    reason = ("the chief's Job mnist-chief-0 failed: BackoffLimitExceeded: Job has reached the specified "
+              "backoff limit")
+    assert decision.end == {"mnist-worker-0": reason, "mnist-worker-1": reason}
+    assert not decision.done
+
+
+def test_jobs_already_ended_by_the_monitor_are_not_patched_again_and_then_it_exits():
+    failed = job("chief", condition="Failed", reason="DeadlineExceeded", message="Job was active longer")
+    jobs = run_of(chief=failed)
+    for i in (1, 2, 3):
+        jobs[i]["metadata"]["annotations"] = {rm.ENDED_BECAUSE: "the chief's Job mnist-chief-0 failed: ..."}
+    assert rm.decide(jobs, [], RUN_ID, NOW, 1800).end == {}
+    for i in (1, 2, 3):
+        jobs[i]["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]
+    decision = rm.decide(jobs, [], RUN_ID, NOW, 1800)
+    assert decision.done and decision.end == {} and decision.why == "every task Job has ended"
+
+
+def test_a_completed_chief_means_done_even_while_the_others_finish():
+    decision = rm.decide(run_of(chief=job("chief", condition="Complete")), [], RUN_ID, NOW, 1800)
+    assert decision.done and decision.end == {}
+    assert decision.why == "the chief's Job mnist-chief-0 completed"
+
+
+def test_a_pod_unschedulable_past_the_timeout_ends_every_task_with_the_schedulers_message():
+    pods = [pending_pod("worker", 1, since="2026-01-02T11:59:00Z")]
+    # 60 s unschedulable: not yet at 61 s, at once at 60 s.
+    waiting = rm.decide(run_of(), pods, RUN_ID, NOW, 61)
+    assert waiting.end == {} and not waiting.done
+    assert waiting.why == f"pod mnist-worker-1-x1 unschedulable for 60 s: {UNSCHEDULABLE}"
+    decision = rm.decide(run_of(), pods, RUN_ID, NOW, 60)
+    reason = ("pod mnist-worker-1-x1 of Job mnist-worker-1 could not be scheduled for 60 s "
+              f"(job.scheduleTimeoutSeconds 60): {UNSCHEDULABLE}")
+    assert decision.end == {n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")}
+
+
+def test_the_chief_ended_for_a_stuck_pod_passes_that_reason_on():
+    reason = "pod mnist-worker-1-x1 of Job mnist-worker-1 could not be scheduled for 60 s: ..."
+    chief = job("chief", condition="Failed", reason="DeadlineExceeded", annotations={rm.ENDED_BECAUSE: reason})
+    jobs = run_of(chief=chief)
+    jobs[2]["metadata"]["annotations"] = {rm.ENDED_BECAUSE: reason}
+    assert rm.decide(jobs, [], RUN_ID, NOW, 60).end == {"mnist-worker-0": reason, "mnist-ps-0": reason}
+
+
+def test_no_timeout_when_zero_and_other_pending_reasons_do_not_count():
+    pods = [pending_pod("worker", 1, since="2026-01-01T00:00:00Z")]
+    assert rm.decide(run_of(), pods, RUN_ID, NOW, 0).end == {}
+    pods = [pending_pod("worker", 1, since="2026-01-01T00:00:00Z", reason="SchedulingGated")]
+    assert rm.decide(run_of(), pods, RUN_ID, NOW, 60).end == {}
+    scheduled = pending_pod("worker", 1, since="2026-01-01T00:00:00Z")
+    scheduled["status"]["conditions"][0].update(status="True", reason="")
+    assert rm.decide(run_of(), [scheduled], RUN_ID, NOW, 60).end == {}
+
+
+def test_only_this_runs_jobs_count():
+    # The Jobs of another run id (an earlier run's, being replaced) are neither read nor ended.
+    old_chief = job("chief", condition="Failed", reason="BackoffLimitExceeded", run_id="r0-old")
+    decision = rm.decide([old_chief, job("worker", 0), job("ps", 0)], [], RUN_ID, NOW, 1800)
+    assert decision.end == {} and not decision.done
+    assert rm.decide([job("worker", 0, run_id="r0-old")], [], RUN_ID, NOW, 1800).why == \
+        f"no task Jobs of run {RUN_ID} yet"
+
+
+class RecordedApi:
+    """The Api's calls answered from lists of objects; patches change the recorded Jobs."""
+
+    def __init__(self, jobs: list[dict], pods: list[dict], fail_first: int = 0) -> None:
+        self.jobs, self.pods, self.fail_first, self.patched = jobs, pods, fail_first, []
+
+    def items(self, path: str, selector: str) -> list[dict]:
+        if self.fail_first:
+            self.fail_first -= 1
+            raise rm.ApiError("GET: connection refused")
+        assert selector.startswith("app.kubernetes.io/instance=mnist"), selector
+        return copy.deepcopy(self.jobs if path.endswith("/jobs") else self.pods)
+
+    def end_job(self, namespace: str, name: str, reason: str) -> None:
+        self.patched.append((namespace, name, reason))
+        found = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        found["metadata"]["annotations"] = {rm.ENDED_BECAUSE: reason}
+        found["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]
+
+
+ENV = {"MONITOR_NAMESPACE": "training", "MONITOR_PREFIX": "mnist", "MONITOR_RUN_ID": RUN_ID,
+       "MONITOR_SCHEDULE_TIMEOUT_S": "1800", "MONITOR_POLL_S": "2"}
+
+
+def test_the_loop_ends_the_run_once_and_exits_0(capsys):
+    api = RecordedApi(run_of(chief=job("chief", condition="Failed", reason="BackoffLimitExceeded", message="m")),
+                      [], fail_first=1)
+    sleeps: list[float] = []
+    assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=sleeps.append) == 0
+    reason = "the chief's Job mnist-chief-0 failed: BackoffLimitExceeded: m"
+    assert api.patched == [("training", n, reason) for n in ("mnist-worker-0", "mnist-worker-1", "mnist-ps-0")]
+    # One failed poll, one that ended the run, one that saw it over.
+    assert sleeps == [2.0, 2.0]
+    out = capsys.readouterr().out
+    assert "cannot read the run (1 of 60): GET: connection refused" in out
+    assert "ended Job mnist-ps-0: " + reason in out and out.rstrip().endswith("every task Job has ended")
+
+
+def test_the_loop_gives_up_after_max_failures_and_refuses_a_bad_environment(capsys):
+    api = RecordedApi([], [], fail_first=10 ** 6)
+    assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 1
+    assert "giving up after 60 failed polls" in capsys.readouterr().err
+    assert rm.main({**ENV, "MONITOR_SCHEDULE_TIMEOUT_S": "soon"}, api=api) == 2
+
+
+def test_the_api_address_is_the_setting_or_the_in_cluster_service():
+    assert rm.api_server({"MONITOR_API_SERVER": "https://10.244.0.1:6443"}) == "https://10.244.0.1:6443"
+    assert rm.api_server({"KUBERNETES_SERVICE_HOST": "172.21.0.1", "KUBERNETES_SERVICE_PORT": "443"}) == \
+        "https://172.21.0.1:443"
+    assert rm.api_server({"KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
+    assert rm.api_server({}) == "https://kubernetes.default.svc"
+
+
+def test_the_script_is_standard_library_only():
+    # It runs from a ConfigMap with the image's Python: no package of this repository.
+    import ast
+    tree = ast.parse(open(rm.__file__, encoding="utf-8").read())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    import sys
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
