@@ -40,8 +40,9 @@ def stack_mark(organization: str, project: str, stack: str) -> str:
 
 def current_stack_mark() -> str:
     """``stack_mark`` of the stack being deployed (Pulumi's organization, project and stack;
-    outside a deployment the SDK's placeholders ``organization``, ``project``, ``stack``)."""
-    return stack_mark(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack())
+    outside a deployment the SDK's placeholders). An engine that names no organization (the
+    SDK then gives None; so do its mocks) gets ``organization``, the local file backend's."""
+    return stack_mark(pulumi.get_organization() or "organization", pulumi.get_project(), pulumi.get_stack())
 
 
 def recommended_labels(name_prefix: str, component: str) -> dict[str, str]:
