@@ -32,8 +32,10 @@ import pulumi
 from infra.cluster_objects import LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import APP_NAME, STACK_LABEL, current_stack_mark
 
-#: The engine's built-in function that returns every resource of a stack's last state
-#: (urn -> {type, outputs}); the Node.js SDK's StackReference uses it too.
+#: The engine's built-in function that returns every resource of a stack's state as the backend
+#: holds it (urn -> {type, outputs}; pulumi/pulumi pkg/resource/deploy/builtins.go). Calling it
+#: makes the engine add its default ``pulumi`` provider to the state, an internal step that no
+#: preview counts as a change.
 READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
 

@@ -145,6 +145,10 @@ def test_the_same_prefix_is_refused_and_another_prefix_trains_beside_it(stacks) 
     owner = f"  {config_map}: created by stack organization.tf-mnist.dev (label tf-mnist.io/stack)"
     _refused(second.pulumi("preview", check=False, timeout=600), owner, fix)
     refused = _refused(second.pulumi("up", "--yes", "--skip-preview", check=False, timeout=600), owner, fix)
+    lines = refused.splitlines()
+    start = next(i for i, line in enumerate(lines) if "already exist" in line)
+    end = next(i for i, line in enumerate(lines) if "names of its own" in line)
+    print("\nthe second stack's up said:\n" + "\n".join(lines[start:end + 1]))
     assert f"  Job {NAMESPACE}/{PREFIX}-chief-0: created by stack organization.tf-mnist.dev" in refused
     assert "PersistentVolume mnist-data-" in refused, refused  # the cluster-scoped one too
     assert _uids(first, kube) == before
