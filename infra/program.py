@@ -3,35 +3,51 @@ exports its outputs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import pods
+from infra import ownership
+from infra.cluster_objects import KubeconfigCluster, ObjectRef
+from infra.components import pods, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
-from infra.components.registry import PullSecret, PullSecretArgs
+from infra.components.monitor import object_names as monitor_object_names
+from infra.components.registry import SECRET, PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
-from infra.target import Target, deploy_target
+from infra.target import deploy_target, existing_volume_server
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
-def run() -> dict[str, Any]:
+def run(cluster: Optional[ownership.ClusterView] = None) -> dict[str, Any]:
     """Validate the stack configuration, register every resource, export the outputs.
+
+    Args:
+        cluster: where the ownership check reads existing objects (infra/ownership.py); None
+            for the kubeconfig's cluster. Tests pass a recorded one.
 
     Returns:
         The stack outputs by name (the same values ``pulumi.export`` receives), for tests.
 
     Raises:
         infra.settings.ConfigError: on any invalid configuration, before any resource exists.
+        infra.ownership.OwnershipError: an object the stack would create exists and is not
+            this stack's, before any resource exists.
     """
     settings = load_settings()
+    if not settings.cluster.create_cloud:
+        # On a cluster the stack creates there is nothing to check on the first up; on later
+        # ups its kubeconfig is an output of the cluster resource, which exists only once
+        # registered. Another stack pointed at that cluster by a kubeconfig is checked itself.
+        ownership.check(planned_objects(settings, existing_volume_server(settings)),
+                        cluster or KubeconfigCluster(settings.cluster.kubeconfig or ""),
+                        stack=settings.stack, dry_run=pulumi.runtime.is_dry_run())
     outputs = build(settings)
     for name, value in outputs.items():
         pulumi.export(name, value)
@@ -56,7 +72,8 @@ def build(settings: Settings) -> dict[str, Any]:
     # SIGTERM, on which the chief saves a checkpoint, and the new tasks resume from the latest
     # checkpoint in log_dir, which is the same directory on the new PV; staging runs again and
     # finds the data already there. A finished run stays finished (its last checkpoint).
-    volume_args = _volume_args(settings, target, namespace)
+    volume_args = _volume_args(settings, target.volume_server, target.volume_server_key, namespace,
+                               after=target.volume_after)
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
     pods_after = list(target.pods_after)
     registry = settings.registry
@@ -120,10 +137,11 @@ def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
         opts=pulumi.ResourceOptions(provider=provider)).metadata.name
 
 
-def _volume_args(settings: Settings, target: Target, namespace: pulumi.Input[str]) -> SharedVolumeArgs:
-    """The shared volume on the target's server (none for hostPath) at the configured path."""
+def _volume_args(settings: Settings, server: Optional[pulumi.Input[str]], server_key: str,
+                 namespace: pulumi.Input[str], after: Sequence[pulumi.Resource] = ()) -> SharedVolumeArgs:
+    """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
+    name, see storage.volume_name) at the configured path."""
     storage = settings.storage
-    server = target.volume_server
     path_key = storage.path
     path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & VOLUME_SECRET_KEYS:
@@ -132,8 +150,29 @@ def _volume_args(settings: Settings, target: Target, namespace: pulumi.Input[str
         path = pulumi.Output.secret(path)
     return SharedVolumeArgs(
         namespace=namespace, namespace_name=settings.namespace, volume_type=storage.volume_type, server=server,
-        server_key=target.volume_server_key, path=path, path_key=path_key, storage=storage.capacity,
-        match_labels=storage.match_labels, after=target.volume_after)
+        server_key=server_key, path=path, path_key=path_key, storage=storage.capacity,
+        match_labels=storage.match_labels, after=after)
+
+
+def planned_objects(settings: Settings, volume_server: Optional[str]) -> list[ObjectRef]:
+    """Every Kubernetes object ``build`` creates on a cluster it does not create, by the names
+    the components give them: the namespace (createNamespace), the PV and its claim, the pull
+    Secret (registryCredentials.*), the TrainingJob's, TensorBoard's and the run monitor's objects.
+
+    Args:
+        volume_server: the volume's server (``target.existing_volume_server``).
+    """
+    prefix, namespace = settings.name_prefix, settings.namespace
+    objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.create_namespace else []
+    volume = _volume_args(settings, volume_server, volume_server or "", namespace)
+    objects += [ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
+                for rtype, name in storage.object_names(prefix, volume)]
+    registry = settings.registry
+    if registry.credentials is not None and registry.image_pull_secret is not None:
+        objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
+    named = (training.object_names(prefix, settings.training.replicas) + tensorboard.object_names(prefix)
+             + monitor_object_names(prefix))
+    return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 
 
 def _follow_chief_log(settings: Settings) -> Any:

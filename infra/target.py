@@ -114,6 +114,13 @@ def created_cluster(settings: Settings) -> Target:
     )
 
 
+def existing_volume_server(settings: Settings) -> Optional[str]:
+    """The volume's server on a cluster the stack does not create: nas.mountTargetDomain or
+    nfs.server by persistence.volume.type; None for hostPath."""
+    storage = settings.storage
+    return {"nas": storage.nas_mount_target_domain, "nfs": storage.nfs_server}.get(storage.volume_type)
+
+
 def existing_cluster(settings: Settings) -> Target:
     """A provider for the kubeconfig's cluster; the volume's server as configured."""
     kubeconfig = pulumi.Output.secret(settings.cluster.kubeconfig)
@@ -125,7 +132,6 @@ def existing_cluster(settings: Settings) -> Target:
     # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
     # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
     provider = k8s.Provider(f"{settings.name_prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
-    storage = settings.storage
-    server = {"nas": storage.nas_mount_target_domain, "nfs": storage.nfs_server}.get(storage.volume_type)
+    server = existing_volume_server(settings)
     return Target(provider=provider, kubeconfig=kubeconfig, cluster_id=None, nas_file_system_id=None,
                   volume_server=server, volume_server_key=server or "")

@@ -64,6 +64,16 @@ class RunMonitorArgs:
     after: Sequence[pulumi.Resource] = ()
 
 
+def object_names(name: str) -> list[tuple[str, str]]:
+    """``(Pulumi type, object name)`` of every Kubernetes object ``RunMonitor(name, ...)``
+    creates in its namespace, all named ``<name>-monitor``."""
+    object_name = f"{name}-{COMPONENT}"
+    return [(rtype, object_name) for rtype in (
+        "kubernetes:core/v1:ServiceAccount", "kubernetes:rbac.authorization.k8s.io/v1:Role",
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "kubernetes:core/v1:ConfigMap",
+        "kubernetes:batch/v1:Job")]
+
+
 class RunMonitor(pulumi.ComponentResource):
     """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
 

@@ -14,6 +14,8 @@ import pulumi_kubernetes as k8s
 from infra.components.labels import recommended_labels
 from infra.settings import RegistryCredentials
 
+#: The Pulumi type token of the Secret.
+SECRET = "kubernetes:core/v1:Secret"
 #: The Secret type kubelet reads image pull credentials from (a ``.dockerconfigjson`` key).
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
 

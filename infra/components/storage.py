@@ -94,6 +94,23 @@ class SharedVolumeArgs:
     match_labels: Mapping[str, str]
     after: Sequence[pulumi.Resource] = ()
 
+    def object_name(self, name: str) -> str:
+        """The PV's and the claim's name for the volume named ``name`` (``volume_name``)."""
+        return volume_name(name, namespace=self.namespace_name, volume_type=self.volume_type,
+                           server_key=self.server_key, path=self.path_key, storage=self.storage,
+                           match_labels=self.match_labels)
+
+
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+PERSISTENT_VOLUME_CLAIM = "kubernetes:core/v1:PersistentVolumeClaim"
+
+
+def object_names(name: str, args: SharedVolumeArgs) -> list[tuple[str, str]]:
+    """``(Pulumi type, object name)`` of the objects ``SharedVolume(name, args)`` creates: the
+    PV (cluster-scoped) and the claim (in ``args.namespace_name``), one name for both."""
+    object_name = args.object_name(name)
+    return [(PERSISTENT_VOLUME, object_name), (PERSISTENT_VOLUME_CLAIM, object_name)]
+
 
 def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
     """The PV spec's source fields for ``args.volume_type`` (PersistentVolumeSpecArgs keywords).
@@ -149,9 +166,7 @@ class SharedVolume(pulumi.ComponentResource):
     def __init__(self, name: str, args: SharedVolumeArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:SharedVolume", name, None, opts)
         logical_name = f"{name}-data"
-        object_name = volume_name(
-            name, namespace=args.namespace_name, volume_type=args.volume_type, server_key=args.server_key,
-            path=args.path_key, storage=args.storage, match_labels=args.match_labels)
+        object_name = args.object_name(name)
         labels = {**recommended_labels(name, "storage"), **args.match_labels}
         self.pv = k8s.core.v1.PersistentVolume(
             logical_name,

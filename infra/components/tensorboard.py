@@ -19,6 +19,22 @@ SERVICE_PORT = 80
 LB_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
 
 
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVICE = "kubernetes:core/v1:Service"
+
+
+def object_names(name: str) -> list[tuple[str, str]]:
+    """``(Pulumi type, object name)`` of every Kubernetes object ``TensorBoard(name, ...)``
+    creates, in its namespace: the Deployment and the Service, both ``<name>-tensorboard``."""
+    full_name = tensorboard_name(name)
+    return [(DEPLOYMENT, full_name), (SERVICE, full_name)]
+
+
+def tensorboard_name(name: str) -> str:
+    """The Deployment's and the Service's name: ``<name>-tensorboard``."""
+    return f"{name}-tensorboard"
+
+
 @dataclass
 class TensorBoardArgs:
     """What TensorBoard shows and how it is reached.
@@ -67,7 +83,7 @@ class TensorBoard(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TensorBoardArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:TensorBoard", name, None, opts)
-        full_name = f"{name}-tensorboard"
+        full_name = tensorboard_name(name)
         labels = recommended_labels(name, "tensorboard")
         selector = {"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "tensorboard"}
         k8s.apps.v1.Deployment(

@@ -38,6 +38,38 @@ DISRUPTION_TARGET = "DisruptionTarget"
 POD_REPLACEMENT_POLICY = "Failed"
 
 
+#: Pulumi type tokens of the objects a TrainingJob creates.
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+JOB = "kubernetes:batch/v1:Job"
+SERVICE = "kubernetes:core/v1:Service"
+
+
+def cluster_spec_name(name: str) -> str:
+    """The cluster-spec ConfigMap's name: ``<name>-cluster-spec``."""
+    return f"{name}-cluster-spec"
+
+
+def run_name(name: str) -> str:
+    """The run ConfigMap's name (the run's identity): ``<name>-run``."""
+    return f"{name}-run"
+
+
+def staging_name(name: str) -> str:
+    """The data staging Job's name: ``<name>-stage-data``."""
+    return f"{name}-stage-data"
+
+
+def object_names(name: str, replicas: cs.Replicas) -> list[tuple[str, str]]:
+    """``(Pulumi type, object name)`` of every object ``TrainingJob(name, ...)`` creates, in its
+    namespace: the cluster-spec and run ConfigMaps, the staging Job, and per task (chief-0,
+    worker-i, ps-i) a Service and a Job, both ``<name>-<task_type>-<index>``."""
+    objects = [(CONFIG_MAP, cluster_spec_name(name)), (CONFIG_MAP, run_name(name)), (JOB, staging_name(name))]
+    for task_type, index in replicas.tasks():
+        task = cs.task_name(name, task_type, index)
+        objects += [(SERVICE, task), (JOB, task)]
+    return objects
+
+
 def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> list[pulumi.Input[str]]:
     """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
 
@@ -215,8 +247,8 @@ class TrainingJob(pulumi.ComponentResource):
         training = args.training
         spec = cs.kubernetes_cluster_spec(name, args.namespace_name, training.replicas, training.ports)
         k8s.core.v1.ConfigMap(
-            f"{name}-cluster-spec",
-            metadata=self._metadata(f"{name}-cluster-spec", "cluster-spec"),
+            cluster_spec_name(name),
+            metadata=self._metadata(cluster_spec_name(name), "cluster-spec"),
             data={"cluster_spec.json": json.dumps(spec, sort_keys=True, indent=2)},
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -242,7 +274,7 @@ class TrainingJob(pulumi.ComponentResource):
         """``<prefix>-run``: the run's identity. Replaced (a new object, so a new uid) exactly
         when the Jobs are, i.e. when the templates' hash changes, and created anew after a
         destroy; its uid is the random part of the run id (see the class docstring)."""
-        name = f"{self._name}-run"
+        name = run_name(self._name)
         return k8s.core.v1.ConfigMap(
             name,
             metadata=self._metadata(name, "run"),
@@ -255,7 +287,7 @@ class TrainingJob(pulumi.ComponentResource):
     def _staging_job(self) -> k8s.batch.v1.Job:
         """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume."""
         args, training = self._args, self._args.training
-        name = f"{self._name}-stage-data"
+        name = staging_name(self._name)
         placement = args.placement["stage-data"]
         return k8s.batch.v1.Job(
             name,

@@ -65,12 +65,30 @@ class Registration:
     aliases: list[str] = field(default_factory=list)
 
 
+class FakeCluster:
+    """A recorded cluster for the ownership check (infra/ownership.py): ``objects`` are what
+    it holds; ``reads`` the refs the program asked for, in order."""
+
+    def __init__(self, objects: Optional[dict] = None, error: Optional[Exception] = None) -> None:
+        self.objects = dict(objects or {})
+        self.error = error
+        self.reads: list = []
+
+    def read(self, ref):
+        self.reads.append(ref)
+        if self.error is not None:
+            raise self.error
+        return self.objects.get(ref)
+
+
 @dataclass
 class Run:
     """What one program run registered, invoked and exported."""
 
     registrations: list[Registration] = field(default_factory=list)
     calls: list[pulumi_mocks.MockCallArgs] = field(default_factory=list)
+    #: What the engine answers for this stack's state (READ_STACK_RESOURCES): urn -> {type, outputs}.
+    state: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: dict[str, bool] = field(default_factory=dict)
     error: Optional[BaseException] = None
@@ -121,6 +139,8 @@ class _Mocks(pulumi.runtime.Mocks):
         self.run.calls.append(args)
         if args.token == CREDENTIAL_TOKEN:
             return {"clusterId": args.args.get("clusterId"), "kubeConfig": KUBECONFIG}
+        if args.token == "pulumi:pulumi:readStackResourceOutputs":
+            return {"name": args.args.get("stackName"), "outputs": self.run.state}
         raise AssertionError(f"unexpected invoke {args.token}: the program must call no other data source")
 
 
@@ -150,7 +170,8 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
 
 def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
-                secret_keys: tuple[str, ...] = (), creation: str = "") -> Run:
+                secret_keys: tuple[str, ...] = (), creation: str = "", cluster: Optional[FakeCluster] = None,
+                state: Optional[dict[str, Any]] = None) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
@@ -161,11 +182,14 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
             top-level key of a structured value that holds a secret).
         creation: which creation of the objects this run models: another value gives every
             Kubernetes object another uid, as a destroy and up does (``mock_uid``).
+        cluster: what the ownership check finds in an existing cluster (kubeconfig mode);
+            default an empty cluster.
+        state: this stack's state as the engine gives it to the check (``Run.state``).
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
-    run = Run()
+    run = Run(state=dict(state or {}))
     mocks = _Mocks(run, preview, creation)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
@@ -173,9 +197,11 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
     from infra import program, settings
 
     def program_body():
+        from infra import ownership
+
         try:
-            outputs = program.run()
-        except settings.ConfigError as error:
+            outputs = program.run(cluster if cluster is not None else FakeCluster())
+        except (settings.ConfigError, ownership.OwnershipError) as error:
             run.error = error
             return None
 

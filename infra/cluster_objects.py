@@ -1,0 +1,159 @@
+"""Reads the metadata of named Kubernetes objects from an existing cluster, with the stack's
+kubeconfig: what infra/ownership.py checks before the stack registers anything.
+
+Only metadata is read (``PartialObjectMetadata``: a Secret's data never leaves the API
+server), one GET per object, and nothing about the kubeconfig (content, path, server) appears
+in an error: the kubeconfig may be a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from infra.settings import is_kubeconfig_path
+
+#: The API server answers with the object's metadata only (its kind PartialObjectMetadata).
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+#: Seconds to connect to the API server and to wait for one answer. A cluster that does not
+#: answer within them is reported unreachable (infra/ownership.py decides what that means).
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 15
+#: Kinds whose plural is not ``<kind, lower case>s``.
+PLURALS = {"NetworkPolicy": "networkpolicies", "Ingress": "ingresses", "PriorityClass": "priorityclasses",
+           "StorageClass": "storageclasses"}
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """One Kubernetes object the stack would create.
+
+    Attributes:
+        type: the Pulumi type token, e.g. ``kubernetes:core/v1:ConfigMap``.
+        namespace: the namespace; None for a cluster-scoped object (PersistentVolume, Namespace).
+        name: metadata.name.
+    """
+
+    type: str
+    namespace: Optional[str]
+    name: str
+
+    @property
+    def kind(self) -> str:
+        """The Kubernetes kind, the token's last part (``ConfigMap``)."""
+        return self.type.rsplit(":", 1)[1]
+
+    def api_path(self) -> str:
+        """The object's REST path, e.g. ``/api/v1/namespaces/default/configmaps/mnist-run``
+        (the core group under /api, every other group under /apis)."""
+        group, version = self.type.split(":")[1].split("/")
+        base = f"/api/{version}" if group == "core" else f"/apis/{group}/{version}"
+        plural = PLURALS.get(self.kind, self.kind.lower() + "s")
+        scope = f"/namespaces/{self.namespace}" if self.namespace is not None else ""
+        return f"{base}{scope}/{plural}/{self.name}"
+
+    def __str__(self) -> str:
+        """``Kind namespace/name`` or ``Kind name``, as an error names the object."""
+        where = f"{self.namespace}/{self.name}" if self.namespace is not None else self.name
+        return f"{self.kind} {where}"
+
+
+@dataclass(frozen=True)
+class LiveObject:
+    """What the cluster holds under an ObjectRef's name: its uid and labels."""
+
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Unreachable(Exception):
+    """The API server did not answer (connection refused, timed out, no route): the message
+    names the kind of failure only."""
+
+
+class Refused(Exception):
+    """The API server answered with an error other than 404 (401, 403, 5xx).
+
+    Attributes:
+        status: the HTTP status.
+    """
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"HTTP {status} {reason}".strip())
+        self.status = status
+
+
+def live_object(document: Mapping[str, Any]) -> LiveObject:
+    """A LiveObject from an API answer (an object or PartialObjectMetadata)."""
+    metadata = document.get("metadata") or {}
+    return LiveObject(uid=str(metadata.get("uid", "")), labels=dict(metadata.get("labels") or {}))
+
+
+class KubeconfigCluster:
+    """The cluster a kubeconfig's current context names, as the kubernetes provider uses it.
+
+    Args:
+        kubeconfig: the ``kubeconfig`` setting: a path (``~`` expanded) or the content.
+
+    Raises:
+    The kubeconfig is loaded on the first ``read``; a kubeconfig that cannot be loaded is
+    reported there as Unreachable, named by the error's class only.
+    """
+
+    def __init__(self, kubeconfig: str) -> None:
+        self._kubeconfig = kubeconfig
+        self._api: Any = None
+
+    def _client(self) -> Any:
+        """The ApiClient, made on first use (importing the kubernetes client takes about 1.5 s)."""
+        if self._api is not None:
+            return self._api
+        import yaml
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        # One try per request: an API server that does not answer is reported at once, not
+        # after urllib3's three retries of the connect timeout.
+        configuration.retries = 0
+        try:
+            if is_kubeconfig_path(self._kubeconfig):
+                self._api = config.new_client_from_config(config_file=os.path.expanduser(self._kubeconfig),
+                                                          client_configuration=configuration)
+            else:
+                self._api = config.new_client_from_config_dict(yaml.safe_load(self._kubeconfig),
+                                                               client_configuration=configuration)
+        except Exception as error:  # the loader's errors may quote the file: name the class only
+            raise Unreachable(f"the kubeconfig could not be loaded ({type(error).__name__})") from None
+        return self._api
+
+    def read(self, ref: ObjectRef) -> Optional[LiveObject]:
+        """The object's uid and labels, or None when the cluster has no such object (404).
+
+        Raises:
+            Unreachable: no answer from the API server, or a kubeconfig that cannot be loaded.
+            Refused: an answer other than 200 or 404.
+        """
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        api = self._client()
+        try:
+            method, url, headers, _, _ = api.param_serialize(
+                "GET", ref.api_path(), header_params={"Accept": ACCEPT_METADATA}, auth_settings=["BearerToken"])
+            response = api.call_api(method, url, header_params=headers,
+                                          _request_timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+            body = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            cause = getattr(error, "reason", None) or error
+            raise Unreachable(f"the API server did not answer ({type(cause).__name__})") from None
+        except ApiException as error:  # TLS failures come as status 0
+            if error.status == 0:
+                raise Unreachable("the API server did not answer (TLS or connection error)") from None
+            raise Refused(error.status, str(error.reason or "")) from None
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise Refused(response.status, str(response.reason or ""))
+        return live_object(json.loads(body))
