@@ -195,6 +195,10 @@ def main() -> None:
           f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); "
           f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
           f"at the start {load()} (1, 5, 15 min)", flush=True)
+    # TensorFlow's files into the page cache before anything is timed: the first run of one
+    # benchmark took 61 s from start to exit for 16.5 s of training (later runs: 34-45 s).
+    subprocess.run([sys.executable, "-c", "import keras, tensorflow"], cwd=REPO,
+                   capture_output=True, check=False)
     runs = side_by_side(args)
     rows = [run_row("one process, python -m trainer", runs["single"], runs["single"]),
             run_row("local: 2 workers + 1 ps", runs["ps1"], runs["single"]),
