@@ -1,20 +1,28 @@
-"""Trainer benchmark: the launcher's recipe against one process, measured in one run.
+"""Trainer benchmark: every figure of the launcher's recipe on one machine, in one table.
 
-Rows: (a) one process, plain Keras ``model.fit`` (same model, data, batch, optimizer and
-learning-rate schedule; no --augment_shift); (a2) one process of ``python -m trainer``
-without TF_CONFIG (the trainer's own loop, the default strategy, both cores its own); (b)
-``python -m trainer.local`` with 2 workers + 1 ps (ParameterServerStrategy); (c) the same
-with ps 0 (MultiWorkerMirroredStrategy, chief + 2 workers); (d) the guide's own recipe for
-reference: its 784-100-10 sigmoid MLP, plain SGD at lr 0.001, batch 20, 2 workers + 1 ps;
-optionally (e) the best-accuracy recipe (``--best``). Every row prints: epochs, training
-examples/s (training loop only) and its ratio to (a) and to (a2), wall time of the whole
-run (process start to exit, start-up and evaluation included), the time from start to the
-first epoch whose test accuracy reaches 0.99, the final test accuracy, and peak resident
-memory per process (sampled every 0.2 s with psutil). A script that prints numbers, not a
-test.
+Rows, all with the launcher's recipe (its defaults; override any flag) on ``--data_dir``:
 
-    .venv/bin/python benchmarks/trainer_benchmark.py                          # mnist-10k sample
+- one process: ``python -m trainer`` without TF_CONFIG (the default strategy, every core
+  its own): the reference throughput;
+- 2 workers + 1 ps and 2 workers, ps 0 (``python -m trainer.local``): training examples/s
+  and its ratio to the one process, measured side by side (one process, ps 1, ps 0 in
+  turn, ``--pairs`` times; the ratio is the median of each turn's ratio), launch to exit
+  and test accuracy;
+- the seeded runs: 2 workers + 1 ps with seeds 1..``--seeds``, each run's test accuracy,
+  how many reach 0.99, and their launch-to-exit times;
+- the best-accuracy recipe (``--best``), its accuracy and time;
+- the local Kubernetes cluster: read from the JSON file the cluster test writes
+  (``--cluster_result``), "not measured in this run" without one;
+- optionally plain Keras ``model.fit`` as one process (``--keras``) and the guide's recipe
+  (``--guide_epochs``).
+
+It also prints the machine's load average at the start and the end, and with ``--profile``
+where one batch's time goes in each task (benchmarks/profile_table.py). A script that
+prints numbers, not a test. ``--quick`` runs a subset (one turn, three seeds, no best
+recipe, no profile) to check that everything runs.
+
     .venv/bin/python benchmarks/trainer_benchmark.py --data_dir ../shared/data/mnist-full
+    .venv/bin/python benchmarks/trainer_benchmark.py --data_dir ../shared/data/mnist-full --quick
 """
 
 from __future__ import annotations
@@ -22,233 +30,206 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import psutil
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
+import profile_table  # noqa: E402
+from bench_runs import TARGET, run_launcher, run_plain, run_single_trainer  # noqa: E402
 from trainer.launcher import cli  # noqa: E402
 
-TARGET = 0.99
-_EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
+#: Where the local-cluster test writes its measurement (see cluster_row for the fields).
+DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
+DEFAULT_BEST = "--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none"
+RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
+                "dropout", "model", "seed", "steps_per_execution", "augment_shift")
 
 
-class PeakMemory:
-    """Samples the RSS of a process tree; peaks per labelled pid."""
-
-    def __init__(self, root: psutil.Process, label_of) -> None:
-        self.root, self.label_of, self.peaks = root, label_of, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                procs = []
-            for proc in procs:
-                try:
-                    rss = proc.memory_info().rss
-                except psutil.Error:
-                    continue
-                label = self.label_of(proc.pid)
-                if label:
-                    self.peaks[label] = max(self.peaks.get(label, 0), rss)
-            time.sleep(0.2)
-
-    def stop(self) -> dict[str, int]:
-        self._stop.set()
-        self._thread.join()
-        return self.peaks
-
-
-def plain_fit(args: argparse.Namespace) -> None:
-    """(a), run in a child process: plain Keras fit, one epoch at a time with a test
-    evaluation after each; prints one JSON line per epoch and one at the end."""
-    import keras
-    import numpy as np
-
-    from trainer.data import load
-    from trainer.model import build_model
-    from trainer.training.schedule import make_optimizer
-
-    keras.utils.set_random_seed(args.seed)
-    ds = load(args.data_dir)
-    x = ds.x_train.astype(np.float32)[..., None] / 255.0
-    xt = ds.x_test.astype(np.float32)[..., None] / 255.0
-    steps = len(x) // args.batch_size
-    model = build_model(args.model, args.dropout)
-    model.compile(optimizer=make_optimizer(args, steps * args.epochs),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], steps_per_execution=args.steps_per_execution)
-    train_s, accuracy = 0.0, 0.0
-    for epoch in range(args.epochs):
-        start = time.perf_counter()
-        model.fit(x[: steps * args.batch_size], ds.y_train[: steps * args.batch_size],
-                  batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0)
-        train_s += time.perf_counter() - start
-        _, accuracy = model.evaluate(xt, ds.y_test, batch_size=1000, verbose=0)
-        print(json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy),
-                          "at": time.time()}), flush=True)
-    print(json.dumps({"examples_per_s": steps * args.batch_size * args.epochs / train_s,
-                      "epoch_s": train_s / args.epochs, "test_accuracy": float(accuracy)}),
-          flush=True)
-
-
-def trainer_flags(r: argparse.Namespace) -> list[str]:
-    return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
-            "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
-            "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
-            "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
-            "--steps_per_execution", str(r.steps_per_execution),
-            "--augment_shift", str(r.augment_shift)]
-
-
-def run_plain(r: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--_plain_fit", *trainer_flags(r)]
-    start, start_wall = time.perf_counter(), time.time()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
-    out, _ = proc.communicate()
-    wall = time.perf_counter() - start
-    peaks = mem.stop()
-    if proc.returncode:
-        raise SystemExit(f"plain fit failed with exit code {proc.returncode}")
-    records = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
-    epochs = [(e["at"] - start_wall, e["test_accuracy"]) for e in records if "epoch" in e]
-    return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
-
-
-def run_trainer(cmd: list[str], log_dir: Path, what: str, label_of, on_line=None,
-                env: dict | None = None) -> tuple[dict, list[str]]:
-    """Run ``cmd`` (a trainer writing ``log_dir``/result.json) to its end, sampling memory
-    with ``label_of(pid, root_pid)`` and timing each epoch line; returns (the row's
-    numbers, the output lines). Exits naming ``what`` when the run fails."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
-    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: label_of(pid, proc.pid))
-    output, epochs = [], []
-    for line in proc.stdout:
-        output.append(line)
-        if on_line:
-            on_line(line)
-        match = _EPOCH.match(line if line.startswith("[") else "[chief-0] " + line)
-        if match:
-            epochs.append((time.perf_counter() - start, float(match[2])))
-    proc.wait()
-    wall = time.perf_counter() - start
-    peaks = mem.stop()
-    if proc.returncode:
-        sys.stderr.write("".join(output[-40:]))
-        raise SystemExit(f"{what} failed with exit code {proc.returncode}")
-    result = json.loads((log_dir / "result.json").read_text())
-    return ({"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
-             "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall,
-             "peaks": peaks, "epochs": epochs}, output)
-
-
-def run_single_trainer(r: argparse.Namespace) -> dict:
-    """(a2): ``python -m trainer`` as one process (no TF_CONFIG: the default strategy)."""
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-single-"))
-    cmd = [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *trainer_flags(r),
-           "--log_interval", "100000"]
-    row, _ = run_trainer(cmd, log_dir, "python -m trainer", lambda pid, root: "process",
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return row
-
-
-def run_launcher(r: argparse.Namespace, ps: int) -> dict:
-    """(b), (c), (d), (e): ``python -m trainer.local`` with 2 workers and ``ps`` ps tasks."""
-    log_dir = Path(tempfile.mkdtemp(prefix=f"bench-ps{ps}-"))
-    cmd = [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
-           "--log_dir", str(log_dir), *trainer_flags(r), "--log_interval", "100000"]
-    names: dict[int, str] = {}
-
-    def note_pid(line: str) -> None:
-        match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
-        if match:
-            names[int(match[2])] = match[1]
-
-    row, output = run_trainer(cmd, log_dir, f"launcher (ps {ps})",
-                              lambda pid, root: "launcher" if pid == root else names.get(pid),
-                              on_line=note_pid)
-    after_done = output[next(i for i, l in enumerate(output) if l.strip() == "[chief-0] done"):]
-    noisy = [l for l in after_done if re.search(r"\] [EW]\d{4} |error|warning", l, re.I)]
-    return {**row, "noisy_end": len(noisy)}
-
-
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     defaults = cli.build_parser().parse_args([])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
-    for name in ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                 "dropout", "model", "seed", "steps_per_execution", "augment_shift"):
+    for name in RECIPE_FLAGS:
         parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
                             default=getattr(defaults, name),
                             help="default: the launcher's (%(default)s)")
-    parser.add_argument("--guide_epochs", type=int, default=1,
-                        help="epochs of the guide's recipe, row (d); 0 skips it (default 1)")
-    parser.add_argument("--best", default="",
-                        help="also run this recipe, row (e): launcher flags in one string, e.g. "
-                             "'--epochs 12 --batch_size 128 --learning_rate 0.003'")
-    parser.add_argument("--best_ps", type=int, default=1,
-                        help="ps tasks of row (e) (default 1; 0: synchronous workers)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a subset: --pairs 1 --seeds 3, no --best, no --profile")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="turns of (one process, ps 1, ps 0) for the ratios (default 3)")
+    parser.add_argument("--seeds", type=int, default=25,
+                        help="seeded 2 workers + 1 ps runs, seeds 1..N (default 25; 0 skips)")
+    parser.add_argument("--best", default=DEFAULT_BEST,
+                        help="the best-accuracy recipe: launcher flags in one string "
+                             "(default %(default)r; '' skips it)")
+    parser.add_argument("--best_ps", type=int, default=0,
+                        help="ps tasks of the best recipe (default 0: synchronous workers)")
+    parser.add_argument("--no_profile", dest="profile", action="store_false",
+                        help="skip the profile of one process and of 2 workers + 1 ps")
+    parser.add_argument("--keras", action="store_true",
+                        help="also run plain Keras model.fit as one process")
+    parser.add_argument("--guide_epochs", type=int, default=0,
+                        help="also run the guide's recipe (mlp, SGD lr 0.001, batch 20, 2 "
+                             "workers + 1 ps) for this many epochs (default 0: not run)")
+    parser.add_argument("--cluster_result", type=Path, default=DEFAULT_CLUSTER_RESULT,
+                        help="the local-cluster test's JSON result (default %(default)s)")
     parser.add_argument("--_plain_fit", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def with_flags(args: argparse.Namespace, parser: argparse.ArgumentParser,
+               flags: str) -> argparse.Namespace:
+    """``args``' data and recipe with the launcher flags in ``flags`` on top."""
+    return parser.parse_args(["--data_dir", args.data_dir, *flags.split()])
+
+
+def side_by_side(args: argparse.Namespace) -> dict[str, list[dict]]:
+    """``--pairs`` turns of (one process, ps 1, ps 0): each label's runs, in order."""
+    runs: dict[str, list[dict]] = {"single": [], "ps1": [], "ps0": []}
+    for turn in range(args.pairs):
+        print(f"turn {turn + 1} of {args.pairs} (load {load()})", flush=True)
+        runs["single"].append(run_single_trainer(args))
+        runs["ps1"].append(run_launcher(args, ps=1))
+        runs["ps0"].append(run_launcher(args, ps=0))
+    return runs
+
+
+def median_ratio(runs: list[dict], base: list[dict]) -> float:
+    return statistics.median(r["examples_per_s"] / b["examples_per_s"] for r, b in zip(runs, base))
+
+
+def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[dict]:
+    results = []
+    for seed in range(1, args.seeds + 1):
+        run = run_launcher(with_flags(args, parser, f"--seed {seed}"), ps=1)
+        results.append({"seed": seed, **run})
+        print(f"seed {seed}: {run['test_accuracy']:.4f} in {run['wall_s']:.1f} s "
+              f"(load {load()})", flush=True)
+    return results
+
+
+def cluster_row(path: Path) -> str:
+    """The local-cluster row from ``path``: a JSON object with ``up_to_done_s`` (``pulumi
+    up`` to the chief's done, seconds) and ``test_accuracy``, and optionally ``launcher_s``
+    (the launcher on the same data) and other ``*_s`` parts (pod start, image, DNS, volume),
+    ``measured_at`` and ``load``."""
+    if not path.is_file():
+        return f"| local cluster (pods) | not measured in this run ({path} absent) |"
+    result = json.loads(path.read_text())
+    parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in result.items()
+                      if k.endswith("_s") and k != "up_to_done_s" and isinstance(v, (int, float)))
+    when = f"{result.get('measured_at', 'time unknown')}, load {result.get('load', '?')}"
+    return (f"| local cluster (pods): `pulumi up` to the chief's done | "
+            f"{result.get('up_to_done_s', float('nan')):.1f} s | "
+            f"{result.get('test_accuracy', float('nan')):.4f} | {parts or '-'} ({when}; "
+            f"from {path}) |")
+
+
+def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
+    """One table row for ``runs`` of one configuration (medians over the runs)."""
+    eps = statistics.median(r["examples_per_s"] for r in runs)
+    ratio = f"{median_ratio(runs, base):.2f}x" if base else "-"
+    walls = [r["wall_s"] for r in runs]
+    wall = f"{statistics.median(walls):.1f} s" + (
+        f" ({min(walls):.1f}-{max(walls):.1f})" if len(walls) > 1 else "")
+    accs = ", ".join(f"{r['test_accuracy']:.4f}" for r in runs)
+    reach = [next((t for t, a in r["epochs"] if a >= TARGET), None) for r in runs]
+    reached = [t for t in reach if t is not None]
+    to_target = (f"{statistics.median(reached):.1f} s" if len(reached) == len(runs)
+                 else f"{len(reached)} of {len(runs)} runs")
+    mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(runs[-1]["peaks"].items()))
+    return (f"| {name} | {eps:.0f} | {ratio} | {wall} | {to_target} | {accs} | {mem} |")
+
+
+def seeds_lines(results: list[dict]) -> list[str]:
+    accs = [r["test_accuracy"] for r in results]
+    walls = [r["wall_s"] for r in results]
+    reached = sum(a >= TARGET for a in accs)
+    return [f"Seeded runs, 2 workers + 1 ps, seeds 1-{len(results)}: {reached} of "
+            f"{len(results)} reach {TARGET}; mean {statistics.mean(accs):.4f}, "
+            f"min {min(accs):.4f}; launch to exit {min(walls):.1f}-{max(walls):.1f} s, "
+            f"median {statistics.median(walls):.1f} s",
+            "    " + ", ".join(f"{r['test_accuracy']:.4f} ({r['seed']})" for r in results)]
+
+
+def profile_tables(args: argparse.Namespace) -> list[str]:
+    """One profiled run of one process and of 2 workers + 1 ps (trainer/profiling.py)."""
+    lines = []
+    for label, ps in (("one process", None), ("2 workers + 1 ps", 1)):
+        directory = Path(tempfile.mkdtemp(prefix="bench-profile-"))
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TRAINER_PROFILE=str(directory))
+        start_load = load()
+        if ps is None:
+            run_single_trainer(args, env=env)
+        else:
+            run_launcher(args, ps=ps, env=env)
+        lines += ["", f"Profile, {label} (load at the start {start_load}):", "",
+                  profile_table.format_table(profile_table.read_profile(directory))]
+    return lines
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args._plain_fit:
+        from bench_runs import plain_fit
         plain_fit(args)
         return
+    if args.quick:
+        args.pairs, args.seeds, args.best, args.profile = 1, min(args.seeds, 3), "", False
+    started = time.perf_counter()
     print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
           f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
           f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); "
-          f"{args.steps_per_execution} steps per "
-          f"execution; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
-    rows = [("(a) one process, Keras model.fit", run_plain(args), True),
-            ("(a2) one process, python -m trainer", run_single_trainer(args), True)]
-    rows.append(("(b) local: 2 workers + 1 ps", run_launcher(args, ps=1), True))
-    rows.append(("(c) local: 2 workers, ps 0", run_launcher(args, ps=0), True))
+          f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
+          f"at the start {load()} (1, 5, 15 min)", flush=True)
+    # TensorFlow's files into the page cache before anything is timed: the first run of one
+    # benchmark took 61 s from start to exit for 16.5 s of training (later runs: 34-45 s).
+    subprocess.run([sys.executable, "-c", "import keras, tensorflow"], cwd=REPO,
+                   capture_output=True, check=False)
+    runs = side_by_side(args)
+    rows = [run_row("one process, python -m trainer", runs["single"], runs["single"]),
+            run_row("local: 2 workers + 1 ps", runs["ps1"], runs["single"]),
+            run_row("local: 2 workers, ps 0", runs["ps0"], runs["single"])]
+    if args.keras:
+        rows.append(run_row("one process, Keras model.fit", [run_plain(args, __file__)],
+                            runs["single"]))
     if args.guide_epochs:
-        guide = argparse.Namespace(**{**vars(args), "model": "mlp", "optimizer": "sgd",
-                                      "learning_rate": 0.001, "lr_schedule": "constant",
-                                      "lr_scaling": "none",
-                                      "batch_size": 20, "epochs": args.guide_epochs})
-        rows.append(("(d) the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
-                     run_launcher(guide, ps=1), False))
+        guide = with_flags(args, parser, "--model mlp --optimizer sgd --learning_rate 0.001 "
+                           "--lr_schedule constant --lr_scaling none --batch_size 20 "
+                           f"--epochs {args.guide_epochs}")
+        rows.append(run_row("the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
+                            [run_launcher(guide, ps=1)], None))
     if args.best:
-        best = parser.parse_args(["--data_dir", args.data_dir, *args.best.split()])
         topology = "2 workers + 1 ps" if args.best_ps == 1 else f"2 workers, ps {args.best_ps}"
-        rows.append((f"(e) best accuracy: {args.best}, {topology}",
-                     run_launcher(best, ps=args.best_ps), False))
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
-    base = rows[0][1]["examples_per_s"]
-    base2 = rows[1][1]["examples_per_s"]
-    print()
-    print(f"| run | epochs | examples/s | vs (a) | vs (a2) | wall time | training s per epoch | to {TARGET} | "
-          "test accuracy | peak memory per process (MiB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for name, r, comparable in rows:
-        mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(r["peaks"].items()))
-        reach = next((f"{t:.1f} s (epoch {i + 1})" for i, (t, a) in enumerate(r["epochs"])
-                      if a >= TARGET), "not reached")
-        ratio = f"{r['examples_per_s'] / base:.2f}x" if comparable else "-"
-        ratio2 = f"{r['examples_per_s'] / base2:.2f}x" if comparable else "-"
-        n = len(r["epochs"])
-        end = "" if r.get("noisy_end", 0) == 0 else f" ({r['noisy_end']} error lines after done)"
-        print(f"| {name} | {n} | {r['examples_per_s']:.0f} | {ratio} | {ratio2} | "
-              f"{r['wall_s']:.1f} s | "
-              f"{r['epoch_s']:.1f} s | {reach} | {r['test_accuracy']:.4f}{end} | {mem} |")
+        rows.append(run_row(f"best accuracy: {args.best}, {topology}",
+                            [run_launcher(with_flags(args, parser, args.best), ps=args.best_ps)],
+                            None))
+    seeds = seeded_runs(args, parser) if args.seeds else []
+    extra = profile_tables(args) if args.profile else []
+    print(f"\nload average at the end {load()}; the benchmark took "
+          f"{time.perf_counter() - started:.0f} s\n")
+    print("| run | examples/s | vs one process | launch to exit | to 0.99 | test accuracy | "
+          "peak memory per process (MiB) |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    print("\n".join(rows))
+    print("\n| run | launch to done | test accuracy | parts |\n|---|---:|---:|---|")
+    print(cluster_row(args.cluster_result))
+    if seeds:
+        print("\n" + "\n".join(seeds_lines(seeds)))
+    print("\n".join(extra))
 
 
 if __name__ == "__main__":

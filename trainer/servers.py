@@ -267,7 +267,11 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
                          task_index=task_index, protocol="grpc", start=True)
     print(f"{task_type} {task_index}: serving on {cluster_spec[task_type][task_index]}",
           flush=True)
+    from trainer.profiling import ServerProfile
+
+    profile = ServerProfile(f"{task_type}-{task_index}")  # off unless TRAINER_PROFILE is set
     while True:
+        profile.poll()
         decision = server_decision(files, started_at, time.time(), peer_timeout_s)
         if decision:
             code, message = decision

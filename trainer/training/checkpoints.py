@@ -61,6 +61,8 @@ class TrainState:
         self.dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
         self.log_dir = args.log_dir
         self.is_chief = task.is_chief
+        #: "chief-0", "worker-1", ...: how this task is named in logs and profiles.
+        self.task_name = f"{task.task_type}-{task.task_index}"
         if self.is_chief:
             self.save_dir = self.dir
         else:  # MultiWorkerMirroredStrategy: every task saves, only the chief's copy is kept

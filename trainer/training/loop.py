@@ -18,6 +18,7 @@ from tensorflow.core.framework import summary_pb2
 from trainer import data as data_mod
 from trainer.contract import progress
 from trainer.packed import PackedWeights
+from trainer.profiling import TrainingProfile
 from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
 from trainer.training.evaluation import evaluate_with_cost
@@ -65,6 +66,8 @@ class TrainingLoop:
         self.global_batch = self.steps.global_batch
         self.steps_per_epoch = steps_per_epoch
         self.sigterm = SigtermFlag()
+        #: Off unless TRAINER_PROFILE is set (trainer/profiling.py).
+        self.profile = TrainingProfile(state.task_name, self.is_chief, steps_per_epoch)
         watchdog.kick()
         #: The chief's event writers, one per TensorBoard run: subdirectory -> writer.
         self.writers = {subdir: tf.summary.create_file_writer(str(Path(args.log_dir) / subdir))
@@ -106,6 +109,7 @@ class TrainingLoop:
             self.pending.append((k, value))
             batch += k
             interval_batches += k
+            self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
                 loss, _ = value()  # waits for this chunk only
                 self.watchdog.kick()

@@ -1,0 +1,175 @@
+"""The runs the trainer benchmark times (benchmarks/trainer_benchmark.py): one process of
+``python -m trainer``, the local launcher, plain Keras ``model.fit``; each returns its
+examples/s (training loop only), test accuracy, wall time (process start to exit), the
+time of each epoch's test accuracy, and the peak resident memory per process (sampled
+every 0.2 s with psutil).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET = 0.99
+_EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
+
+
+class PeakMemory:
+    """Samples the RSS of a process tree; peaks per labelled pid."""
+
+    def __init__(self, root: psutil.Process, label_of) -> None:
+        self.root, self.label_of, self.peaks = root, label_of, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                procs = []
+            for proc in procs:
+                try:
+                    rss = proc.memory_info().rss
+                except psutil.Error:
+                    continue
+                label = self.label_of(proc.pid)
+                if label:
+                    self.peaks[label] = max(self.peaks.get(label, 0), rss)
+            time.sleep(0.2)
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
+def plain_fit(args: argparse.Namespace) -> None:
+    """Run in a child process: plain Keras fit, one epoch at a time with a test
+    evaluation after each; prints one JSON line per epoch and one at the end."""
+    import keras
+    import numpy as np
+
+    from trainer.data import load
+    from trainer.model import build_model
+    from trainer.training.schedule import make_optimizer
+
+    keras.utils.set_random_seed(args.seed)
+    ds = load(args.data_dir)
+    x = ds.x_train.astype(np.float32)[..., None] / 255.0
+    xt = ds.x_test.astype(np.float32)[..., None] / 255.0
+    steps = len(x) // args.batch_size
+    model = build_model(args.model, args.dropout)
+    model.compile(optimizer=make_optimizer(args, steps * args.epochs),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], steps_per_execution=args.steps_per_execution)
+    train_s, accuracy = 0.0, 0.0
+    for epoch in range(args.epochs):
+        start = time.perf_counter()
+        model.fit(x[: steps * args.batch_size], ds.y_train[: steps * args.batch_size],
+                  batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0)
+        train_s += time.perf_counter() - start
+        _, accuracy = model.evaluate(xt, ds.y_test, batch_size=1000, verbose=0)
+        print(json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy),
+                          "at": time.time()}), flush=True)
+    print(json.dumps({"examples_per_s": steps * args.batch_size * args.epochs / train_s,
+                      "epoch_s": train_s / args.epochs, "test_accuracy": float(accuracy)}),
+          flush=True)
+
+
+def trainer_flags(r: argparse.Namespace) -> list[str]:
+    return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
+            "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
+            "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
+            "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
+            "--steps_per_execution", str(r.steps_per_execution),
+            "--augment_shift", str(r.augment_shift)]
+
+
+def run_plain(r: argparse.Namespace, script: str) -> dict:
+    """Plain Keras fit in a child process (``script --_plain_fit``, which calls plain_fit)."""
+    cmd = [sys.executable, script, "--_plain_fit", *trainer_flags(r)]
+    start, start_wall = time.perf_counter(), time.time()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
+    out, _ = proc.communicate()
+    wall = time.perf_counter() - start
+    peaks = mem.stop()
+    if proc.returncode:
+        raise SystemExit(f"plain fit failed with exit code {proc.returncode}")
+    records = [json.loads(line) for line in out.strip().splitlines() if line.startswith("{")]
+    epochs = [(e["at"] - start_wall, e["test_accuracy"]) for e in records if "epoch" in e]
+    return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
+
+
+def run_trainer(cmd: list[str], log_dir: Path, what: str, label_of, on_line=None,
+                env: dict | None = None) -> tuple[dict, list[str]]:
+    """Run ``cmd`` (a trainer writing ``log_dir``/result.json) to its end, sampling memory
+    with ``label_of(pid, root_pid)`` and timing each epoch line; returns (the row's
+    numbers, the output lines). Exits naming ``what`` when the run fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    mem = PeakMemory(psutil.Process(proc.pid), lambda pid: label_of(pid, proc.pid))
+    output, epochs = [], []
+    for line in proc.stdout:
+        output.append(line)
+        if on_line:
+            on_line(line)
+        match = _EPOCH.match(line if line.startswith("[") else "[chief-0] " + line)
+        if match:
+            epochs.append((time.perf_counter() - start, float(match[2])))
+    proc.wait()
+    wall = time.perf_counter() - start
+    peaks = mem.stop()
+    if proc.returncode:
+        sys.stderr.write("".join(output[-40:]))
+        raise SystemExit(f"{what} failed with exit code {proc.returncode}")
+    result = json.loads((log_dir / "result.json").read_text())
+    return ({"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
+             "epoch_s": result["train_time_s"] / max(1, result["epochs"]), "wall_s": wall,
+             "peaks": peaks, "epochs": epochs}, output)
+
+
+def run_single_trainer(r: argparse.Namespace, env: dict | None = None) -> dict:
+    """``python -m trainer`` as one process (no TF_CONFIG: the default strategy), in
+    ``env`` (default: this environment)."""
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-single-"))
+    cmd = [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *trainer_flags(r),
+           "--log_interval", "100000"]
+    row, _ = run_trainer(cmd, log_dir, "python -m trainer", lambda pid, root: "process",
+                         env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return row
+
+
+def run_launcher(r: argparse.Namespace, ps: int, env: dict | None = None) -> dict:
+    """``python -m trainer.local`` with 2 workers and ``ps`` ps tasks, in ``env``."""
+    log_dir = Path(tempfile.mkdtemp(prefix=f"bench-ps{ps}-"))
+    cmd = [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
+           "--log_dir", str(log_dir), *trainer_flags(r), "--log_interval", "100000"]
+    names: dict[int, str] = {}
+
+    def note_pid(line: str) -> None:
+        match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
+        if match:
+            names[int(match[2])] = match[1]
+
+    row, output = run_trainer(cmd, log_dir, f"launcher (ps {ps})",
+                              lambda pid, root: "launcher" if pid == root else names.get(pid),
+                              on_line=note_pid, env=env)
+    after_done = output[next(i for i, l in enumerate(output) if l.strip() == "[chief-0] done"):]
+    noisy = [l for l in after_done if re.search(r"\] [EW]\d{4} |error|warning", l, re.I)]
+    return {**row, "noisy_end": len(noisy)}
