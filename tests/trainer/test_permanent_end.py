@@ -154,3 +154,35 @@ def test_a_chief_that_fails_for_good_ends_the_ps_and_the_worker_at_once(tmp_path
     assert (tmp_path / "cluster" / "failed").read_text().startswith("run_id=r1\ncode=3\n")
     # Long before the 600 s peer timeout the servers would otherwise have waited.
     assert wall_s < 300, wall_s
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_chief_waiting_for_its_peers_at_once(tmp_path):
+    """A chief whose worker and ps never come up (unschedulable pods) is stuck inside
+    TensorFlow's connect; SIGTERM (its Job ended by the run monitor) must end it with 143 at
+    once, not leave it to the SIGKILL at the end of the grace period."""
+    from trainer.contract.exit_codes import EXIT_SIGTERM
+    from trainer.launcher.supervisor import free_ports
+
+    ports = free_ports(3)
+    cluster = {t: [f"localhost:{p}"] for t, p in zip(("chief", "worker", "ps"), ports)}
+    chief = _task("chief", cluster, tmp_path)
+    try:
+        heartbeat = tmp_path / "cluster" / "heartbeat"
+        deadline = time.monotonic() + 120
+        while not heartbeat.exists() and chief.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert heartbeat.exists(), chief.communicate(timeout=5)
+        time.sleep(15)  # TensorFlow imported, the chief waiting for the absent ps and worker
+        assert chief.poll() is None, chief.communicate(timeout=5)
+        sent = time.monotonic()
+        chief.terminate()
+        _, err = chief.communicate(timeout=60)
+        waited_s = time.monotonic() - sent
+    finally:
+        if chief.poll() is None:
+            chief.kill()
+            chief.wait()
+    assert chief.returncode == EXIT_SIGTERM, err
+    assert "chief-0: stopped by SIGTERM before training began (nothing to save)" in err, err
+    assert waited_s < 30, waited_s

@@ -3,6 +3,7 @@ TensorFlow), or no training progress for ``--peer_timeout`` seconds (the watchdo
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -10,6 +11,7 @@ import time
 
 from trainer import tasklog
 from trainer.contract.cluster_spec import PARAMETER_SERVER
+from trainer.contract.exit_codes import EXIT_SIGTERM
 
 
 class PeerLost(RuntimeError):
@@ -53,13 +55,41 @@ class Watchdog:
 
 
 class SigtermFlag:
-    """Whether this process has been sent SIGTERM since the flag was made (it installs the
-    handler): Kubernetes deletes pods with SIGTERM, then SIGKILL after the grace period, so
-    the loop saves a checkpoint where it stands and the task exits 143."""
+    """Whether this process has been sent SIGTERM (it installs the handler when made).
 
-    def __init__(self) -> None:
+    Kubernetes deletes pods with SIGTERM, then SIGKILL after the grace period. Once training
+    has begun (``training()``), the loop sees ``requested``, saves a checkpoint where it stands
+    and the task exits 143. Before that there is nothing to save, so SIGTERM ends the task at
+    once with EXIT_SIGTERM (143, which the Jobs' podFailurePolicy ignores), even while the main
+    thread is inside TensorFlow waiting for peers that never come up: CPython runs a Python
+    handler only on the main thread, between bytecodes, so the handler only records and a
+    daemon thread, woken through ``signal.set_wakeup_fd``, acts. A handler is needed at all
+    because in a container the task is PID 1, and the kernel drops signals PID 1 does not
+    handle: the pod would stay for the whole grace period.
+
+    Must be made on the main thread (``signal.signal`` and ``set_wakeup_fd`` require it).
+    """
+
+    def __init__(self, task: str) -> None:
         self.requested = False
+        self._task, self._training = task, False
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.set_wakeup_fd(write_fd)
+        threading.Thread(target=self._watch, args=(read_fd,), name="sigterm", daemon=True).start()
+
+    def training(self) -> None:
+        """Training has begun: from now on SIGTERM asks the loop to save and stop."""
+        self._training = True
 
     def _on_sigterm(self, signum, frame) -> None:
         self.requested = True
+
+    def _watch(self, read_fd: int) -> None:
+        while True:
+            signals = os.read(read_fd, 64)  # one byte per signal delivered, its number
+            if signal.SIGTERM in signals and not self._training:
+                print(f"{self._task}: stopped by SIGTERM before training began (nothing to save)",
+                      file=sys.stderr, flush=True)
+                tasklog.exit_now(EXIT_SIGTERM)

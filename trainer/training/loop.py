@@ -58,14 +58,15 @@ class TrainingLoop:
 
     def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
                  packing: PackedWeights, model, dataset: data_mod.Dataset,
-                 steps_per_epoch: int, watchdog: Watchdog) -> None:
+                 steps_per_epoch: int, watchdog: Watchdog, sigterm: SigtermFlag) -> None:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.model, self.dataset, self.watchdog = model, dataset, watchdog
         self.is_chief = state.is_chief
         self.steps = StepRunner(args, dist, state, packing, dataset)
         self.global_batch = self.steps.global_batch
         self.steps_per_epoch = steps_per_epoch
-        self.sigterm = SigtermFlag()
+        self.sigterm = sigterm
+        sigterm.training()
         #: Off unless TRAINER_PROFILE is set (trainer/profiling.py).
         self.profile = TrainingProfile(state.task_name, self.is_chief, steps_per_epoch)
         watchdog.kick()

@@ -11,7 +11,7 @@ from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
 from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
 from trainer.servers import ClusterFiles, exit_when_chief_fails, start_heartbeat
-from trainer.training.liveness import Watchdog
+from trainer.training.liveness import SigtermFlag, Watchdog
 
 
 def run(args: argparse.Namespace, task: TaskConfig) -> int:
@@ -23,6 +23,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         trainer.training.liveness.PeerLost: a ps (or, with ps 0, a worker) was lost mid-run.
     """
     started = time.time()
+    sigterm = SigtermFlag(f"{task.task_type}-{task.task_index}")  # until training begins, SIGTERM ends the task at once
     files = ClusterFiles(args.log_dir)
     dataset = check_inputs(args, task, files)
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     if task.is_chief:
         note_start(args, files, latest, done_epochs, done_batches)
 
-    loop = TrainingLoop(args, dist, state, packing, model, dataset, steps_per_epoch, watchdog)
+    loop = TrainingLoop(args, dist, state, packing, model, dataset, steps_per_epoch, watchdog, sigterm)
     outcome = loop.run(done_epochs, done_batches)
     if outcome.sigterm:
         return EXIT_SIGTERM
