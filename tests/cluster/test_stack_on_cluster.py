@@ -9,17 +9,11 @@ the volume, not Pulumi's own view. Tests run in file order and share one stack.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.parse
-from datetime import datetime
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -27,68 +21,39 @@ from typing import Iterator
 import pytest
 
 from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
-from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
+from tests.preview.engine import PulumiProject
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 
-from .kube import Kube, job_condition
+from .kube import REPO, Kube, job_condition
+from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, infra_status, on_volume, outputs, port_forward, rfc3339_s, sha256,
+                    stack_on_cluster, wait_for_tasks)
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
 NAMESPACE = "tf-mnist-e2e"
 PREFIX = "mnist"
 EPOCHS = 3
 SAMPLE = REPO / "trainer" / "data" / "mnist-10k"
 REGISTRY_PASSWORD = "e2e-not-a-real-registry-password"
-#: Task Jobs of the run: 1 chief, 2 workers, 1 ps.
-TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 
 #: What the dev stack needs changed to run here (structured keys, as Pulumi.dev.yaml holds
-#: them): no GPU, a small run, requests that fit one 2-core node, and the API server where
-#: pods reach it (tools/local-cluster's relay on its bridge: no kube-proxy routes the
-#: kubernetes Service).
+#: them): the local cluster's needs and a small run.
 LOCAL_CONFIG = {
-    "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0", "worker.number": "2", "worker.cpu": "100m", "worker.memory": "2Gi",
-    "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
-    "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64",
-    "namespace": NAMESPACE, "createNamespace": "true",
-    "persistence.volume.type": "hostPath",
+    **LOCAL_CLUSTER_CONFIG, "worker.number": "2",
+    "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64", "namespace": NAMESPACE,
 }
 
 
 @pytest.fixture(scope="module")
 def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PulumiProject, Path]]:
     """The dev stack configured for the local cluster, and its volume's host directory."""
-    toolchain = find_toolchain()
-    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
-        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
-    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
-    home = tmp_path_factory.mktemp("pulumi-home")
-    install_plugins(toolchain, home, ["kubernetes"])
-    project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
-                            pulumi_home=home, venv=REPO / ".venv")
-    project.init_stack("dev")
-    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
-    volume = Path(tempfile.mkdtemp(prefix="tf-mnist-e2e-volume-", dir="/var/tmp"))
-    volume.chmod(0o755)
-    # Every pod runs as 1000:1000 and cannot chown ("restricted"); hostPath ignores fsGroup:
-    # the volume's root belongs to that uid, as the README asks of a hostPath, NFS or NAS root.
-    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
-    for key, value in {**LOCAL_CONFIG, "kubeconfig": str(local_cluster.kubeconfig),
-                       "hostPath.path": str(volume)}.items():
-        project.set_config(key, value, path=True)
-    # A private registry's credentials: the stack creates the pull Secret and every
-    # pod names it; the images are local, so nothing is pulled, but the API server must accept it.
-    project.set_config("registryCredentials.username", "e2e-user", path=True)
-    project.set_config("registryCredentials.password", REGISTRY_PASSWORD, path=True, secret=True)
-    try:
+    with stack_on_cluster(local_cluster, tmp_path_factory, "dev", LOCAL_CONFIG) as (project, volume):
+        # A private registry's credentials: the stack creates the pull Secret and every pod
+        # names it; the images are local, so nothing is pulled, but the API server must accept it.
+        project.set_config("registryCredentials.username", "e2e-user", path=True)
+        project.set_config("registryCredentials.password", REGISTRY_PASSWORD, path=True, secret=True)
         yield project, volume
-    finally:
-        project.pulumi("destroy", "--yes", "--skip-preview", check=False, timeout=600)
-        shutil.rmtree(volume, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +82,6 @@ def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
                      "Deployment", "Secret", "ServiceAccount", "Role", "RoleBinding"}, kinds
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _jobs(kube: Kube) -> dict[str, dict]:
     return {j["metadata"]["name"]: j for j in kube.get("jobs")["items"]}
 
@@ -130,30 +91,14 @@ def _completion(job: dict) -> float:
     return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def _wait_for_tasks(kube: Kube, prefix: str, timeout: float = 900) -> dict[str, str]:
-    names = [f"{prefix}-{t}" for t in TASKS]
-
-    def outcomes() -> dict[str, str] | None:
-        found = {n: job_condition(kube, n) for n in names}
-        return found if all(found.values()) else None
-    return kube.wait_for(f"{names} to end", outcomes, timeout=timeout, every=2)
-
-
 timings: dict[str, float] = {}
 #: Run directories on the volume (host paths) by namePrefix, read from the stack's outputs.
 run_dirs: dict[str, Path] = {}
 
 
-def _on_volume(project: PulumiProject, volume: Path, output: str) -> Path:
-    """Where the stack output ``output`` (a path under the pods' mountPath /data) is on the host."""
-    value = json.loads(project.pulumi("stack", "output", "--json").stdout)[output]
-    assert value.startswith("/data/"), (output, value)
-    return volume / value[len("/data/"):]
-
-
 def _run_dir(project: PulumiProject, volume: Path, prefix: str) -> Path:
     """The current configuration's run directory (output runDir): runs/<stack>-<namespace>-<prefix>/<key>."""
-    run_dir = _on_volume(project, volume, "runDir")
+    run_dir = on_volume(project, volume, "runDir")
     assert run_dir.parent == volume / "runs" / f"dev-{NAMESPACE}-{prefix}", run_dir
     run_dirs[prefix] = run_dir
     return run_dir
@@ -175,17 +120,17 @@ def test_up_stages_the_data(stack, kube: Kube) -> None:
     assert job_condition(kube, f"{PREFIX}-stage-data") == "Complete"
     # The stack stages the sample bundled in the trainer image: the same bytes as in the repo,
     # in the directory of that source (mnist/<source key>).
-    data_dir = _on_volume(project, volume, "dataDir")
+    data_dir = on_volume(project, volume, "dataDir")
     assert data_dir.parent == volume / "mnist", data_dir
     staged = sorted(p.name for p in data_dir.iterdir() if not p.name.startswith("."))
     assert staged == sorted(ALL_IDX_FILES), staged
     for name in staged:
-        assert _sha256(data_dir / name) == _sha256(SAMPLE / name), f"{name} differs from {SAMPLE / name}"
+        assert sha256(data_dir / name) == sha256(SAMPLE / name), f"{name} differs from {SAMPLE / name}"
     _run_dir(project, volume, PREFIX)
 
 
 def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> None:
-    outcomes = _wait_for_tasks(kube, PREFIX)
+    outcomes = wait_for_tasks(kube, PREFIX)
     timings["up_to_chief_done_s"] = time.monotonic() - timings["up_done"]
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
     jobs = _jobs(kube)
@@ -211,12 +156,6 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     assert "done" in (run_dir / "logs" / "chief-0.log").read_text()
     status = _status(kube, PREFIX)
     assert status.returncode == 0 and "FINISHED" in status.stdout, status.stdout + status.stderr
-
-
-def _rfc3339_s(stamp: str) -> float:
-    """Seconds since the epoch of kubectl's RFC 3339 timestamp (nanoseconds, trailing zeros cut)."""
-    base, _, fraction = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(base + "+00:00").timestamp() + float("0." + (fraction or "0"))
 
 
 def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: Kube) -> None:
@@ -260,7 +199,7 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
     # An Epoch line follows the epoch's training (epoch_time_s), checkpoint and evaluation:
     # the time between two such lines less the training is the checkpoint plus evaluation.
     stamped = [line.split(" ", 1) for line in kube.logs(f"job/{PREFIX}-chief-0", "--timestamps").splitlines()]
-    at = [_rfc3339_s(stamp) for stamp, line in stamped if parse_log(line).epochs]
+    at = [rfc3339_s(stamp) for stamp, line in stamped if parse_log(line).epochs]
     chief = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
     after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
     print(f"\nchief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
@@ -269,10 +208,7 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
 
 def _status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProcess:
     """`python -m infra.status ARGS` for one run (exit 0 finished, 1 failed, 3 still going)."""
-    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
-                           str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", prefix, *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+    return infra_status(kube, "--prefix", prefix, *args)
 
 
 def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
@@ -286,26 +222,13 @@ def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
     assert REGISTRY_PASSWORD not in state and REGISTRY_PASSWORD not in project.pulumi("stack", "output").stdout
 
 
-def _port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([str(kube.kubectl_bin), f"--kubeconfig={kube.kubeconfig}", "-n", kube.namespace,
-                             "port-forward", target, f"0:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.search(r"127\.0\.0\.1:(\d+)", line)
-    if not found:
-        proc.kill()
-        raise AssertionError(f"port-forward said {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    return proc, int(found.group(1))
-
-
 def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
     name = f"{PREFIX}-tensorboard"
     kube.wait_for("TensorBoard Available", lambda: any(
         c["type"] == "Available" and c["status"] == "True"
         for c in kube.get("deployment", name).get("status", {}).get("conditions", [])), timeout=180)
     service_port = kube.get("service", name)["spec"]["ports"][0]["port"]
-    proc, local_port = _port_forward(kube, f"service/{name}", service_port)
+    proc, local_port = port_forward(kube, f"service/{name}", service_port)
     try:
         def tags() -> dict:
             try:
@@ -349,24 +272,20 @@ def test_a_changed_learning_rate_is_a_second_run_beside_the_first(stack, kube: K
     project, volume = stack
     first = run_dirs[PREFIX]
     before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
-    first_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+    first_id = outputs(project)["runId"]
     project.set_config("hyperparams.learningrate", "0.002", path=True)
     try:
         project.pulumi("up", "--yes", "--skip-preview", timeout=900)
-        second = _on_volume(project, volume, "runDir")
+        second = on_volume(project, volume, "runDir")
         assert second.parent == first.parent and second != first, (first, second)
-        second_id = json.loads(project.pulumi("stack", "output", "--json").stdout)["runId"]
+        second_id = outputs(project)["runId"]
         assert second_id != first_id
-        assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+        assert wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
         result = json.loads((second / "result.json").read_text())
         assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
         assert f"run_id={second_id}" in (second / "cluster" / "done").read_text()
         assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
-        listed = subprocess.run(
-            [str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--runs", "--kubeconfig",
-             str(kube.kubeconfig), "--namespace", kube.namespace, "--prefix", PREFIX,
-             "--runs_dir", f"/data/runs/{first.parent.name}"], cwd=REPO, capture_output=True, text=True,
-            timeout=120, env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+        listed = infra_status(kube, "--runs", "--prefix", PREFIX, "--runs_dir", f"/data/runs/{first.parent.name}")
         assert listed.returncode == 0, listed.stdout + listed.stderr
         rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[3:]}
         assert rows[first.name][0] == "finished" and rows[second.name][0] == "finished", listed.stdout
@@ -398,7 +317,7 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
                   if "persistentVolumeClaim" in v]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
     # The re-created Jobs find the finished run on the volume and end without retraining.
-    assert _wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+    assert wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
     # The same configuration: the same run directory.
     assert _run_dir(project, volume, PREFIX) == run_dirs[PREFIX]
     assert json.loads((run_dirs[PREFIX] / "result.json").read_text())["epochs"] == EPOCHS
@@ -412,7 +331,7 @@ def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> N
     assert kube.run("get", "namespace", NAMESPACE, check=False).returncode != 0
     assert not [pv for pv in kube.get("pv")["items"] if pv["metadata"]["labels"].get("train") == "mnist"]
     data_dir = next((volume / "mnist").iterdir())
-    assert all(_sha256(data_dir / name) == _sha256(SAMPLE / name) for name in ALL_IDX_FILES)
+    assert all(sha256(data_dir / name) == sha256(SAMPLE / name) for name in ALL_IDX_FILES)
     assert (run_dirs[PREFIX] / "result.json").is_file()
 
 
@@ -442,7 +361,7 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
     assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
     kube.run("delete", "pod", "-l", selector, "--wait=false")
-    outcomes = _wait_for_tasks(kube, prefix)
+    outcomes = wait_for_tasks(kube, prefix)
     assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
     pods = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
     assert pods and all(p["metadata"]["uid"] != victim[0]["metadata"]["uid"] for p in pods), (

@@ -1,0 +1,143 @@
+"""Helpers for tests that run the stack on the real local cluster: a stack of the project
+against the cluster with a hostPath volume, its outputs on that volume, the task Jobs' ends,
+TensorBoard through a port-forward and timestamps of kubectl's logs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pytest
+
+from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
+from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
+
+from .kube import REPO, Kube, job_condition
+
+#: What a copy of the project holds for `pulumi up` (the trainer's bundled data stays out: the
+#: image has its own copy).
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+#: Task Jobs of a run of 1 chief, 2 workers and 1 ps.
+TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
+#: What every stack needs to run on the local cluster, whatever the test: no GPU, requests that
+#: fit one 2-core node, 1 ps (the guide's 2 would only share the same cores), a hostPath
+#: volume (this kernel has no NFS server or client). Structured keys, as Pulumi.dev.yaml
+#: holds them.
+LOCAL_CLUSTER_CONFIG = {
+    # The API server where pods reach it (tools/local-cluster's relay on its bridge: no
+    # kube-proxy routes the kubernetes Service), for the run monitor.
+    "monitor.apiServer": "https://10.244.0.1:6443",
+    "worker.gpuCount": "0", "worker.cpu": "100m", "worker.memory": "2Gi",
+    "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
+    "createNamespace": "true", "persistence.volume.type": "hostPath",
+}
+
+
+@contextmanager
+def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, stack: str,
+                     config: dict[str, str]) -> Iterator[tuple[PulumiProject, Path]]:
+    """A stack ``stack`` of a copy of the project, in kubeconfig mode against ``local_cluster``,
+    with ``config`` (``--path`` keys) and a fresh hostPath volume; destroyed, and its volume
+    removed, on exit.
+
+    The stack's settings file is the project's ``Pulumi.<stack>.yaml`` when there is one
+    (``dev``: the guide's example), else only the program's defaults apply.
+
+    Yields:
+        (the project, the volume's host directory).
+    """
+    toolchain = find_toolchain()
+    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
+        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
+    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
+    home = tmp_path_factory.mktemp("pulumi-home")
+    install_plugins(toolchain, home, ["kubernetes"])
+    project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
+                            pulumi_home=home, venv=REPO / ".venv")
+    project.init_stack(stack)
+    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
+    volume = Path(tempfile.mkdtemp(prefix="tf-mnist-e2e-volume-", dir="/var/tmp"))
+    volume.chmod(0o755)
+    # Every pod runs as 1000:1000 and cannot chown ("restricted"); hostPath ignores fsGroup:
+    # the volume's root belongs to that uid, as the README asks of a hostPath, NFS or NAS root.
+    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
+    for key, value in {**config, "kubeconfig": str(local_cluster.kubeconfig), "hostPath.path": str(volume)}.items():
+        project.set_config(key, value, path=True)
+    try:
+        yield project, volume
+    finally:
+        project.pulumi("destroy", "--yes", "--skip-preview", check=False, timeout=600)
+        shutil.rmtree(volume, ignore_errors=True)
+
+
+def outputs(project: PulumiProject) -> dict:
+    """The stack's outputs (``pulumi stack output --json``)."""
+    return json.loads(project.pulumi("stack", "output", "--json").stdout)
+
+
+def on_volume(project: PulumiProject, volume: Path, output: str) -> Path:
+    """Where the stack output ``output`` (a path under the pods' mountPath /data) is on the host."""
+    value = outputs(project)[output]
+    assert value.startswith("/data/"), (output, value)
+    return volume / value[len("/data/"):]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def wait_for_tasks(kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeout: float = 900) -> dict[str, str]:
+    """Each task Job's end (``Complete`` or ``Failed``) by name, once every one has ended."""
+    names = [f"{prefix}-{t}" for t in tasks]
+
+    def ends() -> dict[str, str] | None:
+        found = {n: job_condition(kube, n) for n in names}
+        return found if all(found.values()) else None
+    return kube.wait_for(f"{names} to end", ends, timeout=timeout, every=2)
+
+
+def port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
+    """``kubectl port-forward TARGET 0:PORT``: the process (stop it by its pid) and the local port."""
+    proc = subprocess.Popen([str(kube.kubectl_bin), f"--kubeconfig={kube.kubeconfig}", "-n", kube.namespace,
+                             "port-forward", target, f"0:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r"127\.0\.0\.1:(\d+)", line)
+    if not found:
+        proc.kill()
+        raise AssertionError(f"port-forward said {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc, int(found.group(1))
+
+
+def rfc3339_s(stamp: str) -> float:
+    """Seconds since the epoch of kubectl's RFC 3339 timestamp (nanoseconds, trailing zeros cut)."""
+    base, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(base + "+00:00").timestamp() + float("0." + (fraction or "0"))
+
+
+def stamped_logs(kube: Kube, what: str) -> list[tuple[float, str]]:
+    """``kubectl logs --timestamps WHAT`` as (seconds since the epoch, line) pairs."""
+    pairs = []
+    for line in kube.logs(what, "--timestamps").splitlines():
+        stamp, _, text = line.partition(" ")
+        pairs.append((rfc3339_s(stamp), text))
+    return pairs
+
+
+def infra_status(kube: Kube, *args: str) -> subprocess.CompletedProcess:
+    """``python -m infra.status ARGS`` against ``kube``'s cluster and namespace (kubectl on PATH)."""
+    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
+                           str(kube.kubeconfig), "--namespace", kube.namespace, *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
+
