@@ -63,9 +63,13 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
     """Kubernetes objects of the training topology with ``workers`` workers and PS ps."""
     tasks = 1 + workers + PS  # the chief, the workers, the ps
     return {
-        "kubernetes:batch/v1:Job": tasks + 1,  # + the data-staging Job
+        "kubernetes:batch/v1:Job": tasks + 2,  # + the data-staging Job and the run monitor
         "kubernetes:core/v1:Service": tasks + 1,  # + TensorBoard's Service
-        "kubernetes:core/v1:ConfigMap": 2,  # the cluster spec, the run's identity
+        "kubernetes:core/v1:ConfigMap": 3,  # the cluster spec, the run's identity, the monitor's script
+        # The run monitor's identity and its rights on the run's Jobs and pods.
+        "kubernetes:core/v1:ServiceAccount": 1,
+        "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": 1,
         "kubernetes:core/v1:PersistentVolume": 1,
         "kubernetes:core/v1:PersistentVolumeClaim": 1,
         "kubernetes:apps/v1:Deployment": 1,
@@ -337,7 +341,7 @@ def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
     assert secret["inputs"]["metadata"]["name"] == f"{PREFIX}-registry"
     pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
     pods += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
-    assert len(pods) == 1 + COMMITTED_WORKERS + PS + 2
+    assert len(pods) == 1 + COMMITTED_WORKERS + PS + 3  # + staging, the run monitor, TensorBoard
     assert all(pod["imagePullSecrets"] == [{"name": f"{PREFIX}-registry"}] for pod in pods)
     auth = base64.b64encode(f"{REGISTRY_USERNAME}:{REGISTRY_PASSWORD}".encode()).decode()
     assert secret["inputs"]["data"] == "[secret]"  # the whole .dockerconfigjson, base64 and all
@@ -393,7 +397,7 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project:
              if r["type"] == "kubernetes:core/v1:PersistentVolume"]  # not the claim
     assert pv["inputs"]["spec"]["nfs"] == {"server": "10.0.0.5", "path": "/exports/tf-mnist"}
     jobs = {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")}
-    assert sorted(jobs) == [f"{PREFIX}-chief-0", f"{PREFIX}-stage-data", f"{PREFIX}-worker-0", f"{PREFIX}-worker-1"]
+    assert sorted(jobs) == [f"{PREFIX}-{name}" for name in ("chief-0", "monitor", "stage-data", "worker-0", "worker-1")]
     chief = jobs[f"{PREFIX}-chief-0"]
     assert chief["activeDeadlineSeconds"] == 86400
     assert [r["action"] for r in chief["podFailurePolicy"]["rules"]] == ["FailJob", "Ignore", "Ignore"]
