@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 import pytest
 
 from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
-from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
+from tests.preview.engine import PulumiProject, Toolchain, find_toolchain, install_plugins
 
 from .kube import REPO, Kube, job_condition
 
@@ -42,6 +42,32 @@ LOCAL_CLUSTER_CONFIG = {
 }
 
 
+def engine_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Toolchain, Path]:
+    """The Pulumi toolchain on PATH and a private PULUMI_HOME with its kubernetes provider
+    installed; skips without the engine (fails with REQUIRE_PULUMI_ENGINE=1)."""
+    toolchain = find_toolchain()
+    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
+        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
+    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
+    home = tmp_path_factory.mktemp("pulumi-home")
+    install_plugins(toolchain, home, ["kubernetes"])
+    return toolchain, home
+
+
+def pod_volume(prefix: str) -> Path:
+    """A new empty directory under /var/tmp (name starting ``prefix``) for a hostPath volume
+    the pods can write; the caller removes it.
+
+    Not under pytest's tmp dirs: those are mode 0700. Every pod runs as 1000:1000 and cannot
+    chown ("restricted"), and hostPath ignores fsGroup: the volume's root belongs to that uid,
+    as the README asks of a hostPath, NFS or NAS root.
+    """
+    volume = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    volume.chmod(0o755)
+    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
+    return volume
+
+
 @contextmanager
 def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, stack: str,
                      config: dict[str, str]) -> Iterator[tuple[PulumiProject, Path]]:
@@ -55,21 +81,11 @@ def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFacto
     Yields:
         (the project, the volume's host directory).
     """
-    toolchain = find_toolchain()
-    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
-        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
-    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
-    home = tmp_path_factory.mktemp("pulumi-home")
-    install_plugins(toolchain, home, ["kubernetes"])
+    toolchain, home = engine_home(tmp_path_factory)
     project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
                             pulumi_home=home, venv=REPO / ".venv")
     project.init_stack(stack)
-    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
-    volume = Path(tempfile.mkdtemp(prefix="tf-mnist-e2e-volume-", dir="/var/tmp"))
-    volume.chmod(0o755)
-    # Every pod runs as 1000:1000 and cannot chown ("restricted"); hostPath ignores fsGroup:
-    # the volume's root belongs to that uid, as the README asks of a hostPath, NFS or NAS root.
-    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
+    volume = pod_volume("tf-mnist-e2e-volume-")
     for key, value in {**config, "kubeconfig": str(local_cluster.kubeconfig), "hostPath.path": str(volume)}.items():
         project.set_config(key, value, path=True)
     try:

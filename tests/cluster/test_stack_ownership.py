@@ -15,18 +15,16 @@ and kubernetes provider, in kubeconfig mode).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
-from tests.preview.engine import PulumiProject, find_toolchain, install_plugins
+from tests.preview.engine import PulumiProject
 
 from .kube import Kube, job_condition
+from .stack import engine_home, pod_volume
 
 pytestmark = pytest.mark.cluster
 
@@ -61,19 +59,11 @@ def _project(toolchain, home: Path, workdir: Path) -> PulumiProject:
 def stacks(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[PulumiProject, PulumiProject, Path, Kube]]:
     """Backend A with stack dev deployed; backend B (no stack yet); the shared volume; kubectl."""
-    toolchain = find_toolchain()
-    if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
-        pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
-    assert toolchain.has("pulumi") and toolchain.has("pulumi-resource-kubernetes"), toolchain
-    home = tmp_path_factory.mktemp("pulumi-home")
-    install_plugins(toolchain, home, ["kubernetes"])
+    toolchain, home = engine_home(tmp_path_factory)
     first = _project(toolchain, home, tmp_path_factory.mktemp("backend-a"))
     second = _project(toolchain, home, tmp_path_factory.mktemp("backend-b"))
     kube = Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE)
-    # Not under pytest's tmp dirs (mode 0700): the pods run as 1000:1000 and hostPath ignores fsGroup.
-    volume = Path(tempfile.mkdtemp(prefix="tf-mnist-owners-volume-", dir="/var/tmp"))
-    volume.chmod(0o755)
-    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
+    volume = pod_volume("tf-mnist-owners-volume-")
     _stack(first, "dev", kube, volume, createNamespace="true")
     try:
         yield first, second, volume, kube
