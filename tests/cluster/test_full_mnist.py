@@ -40,6 +40,7 @@ import pytest
 from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from infra.settings.keys import KEYS_BY_NAME
 from tests.preview.engine import PulumiProject
+from tests.trainer.trainer_test_helpers import FULL_MNIST, full_mnist_or_skip
 from trainer import data
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
@@ -52,7 +53,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("TF_MNIST_FULL_E2E") != "1",
                                  reason="the full-MNIST e2e on the local cluster is opt-in: TF_MNIST_FULL_E2E=1")]
 
-FULL_MNIST = REPO.parent / "shared" / "data" / "mnist-full"
 SAMPLE = REPO / "trainer" / "data" / "mnist-10k"
 NAMESPACE = "tf-mnist-full"
 PREFIX = "mnist"
@@ -74,11 +74,7 @@ timings: dict[str, float] = {}
 
 @pytest.fixture(scope="module")
 def full_mnist() -> Path:
-    if not FULL_MNIST.is_dir():
-        pytest.skip(f"{FULL_MNIST} is not present (the whole MNIST, opt-in)")
-    if data.load(FULL_MNIST).known_as != "mnist":
-        pytest.skip(f"{FULL_MNIST} is not a known copy of MNIST (sha256 of the IDX bytes)")
-    return FULL_MNIST
+    return full_mnist_or_skip()
 
 
 class FileServer:

@@ -13,21 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from trainer import data
 from trainer.contract import progress
+from trainer_test_helpers import full_mnist_or_skip
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-FULL_MNIST = REPO.parent / "shared" / "data" / "mnist-full"
-
-
-def _full_mnist() -> Path:
-    if not FULL_MNIST.is_dir():
-        pytest.skip(f"{FULL_MNIST} is not present (the whole MNIST, opt-in)")
-    if data.load(FULL_MNIST).known_as != "mnist":
-        pytest.skip(f"{FULL_MNIST} is not a known copy of MNIST (sha256 of the IDX bytes)")
-    return FULL_MNIST
 
 
 #: An error or warning line: glog's E/W/F prefixes, Python's, or a traceback.
@@ -36,7 +27,7 @@ _NOISY = re.compile(r"(^|\] )[EWF]\d{4} |error|warning|Traceback", re.I)
 
 @pytest.mark.parametrize("ps", [1, 0], ids=["2-workers-1-ps", "2-workers-ps-0"])
 def test_default_recipe_reaches_0_99_on_full_mnist_and_ends_cleanly(tmp_path, ps):
-    data_dir = _full_mnist()
+    data_dir = full_mnist_or_skip()
     log_dir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "trainer.local", "--data_dir", str(data_dir),
                            "--log_dir", str(log_dir), "--ps", str(ps)], cwd=REPO,

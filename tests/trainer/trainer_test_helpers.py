@@ -7,8 +7,23 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from trainer import data
 from trainer.data import IMAGES_MAGIC, LABELS_MAGIC
+
+#: The whole MNIST beside the checkout (../shared/data/mnist-full): benchmarks and opt-in tests.
+FULL_MNIST = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-full"
+
+
+def full_mnist_or_skip() -> Path:
+    """FULL_MNIST when it is there and a known copy of MNIST (sha256 of its IDX bytes);
+    otherwise the calling test is skipped with the reason."""
+    if not FULL_MNIST.is_dir():
+        pytest.skip(f"{FULL_MNIST} is not present (the whole MNIST, opt-in)")
+    if data.load(FULL_MNIST).known_as != "mnist":
+        pytest.skip(f"{FULL_MNIST} is not a known copy of MNIST (sha256 of the IDX bytes)")
+    return FULL_MNIST
 
 
 def idx_images(images: np.ndarray, magic: int = IMAGES_MAGIC, count: int | None = None) -> bytes:
