@@ -10,10 +10,11 @@ import pulumi_kubernetes as k8s
 
 from infra import ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
-from infra.components import pods, storage, tensorboard, training
+from infra.components import network_policy, pods, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
+from infra.components.network_policy import RunNetworkPolicies, RunNetworkPoliciesArgs
 from infra.components.registry import SECRET, PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
@@ -81,6 +82,12 @@ def build(settings: Settings) -> dict[str, Any]:
         # Pods would pull before the Secret exists and back off: create it first.
         pods_after.append(PullSecret(registry.image_pull_secret, PullSecretArgs(
             namespace=namespace, credentials=registry.credentials, name_prefix=prefix), opts=k8s_opts))
+    if settings.network_policy:
+        # Before the task pods: their ports are closed to other pods from their first packet.
+        policies = RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
+            namespace=namespace, task_ports=list(settings.training.ports.values()),
+            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP"), opts=k8s_opts)
+        pods_after.append(policies)
     training = TrainingJob(prefix, TrainingJobArgs(
         training=settings.training, placement=settings.placement, namespace=namespace,
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
@@ -157,7 +164,8 @@ def _volume_args(settings: Settings, server: Optional[pulumi.Input[str]], server
 def planned_objects(settings: Settings, volume_server: Optional[str]) -> list[ObjectRef]:
     """Every Kubernetes object ``build`` creates on a cluster it does not create, by the names
     the components give them: the namespace (createNamespace), the PV and its claim, the pull
-    Secret (registryCredentials.*), the TrainingJob's, TensorBoard's and the run monitor's objects.
+    Secret (registryCredentials.*), the TrainingJob's, TensorBoard's and the run monitor's objects,
+    and the run's NetworkPolicies (networkPolicy.enabled).
 
     Args:
         volume_server: the volume's server (``target.existing_volume_server``).
@@ -171,7 +179,8 @@ def planned_objects(settings: Settings, volume_server: Optional[str]) -> list[Ob
     if registry.credentials is not None and registry.image_pull_secret is not None:
         objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
     named = (training.object_names(prefix, settings.training.replicas) + tensorboard.object_names(prefix)
-             + monitor_object_names(prefix))
+             + monitor_object_names(prefix)
+             + (network_policy.object_names(prefix) if settings.network_policy else []))
     return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 
 

@@ -180,6 +180,10 @@ KEYS: tuple[Key, ...] = (
         "Source CIDRs allowed to reach TensorBoard's load balancer (loadBalancerSourceRanges, and an ACK "
         "ACL when the stack creates the cluster); required with an internet LoadBalancer.",
         "--path 'tensorboard.allowedSourceRanges[0]'"),
+    Key("networkPolicy.enabled", True, boolean, "false", "boolean",
+        "Create the run's NetworkPolicies: its tasks' gRPC ports admit only its own tasks, TensorBoard only "
+        "what tensorboard.serviceType exposes (enforced by NetworkPolicy-capable network plugins: on ACK "
+        "Terway, not Flannel)."),
     Key("tensorboard.nodeSelector", {}, node_selector, "'{}'", None,
         "Node labels TensorBoard must run on (pod nodeSelector); empty = any node."),
     Key("tensorboard.tolerations", (), tolerations, "'[]'", None,

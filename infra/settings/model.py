@@ -245,6 +245,8 @@ class Settings:
     name_prefix: str = from_key("namePrefix")
     namespace: str = from_key("namespace")
     create_namespace: bool = from_key("createNamespace")
+    #: Whether the run gets its NetworkPolicies (infra/components/network_policy.py).
+    network_policy: bool = from_key("networkPolicy.enabled")
     cluster: ClusterSettings
     storage: StorageSettings
     training: TrainingSettings

@@ -1,0 +1,89 @@
+"""The run's NetworkPolicies under the mock engine: what each admits, that the task pods wait for
+them, and networkPolicy.enabled false creating none. Enforcement is tested on the real local
+cluster (tests/cluster/test_network_policy.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import mock_engine as me
+
+POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+JOB = "kubernetes:batch/v1:Job"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+STACK_MARK = "organization.tf-mnist.dev"
+
+
+def _set(config: dict, **overrides: str) -> dict:
+    return {**config, **{f"tf-mnist:{k}": v for k, v in overrides.items()}}
+
+
+def _run(config: dict) -> me.Run:
+    run = me.run_program(config)
+    assert run.error is None, run.error
+    return run
+
+
+def _task_pod_selector() -> dict:
+    return {"matchLabels": {"app.kubernetes.io/instance": "mnist", "tf-mnist.io/stack": STACK_MARK},
+            "matchExpressions": [{"key": "tf-replica-type", "operator": "Exists"}]}
+
+
+def test_task_ports_admit_only_the_runs_own_tasks(dev_config):
+    run = _run(_set(dev_config, **{"ps.port": "2300", "worker.port": "2200"}))
+    spec = run.one(POLICY, "mnist-tasks").inputs["spec"]
+    assert spec["podSelector"] == _task_pod_selector()
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["ingress"] == [{"from": [{"podSelector": _task_pod_selector()}],
+                                "ports": [{"protocol": "TCP", "port": 2200}, {"protocol": "TCP", "port": 2300}]}]
+    # Every task pod carries the labels the policy selects; no other pod of the stack does.
+    for job in run.of_type(JOB):
+        labels = job.inputs["spec"]["template"]["metadata"]["labels"]
+        selected = (labels.get("app.kubernetes.io/instance") == "mnist"
+                    and labels.get("tf-mnist.io/stack") == STACK_MARK and "tf-replica-type" in labels)
+        assert selected == (job.name.split("-")[1] in ("chief", "worker", "ps")), job.name
+
+
+@pytest.mark.parametrize("service_type, admitted", [
+    ("ClusterIP", []),
+    ("NodePort", [{"ports": [{"protocol": "TCP", "port": 6006}]}]),
+])
+def test_tensorboard_admits_only_what_its_service_exposes(dev_config, service_type, admitted):
+    run = _run(_set(dev_config, **{"tensorboard.serviceType": service_type}))
+    spec = run.one(POLICY, "mnist-tensorboard").inputs["spec"]
+    assert spec["podSelector"] == {"matchLabels": {
+        "app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "tensorboard",
+        "tf-mnist.io/stack": STACK_MARK}}
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec.get("ingress", []) == admitted
+    deployment = run.one(DEPLOYMENT, "mnist-tensorboard")
+    labels = deployment.inputs["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in spec["podSelector"]["matchLabels"].items())
+
+
+def test_the_pods_wait_for_the_policies(dev_config):
+    run = _run(dev_config)
+    policies = {r.urn for r in run.of_type(POLICY)}
+    assert len(policies) == 2
+    for workload in [*run.of_type(JOB), *run.of_type(DEPLOYMENT)]:
+        # Directly or through the staging Job, which every task Job waits for.
+        waits_for, todo = set(), list(workload.dependencies)
+        while todo:
+            urn = todo.pop()
+            if urn not in waits_for:
+                waits_for.add(urn)
+                todo += run.by_urn(urn).dependencies
+        assert policies <= waits_for, workload.name
+
+
+def test_disabled_creates_no_policy(dev_config):
+    run = _run(_set(dev_config, **{"networkPolicy.enabled": "false"}))
+    assert run.of_type(POLICY) == []
+    assert run.of_type(JOB), "the run itself is still deployed"
+
+
+def test_enabled_is_a_boolean(dev_config):
+    run = me.run_program(_set(dev_config, **{"networkPolicy.enabled": "sometimes"}))
+    assert run.error is not None
+    message = str(run.error)
+    assert "networkPolicy.enabled" in message and "sometimes" in message, message
