@@ -294,15 +294,16 @@ def test_anonymous_requests_to_the_api_server_get_401(kube: Kube) -> None:
 def test_every_component_authenticates_without_anonymous_access(kube: Kube) -> None:
     # The kubelet (node Ready), scheduler (pods placed), controller-manager (Jobs done) and
     # CoreDNS (names resolved) showed they work in the tests above; none logged a rejection.
-    for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "coredns"):
+    for name in ("kubelet", "kube-controller-manager", "kube-scheduler", "coredns", "network-policies"):
         log = (STATE_DIR / "logs" / f"{name}.log").read_text(errors="replace")
         rejected = [line for line in log.splitlines() if "Unauthorized" in line or " 401 " in line]
         assert rejected == [], f"{name}: {rejected[:3]}"
     status = run_tool("status")
     assert status.returncode == 0, status.stdout + status.stderr
     # etcd, kube-apiserver, its relay onto the bridge, kube-controller-manager, kube-scheduler,
-    # containerd, CoreDNS, the kubelet (tools/local-cluster/localcluster/components.py ALL)
-    assert status.stdout.count("healthy") == 8 and "UNHEALTHY" not in status.stdout, status.stdout
+    # containerd, CoreDNS, the NetworkPolicy agent, the kubelet
+    # (tools/local-cluster/localcluster/components.py ALL)
+    assert status.stdout.count("healthy") == 9 and "UNHEALTHY" not in status.stdout, status.stdout
 
 
 def _cgroup_hierarchies() -> list[Path]:
@@ -336,6 +337,27 @@ def foreign_kubepods() -> Iterator[tuple[list[Path], subprocess.Popen]]:
             d.rmdir()
 
 
+def _nfqueue_readers(queue: int) -> list[str]:
+    """The lines of /proc/net/netfilter/nfnetlink_queue for NFQUEUE ``queue`` (one per reader)."""
+    lines = Path("/proc/net/netfilter/nfnetlink_queue").read_text().splitlines()
+    return [line for line in lines if line.split() and line.split()[0] == str(queue)]
+
+
+def _agent_rules_present(kube: Kube) -> bool:
+    agent = kube.kubectl_bin.parent / "network-policies"
+    proc = subprocess.run([str(agent), "-rules-present"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode == 0
+
+
+def test_the_network_policy_agent_guards_the_bridge(kube: Kube) -> None:
+    # Its forward rule is in and NFQUEUE 100 has one reader; the pods above (DNS names,
+    # headless Services, Jobs) connected through it, no NetworkPolicy selecting them.
+    assert _agent_rules_present(kube)
+    assert len(_nfqueue_readers(100)) == 1, _nfqueue_readers(100)
+    assert Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
+
+
 def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
     with foreign_kubepods() as (foreign, sleeper):
         down = run_tool("down")
@@ -352,3 +374,4 @@ def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
     assert str(STATE_DIR) + "/" not in mounts and str(RUN_DIR) not in mounts
     assert not list(Path("/sys/fs/cgroup").glob("*/tf-mnist-local-cluster"))
     assert host_sysctls() == kube.host_before, "down did not restore the sysctls up found"
+    assert _nfqueue_readers(100) == [] and not _agent_rules_present(kube), "the NetworkPolicy agent's rule"

@@ -5,6 +5,8 @@
 #   etcd etcdctl                                                             (go.etcd.io/etcd)
 #   coredns                           (our minimal CoreDNS, tools/local-cluster/go/coredns)
 #   crictl                                                                   (sigs.k8s.io/cri-tools)
+#   network-policies   (our NetworkPolicy agent, tools/local-cluster/go/network-policies, on the
+#                       controller of sigs.k8s.io/kube-network-policies)
 # Each comes from a wrapper module under tools/local-cluster/go/ through the Go module proxy.
 # Progress goes to stderr, with each build's wall time, CPU seconds (user+sys) and peak RSS (the
 # largest single process, from /usr/bin/time -v); one line per build is appended to
@@ -45,6 +47,9 @@ COREDNS_VERSION=v1.15.0
 # crictl follows the Kubernetes minor version (cri-tools v1.34.x talks the CRI of 1.34); v1.34.0 is
 # the only 1.34 release the proxy lists (it refuses v1.26.x, e.g. v1.26.0: 403 not available).
 CRICTL_VERSION=v1.34.0
+# kube-network-policies: the newest release the proxy lists (v0.8.0, 2025); its controller is a
+# library our main.go feeds through an NFQUEUE (see that file for why).
+NETWORK_POLICIES_VERSION=v0.8.0
 
 cache="${LOCAL_CLUSTER_CACHE:-$HOME/.cache/tf-mnist-local-cluster}"
 mkdir -p "$cache/logs"
@@ -173,6 +178,8 @@ reports() {
       grep -qx "CoreDNS-${want#v}" <<<"$out" ;;
     crictl) out="$(timeout 30 "$bin" --version 2>&1)" || return 1
       grep -qx "crictl version $want" <<<"$out" ;;
+    network-policies) out="$(timeout 30 "$bin" -version 2>&1)" || return 1
+      grep -qx "sigs.k8s.io/kube-network-policies $want" <<<"$out" ;;
     *) out="$(timeout 30 "$bin" --version 2>&1)" || return 1
       grep -qx "Kubernetes $want" <<<"$out" ;;
   esac
@@ -304,6 +311,25 @@ build_crictl() {
   built_any=1
 }
 
+# ---------------------------------------------------------------- the NetworkPolicy agent (our main)
+build_network_policies() {
+  local v="$NETWORK_POLICIES_VERSION" out="$cache/network-policies/$NETWORK_POLICIES_VERSION"
+  if reports "$out/network-policies" "$v"; then
+    log "network-policies $v: cached ($out)"
+    return
+  fi
+  require_go "network-policies $v"
+  local dir tmp="$out/.build.tmp"
+  dir="$(prepare network-policies "$v")"
+  check_pin "$dir" sigs.k8s.io/kube-network-policies "$v"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  timed_build network-policies "$v" "$dir" "$tmp" -- -trimpath \
+    -ldflags "-s -w" -o "$tmp/network-policies" .
+  install_built "$tmp" "$out" "$v" network-policies
+  rm -rf "$dir"
+  built_any=1
+}
+
 # ---------------------------------------------------------------- main
 total_start="$(date +%s.%N)"
 bin="$cache/bin"
@@ -323,6 +349,7 @@ build_kubernetes
 build_etcd
 build_coredns
 build_crictl
+build_network_policies
 
 # put SRC NAME: replace bin/NAME atomically (a cluster may be running the old one).
 put() {
@@ -335,6 +362,7 @@ put "$cache/etcd/$ETCD_VERSION/etcd" etcd
 put "$cache/etcd/$ETCD_VERSION/etcdctl" etcdctl
 put "$cache/coredns/$COREDNS_VERSION/coredns" coredns
 put "$cache/crictl/$CRICTL_VERSION/crictl" crictl
+put "$cache/network-policies/$NETWORK_POLICIES_VERSION/network-policies" network-policies
 [ "$built_any" = 0 ] || rm -rf "$cache/build"
 
 log "local cluster binaries ready in $(awk -v a="$total_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $bin"

@@ -30,7 +30,7 @@ PACKAGES = {
     "/usr/sbin/debootstrap": "debootstrap",
 }
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl",
-            "coredns", "crictl")
+            "coredns", "crictl", "network-policies")
 
 
 class ClusterError(RuntimeError):
@@ -237,6 +237,7 @@ def up() -> int:
         try:
             _write_configs(p)
             network.create_bridge()
+            network.enable_bridge_netfilter()
             cgroups.create_roots()
             for make in components.ALL:
                 c = make(p, bins)
@@ -246,6 +247,7 @@ def up() -> int:
                 say(f"{c.name} ready in {took:.1f} s (pid {d.pid()}, log {d.log_file})")
                 if c.name == "kube-apiserver":
                     kubectl(p, bins, "apply", "-f", "-", input_=components.COREDNS_RBAC)
+                    kubectl(p, bins, "apply", "-f", "-", input_=components.NETWORK_POLICIES_RBAC)
                 if c.name == "containerd":
                     import_images(p)
             took = _wait(f"node {layout.NODE_NAME} Ready and schedulable", lambda: node_ready(p, bins), 90,
@@ -302,9 +304,13 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for pid in cgroups.own_processes():
         stop_pid(pid, 2)
         done.append(f"container process pid {pid}")
-    for name in ("coredns", "kube-scheduler", "kube-controller-manager", "apiserver-relay", "kube-apiserver", "etcd"):
+    for name in ("network-policies", "coredns", "kube-scheduler", "kube-controller-manager", "apiserver-relay",
+                 "kube-apiserver", "etcd"):
         if ds[name].stop():
             done.append(name)
+    if bins is not None and (bins / "network-policies").exists():
+        # Its own SIGTERM handler removes its nftables table; this covers an agent that was killed.
+        subprocess.run([str(bins / "network-policies"), "-remove-rules"], capture_output=True, timeout=30)
     for mount_point in _mounts_under(p.state, p.run):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
         done.append(f"mount {mount_point}")

@@ -1,7 +1,8 @@
 """The cluster's components: the command line and config files of each, and its health check.
 
 Start order (each waits for the one before to be healthy): etcd, kube-apiserver, the API
-server's relay onto the bridge, kube-controller-manager, kube-scheduler, containerd, CoreDNS, kubelet. Flags that this
+server's relay onto the bridge, kube-controller-manager, kube-scheduler, containerd, CoreDNS, the
+NetworkPolicy agent (before the kubelet: no pod runs unguarded), kubelet. Flags that this
 machine needs are explained where they are set (see also ../../shared/notes/local-cluster.md).
 """
 
@@ -41,6 +42,31 @@ metadata: {name: "tf-mnist:coredns"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "tf-mnist:coredns"}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: "tf-mnist:coredns"}
+"""
+
+#: What the NetworkPolicy agent reads (the informers of sigs.k8s.io/kube-network-policies'
+#: controller) and the events it records, bound to its client identity.
+NETWORK_POLICIES_RBAC = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "tf-mnist:network-policies"}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "tf-mnist:network-policies"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "tf-mnist:network-policies"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "tf-mnist:network-policies"}
 """
 
 
@@ -291,6 +317,19 @@ def coredns(p: Paths, bin_dir: Path) -> Component:
                      lambda: http_ok(f"http://127.0.0.1:{layout.port('coredns', 'ready')}/ready"), 60)
 
 
+def network_policies(p: Paths, bin_dir: Path) -> Component:
+    """The NetworkPolicy agent (tools/local-cluster/go/network-policies): the policy controller
+    of sigs.k8s.io/kube-network-policies deciding each new connection between pods on the
+    bridge, fed through an NFQUEUE (this kernel has the x_tables NFQUEUE target but not nft's
+    queue expression). Healthy once its rule is in and the queue has its reader."""
+    health = layout.port("network-policies", "health")
+    return Component("network-policies", [
+        str(bin_dir / "network-policies"), f"-kubeconfig={kubeconfig_path(p, 'network-policies')}",
+        f"-node-name={layout.NODE_NAME}", f"-bridge={layout.BRIDGE}", f"-nfqueue-id={layout.NFQUEUE_ID}",
+        f"-health-address=127.0.0.1:{health}",
+    ], lambda: http_ok(f"http://127.0.0.1:{health}/healthz", expect="ok"), 60)
+
+
 def kubelet_config(p: Paths) -> str:
     """KubeletConfiguration (v1beta1) for this machine: cgroupfs driver (no systemd), the
     bridge address as node and DNS address, images never garbage-collected (they are imported,
@@ -341,5 +380,6 @@ def kubelet(p: Paths, bin_dir: Path) -> Component:
 
 
 #: In start order.
-ALL = (etcd, kube_apiserver, apiserver_relay, kube_controller_manager, kube_scheduler, containerd, coredns, kubelet)
+ALL = (etcd, kube_apiserver, apiserver_relay, kube_controller_manager, kube_scheduler, containerd, coredns,
+       network_policies, kubelet)
 NAMES = tuple(f.__name__.replace("_", "-") for f in ALL)

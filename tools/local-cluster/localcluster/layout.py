@@ -42,6 +42,8 @@ BRIDGE = "tf-mnist0"
 POD_SUBNET = "10.244.0.0/24"
 BRIDGE_IP = "10.244.0.1"
 BRIDGE_PREFIX = 24
+#: The NFQUEUE number through which the NetworkPolicy agent decides new pod connections.
+NFQUEUE_ID = 100
 #: The API server as pods reach it (the relay on the bridge; its certificate names BRIDGE_IP):
 #: with no kube-proxy the kubernetes Service's address is not routed.
 POD_APISERVER_URL = f"https://{BRIDGE_IP}:6443"
@@ -77,6 +79,7 @@ ENDPOINTS = (
     Endpoint("coredns", BRIDGE_IP, 53, "dns"),
     Endpoint("coredns", "127.0.0.1", 18080, "health"),
     Endpoint("coredns", "127.0.0.1", 18181, "ready"),
+    Endpoint("network-policies", "127.0.0.1", 10258, "health"),
 )
 
 

@@ -50,6 +50,16 @@ def create_bridge() -> None:
     _run("ip", "link", "set", layout.BRIDGE, "up")
 
 
+def enable_bridge_netfilter() -> None:
+    """Bridged IPv4 packets pass netfilter's hooks (br_netfilter), where the NetworkPolicy agent
+    sees pod-to-pod connections; `down` puts the recorded value back."""
+    path = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    if not path.exists():
+        raise RuntimeError("net.bridge.bridge-nf-call-iptables is missing: this kernel has no br_netfilter, "
+                           "which the NetworkPolicy agent needs to see pod-to-pod traffic on the bridge")
+    path.write_text("1")
+
+
 def teardown(host_state: Path) -> list[str]:
     """Removes the bridge and its veths, and restores the sysctls `up` recorded.
 

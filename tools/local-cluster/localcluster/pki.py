@@ -78,6 +78,8 @@ CLIENTS = {
     "kubelet": f"/O=system:nodes/CN=system:node:{layout.NODE_NAME}",
     # Bound to the ClusterRole that components.COREDNS_RBAC creates.
     "coredns": "/CN=tf-mnist:coredns",
+    # Bound to the ClusterRole that components.NETWORK_POLICIES_RBAC creates.
+    "network-policies": "/CN=tf-mnist:network-policies",
 }
 
 
