@@ -81,9 +81,9 @@ def cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
     volume = pod_volume("tf-mnist-netpol-volume-")
     try:
         kube.apply(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in (NAMESPACE, OUTSIDE)))
-        kube.apply(*(_probe_pod(name, ns, labels) for name, (ns, labels) in PROBES.items()))
-        for name, (ns, _) in PROBES.items():
+        for name, (ns, labels) in PROBES.items():
             probe = Kube(kube.kubectl_bin, kube.kubeconfig, ns)
+            probe.apply(_probe_pod(name, ns, labels))
             kube.wait_for(f"probe {name} Running", lambda: pod_phase(probe, name) == "Running", timeout=120)
         project.init_stack(STACK)
         for key, value in {**RUN, "kubeconfig": str(kube.kubeconfig), "hostPath.path": str(volume)}.items():
@@ -140,6 +140,7 @@ def test_only_the_runs_own_pods_reach_its_grpc_ports(cluster) -> None:
     assert _worker_listening(kube) == worker_ip, "the run must still be the one the probes saw"
     assert _job_uids(kube) == uids, "turning the policies on must not replace the run's Jobs"
     got = {probe: _connect(kube, probe, worker_ip, port) for probe in PROBES}
+    print(f"probes of {worker_ip}:{port} with the policies on: {got}")
     assert got["same-run"] == "connected", got
     for probe in ("outsider", "other-run", "other-stack"):
         assert got[probe].startswith("failed") and "timeout" in got[probe].lower(), got
