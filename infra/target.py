@@ -71,16 +71,19 @@ def _moved_from_prefix(settings: Settings) -> pulumi.ResourceOptions:
 
 
 def created_cluster(settings: Settings) -> Target:
-    """The cloud layer: network, ACK cluster, node pools and NAS, named ``cloud_name``."""
+    """The cloud layer: network (with a Terway cluster's pod vSwitch), ACK cluster, node pools
+    and NAS, named ``cloud_name``."""
     c, storage = settings.cluster, settings.storage
     name = cloud_name(settings)
     opts = _moved_from_prefix(settings)
-    network = Network(name, NetworkArgs(zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id,
-                                        vswitch_cidr=c.vswitch_cidr), opts=opts)
+    network = Network(name, NetworkArgs(
+        zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id, vswitch_cidr=c.vswitch_cidr,
+        pod_vswitch_cidr=c.pod_vswitch_cidr if c.creates_pod_vswitch else None), opts=opts)
     cluster = Cluster(name, ClusterArgs(
         vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
         service_cidr=c.service_cidr, api_server_public=c.api_server_public,
-        credential_minutes=c.credential_minutes), opts=opts)
+        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin,
+        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id), opts=opts)
     pools = NodePools(name, NodePoolsArgs(
         cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
         cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,

@@ -18,7 +18,10 @@ class ClusterArgs:
         vswitch_id: the node vSwitch of a new cluster.
         cluster_id: an existing ACK cluster; then only the provider is created.
         version: the Kubernetes version of a new cluster; None = the newest.
-        pod_cidr: the flannel pod CIDR of a new cluster.
+        network_plugin: the network plugin of a new cluster: ``flannel`` (pods on ``pod_cidr``)
+            or ``terway`` (pods on ``pod_vswitch_id``; enforces NetworkPolicy).
+        pod_cidr: the Flannel pod CIDR of a new cluster.
+        pod_vswitch_id: the pod vSwitch of a new Terway cluster; None with Flannel.
         service_cidr: the Service CIDR of a new cluster.
         api_server_public: whether a new cluster's API server gets an internet load balancer.
         credential_minutes: lifetime of the temporary kubeconfig read for the provider
@@ -32,13 +35,51 @@ class ClusterArgs:
     service_cidr: str
     api_server_public: bool
     credential_minutes: int
+    network_plugin: str = "flannel"
+    pod_vswitch_id: Optional[pulumi.Input[str]] = None
+
+
+#: The ACK addon of each network plugin. terway-eniip is Terway's shared-ENI mode, whose
+#: NetworkPolicy support is on by default (its ConfigMap's disable_network_policy "false").
+NETWORK_ADDONS = {"flannel": "flannel", "terway": "terway-eniip"}
+
+
+def _pod_network(args: ClusterArgs) -> dict:
+    """The ManagedKubernetes inputs that give pods addresses: ``pod_cidr`` with Flannel,
+    ``pod_vswitch_ids`` with Terway (ACK CreateCluster takes PodVswitchIds, not a container CIDR)."""
+    if args.network_plugin == "terway":
+        if args.pod_vswitch_id is None:
+            raise ValueError("cluster.networkPlugin terway needs a pod vSwitch (cluster.podVswitchId, or one the "
+                             "stack creates of cluster.podVswitchCidr)")
+        return {"pod_vswitch_ids": [args.pod_vswitch_id]}
+    return {"pod_cidr": args.pod_cidr}
+
+
+def _warn(name: str, args: ClusterArgs, cluster: pulumi.Resource) -> None:
+    """Warnings about a cluster the stack creates: a public API server, and Flannel, which
+    enforces no NetworkPolicy (Terway does; neither can be switched on an existing cluster)."""
+    if args.api_server_public:
+        # The provider cannot put an allowlist on ACK's own API server load balancer.
+        pulumi.log.warn(
+            f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
+            "kubeconfig is a temporary credential (cluster.credentialMinutes); restrict the endpoint "
+            "with an ACL in the ACK console, or set cluster.apiServerPublic false when Pulumi runs "
+            "inside the VPC.", resource=cluster)
+    if args.network_plugin == "flannel":
+        pulumi.log.warn(
+            f"The cluster {name} uses Flannel (cluster.networkPlugin flannel), which does not enforce Kubernetes "
+            "NetworkPolicy: the stack's NetworkPolicies are created but every pod still accepts traffic from "
+            "any pod. For enforcement, create the cluster with Terway: pulumi config set cluster.networkPlugin "
+            "terway on a new stack (ACK cannot change the plugin of an existing cluster: on a deployed stack "
+            "the change replaces the cluster).", resource=cluster)
 
 
 class Cluster(pulumi.ComponentResource):
     """ACK managed Kubernetes cluster and the Kubernetes provider that deploys into it.
 
     Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``args.cluster_id`` is given) and
-    ``provider`` (kubernetes.Provider).
+    ``provider`` (kubernetes.Provider). A new cluster gets the addon of its network plugin
+    (``NETWORK_ADDONS``) and the CSI plugin and provisioner.
 
     The kubeconfig comes from ``cs.get_cluster_credential_output`` (the cluster resource has
     no kubeconfig attribute); while the cluster id is unknown (a preview before creation) the
@@ -64,16 +105,16 @@ class Cluster(pulumi.ComponentResource):
                 name=name,
                 cluster_spec="ack.pro.small",
                 vswitch_ids=[args.vswitch_id],
-                # Flannel with explicit CIDRs: Terway would need pod vSwitches; both are
-                # immutable after creation.
-                pod_cidr=args.pod_cidr,
+                # Flannel's pod_cidr or Terway's pod_vswitch_ids: ACK cannot switch the plugin of
+                # an existing cluster, and pod_cidr is ForceNew.
+                **_pod_network(args),
                 service_cidr=args.service_cidr,
                 # Nodes have no public IPs: the NAT gateway lets them pull images.
                 new_nat_gateway=True,
                 # Pulumi talks to the API server from outside the VPC.
                 slb_internet_enabled=args.api_server_public,
                 addons=[
-                    alicloud.cs.ManagedKubernetesAddonArgs(name="flannel"),
+                    alicloud.cs.ManagedKubernetesAddonArgs(name=NETWORK_ADDONS[args.network_plugin]),
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-plugin"),
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
                 ],
@@ -81,13 +122,7 @@ class Cluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.cluster_id = cluster.id
-            if args.api_server_public:
-                # The provider cannot put an allowlist on ACK's own API server load balancer.
-                pulumi.log.warn(
-                    f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
-                    "kubeconfig is a temporary credential (cluster.credentialMinutes); restrict the endpoint "
-                    "with an ACL in the ACK console, or set cluster.apiServerPublic false when Pulumi runs "
-                    "inside the VPC.", resource=self)
+            _warn(name, args, self)
         else:
             self.cluster_id = pulumi.Output.from_input(args.cluster_id)
         # A temporary credential: the kubeconfig in the state and the stack output stops

@@ -1,4 +1,5 @@
-"""Network: the VPC and node vSwitch of the stack, created or reused by id."""
+"""Network: the VPC and node vSwitch of the stack, created or reused by id, and the pod vSwitch
+of a Terway cluster."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class NetworkArgs:
         vpc_cidr: the CIDR of a new VPC.
         vswitch_id: an existing node vSwitch; then nothing is created.
         vswitch_cidr: the node vSwitch's CIDR, new or existing.
+        pod_vswitch_cidr: the CIDR of a pod vSwitch to create beside the node vSwitch (a
+            Terway cluster's pods get addresses from it); None creates none.
     """
 
     zone: Optional[str]
@@ -26,26 +29,41 @@ class NetworkArgs:
     vpc_cidr: str
     vswitch_id: Optional[str]
     vswitch_cidr: str
+    pod_vswitch_cidr: Optional[str] = None
 
 
 class Network(pulumi.ComponentResource):
     """VPC + vSwitch for the cluster nodes and the NAS mount target.
 
-    Children: ``vpc`` (alicloud.vpc.Network, unless ``args.vpc_id`` is given) and ``vswitch``
-    (alicloud.vpc.Switch, unless ``args.vswitch_id`` is given; then nothing is created).
+    Children: ``vpc`` (alicloud.vpc.Network, unless ``args.vpc_id`` is given), ``vswitch``
+    (alicloud.vpc.Switch, unless ``args.vswitch_id`` is given; then nothing is created) and,
+    with ``args.pod_vswitch_cidr``, ``vswitch-pods`` (alicloud.vpc.Switch named
+    ``<name>-pods``, in the node vSwitch's VPC and zone: Terway takes a node's pod addresses
+    from a pod vSwitch of the node's zone).
 
     Outputs:
         vswitch_id: the node vSwitch.
         vswitch_cidr: its CIDR (the NAS access rule authorises it: CSI mounts come from node IPs).
+        pod_vswitch_id: the pod vSwitch created; None without ``args.pod_vswitch_cidr``.
+
+    Raises:
+        ValueError: ``args.pod_vswitch_cidr`` with ``args.vswitch_id`` (the VPC is not known
+            then; the configuration rules refuse that as cluster.podVswitchCidr).
     """
 
     vswitch_id: pulumi.Output[str]
     vswitch_cidr: pulumi.Output[str]
+    pod_vswitch_id: Optional[pulumi.Output[str]]
 
     def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
         super().__init__("tf-mnist:index:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        self.pod_vswitch_id = None
         if args.vswitch_id is not None:
+            if args.pod_vswitch_cidr is not None:
+                raise ValueError(f"cluster.podVswitchCidr {args.pod_vswitch_cidr}: no pod vSwitch can be created "
+                                 f"beside vswitch.id {args.vswitch_id}, whose VPC is not known; set "
+                                 "cluster.podVswitchId")
             self.vswitch_id = pulumi.Output.from_input(args.vswitch_id)
         else:
             vpc_id: pulumi.Input[str]
@@ -56,5 +74,12 @@ class Network(pulumi.ComponentResource):
             vswitch = alicloud.vpc.Switch(f"{name}-vswitch", vswitch_name=name, vpc_id=vpc_id,
                                           cidr_block=args.vswitch_cidr, zone_id=args.zone, opts=child)
             self.vswitch_id = vswitch.id
+            if args.pod_vswitch_cidr is not None:
+                self.pod_vswitch_id = alicloud.vpc.Switch(
+                    f"{name}-vswitch-pods", vswitch_name=f"{name}-pods", vpc_id=vpc_id,
+                    cidr_block=args.pod_vswitch_cidr, zone_id=args.zone, opts=child).id
         self.vswitch_cidr = pulumi.Output.from_input(args.vswitch_cidr)
-        self.register_outputs({"vswitch_id": self.vswitch_id, "vswitch_cidr": self.vswitch_cidr})
+        outputs = {"vswitch_id": self.vswitch_id, "vswitch_cidr": self.vswitch_cidr}
+        if self.pod_vswitch_id is not None:
+            outputs["pod_vswitch_id"] = self.pod_vswitch_id
+        self.register_outputs(outputs)

@@ -18,6 +18,10 @@ from infra.settings.parsers import string_list
 ACK_VERSION = re.compile(r"^1\.[0-9]{2}\.[0-9]+-aliyun\.[0-9]+$")
 #: ECS instance types: ``ecs.<family>.<size>`` (DescribeInstanceTypes), e.g. ecs.gn5-c4g1.xlarge.
 INSTANCE_TYPE = re.compile(r"^ecs\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+$")
+#: vSwitch ids: terraform-provider-alicloud checks cs_managed_kubernetes ``pod_vswitch_ids``
+#: against ``^vsw-[a-z0-9]*$`` (at preview, in its own words, without the config key); here
+#: with at least one character after the prefix.
+VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
 
 
 def ack_version(raw: Any) -> Optional[str]:
@@ -38,3 +42,13 @@ def instance_types(raw: Any) -> tuple[str, ...]:
         raise ValueError(f"must be ECS instance types ecs.<family>.<size> such as ecs.gn5-c4g1.xlarge "
                          f"(not {', '.join(bad)})")
     return items
+
+
+def vswitch_id(raw: Any) -> Optional[str]:
+    """A vSwitch id such as ``vsw-bp1a2b3c4d5e6f7g8h9i0``, or None when unset."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not VSWITCH_ID.match(raw):
+        raise ValueError("must be a vSwitch id vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 "
+                         "(`aliyun vpc DescribeVSwitches` lists them)")
+    return raw

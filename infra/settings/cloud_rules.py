@@ -1,5 +1,5 @@
-"""Cross-key rules of the cloud layer: keys that mean nothing in the chosen mode, an existing
-NAS, and the lifetime of the cluster credential."""
+"""Cross-key rules of the cloud layer: keys that mean nothing in the chosen mode, the keys of
+the chosen network plugin, an existing NAS, and the lifetime of the cluster credential."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from infra.settings.read import Reading
 CLOUD_KEYS = tuple(k.name for k in KEYS if k.name.startswith(CLOUD_KEY_PREFIXES))
 GPU_POOL_KEYS = tuple(name for name in CLOUD_KEYS if name.startswith("gpuPool."))
 #: What shapes only a cluster the stack creates.
-CREATED_CLUSTER_KEYS = ("cluster.version", "cluster.podCidr", "cluster.serviceCidr", "cluster.apiServerPublic")
+CREATED_CLUSTER_KEYS = ("cluster.version", "cluster.networkPlugin", "cluster.podCidr", "cluster.podVswitchId",
+                        "cluster.podVswitchCidr", "cluster.serviceCidr", "cluster.apiServerPublic")
+#: The keys of a Terway cluster's pod vSwitch (refused with Flannel).
+POD_VSWITCH_KEYS = ("cluster.podVswitchId", "cluster.podVswitchCidr")
 
 
 def mode_keys(r: Reading, _: Resolved) -> None:
@@ -43,6 +46,36 @@ def mode_keys(r: Reading, _: Resolved) -> None:
             if r.is_set(name):
                 r.refuse(name, "applies only when the stack creates the vSwitch (vswitch.id names an existing "
                                "one, in its own VPC)")
+
+
+def network_plugin(r: Reading, _: Resolved) -> None:
+    """A new cluster's pod addresses come from what its plugin uses: cluster.podCidr with
+    Flannel, a pod vSwitch with Terway (ACK CreateCluster takes PodVswitchIds instead of a
+    container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides."""
+    v = r.values
+    if v["kubeconfig"] is not None or v["cluster.id"] is not None:
+        return  # mode_keys refuses these keys there
+    if v["cluster.networkPlugin"] != "terway":
+        for name in POD_VSWITCH_KEYS:
+            if r.is_set(name):
+                r.refuse(name, "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods "
+                               "addresses of cluster.podCidr, not of a vSwitch)")
+        return
+    if r.is_set("cluster.podCidr"):
+        r.refuse("cluster.podCidr", "applies only with cluster.networkPlugin flannel (a Terway cluster gives pods "
+                                    "addresses of its pod vSwitch: cluster.podVswitchId or cluster.podVswitchCidr)")
+    if v["cluster.podVswitchId"] is not None:
+        if r.is_set("cluster.podVswitchCidr"):
+            r.refuse("cluster.podVswitchCidr", "applies only without cluster.podVswitchId (that vSwitch gives the "
+                                               "pods their addresses, so the stack creates none)")
+        return
+    if v["vswitch.id"] is not None:
+        if r.is_set("cluster.podVswitchCidr"):
+            r.refuse("cluster.podVswitchCidr", "applies only when the stack creates the node vSwitch (vswitch.id "
+                                               "names an existing one, whose VPC the stack does not know)")
+        r.missing("cluster.podVswitchId", "required with cluster.networkPlugin terway and vswitch.id (the stack "
+                  "does not know the VPC of that vSwitch, so it cannot create the pod vSwitch there: give an "
+                  "existing vSwitch of that VPC and zone)")
 
 
 def zone_in_region(r: Reading, region: Optional[str]) -> None:
@@ -108,4 +141,4 @@ def stack_name(r: Reading, stack: str) -> None:
 
 
 #: The rules of this module, in the order their violations are reported.
-CLOUD_RULES = (mode_keys, existing_nas, credential_lifetime)
+CLOUD_RULES = (mode_keys, network_plugin, existing_nas, credential_lifetime)

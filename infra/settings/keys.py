@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.settings.cloud_parsers import ack_version, instance_types
+from infra.settings.cloud_parsers import ack_version, instance_types, vswitch_id
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
     https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
@@ -33,6 +33,8 @@ TENSORBOARD_TAG = "tensorboard:2.21.0"
 
 #: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
 GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
+#: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
+NETWORK_PLUGINS = ("flannel", "terway")
 #: Standard (general-purpose) NAS storage types.
 NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
@@ -252,7 +254,20 @@ KEYS: tuple[Key, ...] = (
     Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
     Key("cluster.version", None, ack_version, "1.33.3-aliyun.1", None,
         "Kubernetes version of a new cluster; default the newest."),
-    Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string", "Flannel pod CIDR."),
+    # Flannel by default: ACK cannot change the plugin of an existing cluster, and pod_cidr is
+    # ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so another default would
+    # replace the cluster of every stack deployed with it.
+    Key("cluster.networkPlugin", "flannel", one_of(NETWORK_PLUGINS), "flannel", "string",
+        "ACK network plugin of a new cluster: flannel (pods on cluster.podCidr; enforces no NetworkPolicy) or "
+        "terway (pods on a pod vSwitch; enforces NetworkPolicy); fixed once the cluster exists."),
+    Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string",
+        "Flannel pod CIDR (cluster.networkPlugin flannel)."),
+    Key("cluster.podVswitchId", None, vswitch_id, "vsw-xxxxxxxx", None,
+        "Existing pod vSwitch of a new Terway cluster, in the node vSwitch's VPC and zone (required with "
+        "vswitch.id); unset = the stack creates one of cluster.podVswitchCidr."),
+    Key("cluster.podVswitchCidr", "192.168.64.0/18", cidr, "192.168.64.0/18", "string",
+        "CIDR of the pod vSwitch the stack creates for a new Terway cluster in the node VPC and zone "
+        "(without cluster.podVswitchId)."),
     Key("cluster.serviceCidr", "172.21.0.0/20", cidr, "172.21.0.0/20", "string", "Service CIDR."),
     Key("cluster.apiServerPublic", True, boolean, "true", "boolean",
         "Expose the API server on an internet load balancer (Pulumi must reach it)."),

@@ -99,7 +99,13 @@ class ClusterSettings:
     vswitch_cidr: str = from_key("vswitch.cidr")
     cluster_id: Optional[str] = from_key("cluster.id")
     version: Optional[str] = from_key("cluster.version")
+    #: cluster.networkPlugin of a new cluster: flannel or terway.
+    network_plugin: str = from_key("cluster.networkPlugin")
     pod_cidr: str = from_key("cluster.podCidr")
+    #: A new Terway cluster's existing pod vSwitch; None = the stack creates one of
+    #: ``pod_vswitch_cidr`` (see ``creates_pod_vswitch``).
+    pod_vswitch_id: Optional[str] = from_key("cluster.podVswitchId")
+    pod_vswitch_cidr: str = from_key("cluster.podVswitchCidr")
     service_cidr: str = from_key("cluster.serviceCidr")
     api_server_public: bool = from_key("cluster.apiServerPublic")
     credential_minutes: int = from_key("cluster.credentialMinutes")
@@ -119,6 +125,14 @@ class ClusterSettings:
     def create_cloud(self) -> bool:
         """Whether the stack creates the cloud layer: when no kubeconfig names a cluster."""
         return self.kubeconfig is None
+
+    @property
+    def creates_pod_vswitch(self) -> bool:
+        """Whether the stack creates a pod vSwitch: for a Terway cluster it creates (no
+        cluster.id) without cluster.podVswitchId (the rules then made sure it creates the node
+        vSwitch too, so the VPC is known)."""
+        return (self.create_cloud and self.cluster_id is None and self.network_plugin == "terway"
+                and self.pod_vswitch_id is None)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ report a second violation about a key whose own value was already refused.
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable
+from typing import Callable, Optional
 
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.derive import Resolved
@@ -88,8 +88,9 @@ def namespace(r: Reading, _: Resolved) -> None:
 
 
 def cidrs(r: Reading, _: Resolved) -> None:
-    """A new vSwitch lies in its new VPC; a new cluster's pod and Service CIDRs overlap no
-    node network and each other."""
+    """A new vSwitch lies in its new VPC; a new cluster's pod addresses (cluster.podCidr with
+    Flannel, a pod vSwitch the stack creates with Terway) and Service CIDR overlap no node
+    network and each other; a created pod vSwitch lies in a new VPC too."""
     v = r.values
     if _creates_network(r) and v["vpc.id"] is None:
         if not ipaddress.IPv4Network(v["vswitch.cidr"]).subnet_of(ipaddress.IPv4Network(v["vpc.cidr"])):
@@ -98,13 +99,42 @@ def cidrs(r: Reading, _: Resolved) -> None:
         return
     node_cidrs = {"vpc.cidr": v["vpc.cidr"]} if v["vpc.id"] is None and _creates_network(r) else {}
     node_cidrs["vswitch.cidr"] = v["vswitch.cidr"]
-    for name in ("cluster.podCidr", "cluster.serviceCidr"):
-        others = [*node_cidrs.items(), *([("cluster.podCidr", v["cluster.podCidr"])]
-                                         if name == "cluster.serviceCidr" else [])]
-        for other, other_cidr in others:
-            if ipaddress.IPv4Network(v[name]).overlaps(ipaddress.IPv4Network(other_cidr)):
-                r.bad(name, f"must not overlap {other} ({other_cidr})")
-                break
+    if v["cluster.networkPlugin"] == "terway":
+        _first_overlap(r, "cluster.serviceCidr", node_cidrs)
+        if _creates_network(r) and v["cluster.podVswitchId"] is None:
+            _pod_vswitch_cidr(r)
+        return
+    _first_overlap(r, "cluster.podCidr", node_cidrs)
+    _first_overlap(r, "cluster.serviceCidr", {**node_cidrs, "cluster.podCidr": v["cluster.podCidr"]})
+
+
+def _first_overlap(r: Reading, name: str, others: dict[str, str], fix_value: Optional[str] = None) -> None:
+    """Report ``name``'s CIDR where it overlaps the first of ``others`` (key -> CIDR) it does;
+    the fix sets ``fix_value`` (default the key's fix)."""
+    for other, other_cidr in others.items():
+        if ipaddress.IPv4Network(r.values[name]).overlaps(ipaddress.IPv4Network(other_cidr)):
+            r.bad(name, f"must not overlap {other} ({other_cidr})", fix_value=fix_value)
+            return
+
+
+def _pod_vswitch_cidr(r: Reading) -> None:
+    """The pod vSwitch the stack creates: a vSwitch of the node VPC (inside vpc.cidr when the
+    stack creates that VPC) beside the node vSwitch, and apart from the Service CIDR. The fix
+    is the first block of its size in a new VPC that is free."""
+    v = r.values
+    pods = ipaddress.IPv4Network(v["cluster.podVswitchCidr"])
+    others = {"vswitch.cidr": v["vswitch.cidr"], "cluster.serviceCidr": v["cluster.serviceCidr"]}
+    free = None
+    if v["vpc.id"] is None:
+        vpc = ipaddress.IPv4Network(v["vpc.cidr"])
+        taken = [ipaddress.IPv4Network(c) for c in others.values()]
+        free = next((str(s) for s in vpc.subnets(new_prefix=max(pods.prefixlen, vpc.prefixlen))
+                     if not any(s.overlaps(t) for t in taken)), None)
+        if not pods.subnet_of(vpc):
+            r.bad("cluster.podVswitchCidr", f"must lie inside vpc.cidr ({v['vpc.cidr']}): the pod vSwitch is one of "
+                  "the node VPC", fix_value=free)
+            return
+    _first_overlap(r, "cluster.podVswitchCidr", others, fix_value=free)
 
 
 def registry_credentials(r: Reading, d: Resolved) -> None:

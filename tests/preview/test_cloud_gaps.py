@@ -1,16 +1,19 @@
-"""The cloud layer's gaps through the real CLI: an existing NAS in cloud mode, and keys that
-mean nothing in the chosen mode refused before anything is planned."""
+"""The cloud layer's gaps through the real CLI: an existing NAS in cloud mode, a Terway cluster
+on the pod vSwitch the stack creates, and keys that mean nothing in the chosen mode refused
+before anything is planned."""
 
 from __future__ import annotations
 
 import pytest
 
 from .engine import PulumiProject, Toolchain
+from .test_live_cloud_stack import UNKNOWN
 from .test_preview import PV, configure
 
 pytestmark = pytest.mark.engine
 
 DOMAIN = "0f1e2d3c4b-xyz89.cn-hangzhou.nas.aliyuncs.com"
+CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
 
 def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(dev_project: PulumiProject,
@@ -27,6 +30,33 @@ def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(dev_project: Pulu
     assert vswitch["inputs"]["vpcId"] == "vpc-0123456789abcdef"
     (pv,) = [r for r in preview.resources(PV) if r["type"] == PV]
     assert pv["inputs"]["spec"]["csi"]["volumeAttributes"]["server"] == DOMAIN
+
+
+def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(dev_project: PulumiProject,
+                                                                 toolchain: Toolchain) -> None:
+    """cluster.networkPlugin terway: a second vSwitch (``tf-mnist-dev-pods``, cluster.podVswitchCidr's
+    default, in the node vSwitch's zone and VPC), and the cluster with pod_vswitch_ids from it, the
+    terway-eniip addon and no pod_cidr, as the real provider checked them; no Flannel warning."""
+    configure(dev_project, toolchain, "cloud")
+    dev_project.set_config("cluster.networkPlugin", "terway")
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    assert [r["type"] for r in preview.resources("alicloud:vpc/network:")] == ["alicloud:vpc/network:Network"]
+    vpc_urn = preview.resources("alicloud:vpc/network:")[0]["urn"]
+    switches = {r["inputs"]["vswitchName"]: r for r in preview.resources("alicloud:vpc/switch:Switch")}
+    assert sorted(switches) == ["tf-mnist-dev", "tf-mnist-dev-pods"]
+    pods = switches["tf-mnist-dev-pods"]
+    assert (pods["inputs"]["cidrBlock"], pods["inputs"]["zoneId"]) == ("192.168.64.0/18", "cn-hangzhou-i")
+    assert pods["propertyDependencies"]["vpcId"] == [vpc_urn]
+    (cluster,) = [r for r in preview.resources(CLUSTER) if r["type"] == CLUSTER]
+    inputs = cluster["inputs"]
+    # The pod vSwitch's id is unknown before it exists: its URN is what the input depends on.
+    assert inputs["podVswitchIds"] == [UNKNOWN]
+    assert cluster["propertyDependencies"]["podVswitchIds"] == [pods["urn"]]
+    assert cluster["propertyDependencies"]["vswitchIds"] == [switches["tf-mnist-dev"]["urn"]]
+    assert "podCidr" not in inputs and inputs["serviceCidr"] == "172.21.0.0/20"
+    assert [a["name"] for a in inputs["addons"]] == ["terway-eniip", "csi-plugin", "csi-provisioner"]
+    assert "does not enforce Kubernetes NetworkPolicy" not in preview.messages()
 
 
 @pytest.mark.parametrize("mode,settings,message", [
