@@ -22,6 +22,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,8 @@ LOGS_SUBDIR = "logs"
 DRAIN_TIMEOUT_S = 5.0
 
 _state: dict = {}
+#: Held by ``stop``: the main thread's exit and the SIGTERM watcher's may stop at once.
+_stopping = threading.RLock()
 
 
 def log_path(log_dir: str | Path, task_name: str) -> Path:
@@ -67,23 +70,25 @@ def start(log_dir: str | Path, task_name: str, header: str = "") -> Path | None:
 
 def stop(timeout_s: float = DRAIN_TIMEOUT_S) -> None:
     """Give fds 1 and 2 back and wait (at most ``timeout_s``) until the helper has written
-    everything; a no-op when ``start`` did not run."""
-    if not _state:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    saved = _state.pop("saved")
-    for target, fd in zip((1, 2), saved):
-        os.dup2(fd, target)  # the pipes' last write ends close: the helper reads EOF
-        os.close(fd)
-    try:
-        _state.pop("helper").wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        pass
-    _state.clear()
+    everything; a no-op when ``start`` did not run or another ``stop`` did. A call made while
+    another thread's is draining waits for it to end, then does nothing."""
+    with _stopping:
+        if "saved" not in _state:
+            return
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        saved = _state.pop("saved")
+        for target, fd in zip((1, 2), saved):
+            os.dup2(fd, target)  # the pipes' last write ends close: the helper reads EOF
+            os.close(fd)
+        try:
+            _state.pop("helper").wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _state.clear()
 
 
 def exit_now(code: int) -> None:

@@ -56,6 +56,40 @@ def test_a_task_whose_log_dir_never_appears_writes_nothing(tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+#: Two stops at once, as when the launcher's SIGTERM reaches a task that is exiting: the
+#: SIGTERM watcher's stop starts while the main thread's first one waits for the helper.
+RACE = """
+import sys, threading
+from trainer import tasklog
+tasklog.start(sys.argv[1], "chief-0")
+helper = tasklog._state["helper"]
+real_wait, second = helper.wait, {}
+def call():
+    try:
+        tasklog.stop()
+        second["error"] = None
+    except Exception as e:
+        second["error"] = repr(e)
+def racing_wait(timeout=None):
+    second["thread"] = threading.Thread(target=call)
+    second["thread"].start()
+    second["thread"].join(0.5)
+    second["waited"] = second["thread"].is_alive()
+    return real_wait(timeout)
+helper.wait = racing_wait
+tasklog.stop()
+second["thread"].join(10)
+print("second stop waited:", second["waited"], "error:", second["error"])
+"""
+
+
+def test_a_stop_during_another_waits_for_it_and_does_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", RACE, str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "second stop waited: True error: None", proc.stdout + proc.stderr
+
+
 def pin(path: Path) -> str:
     return next(line.split("#")[0].strip() for line in path.read_text().splitlines()
                 if line.startswith("tensorboard=="))
