@@ -358,6 +358,75 @@ def test_the_network_policy_agent_guards_the_bridge(kube: Kube) -> None:
     assert Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
 
 
+#: Accepts connections on port 8000 and closes them, forever.
+SERVE_SCRIPT = r"""
+import socket
+server = socket.create_server(("", 8000))
+while True:
+    server.accept()[0].close()
+"""
+#: Opens a new TCP connection to argv[1]:8000 every 0.2 s for argv[2] seconds (or until the
+#: first success with argv[3] == "until-connected"), printing each change of outcome.
+KNOCK_SCRIPT = r"""
+import socket, sys, time
+address, seconds, until_connected = sys.argv[1], float(sys.argv[2]), sys.argv[3:] == ["until-connected"]
+deadline, last = time.time() + seconds, None
+while time.time() < deadline:
+    try:
+        socket.create_connection((address, 8000), timeout=1).close()
+        outcome = "connected"
+    except OSError as e:
+        outcome = "failed " + type(e).__name__
+    if outcome != last:
+        print(f"{time.time():.1f} {outcome}", flush=True)
+        last = outcome
+    if until_connected and outcome == "connected":
+        break
+    time.sleep(0.2)
+"""
+
+
+def _knock(kube: Kube, name: str, address: str, seconds: int, *mode: str) -> list[str]:
+    """Run KNOCK_SCRIPT in pod ``name`` against ``address``; its outcome lines once it ends."""
+    kube.apply(_pod(name, ["python", "-c", KNOCK_SCRIPT, address, str(seconds), *mode]))
+    kube.wait_for(f"pod {name} to finish", lambda: pod_phase(kube, name) in ("Succeeded", "Failed"),
+                  timeout=seconds + 120)
+    logs = kube.logs(name)
+    assert pod_phase(kube, name) == "Succeeded", logs
+    return [line.split(" ", 1)[1] for line in logs.splitlines() if line[:1].isdigit()]
+
+
+def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None:
+    # The controller looks up the pod of both ends of each new connection, and some addresses
+    # are no pod's in its informer: a new pod's before the kubelet reports it, and a pod's
+    # deleted at once (grace period 0), which leaves the API while its sandbox still answers
+    # for a moment. The agent must judge those connections and keep reading its queue, or
+    # every forwarded packet is dropped from then on (upstream v0.8.0 with NRI off panicked).
+    # A reader's line: queue number, the reader's netlink port id, then counters.
+    readers = [line.split()[:2] for line in _nfqueue_readers(100)]
+    assert len(readers) == 1, readers
+    kube.apply(_pod("short-lived", ["python", "-c", SERVE_SCRIPT]))
+    kube.wait_for("pod short-lived to run", lambda: pod_phase(kube, "short-lived") == "Running")
+    address = kube.get("pod", "short-lived")["status"]["podIP"]
+    kube.apply(_pod("knocker", ["python", "-c", KNOCK_SCRIPT, address, "40"]))
+    kube.wait_for("the knocker's first connection",
+                  lambda: "connected" in kube.run("logs", "knocker", check=False).stdout, timeout=120)
+    kube.run("delete", "pod", "short-lived", "--grace-period=0", "--force", "--wait=true")
+    kube.wait_for("pod knocker to finish", lambda: pod_phase(kube, "knocker") in ("Succeeded", "Failed"),
+                  timeout=160)
+    outcomes = [line.split(" ", 1)[1] for line in kube.logs("knocker").splitlines() if line[:1].isdigit()]
+    assert outcomes[0] == "connected" and len(outcomes) >= 2 and outcomes[-1] != "connected", outcomes
+    assert [line.split()[:2] for line in _nfqueue_readers(100)] == readers, \
+        "the NetworkPolicy agent stopped reading its queue:\n" + \
+        (STATE_DIR / "logs" / "network-policies.log").read_text()[-3000:]
+    # And it still passes pod-to-pod traffic.
+    kube.apply(_pod("second-server", ["python", "-c", SERVE_SCRIPT]))
+    kube.wait_for("pod second-server to run", lambda: pod_phase(kube, "second-server") == "Running")
+    second = kube.get("pod", "second-server")["status"]["podIP"]
+    assert _knock(kube, "second-knocker", second, 60, "until-connected")[-1] == "connected"
+    kube.run("delete", "pod", "knocker", "second-server", "second-knocker", "--grace-period=0", "--force")
+
+
 def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
     with foreign_kubepods() as (foreign, sleeper):
         down = run_tool("down")

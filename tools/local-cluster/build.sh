@@ -54,6 +54,11 @@ NETWORK_POLICIES_VERSION=v0.8.0
 cache="${LOCAL_CLUSTER_CACHE:-$HOME/.cache/tf-mnist-local-cluster}"
 mkdir -p "$cache/logs"
 cache="$(cd "$cache" && pwd)"
+# The agent is our own program around that library: its build is cached under the library's
+# version and a digest of our module's files, so an edit of main.go builds it again.
+NETWORK_POLICIES_SOURCE="$(cat "$modules/network-policies/go.mod" "$modules/network-policies/go.sum" \
+  "$modules/network-policies/main.go" | sha256sum | cut -c1-12)"
+network_policies_out="$cache/network-policies/$NETWORK_POLICIES_VERSION-$NETWORK_POLICIES_SOURCE"
 proxy_timeout="${LOCAL_CLUSTER_PROXY_TIMEOUT:-300}"
 build_timeout="${LOCAL_CLUSTER_BUILD_TIMEOUT:-3600}"
 nice_level="${LOCAL_CLUSTER_NICE:-10}"
@@ -313,7 +318,7 @@ build_crictl() {
 
 # ---------------------------------------------------------------- the NetworkPolicy agent (our main)
 build_network_policies() {
-  local v="$NETWORK_POLICIES_VERSION" out="$cache/network-policies/$NETWORK_POLICIES_VERSION"
+  local v="$NETWORK_POLICIES_VERSION" out="$network_policies_out"
   if reports "$out/network-policies" "$v"; then
     log "network-policies $v: cached ($out)"
     return
@@ -362,7 +367,7 @@ put "$cache/etcd/$ETCD_VERSION/etcd" etcd
 put "$cache/etcd/$ETCD_VERSION/etcdctl" etcdctl
 put "$cache/coredns/$COREDNS_VERSION/coredns" coredns
 put "$cache/crictl/$CRICTL_VERSION/crictl" crictl
-put "$cache/network-policies/$NETWORK_POLICIES_VERSION/network-policies" network-policies
+put "$network_policies_out/network-policies" network-policies
 [ "$built_any" = 0 ] || rm -rf "$cache/build"
 
 log "local cluster binaries ready in $(awk -v a="$total_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $bin"

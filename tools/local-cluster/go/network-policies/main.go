@@ -132,6 +132,19 @@ func run(kubeconfig, nodeName, bridge string, queueID int, healthAddress string)
 	if err != nil {
 		return err
 	}
+	// The controller looks up the pod of both addresses of every queued packet, and where its
+	// informer knows no pod with that IP (a pod deleted while a peer still sends to it, one
+	// whose IP is not reported yet) it asks its NRI plugin, which it dereferences without a nil
+	// check: with NRI disabled that lookup panics, the queue loses its reader, and every
+	// forwarded packet is dropped. So the plugin is enabled, but given a connection that
+	// cannot be one: the NRI stub reads NRI_PLUGIN_SOCKET as a file descriptor number, fails
+	// to parse this value, and its Run ends at once with that error (logged); the plugin then
+	// knows no pod, so such a packet is judged as from or to an address outside the cluster.
+	// It must not dial the default socket /var/run/nri/nri.sock, which would be another
+	// runtime's (Debian's containerd 1.6 has no NRI).
+	if err := os.Setenv("NRI_PLUGIN_SOCKET", "none"); err != nil {
+		return err
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	controller, err := networkpolicy.NewController(client,
 		factory.Networking().V1().NetworkPolicies(), factory.Core().V1().Namespaces(),
@@ -141,10 +154,10 @@ func run(kubeconfig, nodeName, bridge string, queueID int, healthAddress string)
 			NodeName: nodeName,
 			// Its own nftables rules cannot be added here (see the package comment); they would
 			// go into this table, which therefore stays empty. The DNS workaround is for kernels
-			// before 6.12, and NRI needs a containerd newer than Debian's 1.6.
+			// before 6.12. NRI stays enabled, unconnected (above).
 			NFTableName:         "kube-network-policies",
 			NetfilterBug1766Fix: false,
-			NRIdisabled:         true,
+			NRIdisabled:         false,
 		})
 	if err != nil {
 		return err
