@@ -10,6 +10,7 @@ the volume, not Pulumi's own view. Tests run in file order and share one stack.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -24,6 +25,7 @@ from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from tests.preview.engine import PulumiProject
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
+from trainer.servers import marker_run_id
 
 from .kube import REPO, Kube, job_condition
 from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, infra_status, on_volume, outputs, port_forward, rfc3339_s, sha256,
@@ -79,7 +81,7 @@ def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
         kinds.add(kind)
     # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
     assert kinds == {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job",
-                     "Deployment", "Secret", "ServiceAccount", "Role", "RoleBinding"}, kinds
+                     "Deployment", "Secret", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}, kinds
 
 
 def _jobs(kube: Kube) -> dict[str, dict]:
@@ -333,6 +335,36 @@ def test_destroy_removes_every_object_and_keeps_the_data(stack, kube: Kube) -> N
     data_dir = next((volume / "mnist").iterdir())
     assert all(sha256(data_dir / name) == sha256(SAMPLE / name) for name in ALL_IDX_FILES)
     assert (run_dirs[PREFIX] / "result.json").is_file()
+
+
+def test_up_after_destroy_is_a_new_run_that_ends_after_its_chief(stack, kube: Kube) -> None:
+    # The same configuration after destroy: the same run directory, holding the first run's
+    # done marker and final checkpoint. The re-created run ConfigMap gives the run a new id, so
+    # no task takes the old marker for its own: the chief restores the checkpoint (every epoch
+    # done, so it reports the kept result), then marks done under the new id, and only then do
+    # the ps and the workers end (the chief reads the restored weights from the ps).
+    project, volume = stack
+    run_dir = run_dirs[PREFIX]
+    old_id = marker_run_id((run_dir / "cluster" / "done").read_text())
+    kept = (run_dir / "result.json").read_text()
+    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
+    assert _run_dir(project, volume, PREFIX) == run_dir
+    new_id = outputs(project)["runId"]
+    assert new_id and new_id != old_id, (old_id, new_id)
+    assert wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
+    done = (run_dir / "cluster" / "done").read_text()
+    assert marker_run_id(done) == new_id, done
+    marked_at = float(re.search(r"^time=([0-9.]+)$", done, re.M).group(1))
+    jobs = _jobs(kube)
+    for t in TASKS[1:]:
+        # completionTime has whole seconds: allow the one the marker's time falls in.
+        ended = rfc3339_s(jobs[f"{PREFIX}-{t}"]["status"]["completionTime"])
+        assert ended >= int(marked_at), (t, jobs[f"{PREFIX}-{t}"]["status"], done)
+    chief_log = kube.logs(f"job/{PREFIX}-chief-0")
+    assert "Run already finished" in chief_log, chief_log[-2000:]
+    # The guide's closing line prints the kept accuracy to 4 places.
+    assert f"Test-Accuracy: {json.loads(kept)['test_accuracy']:.4f}" in chief_log, chief_log[-2000:]
+    assert (run_dir / "result.json").read_text() == kept
 
 
 def _chief_epochs(kube: Kube, prefix: str) -> set[int]:
