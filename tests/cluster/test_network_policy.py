@@ -139,8 +139,12 @@ def test_only_the_runs_own_pods_reach_its_grpc_ports(cluster) -> None:
     assert _policies(kube) == [f"{PREFIX}-tasks", f"{PREFIX}-tensorboard"]
     assert _worker_listening(kube) == worker_ip, "the run must still be the one the probes saw"
     assert _job_uids(kube) == uids, "turning the policies on must not replace the run's Jobs"
-    got = {probe: _connect(kube, probe, worker_ip, port) for probe in PROBES}
+    # The control first, while the worker surely listens; the denied probes then each take
+    # their 4 s timeout, so the worker must still be the same afterwards for them to count.
+    order = ["same-run"] + [probe for probe in PROBES if probe != "same-run"]
+    got = {probe: _connect(kube, probe, worker_ip, port) for probe in order}
     print(f"probes of {worker_ip}:{port} with the policies on: {got}")
+    assert _worker_listening(kube) == worker_ip, f"the worker ended during the probes: {got}"
     assert got["same-run"] == "connected", got
     for probe in ("outsider", "other-run", "other-stack"):
         assert got[probe].startswith("failed") and "timeout" in got[probe].lower(), got
