@@ -386,9 +386,19 @@ while time.time() < deadline:
 """
 
 
-def _knock(kube: Kube, name: str, address: str, seconds: int, *mode: str) -> list[str]:
-    """Run KNOCK_SCRIPT in pod ``name`` against ``address``; its outcome lines once it ends."""
+def _serve(kube: Kube, name: str) -> str:
+    """Start SERVE_SCRIPT in pod ``name``; its IP once it runs."""
+    kube.apply(_pod(name, ["python", "-c", SERVE_SCRIPT]))
+    kube.wait_for(f"pod {name} to run", lambda: pod_phase(kube, name) == "Running")
+    return kube.get("pod", name)["status"]["podIP"]
+
+
+def _start_knocking(kube: Kube, name: str, address: str, seconds: int, *mode: str) -> None:
     kube.apply(_pod(name, ["python", "-c", KNOCK_SCRIPT, address, str(seconds), *mode]))
+
+
+def _knock_outcomes(kube: Kube, name: str, seconds: int) -> list[str]:
+    """The outcome lines of KNOCK_SCRIPT's pod ``name`` (run for ``seconds``) once it ends."""
     kube.wait_for(f"pod {name} to finish", lambda: pod_phase(kube, name) in ("Succeeded", "Failed"),
                   timeout=seconds + 120)
     logs = kube.logs(name)
@@ -405,25 +415,18 @@ def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None
     # A reader's line: queue number, the reader's netlink port id, then counters.
     readers = [line.split()[:2] for line in _nfqueue_readers(100)]
     assert len(readers) == 1, readers
-    kube.apply(_pod("short-lived", ["python", "-c", SERVE_SCRIPT]))
-    kube.wait_for("pod short-lived to run", lambda: pod_phase(kube, "short-lived") == "Running")
-    address = kube.get("pod", "short-lived")["status"]["podIP"]
-    kube.apply(_pod("knocker", ["python", "-c", KNOCK_SCRIPT, address, "40"]))
+    _start_knocking(kube, "knocker", _serve(kube, "short-lived"), 40)
     kube.wait_for("the knocker's first connection",
                   lambda: "connected" in kube.run("logs", "knocker", check=False).stdout, timeout=120)
     kube.run("delete", "pod", "short-lived", "--grace-period=0", "--force", "--wait=true")
-    kube.wait_for("pod knocker to finish", lambda: pod_phase(kube, "knocker") in ("Succeeded", "Failed"),
-                  timeout=160)
-    outcomes = [line.split(" ", 1)[1] for line in kube.logs("knocker").splitlines() if line[:1].isdigit()]
+    outcomes = _knock_outcomes(kube, "knocker", 40)
     assert outcomes[0] == "connected" and len(outcomes) >= 2 and outcomes[-1] != "connected", outcomes
     assert [line.split()[:2] for line in _nfqueue_readers(100)] == readers, \
         "the NetworkPolicy agent stopped reading its queue:\n" + \
         (STATE_DIR / "logs" / "network-policies.log").read_text()[-3000:]
     # And it still passes pod-to-pod traffic.
-    kube.apply(_pod("second-server", ["python", "-c", SERVE_SCRIPT]))
-    kube.wait_for("pod second-server to run", lambda: pod_phase(kube, "second-server") == "Running")
-    second = kube.get("pod", "second-server")["status"]["podIP"]
-    assert _knock(kube, "second-knocker", second, 60, "until-connected")[-1] == "connected"
+    _start_knocking(kube, "second-knocker", _serve(kube, "second-server"), 60, "until-connected")
+    assert _knock_outcomes(kube, "second-knocker", 60)[-1] == "connected"
     kube.run("delete", "pod", "knocker", "second-server", "second-knocker", "--grace-period=0", "--force")
 
 
