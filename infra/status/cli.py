@@ -19,8 +19,9 @@ training configuration; infra/settings/runs.py) with its state, test accuracy an
 through the TensorBoard pod (``kubectl exec``; infra/runs_scan.py) or, with ``--volume DIR``,
 from a local directory that holds the volume's files (a hostPath, a mounted NFS export).
 
-Exit status: 0 the run finished (the chief's Job completed), 1 it failed (a task Job
-failed), 3 it is still going (pending or running), 4 the run could not be read (no kubectl,
+Exit status: 0 the run finished (every task Job completed), 1 it failed (a task Job
+failed), 3 it is still going (pending, running, or finishing: the chief's Job completed and a
+ps or worker has yet to end), 4 the run could not be read (no kubectl,
 the API server refused, no task Jobs of that prefix); 2 is argparse's bad usage.
 """
 

@@ -58,7 +58,7 @@ class RunStatus:
 
     prefix: str
     namespace: str
-    state: str  # Finished, Failed, Running, Pending
+    state: str  # Finished, Failed, Finishing, Running, Pending
     tasks: list[TaskRow]
     progress: ParsedLog
     log_dir: Optional[str]
@@ -207,12 +207,18 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
 
 
 def _run_state(rows: list[TaskRow]) -> str:
-    """Failed (a task Job failed), Finished (the chief's completed), Running or Pending."""
+    """Failed (a task Job failed), Finished (every task Job completed), Finishing (the chief's
+    completed, a ps or worker has yet to see its done marker: they end within a poll of it, see
+    trainer/servers.py), Running or Pending.
+
+    Only Finished and Failed are ends: ``--watch`` keeps refreshing through Finishing, so that
+    when it returns 0 no task pod of the run is left running.
+    """
     chief = next((r for r in rows if r.task.startswith("chief-")), None)
     if any(r.state == "Failed" for r in rows):
         return "Failed"
     if chief is not None and chief.state == "Complete":
-        return "Finished"
+        return "Finished" if all(r.state == "Complete" for r in rows) else "Finishing"
     if any(r.state == "Running" for r in rows):
         return "Running"
     return "Pending"

@@ -50,8 +50,9 @@ BLOCKS = ["local-cluster-up", "local-stack", "local-stack-down", "local-cluster-
 #: The README's local stack: namespace and name prefix it configures.
 NAMESPACE, PREFIX = "tf-mnist", "mnist"
 JOBS = {f"{PREFIX}-{name}" for name in ("chief-0", "ps-0", "stage-data", "worker-0", "worker-1", "monitor")}
-#: The run monitor exits within its 5 s poll of the chief's completion, which is what
-#: `infra.status --watch` waits for: the listing right after may catch it still running.
+#: `infra.status --watch` returns once every task Job has completed; the run monitor is no
+#: task and exits within its 5 s poll of the chief's completion, so the listing right after
+#: may catch it still running.
 MONITOR = f"{PREFIX}-monitor"
 #: "a test accuracy of about 0.97 after 3 epochs" (0.9730 seen at the launcher's recipe, the
 #: program's default): the bounds leave room for the ps strategy's asynchronous updates, which

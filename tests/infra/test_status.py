@@ -146,8 +146,22 @@ def test_pending_before_any_pod_runs_and_no_progress_yet():
     assert "Chief:       no progress lines yet" in status.render(run)
 
 
+def finishing_run() -> Recorded:
+    """The chief's Job completed; the ps has yet to see the done marker."""
+    objects = [job("chief", 0, condition="Complete"), job("worker", 0, condition="Complete"),
+               job("ps", 0, active=1),
+               pod("chief", 0, "Succeeded"), pod("worker", 0, "Succeeded"), pod("ps", 0, "Running")]
+    return Recorded(objects, {"mnist-chief-0-abcde": CHIEF_LOG_DONE})
+
+
+def test_a_run_whose_chief_is_done_but_a_ps_still_runs_is_finishing_not_finished():
+    run = status.collect(finishing_run(), "mnist", "default", NOW)
+    assert run.state == "Finishing" and run.exit_code == status.EXIT_RUNNING
+    assert "Run mnist (namespace default, run id 0123456789ab): FINISHING" in status.render(run)
+
+
 def test_watch_refreshes_until_the_run_ends(capsys):
-    states = [running_run(), running_run(), finished_run()]
+    states = [running_run(), finishing_run(), finished_run()]
 
     class Changing:
         def get(self, kinds, selector):
@@ -166,7 +180,8 @@ def test_watch_refreshes_until_the_run_ends(capsys):
                        sleep=sleeps.append)
     out = capsys.readouterr().out
     assert code == 0 and sleeps == [2.0, 2.0]
-    assert out.count("RUNNING") == 2 and out.count("FINISHED") == 1
+    assert [line.rsplit(": ", 1)[1] for line in out.splitlines() if line.startswith("Run mnist")] == [
+        "RUNNING", "FINISHING", "FINISHED"]
 
 
 def test_no_jobs_of_the_prefix_is_unreadable(capsys):
