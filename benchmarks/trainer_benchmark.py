@@ -45,7 +45,8 @@ import profile_table  # noqa: E402
 from bench_runs import TARGET, run_launcher, run_plain, run_single_trainer  # noqa: E402
 from trainer.launcher import cli  # noqa: E402
 
-#: Where the local-cluster test writes its measurement (see cluster_row for the fields).
+#: Where the opt-in full-MNIST cluster test (tests/cluster/test_full_mnist.py, TF_MNIST_FULL_E2E=1)
+#: writes its measurement (see cluster_row for the fields).
 DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
 DEFAULT_BEST = "--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none"
 RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
@@ -130,6 +131,8 @@ def cluster_row(path: Path) -> str:
     result = json.loads(path.read_text())
     parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in result.items()
                       if k.endswith("_s") and k != "up_to_done_s" and isinstance(v, (int, float)))
+    if isinstance(result.get("launcher_s"), (int, float)) and isinstance(result.get("up_to_done_s"), (int, float)):
+        parts += f"; Kubernetes adds {result['up_to_done_s'] - result['launcher_s']:.1f} s to the launcher's"
     when = f"{result.get('measured_at', 'time unknown')}, load {result.get('load', '?')}"
     return (f"| local cluster (pods): `pulumi up` to the chief's done | "
             f"{result.get('up_to_done_s', float('nan')):.1f} s | "

@@ -63,6 +63,10 @@ EPOCHS = KEYS_BY_NAME["hyperparams.epochs"].default
 #: keep the module short; the epochs are not part of the run key, the rate is.
 SECOND_RATE, SHORT_EPOCHS = "0.003", "1"
 TARGET = 0.99
+#: Where the launcher comparison leaves its measurement for the benchmark's local-cluster row
+#: (benchmarks/trainer_benchmark.py: DEFAULT_CLUSTER_RESULT): TF_MNIST_CLUSTER_RESULT, else
+#: runs/benchmarks/local-cluster.json in the checkout (runs/ is not committed).
+CLUSTER_RESULT = Path(os.environ.get("TF_MNIST_CLUSTER_RESULT") or REPO / "runs" / "benchmarks" / "local-cluster.json")
 
 #: Run directories (host paths) and results, by run name, as the tests make them.
 runs: dict[str, Path] = {}
@@ -189,6 +193,9 @@ def test_full_mnist_over_http_trains_to_0_99_at_the_program_defaults(stack, kube
     pod, = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{PREFIX}-chief-0"]
     container_at = rfc3339_s(pod["status"]["containerStatuses"][0]["state"]["terminated"]["startedAt"])
     timings["first_wall_s"] = done_at - started
+    timings.update(container_start_s=container_at - started, first_line_s=stamped[0][0] - started,
+                   training_began_s=training_at - started, training_s=result["train_time_s"])
+    results["first_accuracy"] = result["test_accuracy"]
     last_lines = "\n".join(line for _, line in stamped[-5:])
     print(f"\nfull MNIST in pods (2 workers + 1 ps, the program's defaults), seconds after `pulumi up` began: "
           f"up returned {timings['first_up_s']:.1f}, chief container started {container_at - started:.1f}, "
@@ -219,6 +226,19 @@ def test_the_launcher_on_the_same_files_for_the_pods_overhead(stack, tmp_path: P
     print(f"\nlauncher on the same files: launch to the chief's done {launcher_s:.1f} s (test accuracy "
           f"{log.test_accuracy:.4f}); pods {timings['first_wall_s']:.1f} s from pulumi up: overhead "
           f"{timings['first_wall_s'] - launcher_s:.1f} s")
+    # The benchmark's local-cluster row (benchmarks/trainer_benchmark.py --cluster_result) reads
+    # this file; the test asserts no time.
+    CLUSTER_RESULT.parent.mkdir(parents=True, exist_ok=True)
+    CLUSTER_RESULT.write_text(json.dumps({
+        "up_to_done_s": round(timings["first_wall_s"], 1), "test_accuracy": results["first_accuracy"],
+        "pulumi_up_s": round(timings["first_up_s"], 1),
+        "chief_container_started_s": round(timings["container_start_s"], 1),
+        "chief_first_line_s": round(timings["first_line_s"], 1),
+        "training_began_s": round(timings["training_began_s"], 1),
+        "training_s": round(timings["training_s"], 1), "launcher_s": round(launcher_s, 1),
+        "launcher_test_accuracy": log.test_accuracy,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}, indent=1) + "\n")
 
 
 def _files(run_dir: Path) -> dict[str, tuple[str, int]]:
