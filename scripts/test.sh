@@ -60,18 +60,29 @@ if [[ "$selects" == 1 ]]; then
 fi
 cluster_log="$(mktemp -t tf-mnist-cluster-tests.XXXXXX.log)"
 echo "test.sh: the cluster tests (-m cluster) run beside the others; their output follows theirs (live: $cluster_log)" >&2
-setsid "$repo/.venv/bin/python" -m pytest -m cluster -p no:cacheprovider "$@" >"$cluster_log" 2>&1 &
+# A background command of a script starts with SIGINT ignored; `trap -` gives it back, so that
+# the SIGINT below reaches it. Its own session: a Ctrl-C reaches it only through that trap.
+( trap - INT QUIT; exec setsid "$repo/.venv/bin/python" -m pytest -m cluster -p no:cacheprovider "$@" \
+    >"$cluster_log" 2>&1 ) &
 cluster_tests_pid=$!
-# Interrupted: SIGINT, so that its fixtures still take the local cluster down.
-trap 'kill -INT -- -"$cluster_tests_pid" 2>/dev/null && wait "$cluster_tests_pid" 2>/dev/null || true' EXIT
+# Ctrl-C (or SIGTERM) while the others run: they stop, and the cluster tests get SIGINT, so that
+# their fixtures still take the local cluster down; the script then waits for them below. On any
+# other way out, the EXIT trap does the same.
+stop_cluster_tests() { kill -INT -- -"$cluster_tests_pid" 2>/dev/null || true; }
+trap 'stop_cluster_tests; interrupted=1' INT TERM
+trap 'stop_cluster_tests; wait "$cluster_tests_pid" 2>/dev/null || true' EXIT
+interrupted=0
 others_rc=0
 "$repo/.venv/bin/python" -m pytest -m "not cluster" "$@" || others_rc=$?
 cluster_rc=0
 wait "$cluster_tests_pid" || cluster_rc=$?
+# A trapped signal ends `wait` early: wait again until their teardown is over.
+while kill -0 "$cluster_tests_pid" 2>/dev/null; do wait "$cluster_tests_pid" || cluster_rc=$?; done
 trap - EXIT
 echo "==================== the cluster tests (-m cluster), run beside the others ===================="
 cat "$cluster_log"
 rm -f "$cluster_log"
 echo "test.sh: pytest -m \"not cluster\" exited $others_rc, pytest -m cluster exited $cluster_rc" >&2
+if [[ "$interrupted" == 1 ]]; then exit 130; fi
 if [[ "$others_rc" != 0 ]]; then exit "$others_rc"; fi
 exit "$cluster_rc"
