@@ -11,10 +11,11 @@ from pathlib import Path
 
 # The recipe's choices (re-exported as trainer.flags.MODELS, ...) live in the contract, which
 # the stack validates its hyperparams.* keys with.
-from trainer.contract.recipe import LR_SCALINGS, LR_SCHEDULES, MAX_AUGMENT_SHIFT, MODELS, OPTIMIZERS
+from trainer.contract.recipe import (LR_SCALINGS, LR_SCHEDULES, MAX_AUGMENT_SHIFT, MODELS, OPTIMIZERS,
+                                     PRECISIONS)
 
 __all__ = ["BUNDLED_DATA_DIR", "DEFAULT_BATCH_SIZE", "DEFAULT_EPOCHS", "DEFAULT_LEARNING_RATE", "FlagError",
-           "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "RUN_ID",
+           "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "PRECISIONS", "RUN_ID",
            "add_trainer_flags", "build_parser", "check_batch_size", "new_run_id", "parse",
            "scaled_learning_rate", "validate"]
 
@@ -70,6 +71,10 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout", type=float, default=0.5,
                         help="convnet(_fc) dropout rate before the last layer (default "
                              "%(default)s; keras-io's is 0.5)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="float32",
+                        help="arithmetic: float32, mixed_bfloat16 (bfloat16 layers, float32 "
+                             "weights), or auto: mixed_bfloat16 on a CPU with native bfloat16 "
+                             "and no GPU, else float32 (default %(default)s)")
     parser.add_argument("--augment_shift", type=int, default=0,
                         help="move each training image by a random 0 to this many pixels "
                              "in each direction; 0: no augmentation (default %(default)s)")
@@ -79,6 +84,11 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps_per_execution", type=int, default=50,
                         help="training steps per tf.function call; with ps, per scheduled "
                              "function on a worker (default %(default)s)")
+    parser.add_argument("--local_steps", type=int, default=1,
+                        help="steps each worker (with ps 0, each replica) takes on its own copy "
+                             "of the weights between exchanges: 1 exchanges every step; k > 1 "
+                             "adds k steps' change to the ps (or averages the replicas) at once "
+                             "(default %(default)s; at most --steps_per_execution)")
     parser.add_argument("--log_interval", type=int, default=100,
                         help="print a Step line every this many batches (default "
                              "%(default)s)")
@@ -116,10 +126,15 @@ def validate(args: argparse.Namespace) -> None:
     problems = []
     positive = {"epochs": args.epochs, "batch_size": args.batch_size,
                 "steps_per_execution": args.steps_per_execution,
+                "local_steps": args.local_steps,
                 "log_interval": args.log_interval}
     for name, value in positive.items():
         if value < 1:
             problems.append(f"--{name} {value} is invalid: must be an integer >= 1")
+    if args.local_steps > args.steps_per_execution >= 1:
+        problems.append(f"--local_steps {args.local_steps} is invalid: must be at most "
+                        f"--steps_per_execution ({args.steps_per_execution}), as an exchange "
+                        "ends every tf.function call")
     if not 0 < args.learning_rate < math.inf:  # inf would turn every weight into nan
         problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0 "
                         "and finite")

@@ -8,7 +8,8 @@ import keras
 from trainer.data import COLS, NUM_CLASSES, ROWS
 
 
-def build_model(name: str = "convnet", dropout: float = 0.5) -> keras.Model:
+def build_model(name: str = "convnet", dropout: float = 0.5,
+                dtype: str | None = None) -> keras.Model:
     """Build an uncompiled model mapping float32 (batch, 28, 28, 1) in [0, 1] to logits
     (batch, 10).
 
@@ -28,26 +29,40 @@ def build_model(name: str = "convnet", dropout: float = 0.5) -> keras.Model:
     ``mlp``: the guide's TF1 model, 784-100-10 with a sigmoid hidden layer (0.89 after 100
     epochs of plain SGD in the guide), kept for comparison.
 
+    ``dtype``: the layers' Keras dtype policy (trainer/precision.py), default Keras' global
+    one (float32); with mixed_bfloat16 the logits are bfloat16 and the weights float32, in
+    the same shapes and order.
+
     Raises:
         ValueError: an unknown name.
     """
+    layers = _Layers(dtype)
     inputs = keras.Input(shape=(ROWS, COLS, 1), name="image")
     if name in ("convnet", "convnet_fc", "convnet_fc_slim"):
-        x = keras.layers.Conv2D(32, 3, activation="relu")(inputs)
-        x = keras.layers.MaxPooling2D(2)(x)
-        x = keras.layers.Conv2D(32 if name == "convnet_fc_slim" else 64, 3,
-                                activation="relu")(x)
-        x = keras.layers.MaxPooling2D(2)(x)
-        x = keras.layers.Flatten()(x)
+        x = layers.Conv2D(32, 3, activation="relu")(inputs)
+        x = layers.MaxPooling2D(2)(x)
+        x = layers.Conv2D(32 if name == "convnet_fc_slim" else 64, 3, activation="relu")(x)
+        x = layers.MaxPooling2D(2)(x)
+        x = layers.Flatten()(x)
         if name != "convnet":
-            x = keras.layers.Dense(256 if name == "convnet_fc_slim" else 128,
-                                   activation="relu")(x)
-        x = keras.layers.Dropout(dropout)(x)
+            x = layers.Dense(256 if name == "convnet_fc_slim" else 128, activation="relu")(x)
+        x = layers.Dropout(dropout)(x)
     elif name == "mlp":
-        x = keras.layers.Flatten()(inputs)
-        x = keras.layers.Dense(100, activation="sigmoid")(x)
+        x = layers.Flatten()(inputs)
+        x = layers.Dense(100, activation="sigmoid")(x)
     else:
         raise ValueError(f"unknown model {name!r}: must be one of 'convnet', 'convnet_fc', "
                          "'convnet_fc_slim' or 'mlp'")
-    logits = keras.layers.Dense(NUM_CLASSES, name="logits")(x)
+    logits = layers.Dense(NUM_CLASSES, name="logits")(x)
     return keras.Model(inputs, logits, name=name)
+
+
+class _Layers:
+    """keras.layers with every layer made under one dtype policy (None: Keras' global)."""
+
+    def __init__(self, dtype: str | None) -> None:
+        self.dtype = dtype
+
+    def __getattr__(self, layer: str):
+        make = getattr(keras.layers, layer)
+        return lambda *args, **kwargs: make(*args, dtype=self.dtype, **kwargs)

@@ -31,19 +31,22 @@ class PackedWeights:
 
     ``model``: a built Keras model whose only non-trainable variables are Dropout seed
     states (int64, shape (2,)), as every model of trainer.model is.
+    ``compute_model``: the same network under another dtype policy (trainer/precision.py),
+    which ``logits`` runs; default ``model``. Its weights have ``model``'s shapes and order.
 
     Raises:
         ValueError: the model has other non-trainable state (BatchNormalization statistics,
             say): its updates would be lost in ``logits``.
     """
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, compute_model=None) -> None:
         others = [v.path for v in model.non_trainable_variables
                   if not v.path.endswith(SEED_STATE_SUFFIX)]
         if others:
             raise ValueError(f"model {model.name} has non-trainable variables {others}: "
                              "PackedWeights runs models whose only state is dropout seeds")
         self.model = model
+        self.compute_model = compute_model or model
         self.shapes = [tuple(int(d) for d in v.shape) for v in model.trainable_variables]
         self.sizes = [math.prod(shape) for shape in self.shapes]
         #: The vector's length: the model's parameter count.
@@ -63,8 +66,8 @@ class PackedWeights:
         return [tf.reshape(part, shape) for part, shape in zip(parts, self.shapes)]
 
     def logits(self, flat, images, training: bool):
-        """The model's output (logits, (batch, classes)) for ``images`` with the weights in
-        ``flat``.
+        """The compute model's output (float32 logits, (batch, classes)) for ``images`` with
+        the weights in ``flat``.
 
         Each Dropout layer gets a fresh seed from TensorFlow's stateful random generator (so
         from ``tf.random.set_seed``): its masks differ from step to step, without a seed
@@ -74,10 +77,10 @@ class PackedWeights:
         import tensorflow as tf
 
         seeds = [tf.random.uniform((2,), maxval=2**62, dtype=tf.int64)
-                 for _ in self.model.non_trainable_variables]
-        outputs, _ = self.model.stateless_call(self.unpack(flat), seeds, images,
-                                               training=training)
-        return outputs
+                 for _ in self.compute_model.non_trainable_variables]
+        outputs, _ = self.compute_model.stateless_call(self.unpack(flat), seeds, images,
+                                                       training=training)
+        return tf.cast(outputs, tf.float32)
 
     def copy_to_model(self, flat) -> None:
         """Set the model's own variables to the weights in ``flat`` (one read of it), so the

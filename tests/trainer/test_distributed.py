@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from trainer import precision
 from trainer.contract import progress
 
 pytestmark = pytest.mark.slow
@@ -146,6 +147,10 @@ def _tensorboard_tags(log_dir: Path) -> set[str]:
     return tags
 
 
+#: How the Training line ends with the launcher's --precision auto on this machine (CPU only).
+PRECISION_NOTE = ("" if precision.resolve("auto", has_gpu=False) == precision.FLOAT32
+                  else f"; {precision.MIXED_BFLOAT16}")
+
 TASKS_PS1 = {"chief-0", "worker-0", "worker-1", "ps-0"}
 TASKS_PS0 = {"chief-0", "worker-0", "worker-1"}
 
@@ -155,7 +160,7 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert parsed.test_accuracy >= 0.95, ps1.chief_log[-2000:]
     assert "strategy parameter_server" in ps1.chief_log
     # The launcher's rate, not scaled: each worker's batch is applied alone.
-    assert "; adam lr 0.004 (warmup_cosine)\n" in ps1.chief_log
+    assert f"; adam lr 0.004 (warmup_cosine){PRECISION_NOTE}\n" in ps1.chief_log
     # 250 batches per epoch, a Step line every 40: 6 per epoch.
     assert len(parsed.steps) == 6 * EPOCHS
     assert [s["batch"] for s in parsed.steps[:6]] == [40, 80, 120, 160, 200, 240]
@@ -198,8 +203,8 @@ def test_sync_run_trains_and_ends_cleanly(ps0):
     parsed = _assert_clean_run(ps0, TASKS_PS0)
     assert "strategy multi_worker_mirrored" in ps0.chief_log
     # The launcher's --lr_scaling sqrt: a global batch of 3 x 32.
-    assert ("; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas)\n"
-            in ps0.chief_log)
+    assert ("; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas)"
+            f"{PRECISION_NOTE}\n" in ps0.chief_log)
     assert parsed.test_accuracy >= 0.95, ps0.chief_log[-2000:]
     # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
     assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)

@@ -16,6 +16,9 @@ OPTIMIZERS = ("adam", "sgd")
 #: constant: --learning_rate throughout (the chart's); warmup_cosine: linear warm-up to
 #: --learning_rate over the first 15% of the run's steps, then cosine decay to 0 at the end.
 LR_SCHEDULES = ("constant", "warmup_cosine")
+#: --precision: float32, Keras' mixed_bfloat16 (bfloat16 arithmetic, float32 weights), or auto:
+#: mixed_bfloat16 on a CPU with native bfloat16 and no GPU, else float32 (trainer/precision.py).
+PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 #: How --learning_rate grows when synchronous replicas (ps 0: chief + workers, or several
 #: GPUs) make the global batch N times --batch_size: none; sqrt, x sqrt(N), the rule for
 #: Adam (Malladi et al. 2022, "On the SDEs and Scaling Rules for Adaptive Gradient

@@ -62,7 +62,7 @@ class TrainingLoop:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.model, self.dataset, self.watchdog = model, dataset, watchdog
         self.is_chief = state.is_chief
-        self.steps = StepRunner(args, dist, state, packing, dataset)
+        self.steps = StepRunner(args, dist, state, packing, dataset, args.epochs * steps_per_epoch)
         self.global_batch = self.steps.global_batch
         self.steps_per_epoch = steps_per_epoch
         self.sigterm = sigterm
@@ -106,7 +106,7 @@ class TrainingLoop:
         while batch < steps:
             k = min(args.steps_per_execution, steps - batch,
                     args.log_interval - batch % args.log_interval)
-            value = self.steps.run(k)
+            value = self.steps.run(k, epoch * steps + batch)
             self.pending.append((k, value))
             batch += k
             interval_batches += k

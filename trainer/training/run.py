@@ -29,7 +29,9 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
 
     # TensorFlow only now: bad data or a bad --log_dir fail without its import (2.5 s of CPU).
     import keras
+    import tensorflow as tf
 
+    from trainer import precision
     from trainer.model import build_model
     from trainer.packed import PackedWeights
     from trainer.training import finish
@@ -53,12 +55,16 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     # template and evaluation copy; training reads and updates the packed vector
     # state.weights, one variable on the ps (trainer/packed.py).
     model = build_model(args.model, args.dropout)
-    packing = PackedWeights(model)
+    policy = precision.resolve(args.precision, has_gpu=bool(tf.config.list_physical_devices("GPU")))
+    # Training may compute in bfloat16; the evaluation and the export stay float32.
+    compute_model = (model if policy == precision.FLOAT32
+                     else build_model(args.model, args.dropout, dtype=policy))
+    packing = PackedWeights(model, compute_model)
     state = TrainState(dist.strategy, packing.initial_value(), args,
                        args.epochs * steps_per_epoch, task, started)
     latest = state.restore_latest(args)
     if task.is_chief:
-        announce(args, given_rate, dataset, dist.kind, dist.replicas, steps_per_epoch)
+        announce(args, given_rate, dataset, dist.kind, dist.replicas, steps_per_epoch, policy)
     done_epochs, done_batches = state.resume_point()
     if done_epochs >= args.epochs:
         if task.is_chief:
@@ -112,10 +118,12 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
 
 
 def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Dataset,
-             kind: str, replicas: int, steps_per_epoch: int) -> None:
+             kind: str, replicas: int, steps_per_epoch: int, policy: str) -> None:
     """The chief's Training line (``progress.parse_log`` reads the run's size from it):
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
-    schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``."""
+    schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
+    arithmetic's dtype ``policy`` where not float32 and the exchange period (--local_steps)
+    where not 1."""
     known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
     notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
     rate = f"{args.learning_rate:g}"
@@ -126,7 +134,10 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
     print(f"Training {args.model} on {len(dataset.x_train)} examples from {args.data_dir} "
           f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
           f"{steps_per_epoch} batches of {args.batch_size * replicas}; {args.optimizer} lr "
-          f"{rate}" + (f" ({'; '.join(notes)})" if notes else ""), flush=True)
+          f"{rate}" + (f" ({'; '.join(notes)})" if notes else "")
+          + (f"; {policy}" if policy != "float32" else "")
+          + (f"; exchanging every {args.local_steps} steps" if args.local_steps > 1 else ""),
+          flush=True)
 
 
 def note_start(args: argparse.Namespace, files: ClusterFiles, latest: str | None,

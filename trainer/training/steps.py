@@ -1,6 +1,28 @@
 """Training steps on the cluster: a tf.function of ``--steps_per_execution`` steps over the
 distributed dataset, scheduled on a worker with ParameterServerStrategy or run in this
-process (the chief, or with ps 0 every task, synchronously)."""
+process (the chief, or with ps 0 every task, synchronously).
+
+Two ways to exchange the weights, by ``--local_steps``:
+
+- 1: every step reads the packed weights (from the ps, or this task's mirrored copy) and
+  gives its gradient to the optimizer, which updates them where they live: on the ps for
+  each worker's batch alone (asynchronous), or with ps 0 after an all-reduce of every
+  replica's gradient (synchronous).
+- k > 1: every task takes k steps of the optimizer's rule (trainer.training.local_update) on
+  its own copy of the weights and the optimizer's moments, then gives its k steps back at
+  once: with a ps, it adds its change of the weights to the ps' and writes its moments
+  there (Downpour SGD's accumulated pushes, Dean et al. 2012, "Large Scale Distributed Deep
+  Networks"); with ps 0, the replicas' weights and moments are averaged by one all-reduce
+  (local SGD, Stich 2019, "Local SGD Converges Fast and Communicates Little"). One exchange
+  per k steps instead of one per step: on 2 CPU cores the per-step gRPC and executor cost of
+  each exchange is what held the distributed run below one process's throughput.
+  A round never spans two calls, so a chunk shorter than k (at a Step line) exchanges at
+  its end. While the learning rate warms up (the first WARMUP_FRACTION of the run's steps)
+  every round is one step: "post-local SGD" (Lin et al. 2020, "Don't Use Large Mini-Batches,
+  Use Local SGD"), as rounds of k steps from the random start diverged (2 workers + 1 ps,
+  k = 50: one run of three stuck at chance).
+  One process has nothing to exchange: it always takes the first way.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +33,35 @@ import keras
 import tensorflow as tf
 
 from trainer import data as data_mod
-from trainer.contract.cluster_spec import PARAMETER_SERVER
+from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS
 from trainer.packed import PackedWeights
 from trainer.training.checkpoints import TrainState
+from trainer.training import local_update
 from trainer.training.distribution import Distribution
+from trainer.training.schedule import WARMUP_FRACTION
 
 
 class StepRunner:
     """Runs steps that update ``state``'s packed weights on batches of ``dataset`` under
-    ``dist``: ``run(k)`` starts k steps, ``join()`` waits for every step started.
+    ``dist``: ``run(k, at_step)`` starts k steps, ``join()`` waits for every step started.
+    ``total_steps``: the run's steps (epochs x steps per epoch), whose first WARMUP_FRACTION
+    exchange every step.
 
     The dataset function, the per-worker dataset and the traced function are attributes, so
     that keeping the runner keeps them (trainer.training.finish).
     """
 
     def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
-                 packing: PackedWeights, dataset: data_mod.Dataset) -> None:
+                 packing: PackedWeights, dataset: data_mod.Dataset, total_steps: int) -> None:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.dataset = dataset
         self.global_batch = dist.global_batch(args.batch_size)
         self.dataset_fn = self._dataset_fn()
-        self.train_steps = self._train_steps_fn()
+        #: Whether steps run in rounds on local copies (--local_steps > 1, with peers).
+        self.local = args.local_steps > 1 and dist.kind != SINGLE_PROCESS
+        #: The first step of rounds of --local_steps; before it rounds are one step.
+        self.local_from = round(WARMUP_FRACTION * total_steps)
+        self.train_steps = self._local_train_steps_fn() if self.local else self._train_steps_fn()
         self.iterator = self._iterator()
 
     def _dataset_fn(self):
@@ -81,6 +111,78 @@ class StepRunner:
 
         return train_steps
 
+    def _local_train_steps_fn(self):
+        """The tf.function ``train_steps(iterator, num_steps, round_steps)`` of
+        ``--local_steps`` > 1: rounds of up to ``round_steps`` steps on this task's copy of
+        the weights and moments, each round given back at its end (see the module's
+        docstring); returns (mean loss per step, correct predictions), as
+        ``_train_steps_fn``'s does."""
+        strategy, packing, optimizer = self.dist.strategy, self.packing, self.state.optimizer
+        weights, global_step = self.state.weights, self.state.global_step
+        slots = local_update.slot_variables(optimizer)
+        decays = local_update.slot_decays(optimizer)
+        averaged = self.dist.kind == MULTI_WORKER_MIRRORED
+        mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+
+        def start_round():
+            # In each replica: its copies of the weights and moments, and zero sums.
+            return (tf.identity(weights.value), [tf.identity(v.value) for v in slots],
+                    tf.constant(0.0), tf.constant(0.0))
+
+        def local_step(w, s, loss_sum, correct_sum, images, labels, step):
+            with tf.GradientTape() as tape:
+                tape.watch(w)
+                logits = packing.logits(w, images, training=True)
+                loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                    labels, logits, from_logits=True))
+            gradient = tape.gradient(loss, w)
+            rate = local_update.learning_rate_tensor(optimizer, step)
+            w, s = local_update.apply(optimizer, w, s, gradient, rate, step)
+            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
+                                                     labels), tf.float32))
+            return w, s, loss_sum + loss, correct_sum + correct
+
+        def average(w, s):
+            # Copies made here carry this replica's device, which the all-reduce's merge_call
+            # path needs (the loop's tensors have none).
+            return tf.distribute.get_replica_context().all_reduce(
+                mean, [tf.identity(value) for value in [w, *s]])
+
+        def end_round(w, s, start, steps):
+            if averaged:  # every replica's weights and moments become their mean
+                values = strategy.run(average, args=(w, s))
+                for variable, value in zip([weights, *slots], values):
+                    variable.assign(value)
+            else:  # this task's steps add to what the other workers gave meanwhile
+                weights.assign_add(w - start[0])
+                for variable, value, begun, (decay, squares) in zip(slots, s, start[1:], decays):
+                    variable.assign(local_update.merge_slot(
+                        tf.identity(variable.value), value, begun, decay, squares, steps))
+
+        @tf.function
+        def train_steps(iterator, num_steps, round_steps):
+            first_step = global_step.read_value()
+            total_loss = tf.constant(0.0)
+            total_correct = tf.constant(0.0)
+            done = tf.constant(0)
+            while done < num_steps:
+                steps = tf.minimum(round_steps, num_steps - done)
+                w, s, loss_sum, correct_sum = strategy.run(start_round)
+                start = [w, *s]
+                for i in tf.range(steps):
+                    images, labels = next(iterator)
+                    step = first_step + tf.cast(done + i, tf.int64)
+                    w, s, loss_sum, correct_sum = strategy.run(
+                        local_step, args=(w, s, loss_sum, correct_sum, images, labels, step))
+                end_round(w, s, start, steps)
+                total_loss += strategy.reduce(mean, loss_sum, axis=None)
+                total_correct += strategy.reduce(total, correct_sum, axis=None)
+                done += steps
+            global_step.assign_add(tf.cast(num_steps, tf.int64))
+            return total_loss / tf.cast(num_steps, tf.float32), total_correct
+
+        return train_steps
+
     def _iterator(self):
         strategy, dataset_fn = self.dist.strategy, self.dataset_fn
         if self.dist.coordinator is None:
@@ -93,14 +195,18 @@ class StepRunner:
         self.per_worker_dataset_fn = per_worker_dataset_fn
         return iter(self.dist.coordinator.create_per_worker_dataset(per_worker_dataset_fn))
 
-    def run(self, num_steps: int) -> Callable[[], tuple[float, float]]:
-        """Start ``num_steps`` steps; return a function that gives their (mean loss,
-        correct predictions), waiting for them."""
-        k = tf.constant(num_steps, tf.int32)
+    def run(self, num_steps: int, at_step: int) -> Callable[[], tuple[float, float]]:
+        """Start ``num_steps`` steps, the first of them the run's step ``at_step`` (0-based,
+        in global batches); return a function that gives their (mean loss, correct
+        predictions), waiting for them."""
+        args = (self.iterator, tf.constant(num_steps, tf.int32))
+        if self.local:
+            rounds = 1 if at_step < self.local_from else self.args.local_steps
+            args += (tf.constant(rounds, tf.int32),)
         if self.dist.coordinator is not None:
-            remote = self.dist.coordinator.schedule(self.train_steps, args=(self.iterator, k))
+            remote = self.dist.coordinator.schedule(self.train_steps, args=args)
             return lambda: tuple(float(v) for v in remote.fetch())
-        loss, correct = self.train_steps(self.iterator, k)
+        loss, correct = self.train_steps(*args)
         return lambda: (float(loss), float(correct))
 
     def join(self) -> None:

@@ -1,0 +1,131 @@
+"""``--local_steps``: real TensorFlow tasks through the local launcher on the shipped
+mnist-10k sample, exchanging every 10 steps (with a ps, and with ps 0), and the update rule
+of trainer/training/local_update.py against Keras' own Adam."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import numpy as np
+import pytest
+
+from test_distributed import TASKS_PS0, TASKS_PS1, _assert_clean_run, launch
+
+LOCAL = ["--local_steps", "10"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ps,tasks", [("1", TASKS_PS1), ("0", TASKS_PS0)])
+def test_a_run_exchanging_every_10_steps_trains_and_ends_cleanly(tmp_path, ps, tasks):
+    run = launch(tmp_path, "--workers", "2", "--ps", ps, *LOCAL)
+    parsed = _assert_clean_run(run, tasks)
+    assert "exchanging every 10 steps" in run.chief_log
+    # 4 epochs of the 8,000-digit sample: every step exchanging reaches 0.96-0.98 here.
+    assert parsed.test_accuracy >= 0.95, run.chief_log[-2000:]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_between_exchanges_loses_only_its_round(tmp_path):
+    run = launch(tmp_path, "--workers", "2", "--ps", "1", *LOCAL,
+                 kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-0")])
+    parsed = _assert_clean_run(run, TASKS_PS1)
+    assert len(run.pids["worker-0"]) == 2, run.output[-3000:]  # restarted once
+    assert parsed.test_accuracy >= 0.95, run.chief_log[-2000:]
+
+
+def _optimizer(name: str, schedule: str = "constant"):
+    from trainer.training.schedule import make_optimizer
+
+    return make_optimizer(argparse.Namespace(optimizer=name, learning_rate=0.01,
+                                             lr_schedule=schedule), 100)
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_three_local_steps_match_the_keras_optimizer(name):
+    import keras
+    import tensorflow as tf
+
+    from trainer.training import local_update
+
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=50).astype(np.float32)
+    gradients = [rng.normal(size=50).astype(np.float32) for _ in range(3)]
+    variable = keras.Variable(start)
+    keras_optimizer = _optimizer(name)
+    keras_optimizer.build([variable])
+    for gradient in gradients:
+        keras_optimizer.apply_gradients([(tf.constant(gradient), variable)])
+    optimizer = _optimizer(name)
+    optimizer.build([keras.Variable(start)])
+    weights = tf.constant(start)
+    slots = [tf.identity(v.value) for v in local_update.slot_variables(optimizer)]
+    assert len(slots) == (2 if name == "adam" else 0)
+    for step, gradient in enumerate(gradients):
+        rate = local_update.learning_rate_tensor(optimizer, tf.constant(step, tf.int64))
+        weights, slots = local_update.apply(optimizer, weights, slots, tf.constant(gradient),
+                                            rate, tf.constant(step, tf.int64))
+    np.testing.assert_allclose(weights.numpy(), variable.numpy(), rtol=0, atol=2e-6)
+    assert np.abs(weights.numpy() - start).max() > 0.01  # the steps moved the weights
+
+
+def test_the_scheduled_rate_is_the_schedules_at_the_global_step():
+    import tensorflow as tf
+
+    from trainer.training import local_update
+
+    optimizer = _optimizer("adam", "warmup_cosine")
+    for step in (0, 7, 15, 60, 99):
+        got = float(local_update.learning_rate_tensor(optimizer, tf.constant(step, tf.int64)))
+        assert got == pytest.approx(float(optimizer._learning_rate(step)), rel=1e-6)
+
+
+def _moving_average(value, samples, decay):
+    for sample in samples:
+        value = decay * value + (1 - decay) * sample
+    return value
+
+
+@pytest.mark.parametrize("decay,squares", [(0.9, False), (0.999, True)])
+def test_two_tasks_merged_rounds_are_the_moving_average_of_all_their_steps(decay, squares):
+    import tensorflow as tf
+
+    from trainer.training import local_update
+
+    rng = np.random.default_rng(1)
+    start = rng.random(20).astype(np.float32)
+    a, b = (rng.random((5, 20)).astype(np.float32) for _ in range(2))
+    # Both tasks read ``start``; A gives its 5 steps back first, then B.
+    shared = start
+    for samples in (a, b):
+        local = _moving_average(start, samples, decay)
+        shared = local_update.merge_slot(tf.constant(shared), tf.constant(local),
+                                         tf.constant(start), decay, squares,
+                                         tf.constant(5)).numpy()
+    np.testing.assert_allclose(shared, _moving_average(start, np.concatenate([a, b]), decay),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_merged_average_of_squares_never_goes_below_zero():
+    import tensorflow as tf
+
+    from trainer.training import local_update
+
+    # Rounding can leave this task's contribution a hair below zero where the gradients
+    # were 0; the square root of Adam's step would then give nan.
+    merged = local_update.merge_slot(tf.constant([0.0]), tf.constant([1e-12]),
+                                     tf.constant([1.2e-12]), 0.999, True, tf.constant(1))
+    assert merged.numpy().tolist() == [0.0]
+    unclipped = local_update.merge_slot(tf.constant([0.0]), tf.constant([1e-12]),
+                                        tf.constant([1.2e-12]), 0.9, False, tf.constant(1))
+    assert unclipped.numpy()[0] < 0
+
+
+def test_local_steps_above_steps_per_execution_is_a_flag_error():
+    from trainer import flags
+
+    with pytest.raises(flags.FlagError, match=re.escape(
+            "--local_steps 60 is invalid: must be at most --steps_per_execution (50)")):
+        flags.validate(flags.build_parser().parse_args(["--local_steps", "60"]))
+    with pytest.raises(flags.FlagError, match="--local_steps 0 is invalid: must be an integer >= 1"):
+        flags.validate(flags.build_parser().parse_args(["--local_steps", "0"]))

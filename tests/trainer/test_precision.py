@@ -1,0 +1,65 @@
+"""``--precision``: which arithmetic ``auto`` picks, and the bfloat16 network that training
+runs beside the float32 one that is evaluated and exported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainer import precision
+
+AMX_CPU = {"fpu", "avx512f", "amx_bf16", "amx_tile"}
+AVX512_BF16_CPU = {"fpu", "avx512f", "avx512_bf16"}
+OLDER_CPU = {"fpu", "avx2", "avx512f"}
+
+
+@pytest.mark.parametrize("flags,has_gpu,expected", [
+    (AMX_CPU, False, "mixed_bfloat16"), (AVX512_BF16_CPU, False, "mixed_bfloat16"),
+    (OLDER_CPU, False, "float32"), (set(), False, "float32"),
+    (AMX_CPU, True, "float32"),  # the GN5 nodes' P100 GPUs have no bfloat16
+])
+def test_auto_is_bfloat16_only_on_a_cpu_with_native_bfloat16_and_no_gpu(flags, has_gpu, expected):
+    assert precision.resolve("auto", has_gpu, flags) == expected
+
+
+@pytest.mark.parametrize("given", ["float32", "mixed_bfloat16"])
+def test_a_named_precision_is_kept_whatever_the_machine(given):
+    assert precision.resolve(given, True, set()) == given
+    assert precision.resolve(given, False, AMX_CPU) == given
+
+
+def test_cpu_flags_are_read_from_the_first_flags_line(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Xeon\nflags\t\t: fpu avx512f amx_bf16\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
+    assert precision.cpu_flags(cpuinfo) == {"fpu", "avx512f", "amx_bf16"}
+    assert precision.cpu_flags(tmp_path / "missing") == set()
+
+
+def test_the_bfloat16_network_trains_the_float32_weights_with_float32_logits():
+    import tensorflow as tf
+
+    from trainer.model import build_model
+    from trainer.packed import PackedWeights
+
+    model = build_model("convnet_fc_slim", 0.25)
+    compute = build_model("convnet_fc_slim", 0.25, dtype="mixed_bfloat16")
+    assert [tuple(v.shape) for v in compute.trainable_variables] == [
+        tuple(v.shape) for v in model.trainable_variables]
+    assert {v.dtype for v in compute.trainable_variables} == {"float32"}
+    assert compute.layers[1].compute_dtype == "bfloat16"
+    packing = PackedWeights(model, compute)
+    flat = tf.constant(packing.initial_value())
+    images = tf.random.stateless_uniform((16, 28, 28, 1), seed=(1, 2))
+    with tf.GradientTape() as tape:
+        tape.watch(flat)
+        mixed = packing.logits(flat, images, training=False)
+        total = tf.reduce_sum(mixed)
+    gradient = tape.gradient(total, flat)
+    assert mixed.dtype == tf.float32 and gradient.dtype == tf.float32
+    assert gradient.shape == (packing.size,)
+    exact = PackedWeights(model).logits(flat, images, training=False)
+    # bfloat16 keeps 8 bits of mantissa: the logits agree to about 1% of their spread.
+    spread = float(tf.reduce_max(exact) - tf.reduce_min(exact))
+    assert float(tf.reduce_max(tf.abs(mixed - exact))) < 0.03 * spread
+    assert not np.allclose(mixed.numpy(), exact.numpy(), rtol=0, atol=1e-6)  # it did compute in bf16
