@@ -70,6 +70,14 @@ def object_names(name: str, replicas: cs.Replicas) -> list[tuple[str, str]]:
     return objects
 
 
+def task_precision(precision: str, gpu_count: int) -> str:
+    """``--precision`` for every task: hyperparams.precision, except that ``auto`` is float32
+    on a stack with GPU workers (worker.gpuCount > 0). With a ps, the chief traces the
+    training function the workers run, on a CPU node whose bfloat16 says nothing of the
+    workers' GPUs (GN5's Tesla P100 has no bfloat16), so every task must agree."""
+    return "float32" if precision == "auto" and gpu_count > 0 else precision
+
+
 def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> list[pulumi.Input[str]]:
     """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
 
@@ -92,6 +100,8 @@ def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> 
         "--dropout", repr(training.dropout),
         "--augment_shift", str(training.augment_shift),
         "--seed", str(training.seed),
+        "--precision", task_precision(training.precision, training.gpu_count),
+        "--local_steps", str(training.local_steps),
         "--peer_timeout", str(training.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]

@@ -171,6 +171,12 @@ KEYS: tuple[Key, ...] = (
         "Shift each training image by a random 0 to this many pixels each way; 0 = no augmentation "
         "(trainer --augment_shift)."),
     Key("hyperparams.seed", 42, integer(0, 2**31 - 1), "42", "integer", "Random seed (trainer --seed)."),
+    Key("hyperparams.precision", "auto", one_of(recipe.PRECISIONS), "auto", "string",
+        "Arithmetic (trainer --precision): float32, mixed_bfloat16 (bfloat16 layers, float32 weights), or "
+        "auto: mixed_bfloat16 on a CPU with native bfloat16 (AMX or AVX512-BF16) and no GPU, else float32."),
+    Key("hyperparams.localSteps", 1, integer(1, 50), "1", "integer",
+        "Steps each worker takes on its own copy of the weights between exchanges with the ps (ps.number 0: "
+        "between averagings of the replicas); 1 = every step (trainer --local_steps, at most 50)."),
     Key("tensorboard.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}", None,
         "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0."),
     Key("tensorboard.serviceType", "ClusterIP", one_of(SERVICE_TYPES), "ClusterIP", "string",

@@ -194,6 +194,8 @@ class TrainingSettings:
     dropout: float = from_key("hyperparams.dropout")
     augment_shift: int = from_key("hyperparams.augmentShift")
     seed: int = from_key("hyperparams.seed")
+    precision: str = from_key("hyperparams.precision")
+    local_steps: int = from_key("hyperparams.localSteps")
     backoff_limit: int = from_key("job.backoffLimit")
     wait_for_chief: bool = from_key("job.waitForChief")
     wait_timeout_minutes: int = from_key("job.waitTimeoutMinutes")

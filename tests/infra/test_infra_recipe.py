@@ -20,7 +20,8 @@ RECIPE_KEYS = {"hyperparams.epochs": "epochs", "hyperparams.batchsize": "batch_s
                "hyperparams.learningrate": "learning_rate", "hyperparams.model": "model",
                "hyperparams.optimizer": "optimizer", "hyperparams.lrSchedule": "lr_schedule",
                "hyperparams.lrScaling": "lr_scaling", "hyperparams.dropout": "dropout",
-               "hyperparams.augmentShift": "augment_shift", "hyperparams.seed": "seed"}
+               "hyperparams.augmentShift": "augment_shift", "hyperparams.seed": "seed",
+               "hyperparams.precision": "precision", "hyperparams.localSteps": "local_steps"}
 
 
 def _args(job: me.Registration) -> list[str]:
@@ -46,6 +47,8 @@ def _recipe_config(dev_config: dict) -> dict:
     {"hyperparams.lrSchedule": "constant", "hyperparams.lrScaling": "linear", "hyperparams.dropout": "0",
      "hyperparams.augmentShift": "7", "hyperparams.seed": "2147483647", "hyperparams.learningrate": "1e-05"},
     {"data.source": '["https://m.example/mnist.npz"]', "job.peerTimeoutSeconds": "60"},
+    {"hyperparams.precision": "mixed_bfloat16", "hyperparams.localSteps": "50"},
+    {"hyperparams.precision": "float32", "hyperparams.localSteps": "10", "ps.number": "0"},
 ])
 def test_the_trainers_own_parser_accepts_every_tasks_args(dev_config, changes):
     # A flag the trainer does not define, or a value its choices refuse, fails here: argparse
@@ -77,19 +80,20 @@ def test_every_trainer_flag_a_user_tunes_is_a_key():
 
 
 def test_the_program_defaults_are_the_launchers_recipe(dev_config):
-    run = me.run_program(_recipe_config(dev_config))
+    # On CPU workers, as the launcher's (a GPU stack's auto precision is float32: see below).
+    run = me.run_program(me.set_flat(_recipe_config(dev_config), "worker.gpuCount", "0"))
     assert run.error is None, run.error
     parsed = flags.build_parser().parse_args(_args(run.one(JOB, "mnist-chief-0")))
     launcher = {**{dest: flags.build_parser().get_default(dest) for dest in RECIPE_KEYS.values()}, **LOCAL_DEFAULTS}
     assert {dest: getattr(parsed, dest) for dest in RECIPE_KEYS.values()} == launcher
     assert launcher == {"epochs": 2, "batch_size": 64, "learning_rate": 0.004, "model": "convnet_fc_slim",
                         "optimizer": "adam", "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.25,
-                        "augment_shift": 0, "seed": 42}
+                        "augment_shift": 0, "seed": 42, "precision": "auto", "local_steps": 1}
 
 
 def test_the_recipe_choices_are_the_trainers():
     for dest, choices in {"model": recipe.MODELS, "optimizer": recipe.OPTIMIZERS, "lr_schedule": recipe.LR_SCHEDULES,
-                          "lr_scaling": recipe.LR_SCALINGS}.items():
+                          "lr_scaling": recipe.LR_SCALINGS, "precision": recipe.PRECISIONS}.items():
         action = next(a for a in flags.build_parser()._actions if a.dest == dest)
         assert tuple(action.choices) == choices, dest
     from trainer.data import ALL_IDX_FILES, NPZ_FILE
@@ -170,3 +174,23 @@ def test_a_structured_url_list_is_accepted():
     urls = [f"https://m.example/{name}" for name in reversed(recipe.IDX_FILE_NAMES)]
     assert st.data_source(urls) == tuple(urls)
     assert st.data_source(["https://m.example/a/mnist.npz?token=x"]) == ("https://m.example/a/mnist.npz?token=x",)
+
+
+@pytest.mark.parametrize("key,value", [("hyperparams.precision", "float32"), ("hyperparams.localSteps", "50")])
+def test_how_the_steps_compute_and_exchange_continues_the_run(dev_config, key, value):
+    # The arithmetic's precision and the exchange period change neither the weights' layout
+    # nor what is learnt from which data, so the tasks resume the run's checkpoints.
+    assert _run_dir(dev_config, **{key: value}) == _run_dir(dev_config)
+
+
+@pytest.mark.parametrize("gpus,precision,expected", [
+    ("0", "auto", "auto"), ("1", "auto", "float32"), ("1", "mixed_bfloat16", "mixed_bfloat16"),
+    ("0", "float32", "float32"),
+])
+def test_auto_precision_is_float32_for_every_task_of_a_gpu_stack(dev_config, gpus, precision, expected):
+    # With a ps the CPU chief traces what the GPU workers run: every task gets one precision.
+    config = me.set_flat(me.set_flat(dev_config, "worker.gpuCount", gpus), "hyperparams.precision", precision)
+    run = me.run_program(config)
+    assert run.error is None, run.error
+    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
+    assert {flags.build_parser().parse_args(_args(job)).precision for job in jobs} == {expected}

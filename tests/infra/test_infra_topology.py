@@ -184,6 +184,8 @@ def test_trainer_and_staging_commands(topology):
                                      "--model", "convnet_fc_slim", "--optimizer", "adam",
                                      "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.25",
                                      "--augment_shift", "0", "--seed", "42",
+                                     # auto is float32 for GPU workers (the dev stack's)
+                                     "--precision", "float32", "--local_steps", "1",
                                      "--peer_timeout", "600", "--run_id", run.outputs["runId"]]
         assert _env(container)["GRPC_FAIL_FAST"] == "use_caller"
         assert job.inputs["spec"]["backoffLimit"] == 4
