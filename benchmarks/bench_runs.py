@@ -95,7 +95,8 @@ def trainer_flags(r: argparse.Namespace) -> list[str]:
             "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
             "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
             "--steps_per_execution", str(r.steps_per_execution),
-            "--augment_shift", str(r.augment_shift)]
+            "--augment_shift", str(r.augment_shift), "--precision", r.precision,
+            "--local_steps", str(r.local_steps)]
 
 
 def run_plain(r: argparse.Namespace, script: str) -> dict:

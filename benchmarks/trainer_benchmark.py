@@ -8,8 +8,10 @@ Rows, all with the launcher's recipe (its defaults; override any flag) on ``--da
   and its ratio to the one process, measured side by side (one process, ps 1, ps 0 in
   turn, ``--pairs`` times; the ratio is the median of each turn's ratio), launch to exit
   and test accuracy;
+- the same two with ``--local_steps`` (``--exchange_every``, default 50: each worker takes
+  that many steps on its own copy between exchanges), in the same turns;
 - the seeded runs: 2 workers + 1 ps with seeds 1..``--seeds``, each run's test accuracy,
-  how many reach 0.99, and their launch-to-exit times;
+  how many reach 0.99, and their launch-to-exit times; the same with ``--exchange_every``;
 - the best-accuracy recipe (``--best``), its accuracy and time;
 - the local Kubernetes cluster: read from the JSON file the cluster test writes
   (``--cluster_result``), "not measured in this run" without one;
@@ -50,7 +52,8 @@ from trainer.launcher import cli  # noqa: E402
 DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
 DEFAULT_BEST = "--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none"
 RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                "dropout", "model", "seed", "steps_per_execution", "augment_shift")
+                "dropout", "model", "seed", "steps_per_execution", "augment_shift", "precision",
+                "local_steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="turns of (one process, ps 1, ps 0) for the ratios (default 3)")
     parser.add_argument("--seeds", type=int, default=25,
                         help="seeded 2 workers + 1 ps runs, seeds 1..N (default 25; 0 skips)")
+    parser.add_argument("--exchange_every", type=int, default=50,
+                        help="also run ps 1 and ps 0 with this --local_steps, in the same turns "
+                             "and seeds (default %(default)s; 0 skips)")
     parser.add_argument("--best", default=DEFAULT_BEST,
                         help="the best-accuracy recipe: launcher flags in one string "
                              "(default %(default)r; '' skips it)")
@@ -96,14 +102,20 @@ def with_flags(args: argparse.Namespace, parser: argparse.ArgumentParser,
     return parser.parse_args(["--data_dir", args.data_dir, *flags.split()])
 
 
-def side_by_side(args: argparse.Namespace) -> dict[str, list[dict]]:
-    """``--pairs`` turns of (one process, ps 1, ps 0): each label's runs, in order."""
-    runs: dict[str, list[dict]] = {"single": [], "ps1": [], "ps0": []}
+def side_by_side(args: argparse.Namespace, local: argparse.Namespace | None
+                 ) -> dict[str, list[dict]]:
+    """``--pairs`` turns of (one process, ps 1, ps 0, and with ``local``, the recipe with
+    --exchange_every, ps 1 and ps 0): each label's runs, in order."""
+    runs: dict[str, list[dict]] = {"single": [], "ps1": [], "ps0": [], "ps1_local": [],
+                                   "ps0_local": []}
     for turn in range(args.pairs):
         print(f"turn {turn + 1} of {args.pairs} (load {load()})", flush=True)
         runs["single"].append(run_single_trainer(args))
         runs["ps1"].append(run_launcher(args, ps=1))
         runs["ps0"].append(run_launcher(args, ps=0))
+        if local:
+            runs["ps1_local"].append(run_launcher(local, ps=1))
+            runs["ps0_local"].append(run_launcher(local, ps=0))
     return runs
 
 
@@ -111,13 +123,15 @@ def median_ratio(runs: list[dict], base: list[dict]) -> float:
     return statistics.median(r["examples_per_s"] / b["examples_per_s"] for r, b in zip(runs, base))
 
 
-def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[dict]:
+def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser,
+                flags: str = "") -> list[dict]:
+    """2 workers + 1 ps with seeds 1..--seeds and the launcher ``flags`` given."""
     results = []
     for seed in range(1, args.seeds + 1):
-        run = run_launcher(with_flags(args, parser, f"--seed {seed}"), ps=1)
+        run = run_launcher(with_flags(args, parser, f"{flags} --seed {seed}"), ps=1)
         results.append({"seed": seed, **run})
-        print(f"seed {seed}: {run['test_accuracy']:.4f} in {run['wall_s']:.1f} s "
-              f"(load {load()})", flush=True)
+        print(f"seed {seed}{' ' + flags if flags else ''}: {run['test_accuracy']:.4f} in "
+              f"{run['wall_s']:.1f} s (load {load()})", flush=True)
     return results
 
 
@@ -156,11 +170,12 @@ def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
     return (f"| {name} | {eps:.0f} | {ratio} | {wall} | {to_target} | {accs} | {mem} |")
 
 
-def seeds_lines(results: list[dict]) -> list[str]:
+def seeds_lines(results: list[dict], flags: str = "") -> list[str]:
     accs = [r["test_accuracy"] for r in results]
     walls = [r["wall_s"] for r in results]
     reached = sum(a >= TARGET for a in accs)
-    return [f"Seeded runs, 2 workers + 1 ps, seeds 1-{len(results)}: {reached} of "
+    return [f"Seeded runs, 2 workers + 1 ps{', ' + flags if flags else ''}, seeds "
+            f"1-{len(results)}: {reached} of "
             f"{len(results)} reach {TARGET}; mean {statistics.mean(accs):.4f}, "
             f"min {min(accs):.4f}; launch to exit {min(walls):.1f}-{max(walls):.1f} s, "
             f"median {statistics.median(walls):.1f} s",
@@ -195,17 +210,25 @@ def main() -> None:
     started = time.perf_counter()
     print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
           f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
-          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); "
+          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); precision "
+          f"{args.precision}; exchanging every {args.local_steps} steps; "
           f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
           f"at the start {load()} (1, 5, 15 min)", flush=True)
     # TensorFlow's files into the page cache before anything is timed: the first run of one
     # benchmark took 61 s from start to exit for 16.5 s of training (later runs: 34-45 s).
     subprocess.run([sys.executable, "-c", "import keras, tensorflow"], cwd=REPO,
                    capture_output=True, check=False)
-    runs = side_by_side(args)
+    exchange = f"--local_steps {args.exchange_every}" if args.exchange_every > 1 else ""
+    local = with_flags(args, parser, exchange) if exchange else None
+    runs = side_by_side(args, local)
     rows = [run_row("one process, python -m trainer", runs["single"], runs["single"]),
             run_row("local: 2 workers + 1 ps", runs["ps1"], runs["single"]),
             run_row("local: 2 workers, ps 0", runs["ps0"], runs["single"])]
+    if local:
+        rows += [run_row(f"local: 2 workers + 1 ps, {exchange}", runs["ps1_local"],
+                         runs["single"]),
+                 run_row(f"local: 2 workers, ps 0, {exchange}", runs["ps0_local"],
+                         runs["single"])]
     if args.keras:
         rows.append(run_row("one process, Keras model.fit", [run_plain(args, __file__)],
                             runs["single"]))
@@ -221,6 +244,7 @@ def main() -> None:
                             [run_launcher(with_flags(args, parser, args.best), ps=args.best_ps)],
                             None))
     seeds = seeded_runs(args, parser) if args.seeds else []
+    local_seeds = seeded_runs(args, parser, exchange) if args.seeds and local else []
     extra = profile_tables(args) if args.profile else []
     print(f"\nload average at the end {load()}; the benchmark took "
           f"{time.perf_counter() - started:.0f} s\n")
@@ -232,6 +256,8 @@ def main() -> None:
     print(cluster_row(args.cluster_result))
     if seeds:
         print("\n" + "\n".join(seeds_lines(seeds)))
+    if local_seeds:
+        print("\n" + "\n".join(seeds_lines(local_seeds, exchange)))
     print("\n".join(extra))
 
 
