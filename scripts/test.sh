@@ -69,9 +69,9 @@ cluster_tests_pid=$!
 # their fixtures still take the local cluster down; the script then waits for them below. On any
 # other way out, the EXIT trap does the same.
 stop_cluster_tests() { kill -INT -- -"$cluster_tests_pid" 2>/dev/null || true; }
+interrupted=0  # before the trap that sets it, so that a Ctrl-C in between is not forgotten
 trap 'stop_cluster_tests; interrupted=1' INT TERM
 trap 'stop_cluster_tests; wait "$cluster_tests_pid" 2>/dev/null || true' EXIT
-interrupted=0
 others_rc=0
 "$repo/.venv/bin/python" -m pytest -m "not cluster" "$@" || others_rc=$?
 cluster_rc=0
