@@ -35,9 +35,13 @@ fi
 for _pulumi_offline_p in kubernetes:4.25.0 alicloud:3.95.0; do
   _pulumi_offline_name="${_pulumi_offline_p%%:*}"
   _pulumi_offline_version="${_pulumi_offline_p#*:}"
+  _pulumi_offline_dir="$PULUMI_HOME/plugins/resource-$_pulumi_offline_name-v$_pulumi_offline_version"
+  # An install that was killed leaves its directory beside a .partial marker (seen: an empty
+  # directory, after which every `pulumi up` failed with "no resource plugin ... found"):
+  # install again over it.
   if [ -x "$_pulumi_offline_bin/pulumi-resource-$_pulumi_offline_name" ] &&
-    [ ! -d "$PULUMI_HOME/plugins/resource-$_pulumi_offline_name-v$_pulumi_offline_version" ]; then
-    pulumi plugin install resource "$_pulumi_offline_name" "$_pulumi_offline_version" \
+    { [ ! -d "$_pulumi_offline_dir" ] || [ -e "$_pulumi_offline_dir.partial" ]; }; then
+    pulumi plugin install resource "$_pulumi_offline_name" "$_pulumi_offline_version" --reinstall \
       --file "$_pulumi_offline_bin/pulumi-resource-$_pulumi_offline_name" >&2
   fi
 done
@@ -46,4 +50,4 @@ if [ -e "$_pulumi_offline_bin/BLOCKED-pulumi-resource-alicloud" ]; then
     "nas.mountTargetDomain set (see the header of tools/pulumi-toolchain/pulumi-offline-env.sh)" >&2
 fi
 unset _pulumi_offline_repo _pulumi_offline_bin _pulumi_offline_cache _pulumi_offline_p \
-  _pulumi_offline_name _pulumi_offline_version
+  _pulumi_offline_name _pulumi_offline_version _pulumi_offline_dir
