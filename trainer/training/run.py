@@ -7,7 +7,7 @@ import argparse
 import time
 
 from trainer import data as data_mod
-from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
+from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, SINGLE_PROCESS, TaskConfig
 from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
 from trainer.servers import ClusterFiles, exit_when_chief_fails, start_heartbeat
@@ -123,7 +123,7 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
     schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
     arithmetic's dtype ``policy`` where not float32 and the exchange period (--local_steps)
-    where not 1."""
+    where not 1 and there are peers to exchange with."""
     known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
     notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
     rate = f"{args.learning_rate:g}"
@@ -136,7 +136,8 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
           f"{steps_per_epoch} batches of {args.batch_size * replicas}; {args.optimizer} lr "
           f"{rate}" + (f" ({'; '.join(notes)})" if notes else "")
           + (f"; {policy}" if policy != "float32" else "")
-          + (f"; exchanging every {args.local_steps} steps" if args.local_steps > 1 else ""),
+          + (f"; exchanging every {args.local_steps} steps"
+             if args.local_steps > 1 and kind != SINGLE_PROCESS else ""),
           flush=True)
 
 
