@@ -129,3 +129,41 @@ def test_local_steps_above_steps_per_execution_is_a_flag_error():
         flags.validate(flags.build_parser().parse_args(["--local_steps", "60"]))
     with pytest.raises(flags.FlagError, match="--local_steps 0 is invalid: must be an integer >= 1"):
         flags.validate(flags.build_parser().parse_args(["--local_steps", "0"]))
+
+
+def test_the_warm_up_exchanges_every_step_then_rounds_of_local_steps_follow(tmp_path):
+    """StepRunner in this process over a one-replica MirroredStrategy (the synchronous
+    path's all-reduce; real peers are the launcher tests' above): steps before
+    ``local_from`` go through Keras' optimizer (its iterations count them), the rest through
+    the local rounds (which leave the optimizer's iterations alone and move the weights)."""
+    import tensorflow as tf
+
+    from trainer import data as data_mod
+    from trainer import flags
+    from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
+    from trainer.model import build_model
+    from trainer.packed import PackedWeights
+    from trainer.training.checkpoints import TrainState
+    from trainer.training.distribution import Distribution
+    from trainer.training.steps import StepRunner
+
+    args = flags.build_parser().parse_args(
+        ["--local_steps", "5", "--model", "mlp", "--log_dir", str(tmp_path),
+         "--lr_schedule", "warmup_cosine"])
+    dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]),
+                        None, 1)
+    packing = PackedWeights(build_model("mlp", 0.0))
+    total_steps = 100
+    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps,
+                       TaskConfig({}), 0.0)
+    runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
+    assert runner.local and runner.local_from == 15  # WARMUP_FRACTION of 100 steps
+
+    runner.run(10, at_step=0)()
+    assert int(state.optimizer.iterations.numpy()) == 10 and int(state.global_step.numpy()) == 10
+    before = state.weights.numpy().copy()
+    loss, _ = runner.run(10, at_step=15)()
+    assert int(state.optimizer.iterations.numpy()) == 10  # not Keras' apply_gradients
+    assert int(state.global_step.numpy()) == 20
+    assert np.abs(state.weights.numpy() - before).max() > 1e-4
+    assert 0 < loss < 3

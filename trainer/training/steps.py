@@ -18,9 +18,11 @@ Two ways to exchange the weights, by ``--local_steps``:
   each exchange is what held the distributed run below one process's throughput.
   A round never spans two calls, so a chunk shorter than k (at a Step line) exchanges at
   its end. While the learning rate warms up (the first WARMUP_FRACTION of the run's steps)
-  every round is one step: "post-local SGD" (Lin et al. 2020, "Don't Use Large Mini-Batches,
-  Use Local SGD"), as rounds of k steps from the random start diverged (2 workers + 1 ps,
-  k = 50: one run of three stuck at chance).
+  the steps take the first way, exchanging every step: "post-local SGD" (Lin et al. 2020,
+  "Don't Use Large Mini-Batches, Use Local SGD"), as rounds of k steps from the random start
+  diverged (2 workers + 1 ps, k = 50: one run of three stuck at chance). Both ways keep the
+  optimizer's moments in the same scale (each step's gradient is of its mean loss over the
+  global batch), so the second way carries on from the first's.
   One process has nothing to exchange: it always takes the first way.
 """
 
@@ -45,7 +47,7 @@ class StepRunner:
     """Runs steps that update ``state``'s packed weights on batches of ``dataset`` under
     ``dist``: ``run(k, at_step)`` starts k steps, ``join()`` waits for every step started.
     ``total_steps``: the run's steps (epochs x steps per epoch), whose first WARMUP_FRACTION
-    exchange every step.
+    exchange every step (through ``every_step``, also with ``--local_steps`` > 1).
 
     The dataset function, the per-worker dataset and the traced function are attributes, so
     that keeping the runner keeps them (trainer.training.finish).
@@ -61,7 +63,10 @@ class StepRunner:
         self.local = args.local_steps > 1 and dist.kind != SINGLE_PROCESS
         #: The first step of rounds of --local_steps; before it rounds are one step.
         self.local_from = round(WARMUP_FRACTION * total_steps)
-        self.train_steps = self._local_train_steps_fn() if self.local else self._train_steps_fn()
+        #: The tf.function of the first way (see the module's docstring); with ``local``,
+        #: ``local_steps`` is that of the second, taken from step ``local_from`` on.
+        self.every_step = self._train_steps_fn()
+        self.local_steps = self._local_train_steps_fn() if self.local else None
         self.iterator = self._iterator()
 
     def _dataset_fn(self):
@@ -199,14 +204,14 @@ class StepRunner:
         """Start ``num_steps`` steps, the first of them the run's step ``at_step`` (0-based,
         in global batches); return a function that gives their (mean loss, correct
         predictions), waiting for them."""
-        args = (self.iterator, tf.constant(num_steps, tf.int32))
-        if self.local:
-            rounds = 1 if at_step < self.local_from else self.args.local_steps
-            args += (tf.constant(rounds, tf.int32),)
+        function, args = self.every_step, (self.iterator, tf.constant(num_steps, tf.int32))
+        if self.local and at_step >= self.local_from:
+            function = self.local_steps
+            args += (tf.constant(self.args.local_steps, tf.int32),)
         if self.dist.coordinator is not None:
-            remote = self.dist.coordinator.schedule(self.train_steps, args=args)
+            remote = self.dist.coordinator.schedule(function, args=args)
             return lambda: tuple(float(v) for v in remote.fetch())
-        loss, correct = self.train_steps(*args)
+        loss, correct = function(*args)
         return lambda: (float(loss), float(correct))
 
     def join(self) -> None:
