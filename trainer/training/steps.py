@@ -49,7 +49,7 @@ class StepRunner:
     ``total_steps``: the run's steps (epochs x steps per epoch), whose first WARMUP_FRACTION
     exchange every step (through ``every_step``, also with ``--local_steps`` > 1).
 
-    The dataset function, the per-worker dataset and the traced function are attributes, so
+    The dataset function, the per-worker dataset and the traced functions are attributes, so
     that keeping the runner keeps them (trainer.training.finish).
     """
 
@@ -61,7 +61,7 @@ class StepRunner:
         self.dataset_fn = self._dataset_fn()
         #: Whether steps run in rounds on local copies (--local_steps > 1, with peers).
         self.local = args.local_steps > 1 and dist.kind != SINGLE_PROCESS
-        #: The first step of rounds of --local_steps; before it rounds are one step.
+        #: The first step of rounds of --local_steps; before it every step exchanges.
         self.local_from = round(WARMUP_FRACTION * total_steps)
         #: The tf.function of the first way (see the module's docstring); with ``local``,
         #: ``local_steps`` is that of the second, taken from step ``local_from`` on.
@@ -117,17 +117,17 @@ class StepRunner:
         return train_steps
 
     def _local_train_steps_fn(self):
-        """The tf.function ``train_steps(iterator, num_steps, round_steps)`` of
-        ``--local_steps`` > 1: rounds of up to ``round_steps`` steps on this task's copy of
-        the weights and moments, each round given back at its end (see the module's
-        docstring); returns (mean loss per step, correct predictions), as
-        ``_train_steps_fn``'s does."""
+        """The tf.function ``train_steps(iterator, num_steps)`` of ``--local_steps`` > 1:
+        rounds of up to ``--local_steps`` steps on this task's copy of the weights and
+        moments, each round given back at its end (see the module's docstring); returns
+        (mean loss per step, correct predictions), as ``_train_steps_fn``'s does."""
         strategy, packing, optimizer = self.dist.strategy, self.packing, self.state.optimizer
         weights, global_step = self.state.weights, self.state.global_step
         slots = local_update.slot_variables(optimizer)
         decays = local_update.slot_decays(optimizer)
         averaged = self.dist.kind == MULTI_WORKER_MIRRORED
         mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+        round_steps = self.args.local_steps
 
         def start_round():
             # In each replica: its copies of the weights and moments, and zero sums.
@@ -165,7 +165,7 @@ class StepRunner:
                         tf.identity(variable.value), value, begun, decay, squares, steps))
 
         @tf.function
-        def train_steps(iterator, num_steps, round_steps):
+        def train_steps(iterator, num_steps):
             first_step = global_step.read_value()
             total_loss = tf.constant(0.0)
             total_correct = tf.constant(0.0)
@@ -204,10 +204,9 @@ class StepRunner:
         """Start ``num_steps`` steps, the first of them the run's step ``at_step`` (0-based,
         in global batches); return a function that gives their (mean loss, correct
         predictions), waiting for them."""
-        function, args = self.every_step, (self.iterator, tf.constant(num_steps, tf.int32))
-        if self.local and at_step >= self.local_from:
-            function = self.local_steps
-            args += (tf.constant(self.args.local_steps, tf.int32),)
+        function = (self.local_steps if self.local and at_step >= self.local_from
+                    else self.every_step)
+        args = (self.iterator, tf.constant(num_steps, tf.int32))
         if self.dist.coordinator is not None:
             remote = self.dist.coordinator.schedule(function, args=args)
             return lambda: tuple(float(v) for v in remote.fetch())
