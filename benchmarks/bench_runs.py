@@ -71,17 +71,21 @@ def plain_fit(args: argparse.Namespace) -> None:
     x = ds.x_train.astype(np.float32)[..., None] / 255.0
     xt = ds.x_test.astype(np.float32)[..., None] / 255.0
     steps = len(x) // args.batch_size
+    # One-hot labels: Keras' label smoothing is an option of the categorical loss only.
+    y = keras.utils.to_categorical(ds.y_train[: steps * args.batch_size], 10)
+    yt = keras.utils.to_categorical(ds.y_test, 10)
     model = build_model(args.model, args.dropout)
     model.compile(optimizer=make_optimizer(args, steps * args.epochs),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], steps_per_execution=args.steps_per_execution)
+                  loss=keras.losses.CategoricalCrossentropy(
+                      from_logits=True, label_smoothing=args.label_smoothing),
+                  metrics=["categorical_accuracy"], steps_per_execution=args.steps_per_execution)
     train_s, accuracy = 0.0, 0.0
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        model.fit(x[: steps * args.batch_size], ds.y_train[: steps * args.batch_size],
-                  batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0)
+        model.fit(x[: steps * args.batch_size], y, batch_size=args.batch_size, epochs=1,
+                  shuffle=True, verbose=0)
         train_s += time.perf_counter() - start
-        _, accuracy = model.evaluate(xt, ds.y_test, batch_size=1000, verbose=0)
+        _, accuracy = model.evaluate(xt, yt, batch_size=1000, verbose=0)
         print(json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy),
                           "at": time.time()}), flush=True)
     print(json.dumps({"examples_per_s": steps * args.batch_size * args.epochs / train_s,
@@ -93,7 +97,8 @@ def trainer_flags(r: argparse.Namespace) -> list[str]:
     return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
             "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
             "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
-            "--dropout", str(r.dropout), "--model", r.model, "--seed", str(r.seed),
+            "--dropout", str(r.dropout), "--label_smoothing", str(r.label_smoothing),
+            "--model", r.model, "--seed", str(r.seed),
             "--steps_per_execution", str(r.steps_per_execution),
             "--augment_shift", str(r.augment_shift), "--precision", r.precision,
             "--local_steps", str(r.local_steps)]

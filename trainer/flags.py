@@ -71,6 +71,11 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout", type=float, default=0.5,
                         help="convnet(_fc) dropout rate before the last layer (default "
                              "%(default)s; keras-io's is 0.5)")
+    parser.add_argument("--label_smoothing", type=float, default=0.0,
+                        help="train against labels smoothed by this much: the one-hot target "
+                             "x (1 - this) + this / 10 on every class; the reported costs stay "
+                             "the cross-entropy against the labels; 0: none (default "
+                             "%(default)g)")
     parser.add_argument("--precision", choices=PRECISIONS, default="float32",
                         help="arithmetic: float32, mixed_bfloat16 (bfloat16 layers, float32 "
                              "weights), or auto: mixed_bfloat16 on a CPU with native bfloat16 "
@@ -140,6 +145,9 @@ def validate(args: argparse.Namespace) -> None:
                         "and finite")
     if not 0 <= args.dropout < 1:
         problems.append(f"--dropout {args.dropout} is invalid: must be >= 0 and < 1")
+    if not 0 <= args.label_smoothing < 1:
+        problems.append(f"--label_smoothing {args.label_smoothing} is invalid: must be >= 0 "
+                        "and < 1")
     if not 0 <= args.augment_shift <= MAX_AUGMENT_SHIFT:
         problems.append(f"--augment_shift {args.augment_shift} is invalid: must be an integer "
                         f"from 0 to {MAX_AUGMENT_SHIFT} pixels")

@@ -55,6 +55,9 @@ def test_the_learning_rate_scales_with_synchronous_replicas_as_asked():
                                "pixels"),
     (["--augment_shift", "-1"], "--augment_shift -1 is invalid: must be an integer from 0 to 7 "
                                 "pixels"),
+    (["--label_smoothing", "1"], "--label_smoothing 1.0 is invalid: must be >= 0 and < 1"),
+    (["--label_smoothing", "-0.1"], "--label_smoothing -0.1 is invalid: must be >= 0 and < 1"),
+    (["--label_smoothing", "nan"], "--label_smoothing nan is invalid: must be >= 0 and < 1"),
 ])
 def test_invalid_flag_is_named(argv, message):
     args = flags.build_parser().parse_args(argv)

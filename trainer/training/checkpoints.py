@@ -170,9 +170,9 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
 
     Restoring it would fail deep in TensorFlow ("Received incompatible tensor with
     shape ..."), on every restart alike. The models' parameter counts all differ, so the
-    packed vector's length names the model. --dropout, --learning_rate, --lr_scaling and
-    --batch_size do not change the variables, so a run may continue with others (the
-    resumed run uses its own rate).
+    packed vector's length names the model. --dropout, --label_smoothing, --learning_rate,
+    --lr_scaling and --batch_size do not change the variables, so a run may continue with
+    others (the resumed run uses its own rate).
     """
     fix = "use a new --log_dir or the same"
     saved = checkpoint_shapes(path, "weights")

@@ -122,7 +122,7 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
     """The chief's Training line (``progress.parse_log`` reads the run's size from it):
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
     schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
-    arithmetic's dtype ``policy`` where not float32 and the exchange period (--local_steps)
+    label smoothing where not 0, the arithmetic's dtype ``policy`` where not float32 and the exchange period (--local_steps)
     where not 1 and there are peers to exchange with."""
     known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
     notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
@@ -135,6 +135,7 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
           f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
           f"{steps_per_epoch} batches of {args.batch_size * replicas}; {args.optimizer} lr "
           f"{rate}" + (f" ({'; '.join(notes)})" if notes else "")
+          + (f"; label smoothing {args.label_smoothing:g}" if args.label_smoothing else "")
           + (f"; {policy}" if policy != "float32" else "")
           + (f"; exchanging every {args.local_steps} steps"
              if args.local_steps > 1 and kind != SINGLE_PROCESS else ""),

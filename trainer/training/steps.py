@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-import keras
 import tensorflow as tf
 
 from trainer import data as data_mod
@@ -39,6 +38,7 @@ from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, PARAMETER_SERVE
 from trainer.packed import PackedWeights
 from trainer.training.checkpoints import TrainState
 from trainer.training import local_update
+from trainer.training import loss as loss_mod
 from trainer.training.distribution import Distribution
 from trainer.training.schedule import WARMUP_FRACTION
 
@@ -82,23 +82,23 @@ class StepRunner:
 
     def _train_steps_fn(self):
         """The tf.function ``train_steps(iterator, num_steps)``: num_steps steps; returns
-        (mean loss per step, correct predictions)."""
+        (mean cost per step, correct predictions)."""
         strategy, packing, global_batch = self.dist.strategy, self.packing, self.global_batch
         weights, optimizer = self.state.weights, self.state.optimizer
         global_step = self.state.global_step
         scheduled = self.args.lr_schedule != "constant"
+        smoothing = self.args.label_smoothing
 
         def step_fn(images, labels):
             with tf.GradientTape() as tape:
                 logits = packing.logits(weights, images, training=True)
-                per_example = keras.losses.sparse_categorical_crossentropy(
-                    labels, logits, from_logits=True)
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+                objective, cost = loss_mod.example_losses(labels, logits, smoothing)
+                loss = tf.nn.compute_average_loss(objective, global_batch_size=global_batch)
             grads = tape.gradient(loss, [weights])
             optimizer.apply_gradients(zip(grads, [weights]))
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
                                                      labels), tf.float32))
-            return loss, correct
+            return tf.nn.compute_average_loss(cost, global_batch_size=global_batch), correct
 
         @tf.function
         def train_steps(iterator, num_steps):
@@ -120,7 +120,7 @@ class StepRunner:
         """The tf.function ``train_steps(iterator, num_steps)`` of ``--local_steps`` > 1:
         rounds of up to ``--local_steps`` steps on this task's copy of the weights and
         moments, each round given back at its end (see the module's docstring); returns
-        (mean loss per step, correct predictions), as ``_train_steps_fn``'s does."""
+        (mean cost per step, correct predictions), as ``_train_steps_fn``'s does."""
         strategy, packing, optimizer = self.dist.strategy, self.packing, self.state.optimizer
         weights, global_step = self.state.weights, self.state.global_step
         slots = local_update.slot_variables(optimizer)
@@ -128,6 +128,7 @@ class StepRunner:
         averaged = self.dist.kind == MULTI_WORKER_MIRRORED
         mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
         round_steps = self.args.local_steps
+        smoothing = self.args.label_smoothing
 
         def start_round():
             # In each replica: its copies of the weights and moments, and zero sums.
@@ -138,14 +139,14 @@ class StepRunner:
             with tf.GradientTape() as tape:
                 tape.watch(w)
                 logits = packing.logits(w, images, training=True)
-                loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-                    labels, logits, from_logits=True))
+                objective, cost = loss_mod.example_losses(labels, logits, smoothing)
+                loss = tf.reduce_mean(objective)
             gradient = tape.gradient(loss, w)
             rate = local_update.learning_rate_tensor(optimizer, step)
             w, s = local_update.apply(optimizer, w, s, gradient, rate, step)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
                                                      labels), tf.float32))
-            return w, s, loss_sum + loss, correct_sum + correct
+            return w, s, loss_sum + tf.reduce_mean(cost), correct_sum + correct
 
         def average(w, s):
             # Copies made here carry this replica's device, which the all-reduce's merge_call
@@ -202,7 +203,7 @@ class StepRunner:
 
     def run(self, num_steps: int, at_step: int) -> Callable[[], tuple[float, float]]:
         """Start ``num_steps`` steps, the first of them the run's step ``at_step`` (0-based,
-        in global batches); return a function that gives their (mean loss, correct
+        in global batches); return a function that gives their (mean cost, correct
         predictions), waiting for them."""
         function = (self.local_steps if self.local and at_step >= self.local_from
                     else self.every_step)
