@@ -167,3 +167,28 @@ def test_the_warm_up_exchanges_every_step_then_rounds_of_local_steps_follow(tmp_
     assert int(state.global_step.numpy()) == 20
     assert np.abs(state.weights.numpy() - before).max() > 1e-4
     assert 0 < loss < 3
+
+
+def test_with_a_coordinator_the_rounds_are_traced_during_the_warm_up_and_change_nothing(tmp_path):
+    """A real ParameterServerStrategy (2 workers and 1 ps as in-process gRPC servers, in a
+    child process: tests/trainer/ps_rounds_probe.py): the first wait of the warm-up schedules
+    a round of 0 steps, so the rounds' function is traced then, while the workers have steps
+    queued, and not again when the rounds begin; that empty round adds no step."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = Path(__file__).with_name("ps_rounds_probe.py")
+    proc = subprocess.run([sys.executable, str(probe), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["local_from"] == 15
+    assert seen["rounds_traced_before_the_first_wait"] == 0
+    assert seen["rounds_traced_after_it"] == 1
+    # The empty round added no step: the warm-up's 10 steps are all Keras' optimizer's.
+    assert seen["global_step_after_warm_up"] == 10 == seen["optimizer_steps_after_warm_up"]
+    assert seen["rounds_traced_after_a_round"] == 1  # the rounds reused the early trace
+    assert seen["global_step_after_rounds"] == 20
+    assert seen["weights_moved_by_rounds"] > 1e-4
