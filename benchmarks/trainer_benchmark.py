@@ -8,8 +8,9 @@ Rows, all with the launcher's recipe (its defaults; override any flag) on ``--da
   and its ratio to the one process, measured side by side (one process, ps 1, ps 0 in
   turn, ``--pairs`` times; the ratio is the median of each turn's ratio), launch to exit
   and test accuracy;
-- the same two with ``--local_steps`` (``--exchange_every``, default 50: each worker takes
-  that many steps on its own copy between exchanges), in the same turns;
+- the same two with another ``--local_steps`` (``--exchange_every``, default 1: exchanging
+  every step, against the recipe's rounds of 50 steps on each worker's own copy), in the
+  same turns;
 - the seeded runs: 2 workers + 1 ps with seeds 1..``--seeds``, each run's test accuracy,
   how many reach 0.99, and their launch-to-exit times; the same with ``--exchange_every``;
 - the best-accuracy recipe (``--best``), its accuracy and time;
@@ -50,9 +51,10 @@ from trainer.launcher import cli  # noqa: E402
 #: Where the opt-in full-MNIST cluster test (tests/cluster/test_full_mnist.py, TF_MNIST_FULL_E2E=1)
 #: writes its measurement (see cluster_row for the fields).
 DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
-DEFAULT_BEST = "--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none"
+DEFAULT_BEST = ("--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none "
+                "--dropout 0.25 --label_smoothing 0 --local_steps 1")
 RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                "dropout", "model", "seed", "steps_per_execution", "augment_shift", "precision",
+                "dropout", "label_smoothing", "model", "seed", "steps_per_execution", "augment_shift", "precision",
                 "local_steps")
 
 
@@ -70,9 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="turns of (one process, ps 1, ps 0) for the ratios (default 3)")
     parser.add_argument("--seeds", type=int, default=25,
                         help="seeded 2 workers + 1 ps runs, seeds 1..N (default 25; 0 skips)")
-    parser.add_argument("--exchange_every", type=int, default=50,
+    parser.add_argument("--exchange_every", type=int, default=1,
                         help="also run ps 1 and ps 0 with this --local_steps, in the same turns "
-                             "and seeds (default %(default)s; 0 skips)")
+                             "and seeds (default %(default)s: every step; 0, or the recipe's "
+                             "own --local_steps, skips)")
     parser.add_argument("--best", default=DEFAULT_BEST,
                         help="the best-accuracy recipe: launcher flags in one string "
                              "(default %(default)r; '' skips it)")
@@ -218,7 +221,8 @@ def main() -> None:
     # benchmark took 61 s from start to exit for 16.5 s of training (later runs: 34-45 s).
     subprocess.run([sys.executable, "-c", "import keras, tensorflow"], cwd=REPO,
                    capture_output=True, check=False)
-    exchange = f"--local_steps {args.exchange_every}" if args.exchange_every > 1 else ""
+    exchange = (f"--local_steps {args.exchange_every}"
+                if args.exchange_every >= 1 and args.exchange_every != args.local_steps else "")
     local = with_flags(args, parser, exchange) if exchange else None
     runs = side_by_side(args, local)
     rows = [run_row("one process, python -m trainer", runs["single"], runs["single"]),

@@ -98,6 +98,7 @@ def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> 
         "--lr_schedule", training.lr_schedule,
         "--lr_scaling", training.lr_scaling,
         "--dropout", repr(training.dropout),
+        "--label_smoothing", repr(training.label_smoothing),
         "--augment_shift", str(training.augment_shift),
         "--seed", str(training.seed),
         "--precision", task_precision(training.precision, training.gpu_count),

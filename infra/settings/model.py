@@ -192,6 +192,7 @@ class TrainingSettings:
     lr_schedule: str = from_key("hyperparams.lrSchedule")
     lr_scaling: str = from_key("hyperparams.lrScaling")
     dropout: float = from_key("hyperparams.dropout")
+    label_smoothing: float = from_key("hyperparams.labelSmoothing")
     augment_shift: int = from_key("hyperparams.augmentShift")
     seed: int = from_key("hyperparams.seed")
     precision: str = from_key("hyperparams.precision")
@@ -289,6 +290,7 @@ class Settings:
         t = self.training
         recipe = {"model": t.model, "optimizer": t.optimizer, "learning_rate": t.learning_rate,
                   "lr_schedule": t.lr_schedule, "lr_scaling": t.lr_scaling, "dropout": t.dropout,
+                  "label_smoothing": t.label_smoothing,
                   "augment_shift": t.augment_shift, "seed": t.seed, "batch_size": t.batch_size}
         return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count))
 

@@ -20,6 +20,7 @@ RECIPE_KEYS = {"hyperparams.epochs": "epochs", "hyperparams.batchsize": "batch_s
                "hyperparams.learningrate": "learning_rate", "hyperparams.model": "model",
                "hyperparams.optimizer": "optimizer", "hyperparams.lrSchedule": "lr_schedule",
                "hyperparams.lrScaling": "lr_scaling", "hyperparams.dropout": "dropout",
+               "hyperparams.labelSmoothing": "label_smoothing",
                "hyperparams.augmentShift": "augment_shift", "hyperparams.seed": "seed",
                "hyperparams.precision": "precision", "hyperparams.localSteps": "local_steps"}
 
@@ -45,7 +46,8 @@ def _recipe_config(dev_config: dict) -> dict:
 @pytest.mark.parametrize("changes", [
     {}, {"ps.number": "0"}, {"hyperparams.model": "mlp", "hyperparams.optimizer": "sgd"},
     {"hyperparams.lrSchedule": "constant", "hyperparams.lrScaling": "linear", "hyperparams.dropout": "0",
-     "hyperparams.augmentShift": "7", "hyperparams.seed": "2147483647", "hyperparams.learningrate": "1e-05"},
+     "hyperparams.augmentShift": "7", "hyperparams.seed": "2147483647", "hyperparams.learningrate": "1e-05",
+     "hyperparams.labelSmoothing": "0"},
     {"data.source": '["https://m.example/mnist.npz"]', "job.peerTimeoutSeconds": "60"},
     {"hyperparams.precision": "mixed_bfloat16", "hyperparams.localSteps": "50"},
     {"hyperparams.precision": "float32", "hyperparams.localSteps": "10", "ps.number": "0"},
@@ -87,8 +89,9 @@ def test_the_program_defaults_are_the_launchers_recipe(dev_config):
     launcher = {**{dest: flags.build_parser().get_default(dest) for dest in RECIPE_KEYS.values()}, **LOCAL_DEFAULTS}
     assert {dest: getattr(parsed, dest) for dest in RECIPE_KEYS.values()} == launcher
     assert launcher == {"epochs": 2, "batch_size": 64, "learning_rate": 0.004, "model": "convnet_fc_slim",
-                        "optimizer": "adam", "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.25,
-                        "augment_shift": 0, "seed": 42, "precision": "auto", "local_steps": 1}
+                        "optimizer": "adam", "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.1,
+                        "label_smoothing": 0.1, "augment_shift": 0, "seed": 42, "precision": "auto",
+                        "local_steps": 50}
 
 
 def test_the_recipe_choices_are_the_trainers():
@@ -128,6 +131,7 @@ def test_the_run_dir_holds_stack_namespace_and_prefix(dev_config):
     ("hyperparams.learningrate", "0.002"), ("hyperparams.batchsize", "128"), ("hyperparams.model", "convnet"),
     ("hyperparams.optimizer", "sgd"), ("hyperparams.lrSchedule", "constant"), ("hyperparams.lrScaling", "none"),
     ("hyperparams.dropout", "0.5"), ("hyperparams.augmentShift", "2"), ("hyperparams.seed", "7"),
+    ("hyperparams.labelSmoothing", "0.2"),
     ("data.source", "https://m.example/mnist.npz"), ("ps.number", "0"),
 ])
 def test_a_change_of_what_is_learnt_is_a_new_run_dir(dev_config, key, value):
@@ -176,7 +180,7 @@ def test_a_structured_url_list_is_accepted():
     assert st.data_source(["https://m.example/a/mnist.npz?token=x"]) == ("https://m.example/a/mnist.npz?token=x",)
 
 
-@pytest.mark.parametrize("key,value", [("hyperparams.precision", "float32"), ("hyperparams.localSteps", "50")])
+@pytest.mark.parametrize("key,value", [("hyperparams.precision", "float32"), ("hyperparams.localSteps", "1")])
 def test_how_the_steps_compute_and_exchange_continues_the_run(dev_config, key, value):
     # The arithmetic's precision and the exchange period change neither the weights' layout
     # nor what is learnt from which data, so the tasks resume the run's checkpoints.

@@ -182,10 +182,10 @@ def test_trainer_and_staging_commands(topology):
         assert container["args"] == ["--data_dir", data_dir, "--log_dir", run.outputs["runDir"],
                                      "--epochs", "100", "--batch_size", "20", "--learning_rate", "0.001",
                                      "--model", "convnet_fc_slim", "--optimizer", "adam",
-                                     "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.25",
-                                     "--augment_shift", "0", "--seed", "42",
+                                     "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.1",
+                                     "--label_smoothing", "0.1", "--augment_shift", "0", "--seed", "42",
                                      # auto is float32 for GPU workers (the dev stack's)
-                                     "--precision", "float32", "--local_steps", "1",
+                                     "--precision", "float32", "--local_steps", "50",
                                      "--peer_timeout", "600", "--run_id", run.outputs["runId"]]
         assert _env(container)["GRPC_FAIL_FAST"] == "use_caller"
         assert job.inputs["spec"]["backoffLimit"] == 4

@@ -160,7 +160,8 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert parsed.test_accuracy >= 0.95, ps1.chief_log[-2000:]
     assert "strategy parameter_server" in ps1.chief_log
     # The launcher's rate, not scaled: each worker's batch is applied alone.
-    assert f"; adam lr 0.004 (warmup_cosine){PRECISION_NOTE}\n" in ps1.chief_log
+    assert (f"; adam lr 0.004 (warmup_cosine); label smoothing 0.1{PRECISION_NOTE}; "
+            "exchanging every 50 steps\n" in ps1.chief_log)
     # 250 batches per epoch, a Step line every 40: 6 per epoch.
     assert len(parsed.steps) == 6 * EPOCHS
     assert [s["batch"] for s in parsed.steps[:6]] == [40, 80, 120, 160, 200, 240]
@@ -203,8 +204,8 @@ def test_sync_run_trains_and_ends_cleanly(ps0):
     parsed = _assert_clean_run(ps0, TASKS_PS0)
     assert "strategy multi_worker_mirrored" in ps0.chief_log
     # The launcher's --lr_scaling sqrt: a global batch of 3 x 32.
-    assert ("; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas)"
-            f"{PRECISION_NOTE}\n" in ps0.chief_log)
+    assert ("; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas); "
+            f"label smoothing 0.1{PRECISION_NOTE}; exchanging every 50 steps\n" in ps0.chief_log)
     assert parsed.test_accuracy >= 0.95, ps0.chief_log[-2000:]
     # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
     assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)

@@ -48,10 +48,12 @@ def test_the_launcher_s_help_shows_its_fast_recipe():
     assert {dest: _defaults_shown(shown[dest]) for dest in LOCAL_DEFAULTS} == {
         "epochs": ["2"], "batch_size": ["64"], "learning_rate": ["0.004"],
         "lr_schedule": ["warmup_cosine"], "lr_scaling": ["sqrt"],
-        "model": ["convnet_fc_slim"], "dropout": ["0.25"], "precision": ["auto"]}
+        "model": ["convnet_fc_slim"], "dropout": ["0.1"], "label_smoothing": ["0.1"],
+        "local_steps": ["50"], "precision": ["auto"]}
     assert LOCAL_DEFAULTS == {"epochs": 2, "batch_size": 64, "learning_rate": 0.004,
                               "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt",
-                              "model": "convnet_fc_slim", "dropout": 0.25, "precision": "auto"}
+                              "model": "convnet_fc_slim", "dropout": 0.1, "label_smoothing": 0.1,
+                              "local_steps": 50, "precision": "auto"}
 
 
 def test_the_trainer_s_help_shows_the_chart_s_defaults():
@@ -59,7 +61,8 @@ def test_the_trainer_s_help_shows_the_chart_s_defaults():
     assert {dest: _defaults_shown(shown[dest]) for dest in LOCAL_DEFAULTS} == {
         "epochs": ["100"], "batch_size": ["20"], "learning_rate": ["0.001"],
         "lr_schedule": ["constant"], "lr_scaling": ["none"], "model": ["convnet"],
-        "dropout": ["0.5"], "precision": ["float32"]}
+        "dropout": ["0.5"], "label_smoothing": ["0"], "local_steps": ["1"],
+        "precision": ["float32"]}
 
 
 def test_every_flag_s_help_shows_the_default_its_parser_uses():

@@ -25,8 +25,8 @@ What infra/ relies on without importing it:
 - The flags that ``trainer_args()`` in infra/components/training.py passes to every task,
   defined in trainer/flags.py: ``--data_dir``, ``--log_dir``, ``--epochs``,
   ``--batch_size``, ``--learning_rate``, ``--model``, ``--optimizer``, ``--lr_schedule``,
-  ``--lr_scaling``, ``--dropout``, ``--augment_shift``, ``--seed``, ``--peer_timeout`` and
-  ``--run_id`` (tests/infra/test_infra_recipe.py parses every task's args with the trainer's
+  ``--lr_scaling``, ``--dropout``, ``--label_smoothing``, ``--augment_shift``, ``--seed``,
+  ``--precision``, ``--local_steps``, ``--peer_timeout`` and ``--run_id`` (tests/infra/test_infra_recipe.py parses every task's args with the trainer's
   own parser).
 - The layout of ``--log_dir`` on the shared volume: ``logs/<task>.log`` (trainer/tasklog.py;
   infra.status points there), TensorBoard's events under ``train/`` and ``validation/``
