@@ -131,11 +131,12 @@ def test_local_steps_above_steps_per_execution_is_a_flag_error():
         flags.validate(flags.build_parser().parse_args(["--local_steps", "0"]))
 
 
-def test_the_warm_up_exchanges_every_step_then_rounds_of_local_steps_follow(tmp_path):
+def test_with_ps_0_the_rounds_begin_at_the_first_step(tmp_path):
     """StepRunner in this process over a one-replica MirroredStrategy (the synchronous
-    path's all-reduce; real peers are the launcher tests' above): steps before
-    ``local_from`` go through Keras' optimizer (its iterations count them), the rest through
-    the local rounds (which leave the optimizer's iterations alone and move the weights)."""
+    path's all-reduce; real peers are the launcher tests' above): with ps 0 there is no
+    every-step warm-up, so the first steps already run in rounds, which leave Keras'
+    optimizer's iterations alone and move the weights. (With a ps the warm-up exchanges
+    every step: the next test.)"""
     import tensorflow as tf
 
     from trainer import data as data_mod
@@ -157,16 +158,15 @@ def test_the_warm_up_exchanges_every_step_then_rounds_of_local_steps_follow(tmp_
     state = TrainState(dist.strategy, packing.initial_value(), args, total_steps,
                        TaskConfig({}), 0.0)
     runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
-    assert runner.local and runner.local_from == 15  # WARMUP_FRACTION of 100 steps
+    assert runner.local and runner.local_from == 0
 
-    runner.run(10, at_step=0)()
-    assert int(state.optimizer.iterations.numpy()) == 10 and int(state.global_step.numpy()) == 10
     before = state.weights.numpy().copy()
-    loss, _ = runner.run(10, at_step=15)()
-    assert int(state.optimizer.iterations.numpy()) == 10  # not Keras' apply_gradients
-    assert int(state.global_step.numpy()) == 20
+    loss, _ = runner.run(10, at_step=0)()
+    assert int(state.optimizer.iterations.numpy()) == 0  # not Keras' apply_gradients
+    assert int(state.global_step.numpy()) == 10
     assert np.abs(state.weights.numpy() - before).max() > 1e-4
     assert 0 < loss < 3
+    assert runner.every_step.experimental_get_tracing_count() == 0
 
 
 def test_with_a_coordinator_the_rounds_are_traced_during_the_warm_up_and_change_nothing(tmp_path):
