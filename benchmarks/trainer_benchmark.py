@@ -213,7 +213,8 @@ def main() -> None:
     started = time.perf_counter()
     print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
           f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
-          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); precision "
+          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); dropout "
+          f"{args.dropout}; label smoothing {args.label_smoothing}; precision "
           f"{args.precision}; exchanging every {args.local_steps} steps; "
           f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
           f"at the start {load()} (1, 5, 15 min)", flush=True)
