@@ -26,8 +26,8 @@ What infra/ relies on without importing it:
   defined in trainer/flags.py: ``--data_dir``, ``--log_dir``, ``--epochs``,
   ``--batch_size``, ``--learning_rate``, ``--model``, ``--optimizer``, ``--lr_schedule``,
   ``--lr_scaling``, ``--dropout``, ``--label_smoothing``, ``--augment_shift``, ``--seed``,
-  ``--precision``, ``--local_steps``, ``--peer_timeout`` and ``--run_id`` (tests/infra/test_infra_recipe.py parses every task's args with the trainer's
-  own parser).
+  ``--precision``, ``--local_steps``, ``--peer_timeout`` and ``--run_id``
+  (tests/infra/test_infra_recipe.py parses every task's args with the trainer's own parser).
 - The layout of ``--log_dir`` on the shared volume: ``logs/<task>.log`` (trainer/tasklog.py;
   infra.status points there), TensorBoard's events under ``train/`` and ``validation/``
   (``progress.TENSORBOARD_SUBDIRS``; a TensorBoard on ``--log_dir`` or on a directory of

@@ -20,8 +20,7 @@ The parts, in the order ``run.run`` uses them: ``distribution`` (the strategy), 
 (the optimizer and its learning rate), ``checkpoints`` (the run's variables, save and
 restore, and refusing another model's checkpoints), ``loop`` (the epochs, the Step and Epoch
 lines, TensorBoard) over ``steps`` (the traced steps on the cluster, minimising ``loss``'s
-objective), ``evaluation`` (test
-accuracy and cost), ``liveness`` (SIGTERM, lost peers, the watchdog), ``export`` (the model to
+objective), ``evaluation`` (test accuracy and cost), ``liveness`` (SIGTERM, lost peers, the watchdog), ``export`` (the model to
 serve: SavedModel and .keras) and ``finish`` (the export, the result, the done marker, what
 is kept until exit). The modules that use TensorFlow import it
 at their top; ``run`` imports them only once the data and flags are checked.

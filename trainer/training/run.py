@@ -122,8 +122,8 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
     """The chief's Training line (``progress.parse_log`` reads the run's size from it):
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
     schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
-    label smoothing where not 0, the arithmetic's dtype ``policy`` where not float32 and the exchange period (--local_steps)
-    where not 1 and there are peers to exchange with."""
+    label smoothing where not 0, the arithmetic's dtype ``policy`` where not float32 and the
+    exchange period (--local_steps) where not 1 and there are peers to exchange with."""
     known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
     notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
     rate = f"{args.learning_rate:g}"
