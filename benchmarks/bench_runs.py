@@ -22,6 +22,11 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 0.99
+#: The trainer flags every run passes on (``trainer_flags``) and the benchmark's command line
+#: takes, with the launcher's defaults (trainer_benchmark.build_parser).
+RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
+                "dropout", "label_smoothing", "model", "seed", "steps_per_execution",
+                "augment_shift", "precision", "local_steps")
 _EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
 
 
@@ -94,14 +99,9 @@ def plain_fit(args: argparse.Namespace) -> None:
 
 
 def trainer_flags(r: argparse.Namespace) -> list[str]:
-    return ["--data_dir", r.data_dir, "--epochs", str(r.epochs), "--batch_size", str(r.batch_size),
-            "--learning_rate", str(r.learning_rate), "--optimizer", r.optimizer,
-            "--lr_schedule", r.lr_schedule, "--lr_scaling", r.lr_scaling,
-            "--dropout", str(r.dropout), "--label_smoothing", str(r.label_smoothing),
-            "--model", r.model, "--seed", str(r.seed),
-            "--steps_per_execution", str(r.steps_per_execution),
-            "--augment_shift", str(r.augment_shift), "--precision", r.precision,
-            "--local_steps", str(r.local_steps)]
+    """``--data_dir`` and every RECIPE_FLAGS flag of ``r``, as trainer arguments."""
+    return ["--data_dir", r.data_dir,
+            *[arg for name in RECIPE_FLAGS for arg in (f"--{name}", str(getattr(r, name)))]]
 
 
 def run_plain(r: argparse.Namespace, script: str) -> dict:

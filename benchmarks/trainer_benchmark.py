@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import profile_table  # noqa: E402
-from bench_runs import TARGET, run_launcher, run_plain, run_single_trainer  # noqa: E402
+from bench_runs import (RECIPE_FLAGS, TARGET, run_launcher, run_plain,  # noqa: E402
+                        run_single_trainer)
 from trainer.launcher import cli  # noqa: E402
 
 #: Where the opt-in full-MNIST cluster test (tests/cluster/test_full_mnist.py, TF_MNIST_FULL_E2E=1)
@@ -53,9 +54,6 @@ from trainer.launcher import cli  # noqa: E402
 DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
 DEFAULT_BEST = ("--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none "
                 "--dropout 0.25 --label_smoothing 0 --local_steps 1")
-RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                "dropout", "label_smoothing", "model", "seed", "steps_per_execution", "augment_shift", "precision",
-                "local_steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
