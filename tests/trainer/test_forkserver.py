@@ -111,3 +111,18 @@ def _alive_pid(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_fork_server_exits_without_tearing_down_what_it_imported():
+    # What the preload does in the fork server, in a process of its own: a handler
+    # registered before it (as TensorFlow's own are) never runs, and output still buffered
+    # at the exit is written.
+    code = ("import atexit, os, sys\n"
+            "atexit.register(print, 'teardown ran', flush=True)\n"
+            "os.environ['TRAINER_FORK_SERVER'] = '1'\n"
+            "import trainer.launcher.preload\n"
+            "sys.stdout.write('buffered, not flushed')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONUNBUFFERED": ""})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "buffered, not flushed"

@@ -12,6 +12,7 @@ else the import prints is passed on.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import tempfile
@@ -75,9 +76,27 @@ def _import_quietly() -> None:
             sys.stderr.flush()
 
 
-if os.environ.pop(FORK_SERVER_ENV, None):
+def _exit_without_teardown() -> None:
+    """The fork server's last act: exit at once, skipping Python's teardown of the modules
+    it imported (about 0.9 s of CPU with TensorFlow loaded, measured on 2 cores). The fork
+    server holds the launcher's stdout, so whoever reads the launcher's output to its end
+    would wait for that teardown after the launcher itself has exited. Its tasks end with
+    os._exit and never run this."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+_in_fork_server = bool(os.environ.pop(FORK_SERVER_ENV, None))
+if _in_fork_server:
     _own_session()
     _report = os.environ.pop(NETWORK_REPORT_ENV, None)
     if _report:
         report_private_network(_report)
 _import_quietly()
+if _in_fork_server:
+    # Registered after TensorFlow's own exit handlers, so it runs first (atexit is LIFO).
+    atexit.register(_exit_without_teardown)
