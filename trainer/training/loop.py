@@ -21,7 +21,7 @@ from trainer.packed import PackedWeights
 from trainer.profiling import TrainingProfile
 from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
-from trainer.training.evaluation import evaluate_with_cost
+from trainer.training.evaluation import evaluate_with_cost, prepare_evaluation
 from trainer.training.liveness import SigtermFlag, Watchdog, peer_lost
 from trainer.training.schedule import learning_rate_at
 from trainer.training.steps import StepRunner
@@ -75,6 +75,8 @@ class TrainingLoop:
                         for subdir in progress.TENSORBOARD_SUBDIRS} if self.is_chief else {}
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
+        #: Whether this process has come to its first wait for steps (_before_first_wait).
+        self.waited = False
 
     def run(self, done_epochs: int, done_batches: int) -> Outcome:
         """Train from batch ``done_batches`` of epoch ``done_epochs`` (both counted from 0)
@@ -112,6 +114,8 @@ class TrainingLoop:
             interval_batches += k
             self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
+                if not self.waited:
+                    self._before_first_wait()
                 loss, _ = value()  # waits for this chunk only
                 self.watchdog.kick()
                 if self.is_chief and batch % args.log_interval == 0:
@@ -126,6 +130,17 @@ class TrainingLoop:
                           f"{batch}; exiting", flush=True)
                 return False
         return True
+
+    def _before_first_wait(self) -> None:
+        """Work that would otherwise leave the cluster idle, done while the workers run the
+        steps queued before the loop's first wait: the rounds' function traced (and shipped;
+        StepRunner.send_rounds_early), then on the chief the evaluation's (about 0.5 s of
+        the first epoch's end, when every worker waits for the chief). Without a
+        coordinator the steps have run already and this only moves the same work earlier."""
+        self.waited = True
+        self.steps.send_rounds_early()
+        if self.is_chief:
+            prepare_evaluation(self.model, self.dataset)
 
     def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
                    batches: int) -> None:

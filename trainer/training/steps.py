@@ -72,7 +72,7 @@ class StepRunner:
         #: ``local_steps`` is that of the second, taken from step ``local_from`` on.
         self.every_step = self._train_steps_fn()
         self.local_steps = self._local_train_steps_fn() if self.local else None
-        #: Whether ``local_steps`` has been scheduled, by a round or by ``_send_rounds_early``.
+        #: Whether ``local_steps`` has been scheduled, by a round or by ``send_rounds_early``.
         self.rounds_scheduled = False
         self.iterator = self._iterator()
 
@@ -220,16 +220,18 @@ class StepRunner:
             remote = self.dist.coordinator.schedule(function, args=args)
 
             def fetch():
-                self._send_rounds_early()
+                self.send_rounds_early()
                 return tuple(float(v) for v in remote.fetch())
 
             return fetch
         loss, correct = function(*args)
         return lambda: (float(loss), float(correct))
 
-    def _send_rounds_early(self) -> None:
+    def send_rounds_early(self) -> None:
         """With a coordinator, before the first wait of a run that will take rounds: schedule
-        a round of 0 steps, which changes nothing.
+        a round of 0 steps, which changes nothing (a no-op after the first call, and without
+        a coordinator or rounds). The training loop calls it before its first wait, and so
+        does every ``run``'s result function before waiting.
 
         Scheduling a function traces it in this process (about 0.6 s of the chief's CPU for
         the rounds' function on 2 cores) and ships it to a worker, which builds it on its
