@@ -238,7 +238,7 @@ class StepRunner:
         first call. Done at the switch from every step to rounds, that time leaves both
         workers idle; done here, while they run the warm-up's queued steps, it overlaps them.
         """
-        if self.local and not self.rounds_scheduled:
+        if self.dist.coordinator is not None and self.local and not self.rounds_scheduled:
             self.rounds_scheduled = True
             self.dist.coordinator.schedule(self.local_steps,
                                            args=(self.iterator, tf.constant(0, tf.int32)))
