@@ -42,7 +42,11 @@ def main(log_dir: str) -> None:
     cluster = tf.train.ClusterSpec(spec)
     for job in ("ps", "worker"):
         for index in range(len(spec[job])):
+            # All of them share this process: with its default inter-op threads (one per
+            # core) two workers' functions waiting on the ps can leave none for the ps' own
+            # part (a hang that a cluster of one process per task cannot have).
             tf.distribute.Server(cluster, job_name=job, task_index=index, protocol="grpc",
+                                 config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=16),
                                  start=True)
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         cluster, rpc_layer="grpc", task_type="chief", task_id=0)

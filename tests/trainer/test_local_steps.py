@@ -192,3 +192,43 @@ def test_with_a_coordinator_the_rounds_are_traced_during_the_warm_up_and_change_
     assert seen["rounds_traced_after_a_round"] == 1  # the rounds reused the early trace
     assert seen["global_step_after_rounds"] == 20
     assert seen["weights_moved_by_rounds"] > 1e-4
+
+
+@pytest.mark.parametrize("local_steps", ["1", "5"])
+def test_the_step_functions_are_traced_without_autograph(tmp_path, local_steps):
+    """Tracing and running either step function (every step: --local_steps 1; rounds: 5,
+    over a one-replica MirroredStrategy) writes no AutoGraph module: their loops are
+    tf.while_loop calls, so AutoGraph's source rewriting (most of their tracing time) never
+    runs."""
+    import sys
+
+    import tensorflow as tf
+
+    from trainer import data as data_mod
+    from trainer import flags
+    from trainer.autograph_files import AUTOGRAPH_PREFIX
+    from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
+    from trainer.model import build_model
+    from trainer.packed import PackedWeights
+    from trainer.training.checkpoints import TrainState
+    from trainer.training.distribution import Distribution
+    from trainer.training.steps import StepRunner
+
+    args = flags.build_parser().parse_args(
+        ["--local_steps", local_steps, "--model", "mlp", "--log_dir", str(tmp_path),
+         "--lr_schedule", "warmup_cosine"])
+    dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]),
+                        None, 1)
+    packing = PackedWeights(build_model("mlp", 0.0))
+    state = TrainState(dist.strategy, packing.initial_value(), args, 100, TaskConfig({}), 0.0)
+    runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), 100)
+    function = runner.local_steps if runner.local else runner.every_step
+
+    def autograph_modules() -> set[str]:
+        return {name for name in sys.modules if name.startswith(AUTOGRAPH_PREFIX)}
+
+    before = autograph_modules()
+    loss, _ = runner.run(10, at_step=0)()
+    assert function.experimental_get_tracing_count() == 1
+    assert autograph_modules() == before
+    assert 0 < loss < 3 and int(state.global_step.numpy()) == 10

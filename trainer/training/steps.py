@@ -28,6 +28,12 @@ Two ways to exchange the weights, by ``--local_steps``:
   one process' examples/s where the every-step warm-up held ps 0 at 0.87x (its all-reduce
   per step, and a second function to trace in every task at the switch).
   One process has nothing to exchange: it always takes the first way.
+
+Both functions are traced without AutoGraph (``autograph=False``): their loops are
+``tf.while_loop`` calls and nothing else in them is Python control flow on tensors.
+AutoGraph's rewriting of their source was most of their tracing (on 2 cores, the every-step
+function's 0.58 s down to 0.13 s, the rounds' 0.63 s down to 0.10 s), which with a ps is the
+chief's time before the workers get their first steps, and with ps 0 every task's.
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ class StepRunner:
         global_step = self.state.global_step
         scheduled = self.args.lr_schedule != "constant"
         smoothing = self.args.label_smoothing
+        total = tf.distribute.ReduceOp.SUM
 
         def step_fn(images, labels):
             with tf.GradientTape() as tape:
@@ -107,17 +114,20 @@ class StepRunner:
                                                      labels), tf.float32))
             return tf.nn.compute_average_loss(cost, global_batch_size=global_batch), correct
 
-        @tf.function
+        @tf.function(autograph=False)  # see the module's docstring
         def train_steps(iterator, num_steps):
             if scheduled:  # see make_optimizer
                 optimizer.iterations.assign(global_step)
-            total_loss = tf.constant(0.0)
-            total_correct = tf.constant(0.0)
-            for _ in tf.range(num_steps):
+
+            def one_step(done, total_loss, total_correct):
                 images, labels = next(iterator)
                 loss, correct = strategy.run(step_fn, args=(images, labels))
-                total_loss += strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-                total_correct += strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None)
+                return (done + 1, total_loss + strategy.reduce(total, loss, axis=None),
+                        total_correct + strategy.reduce(total, correct, axis=None))
+
+            _, total_loss, total_correct = tf.while_loop(
+                lambda done, *_: done < num_steps, one_step,
+                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
             global_step.assign_add(tf.cast(num_steps, tf.int64))
             return total_loss / tf.cast(num_steps, tf.float32), total_correct
 
@@ -172,25 +182,31 @@ class StepRunner:
                     variable.assign(local_update.merge_slot(
                         tf.identity(variable.value), value, begun, decay, squares, steps))
 
-        @tf.function
+        @tf.function(autograph=False)  # see the module's docstring
         def train_steps(iterator, num_steps):
             first_step = global_step.read_value()
-            total_loss = tf.constant(0.0)
-            total_correct = tf.constant(0.0)
-            done = tf.constant(0)
-            while done < num_steps:
+
+            def one_round(done, total_loss, total_correct):
                 steps = tf.minimum(round_steps, num_steps - done)
                 w, s, loss_sum, correct_sum = strategy.run(start_round)
                 start = [w, *s]
-                for i in tf.range(steps):
+
+                def one_step(i, w, s, loss_sum, correct_sum):
                     images, labels = next(iterator)
                     step = first_step + tf.cast(done + i, tf.int64)
-                    w, s, loss_sum, correct_sum = strategy.run(
-                        local_step, args=(w, s, loss_sum, correct_sum, images, labels, step))
+                    return (i + 1, *strategy.run(
+                        local_step, args=(w, s, loss_sum, correct_sum, images, labels, step)))
+
+                _, w, s, loss_sum, correct_sum = tf.while_loop(
+                    lambda i, *_: i < steps, one_step,
+                    (tf.constant(0), w, s, loss_sum, correct_sum))
                 end_round(w, s, start, steps)
-                total_loss += strategy.reduce(mean, loss_sum, axis=None)
-                total_correct += strategy.reduce(total, correct_sum, axis=None)
-                done += steps
+                return (done + steps, total_loss + strategy.reduce(mean, loss_sum, axis=None),
+                        total_correct + strategy.reduce(total, correct_sum, axis=None))
+
+            _, total_loss, total_correct = tf.while_loop(
+                lambda done, *_: done < num_steps, one_round,
+                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
             global_step.assign_add(tf.cast(num_steps, tf.int64))
             return total_loss / tf.cast(num_steps, tf.float32), total_correct
 
