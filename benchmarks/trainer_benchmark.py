@@ -5,7 +5,9 @@ Rows, all with the launcher's recipe (its defaults; override any flag) on ``--da
 - one process: ``python -m trainer`` without TF_CONFIG (the default strategy, every core
   its own): the reference throughput;
 - 2 workers + 1 ps and 2 workers, ps 0 (``python -m trainer.local``): training examples/s
-  and its ratio to the one process, measured side by side (one process, ps 1, ps 0 in
+  (over the epochs' time) and its ratio to the one process, the seconds each run spent
+  building its step and evaluation functions before its first epoch (result.json's
+  build_time_s) and the ratio with that time counted, measured side by side (one process, ps 1, ps 0 in
   turn, ``--pairs`` times; the ratio is the median of each turn's ratio), launch to exit
   and test accuracy;
 - the same two with another ``--local_steps`` (``--exchange_every``, default 1: exchanging
@@ -120,8 +122,9 @@ def side_by_side(args: argparse.Namespace, local: argparse.Namespace | None
     return runs
 
 
-def median_ratio(runs: list[dict], base: list[dict]) -> float:
-    return statistics.median(r["examples_per_s"] / b["examples_per_s"] for r, b in zip(runs, base))
+def median_ratio(runs: list[dict], base: list[dict], key: str = "examples_per_s") -> float:
+    """The median over turns of each run's ``key`` over its turn's base run's."""
+    return statistics.median(r[key] / b[key] for r, b in zip(runs, base))
 
 
 def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser,
@@ -159,6 +162,8 @@ def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
     """One table row for ``runs`` of one configuration (medians over the runs)."""
     eps = statistics.median(r["examples_per_s"] for r in runs)
     ratio = f"{median_ratio(runs, base):.2f}x" if base else "-"
+    build = f"{statistics.median(r['build_s'] for r in runs):.2f} s"
+    built_ratio = f"{median_ratio(runs, base, 'examples_per_s_built'):.2f}x" if base else "-"
     walls = [r["wall_s"] for r in runs]
     wall = f"{statistics.median(walls):.1f} s" + (
         f" ({min(walls):.1f}-{max(walls):.1f})" if len(walls) > 1 else "")
@@ -168,7 +173,8 @@ def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
     to_target = (f"{statistics.median(reached):.1f} s" if len(reached) == len(runs)
                  else f"{len(reached)} of {len(runs)} runs")
     mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(runs[-1]["peaks"].items()))
-    return (f"| {name} | {eps:.0f} | {ratio} | {wall} | {to_target} | {accs} | {mem} |")
+    return (f"| {name} | {eps:.0f} | {ratio} | {build} | {built_ratio} | {wall} | {to_target} | "
+            f"{accs} | {mem} |")
 
 
 def seeds_lines(results: list[dict], flags: str = "") -> list[str]:
@@ -251,9 +257,9 @@ def main() -> None:
     extra = profile_tables(args) if args.profile else []
     print(f"\nload average at the end {load()}; the benchmark took "
           f"{time.perf_counter() - started:.0f} s\n")
-    print("| run | examples/s | vs one process | launch to exit | to 0.99 | test accuracy | "
-          "peak memory per process (MiB) |")
-    print("|---|---:|---:|---:|---:|---|---|")
+    print("| run | examples/s | vs one process | building | vs one process, building counted | "
+          "launch to exit | to 0.99 | test accuracy | peak memory per process (MiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
     print("\n| run | launch to done | test accuracy | parts |\n|---|---:|---:|---|")
     print(cluster_row(args.cluster_result))

@@ -1,6 +1,7 @@
 """Run as a script by test_local_steps.py: a StepRunner over a real ParameterServerStrategy
 (2 workers and 1 ps as gRPC servers in this process, this process the coordinator), through
-the warm-up's first chunk and then one chunk of rounds; prints one JSON line of what it saw.
+``prepare``, the warm-up's first chunk and then one chunk of rounds; prints one JSON line of
+what it saw.
 
 A script, not test code: TensorFlow servers cannot be stopped, so the process that starts
 them must end (``os._exit``) when it is done.
@@ -62,19 +63,26 @@ def main(log_dir: str) -> None:
     state = TrainState(strategy, packing.initial_value(), args, total_steps, TaskConfig({}), 0.0)
     runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
     seen = {"local_from": runner.local_from}
+    before = state.weights.numpy().copy()
 
-    fetch = runner.run(10, at_step=0)
-    seen["rounds_traced_before_the_first_wait"] = runner.local_steps.experimental_get_tracing_count()
-    fetch()
+    runner.prepare(0)
     runner.join()
-    seen["rounds_traced_after_it"] = runner.local_steps.experimental_get_tracing_count()
+    seen["every_step_traced_by_prepare"] = runner.every_step.experimental_get_tracing_count()
+    seen["rounds_traced_by_prepare"] = runner.local_steps.experimental_get_tracing_count()
+    seen["global_step_after_prepare"] = int(state.global_step.numpy())
+    seen["optimizer_steps_after_prepare"] = int(state.optimizer.iterations.numpy())
+    seen["weights_moved_by_prepare"] = float(np.abs(state.weights.numpy() - before).max())
+
+    runner.run(10, at_step=0)()
+    runner.join()
     seen["global_step_after_warm_up"] = int(state.global_step.numpy())
     seen["optimizer_steps_after_warm_up"] = int(state.optimizer.iterations.numpy())
     before = state.weights.numpy().copy()
 
     runner.run(10, at_step=runner.local_from)()
     runner.join()
-    seen["rounds_traced_after_a_round"] = runner.local_steps.experimental_get_tracing_count()
+    seen["every_step_traced_after_steps"] = runner.every_step.experimental_get_tracing_count()
+    seen["rounds_traced_after_steps"] = runner.local_steps.experimental_get_tracing_count()
     seen["global_step_after_rounds"] = int(state.global_step.numpy())
     seen["weights_moved_by_rounds"] = float(np.abs(state.weights.numpy() - before).max())
     print(json.dumps(seen), flush=True)

@@ -75,6 +75,17 @@ def test_result_json_names_the_export_and_the_chief_says_where(run):
     assert f"[chief-0] Exported model: SavedModel {log_dir / 'export' / '1'} " in output
 
 
+def test_result_json_times_the_build_apart_from_the_epochs(run):
+    """The first step function and the evaluation's are built before the first epoch's clock:
+    examples_per_s is the epochs' examples over the epochs' time alone, and the build's
+    seconds are part of the run's total."""
+    log_dir, _ = run
+    result = progress.read_result(log_dir)
+    assert 0 < result["build_time_s"] < result["total_time_s"] - result["train_time_s"]
+    assert result["examples_per_s"] * result["train_time_s"] == pytest.approx(
+        result["global_step"] * result["batch_size"])
+
+
 def test_evaluate_prints_result_json_s_accuracy_without_importing_the_trainer(run):
     log_dir, _ = run
     result = progress.read_result(log_dir)

@@ -135,8 +135,8 @@ def test_with_ps_0_the_rounds_begin_at_the_first_step(tmp_path):
     """StepRunner in this process over a one-replica MirroredStrategy (the synchronous
     path's all-reduce; real peers are the launcher tests' above): with ps 0 there is no
     every-step warm-up, so the first steps already run in rounds, which leave Keras'
-    optimizer's iterations alone and move the weights. (With a ps the warm-up exchanges
-    every step: the next test.)"""
+    optimizer's iterations alone and move the weights; ``prepare`` builds the rounds'
+    function alone. (With a ps the warm-up exchanges every step: the next test.)"""
     import tensorflow as tf
 
     from trainer import data as data_mod
@@ -161,19 +161,25 @@ def test_with_ps_0_the_rounds_begin_at_the_first_step(tmp_path):
     assert runner.local and runner.local_from == 0
 
     before = state.weights.numpy().copy()
+    runner.prepare(0)  # builds the rounds' function only, and takes no step
+    assert runner.local_steps.experimental_get_tracing_count() == 1
+    assert int(state.global_step.numpy()) == 0
+    assert np.array_equal(state.weights.numpy(), before)
     loss, _ = runner.run(10, at_step=0)()
     assert int(state.optimizer.iterations.numpy()) == 0  # not Keras' apply_gradients
     assert int(state.global_step.numpy()) == 10
     assert np.abs(state.weights.numpy() - before).max() > 1e-4
     assert 0 < loss < 3
     assert runner.every_step.experimental_get_tracing_count() == 0
+    assert runner.local_steps.experimental_get_tracing_count() == 1
 
 
-def test_with_a_coordinator_the_rounds_are_traced_during_the_warm_up_and_change_nothing(tmp_path):
+def test_with_a_coordinator_prepare_builds_the_warm_up_function_and_changes_nothing(tmp_path):
     """A real ParameterServerStrategy (2 workers and 1 ps as in-process gRPC servers, in a
-    child process: tests/trainer/ps_rounds_probe.py): the first wait of the warm-up schedules
-    a round of 0 steps, so the rounds' function is traced then, while the workers have steps
-    queued, and not again when the rounds begin; that empty round adds no step."""
+    child process: tests/trainer/ps_rounds_probe.py): ``prepare(0)`` traces the every-step
+    function and has the workers run it for 0 steps, which moves no weight and counts no
+    step; the warm-up reuses that trace, and the rounds' function is traced once, at the
+    first round."""
     import json
     import subprocess
     import sys
@@ -185,11 +191,14 @@ def test_with_a_coordinator_the_rounds_are_traced_during_the_warm_up_and_change_
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["local_from"] == 15
-    assert seen["rounds_traced_before_the_first_wait"] == 0
-    assert seen["rounds_traced_after_it"] == 1
-    # The empty round added no step: the warm-up's 10 steps are all Keras' optimizer's.
+    # Only the warm-up's function: each worker builds the rounds' at its first round.
+    assert seen["every_step_traced_by_prepare"] == 1
+    assert seen["rounds_traced_by_prepare"] == 0
+    assert seen["global_step_after_prepare"] == 0 == seen["optimizer_steps_after_prepare"]
+    assert seen["weights_moved_by_prepare"] == 0.0
+    # The warm-up's 10 steps are all Keras' optimizer's; then 10 steps in rounds.
     assert seen["global_step_after_warm_up"] == 10 == seen["optimizer_steps_after_warm_up"]
-    assert seen["rounds_traced_after_a_round"] == 1  # the rounds reused the early trace
+    assert seen["every_step_traced_after_steps"] == 1 == seen["rounds_traced_after_steps"]
     assert seen["global_step_after_rounds"] == 20
     assert seen["weights_moved_by_rounds"] > 1e-4
 

@@ -171,6 +171,10 @@ class Result:
     strategy: str
     model: str
     global_step: int
+    #: Seconds the last process spent building its first step function and its evaluation
+    #: function before its first epoch (tracing; with a ps, every worker's first call of
+    #: it): not in train_time_s.
+    build_time_s: float = 0.0
     #: The exported model, relative to --log_dir (``export/<epochs>`` and
     #: ``export/<epochs>/model.keras``); empty when there is none.
     saved_model: str = ""

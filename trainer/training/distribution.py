@@ -23,12 +23,15 @@ class Distribution:
         replicas: the synchronous replicas of one step, whose batches make the global
             batch: with MultiWorkerMirroredStrategy every task (CPU or one GPU each), else 1
             (a ps worker's batch is applied alone).
+        workers: the worker tasks the coordinator schedules on with ParameterServerStrategy,
+            else 1.
     """
 
     kind: str
     strategy: Any
     coordinator: Any
     replicas: int
+    workers: int = 1
 
     def global_batch(self, batch_size: int) -> int:
         """The examples of one step, all replicas together, for ``--batch_size``."""
@@ -43,7 +46,8 @@ def connect(task: TaskConfig) -> Distribution:
         resolver.rpc_layer = "grpc"
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        return Distribution(kind, strategy, coordinator, 1)
+        return Distribution(kind, strategy, coordinator, 1,
+                            resolver.cluster_spec().num_tasks("worker"))
     if kind == MULTI_WORKER_MIRRORED:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         return Distribution(kind, strategy, None, strategy.num_replicas_in_sync)

@@ -57,7 +57,8 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
     train_time = outcome.train_time_s
     result = progress.Result(
         test_accuracy=test_accuracy, final_cost=outcome.last_cost, total_time_s=total_time,
-        train_time_s=train_time, epochs=args.epochs, resumed_from_epoch=resumed_from_epoch,
+        train_time_s=train_time, build_time_s=outcome.build_time_s, epochs=args.epochs,
+        resumed_from_epoch=resumed_from_epoch,
         examples_per_s=outcome.examples / train_time if train_time else 0.0,
         train_examples=len(loop.dataset.x_train), batch_size=args.batch_size,
         strategy=loop.dist.kind, model=args.model,
@@ -81,7 +82,8 @@ def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: s
     exported = export(args, model, done_epochs)
     previous = progress.read_result(args.log_dir)
     fields = {f.name for f in dataclasses.fields(progress.Result)}
-    if previous and fields - {"saved_model", "keras_model"} <= previous.keys() and (
+    newer = {"saved_model", "keras_model", "build_time_s"}  # fields older trainers lack
+    if previous and fields - newer <= previous.keys() and (
             previous.get("saved_model"), previous.get("keras_model")) != (
             exported.saved_model, exported.keras_model):
         # A result written before the export was (a chief stopped in between, or an older

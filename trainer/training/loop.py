@@ -33,6 +33,8 @@ class Outcome:
 
     Attributes:
         sigterm: stopped by SIGTERM, after saving a checkpoint; the rest is then partial.
+        build_time_s: wall time of building the first step function and the evaluation's
+            before the first epoch (TrainingLoop._build), seconds; not in train_time_s.
         train_time_s: wall time of the epochs this process trained, seconds.
         examples: training examples of those epochs.
         last_cost: the last epoch's mean training cost (cross-entropy, nats).
@@ -41,6 +43,7 @@ class Outcome:
     """
 
     sigterm: bool = False
+    build_time_s: float = 0.0
     train_time_s: float = 0.0
     examples: int = 0
     last_cost: float = math.nan
@@ -75,8 +78,6 @@ class TrainingLoop:
                         for subdir in progress.TENSORBOARD_SUBDIRS} if self.is_chief else {}
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
-        #: Whether this process has come to its first wait for steps (_before_first_wait).
-        self.waited = False
 
     def run(self, done_epochs: int, done_batches: int) -> Outcome:
         """Train from batch ``done_batches`` of epoch ``done_epochs`` (both counted from 0)
@@ -87,6 +88,7 @@ class TrainingLoop:
         """
         outcome = Outcome()
         try:
+            outcome.build_time_s = self._build(done_epochs * self.steps_per_epoch + done_batches)
             for epoch in range(done_epochs, self.args.epochs):
                 batch = done_batches if epoch == done_epochs else 0
                 epoch_start = time.perf_counter()
@@ -98,6 +100,18 @@ class TrainingLoop:
         except tf.errors.OpError as err:
             raise peer_lost(err, self.dist.kind) from None
         return outcome
+
+    def _build(self, at_step: int) -> float:
+        """Build the step function of step ``at_step`` (StepRunner.prepare) and, on the chief,
+        the evaluation's meanwhile (its first run otherwise costs about 0.5 s more, at the
+        first epoch's end, when every worker waits for the chief); return the wall seconds."""
+        start = time.perf_counter()
+        self.steps.prepare(at_step)
+        if self.is_chief:
+            prepare_evaluation(self.model, self.dataset)
+        self.steps.join()
+        self.watchdog.kick()
+        return time.perf_counter() - start
 
     def _train_epoch(self, epoch: int, batch: int, epoch_start: float) -> bool:
         """Train epoch ``epoch`` from ``batch`` on, its chunks into ``pending``; return False
@@ -114,8 +128,6 @@ class TrainingLoop:
             interval_batches += k
             self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
-                if not self.waited:
-                    self._before_first_wait()
                 loss, _ = value()  # waits for this chunk only
                 self.watchdog.kick()
                 if self.is_chief and batch % args.log_interval == 0:
@@ -130,17 +142,6 @@ class TrainingLoop:
                           f"{batch}; exiting", flush=True)
                 return False
         return True
-
-    def _before_first_wait(self) -> None:
-        """Work that would otherwise leave the cluster idle, done while the workers run the
-        steps queued before the loop's first wait: the rounds' function traced (and shipped;
-        StepRunner.send_rounds_early), then on the chief the evaluation's (about 0.5 s of
-        the first epoch's end, when every worker waits for the chief). Without a
-        coordinator the steps have run already and this only moves the same work earlier."""
-        self.waited = True
-        self.steps.send_rounds_early()
-        if self.is_chief:
-            prepare_evaluation(self.model, self.dataset)
 
     def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
                    batches: int) -> None:
