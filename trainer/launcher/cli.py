@@ -16,15 +16,15 @@ from trainer.contract.exit_codes import EXIT_MISSING_PACKAGES
 from trainer.launcher.supervisor import Launcher, install_signal_handlers
 from trainer.packages import first_missing, missing_package_message
 
-#: The launcher's recipe: 0.99 test accuracy on full MNIST in about 13-15 s from launch to
+#: The launcher's recipe: 0.99 test accuracy on full MNIST in about 10-11 s from launch to
 #: exit on 2 CPU cores with 2 workers + 1 ps (the measurements are in docs/benchmarks.md).
 #: Two epochs; batch 64 (twice the updates of 128 in two epochs: 128 stopped at 0.989-0.990);
 #: Adam warmed up over 15% of the steps to 0.004, then cosine-decayed to 0 (the large early
 #: rate learns fast, the decay settles it; 0.005 ended under 0.99 once in seven runs);
 #: convnet_fc_slim. --local_steps 50: each worker takes 50 steps on its own copy between
 #: exchanges with the ps (after an every-step warm-up; with ps 0 the replicas are averaged
-#: every 50 steps from the first), which lifts 2 workers + 1 ps from about 0.7x of one
-#: process' examples/s to its speed (trainer/training/steps.py). Those rounds cost about 0.002
+#: every 50 steps from the first), which lifts 2 workers + 1 ps from about 0.6x of one
+#: process' examples/s to about 0.9x (trainer/training/steps.py). Those rounds cost about 0.002
 #: of test accuracy (9 of 25 seeds at 0.99 with dropout 0.25); --label_smoothing 0.1 with
 #: dropout 0.1 gives it back (24-25 of 25 seeds; Szegedy et al. 2016: the smoothed targets
 #: keep the logits from growing without bound; docs/benchmarks.md). ps 0 trains
