@@ -6,10 +6,10 @@ Rows, all with the launcher's recipe (its defaults; override any flag) on ``--da
   its own): the reference throughput;
 - 2 workers + 1 ps and 2 workers, ps 0 (``python -m trainer.local``): training examples/s
   (over the epochs' time) and its ratio to the one process, the seconds each run spent
-  building its step and evaluation functions before its first epoch (result.json's
-  build_time_s) and the ratio with that time counted, measured side by side (one process, ps 1, ps 0 in
-  turn, ``--pairs`` times; the ratio is the median of each turn's ratio), launch to exit
-  and test accuracy;
+  building its first step function and the evaluation's before its first epoch
+  (result.json's build_time_s) and the ratio with that time counted, measured side by side
+  (one process, ps 1, ps 0 in turn, ``--pairs`` times; the ratio is the median of each
+  turn's ratio), launch to exit and test accuracy;
 - the same two with another ``--local_steps`` (``--exchange_every``, default 1: exchanging
   every step, against the recipe's rounds of 50 steps on each worker's own copy), in the
   same turns;

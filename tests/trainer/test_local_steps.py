@@ -137,27 +137,7 @@ def test_with_ps_0_the_rounds_begin_at_the_first_step(tmp_path):
     every-step warm-up, so the first steps already run in rounds, which leave Keras'
     optimizer's iterations alone and move the weights; ``prepare`` builds the rounds'
     function alone. (With a ps the warm-up exchanges every step: the next test.)"""
-    import tensorflow as tf
-
-    from trainer import data as data_mod
-    from trainer import flags
-    from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
-    from trainer.model import build_model
-    from trainer.packed import PackedWeights
-    from trainer.training.checkpoints import TrainState
-    from trainer.training.distribution import Distribution
-    from trainer.training.steps import StepRunner
-
-    args = flags.build_parser().parse_args(
-        ["--local_steps", "5", "--model", "mlp", "--log_dir", str(tmp_path),
-         "--lr_schedule", "warmup_cosine"])
-    dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]),
-                        None, 1)
-    packing = PackedWeights(build_model("mlp", 0.0))
-    total_steps = 100
-    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps,
-                       TaskConfig({}), 0.0)
-    runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
+    runner, state = _mirrored_runner(tmp_path, local_steps="5")
     assert runner.local and runner.local_from == 0
 
     before = state.weights.numpy().copy()
@@ -211,11 +191,29 @@ def test_the_step_functions_are_traced_without_autograph(tmp_path, local_steps):
     runs."""
     import sys
 
+    from trainer.autograph_files import AUTOGRAPH_PREFIX
+
+    runner, state = _mirrored_runner(tmp_path, local_steps)
+    function = runner.local_steps if runner.local else runner.every_step
+
+    def autograph_modules() -> set[str]:
+        return {name for name in sys.modules if name.startswith(AUTOGRAPH_PREFIX)}
+
+    before = autograph_modules()
+    loss, _ = runner.run(10, at_step=0)()
+    assert function.experimental_get_tracing_count() == 1
+    assert autograph_modules() == before
+    assert 0 < loss < 3 and int(state.global_step.numpy()) == 10
+
+
+def _mirrored_runner(tmp_path, local_steps: str):
+    """A StepRunner in this process over a one-replica MirroredStrategy (the synchronous
+    path, as with ps 0) for the mlp on the shipped sample, ``--local_steps local_steps``,
+    warm-up and cosine schedule over 100 steps; returns (runner, its TrainState)."""
     import tensorflow as tf
 
     from trainer import data as data_mod
     from trainer import flags
-    from trainer.autograph_files import AUTOGRAPH_PREFIX
     from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, TaskConfig
     from trainer.model import build_model
     from trainer.packed import PackedWeights
@@ -229,15 +227,8 @@ def test_the_step_functions_are_traced_without_autograph(tmp_path, local_steps):
     dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]),
                         None, 1)
     packing = PackedWeights(build_model("mlp", 0.0))
-    state = TrainState(dist.strategy, packing.initial_value(), args, 100, TaskConfig({}), 0.0)
-    runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), 100)
-    function = runner.local_steps if runner.local else runner.every_step
-
-    def autograph_modules() -> set[str]:
-        return {name for name in sys.modules if name.startswith(AUTOGRAPH_PREFIX)}
-
-    before = autograph_modules()
-    loss, _ = runner.run(10, at_step=0)()
-    assert function.experimental_get_tracing_count() == 1
-    assert autograph_modules() == before
-    assert 0 < loss < 3 and int(state.global_step.numpy()) == 10
+    total_steps = 100
+    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps,
+                       TaskConfig({}), 0.0)
+    runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
+    return runner, state
