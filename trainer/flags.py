@@ -96,7 +96,8 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
                              "(default %(default)s; at most --steps_per_execution)")
     parser.add_argument("--log_interval", type=int, default=100,
                         help="print a Step line every this many batches (default "
-                             "%(default)s)")
+                             "%(default)s; with a ps, once the next interval's steps are "
+                             "started, so the workers never wait for it)")
     parser.add_argument("--peer_timeout", type=float, default=600.0,
                         help="seconds a task waits for lost peers (or the chief for progress) "
                              "before exiting non-zero (default %(default)g)")

@@ -115,9 +115,19 @@ class TrainingLoop:
 
     def _train_epoch(self, epoch: int, batch: int, epoch_start: float) -> bool:
         """Train epoch ``epoch`` from ``batch`` on, its chunks into ``pending``; return False
-        when SIGTERM stopped it (a checkpoint is then saved)."""
+        when SIGTERM stopped it (a checkpoint is then saved).
+
+        Each ``--log_interval``'s Step line waits for that interval's last chunk, but only
+        once the next interval's chunks are started: with a coordinator the workers then
+        always have steps queued. Waiting at the interval itself left them idle while the
+        chief printed and scheduled again (2 workers + 1 ps on full MNIST, ``--log_interval``
+        100: about 5% fewer examples/s than with no Step lines). So a Step line prints one
+        interval late, with the interval's own cost and time; the epoch's last prints before
+        its Epoch line. Without a coordinator every chunk has run when ``run`` returns.
+        """
         args, steps = self.args, self.steps_per_epoch
-        interval_start, interval_batches = epoch_start, 0
+        self.interval_start, interval_batches = epoch_start, 0
+        unreported = None  # the last interval's (batch, chunk value, batches)
         self.pending = []
         while batch < steps:
             k = min(args.steps_per_execution, steps - batch,
@@ -128,26 +138,40 @@ class TrainingLoop:
             interval_batches += k
             self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
-                loss, _ = value()  # waits for this chunk only
-                self.watchdog.kick()
-                if self.is_chief and batch % args.log_interval == 0:
-                    now = time.perf_counter()
-                    self._step_line(epoch, batch, loss, now - interval_start, interval_batches)
-                    interval_start, interval_batches = now, 0
+                if unreported:
+                    self._report_interval(epoch, *unreported)
+                unreported, interval_batches = (batch, value, interval_batches), 0
             if self.sigterm.requested:
                 self.steps.join()
+                if unreported:
+                    self._report_interval(epoch, *unreported)
                 path = self.state.save(epoch, batch)
                 if self.is_chief:
                     print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
                           f"{batch}; exiting", flush=True)
                 return False
+        if unreported:
+            self._report_interval(epoch, *unreported)
         return True
+
+    def _report_interval(self, epoch: int, batch: int, value: Callable, batches: int) -> None:
+        """Wait for the chunk that ended an interval at batch ``batch`` of epoch ``epoch``
+        (``batches`` batches after the last interval's end) and, on the chief where
+        ``batch`` is a multiple of ``--log_interval``, print its Step line."""
+        loss, _ = value()
+        self.watchdog.kick()
+        now = time.perf_counter()
+        if self.is_chief and batch % self.args.log_interval == 0:
+            self._step_line(epoch, batch, loss, now - self.interval_start, batches)
+        self.interval_start = now
 
     def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
                    batches: int) -> None:
-        """The chief's Step line and batch cost scalar, ``batches`` batches after the last."""
+        """The chief's Step line and batch cost scalar, ``batches`` batches after the last.
+        Its step is the run's global batch count at ``batch`` (each global batch is one
+        step of the optimizer's schedule)."""
         avg_ms = 1000 * seconds / max(batches, 1)
-        step = int(self.state.global_step.numpy())
+        step = epoch * self.steps_per_epoch + batch
         print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms),
               flush=True)
         subdir, tag = progress.BATCH_COST
