@@ -158,10 +158,19 @@ def cluster_row(path: Path) -> str:
             f"from {path}) |")
 
 
+def ratio_text(runs: list[dict], base: list[dict]) -> str:
+    """The median of each turn's examples/s ratio to its base run, to 3 decimals so that a
+    target such as 0.95x is read without rounding, and with more than one turn the turns'
+    range: ``0.946x (0.93-0.97)``."""
+    turns = [r["examples_per_s"] / b["examples_per_s"] for r, b in zip(runs, base)]
+    spread = f" ({min(turns):.2f}-{max(turns):.2f})" if len(turns) > 1 else ""
+    return f"{statistics.median(turns):.3f}x{spread}"
+
+
 def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
     """One table row for ``runs`` of one configuration (medians over the runs)."""
     eps = statistics.median(r["examples_per_s"] for r in runs)
-    ratio = f"{median_ratio(runs, base):.2f}x" if base else "-"
+    ratio = ratio_text(runs, base) if base else "-"
     build = f"{statistics.median(r['build_s'] for r in runs):.2f} s"
     built_ratio = f"{median_ratio(runs, base, 'examples_per_s_built'):.2f}x" if base else "-"
     walls = [r["wall_s"] for r in runs]
