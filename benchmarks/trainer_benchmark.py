@@ -122,9 +122,14 @@ def side_by_side(args: argparse.Namespace, local: argparse.Namespace | None
     return runs
 
 
+def turn_ratios(runs: list[dict], base: list[dict], key: str = "examples_per_s") -> list[float]:
+    """Each turn's run's ``key`` over its turn's base run's, in turn order."""
+    return [r[key] / b[key] for r, b in zip(runs, base)]
+
+
 def median_ratio(runs: list[dict], base: list[dict], key: str = "examples_per_s") -> float:
     """The median over turns of each run's ``key`` over its turn's base run's."""
-    return statistics.median(r[key] / b[key] for r, b in zip(runs, base))
+    return statistics.median(turn_ratios(runs, base, key))
 
 
 def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser,
@@ -162,7 +167,7 @@ def ratio_text(runs: list[dict], base: list[dict]) -> str:
     """The median of each turn's examples/s ratio to its base run, to 3 decimals so that a
     target such as 0.95x is read without rounding, and with more than one turn the turns'
     range: ``0.946x (0.93-0.97)``."""
-    turns = [r["examples_per_s"] / b["examples_per_s"] for r, b in zip(runs, base)]
+    turns = turn_ratios(runs, base)
     spread = f" ({min(turns):.2f}-{max(turns):.2f})" if len(turns) > 1 else ""
     return f"{statistics.median(turns):.3f}x{spread}"
 

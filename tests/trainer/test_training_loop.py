@@ -19,11 +19,9 @@ class RecordingSteps:
     function that records ("wait", the step after the chunk) and gives that step as the
     chunk's cost, so each Step line shows which chunk it waited for."""
 
-    events: list[tuple] = []
-
     def __init__(self, *args, **kwargs) -> None:
         self.global_batch = 64
-        RecordingSteps.events = []
+        self.events: list[tuple] = []
 
     def run(self, num_steps: int, at_step: int):
         self.events.append(("run", at_step, num_steps))
@@ -68,7 +66,7 @@ def test_a_step_line_waits_only_once_the_next_intervals_chunks_are_started(
         tmp_path, monkeypatch, capsys):
     loop = _loop(tmp_path, monkeypatch, steps_per_epoch=10)
     assert loop._train_epoch(0, 0, time.perf_counter())
-    assert RecordingSteps.events == [
+    assert loop.steps.events == [
         ("run", 0, 2), ("run", 2, 2), ("run", 4, 2), ("run", 6, 2),
         ("wait", 4),  # interval 1's last chunk, after interval 2's were started
         ("run", 8, 2),
@@ -83,7 +81,7 @@ def test_a_resumed_epochs_step_lines_count_the_runs_global_steps(
         tmp_path, monkeypatch, capsys):
     loop = _loop(tmp_path, monkeypatch, steps_per_epoch=8)
     assert loop._train_epoch(2, 4, time.perf_counter())  # epoch 3 from its batch 4
-    assert RecordingSteps.events == [("run", 20, 2), ("run", 22, 2), ("wait", 24)]
+    assert loop.steps.events == [("run", 20, 2), ("run", 22, 2), ("wait", 24)]
     steps = progress.parse_log(capsys.readouterr().out).steps
     assert [(s["step"], s["epoch"], s["batch"], s["cost"]) for s in steps] == [(24, 3, 8, 24.0)]
 
@@ -91,19 +89,13 @@ def test_a_resumed_epochs_step_lines_count_the_runs_global_steps(
 @pytest.mark.parametrize("stop_after_runs", [1, 3])
 def test_sigterm_prints_the_interval_still_unreported_then_saves(
         tmp_path, monkeypatch, capsys, stop_after_runs):
-    runs = []
     loop = _loop(tmp_path, monkeypatch, steps_per_epoch=10,
-                 requested=lambda: len(runs) >= stop_after_runs)
-    original_run = RecordingSteps.run
-
-    def counted_run(self, num_steps, at_step):
-        runs.append(at_step)
-        return original_run(self, num_steps, at_step)
-    monkeypatch.setattr(RecordingSteps, "run", counted_run)
+                 requested=lambda: sum(e[0] == "run" for e in loop.steps.events)
+                 >= stop_after_runs)
     assert not loop._train_epoch(0, 0, time.perf_counter())
     out = capsys.readouterr().out
     stopped_at = 2 * stop_after_runs
     assert f"SIGTERM: saved checkpoint ckpt at 0/{stopped_at} at epoch 1, batch {stopped_at}" in out
     expected_lines = [4] if stopped_at >= 4 else []
     assert [s["batch"] for s in progress.parse_log(out).steps] == expected_lines
-    assert RecordingSteps.events[-1 if stopped_at < 4 else -2] == ("join",)
+    assert loop.steps.events[-1 if stopped_at < 4 else -2] == ("join",)

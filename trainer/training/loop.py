@@ -126,7 +126,7 @@ class TrainingLoop:
         its Epoch line. Without a coordinator every chunk has run when ``run`` returns.
         """
         args, steps = self.args, self.steps_per_epoch
-        self.interval_start, interval_batches = epoch_start, 0
+        interval_start, interval_batches = epoch_start, 0
         unreported = None  # the last interval's (batch, chunk value, batches)
         self.pending = []
         while batch < steps:
@@ -139,31 +139,34 @@ class TrainingLoop:
             self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
                 if unreported:
-                    self._report_interval(epoch, *unreported)
+                    interval_start = self._report_interval(epoch, interval_start, *unreported)
                 unreported, interval_batches = (batch, value, interval_batches), 0
             if self.sigterm.requested:
                 self.steps.join()
                 if unreported:
-                    self._report_interval(epoch, *unreported)
+                    self._report_interval(epoch, interval_start, *unreported)
                 path = self.state.save(epoch, batch)
                 if self.is_chief:
                     print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
                           f"{batch}; exiting", flush=True)
                 return False
         if unreported:
-            self._report_interval(epoch, *unreported)
+            self._report_interval(epoch, interval_start, *unreported)
         return True
 
-    def _report_interval(self, epoch: int, batch: int, value: Callable, batches: int) -> None:
+    def _report_interval(self, epoch: int, start: float, batch: int, value: Callable,
+                         batches: int) -> float:
         """Wait for the chunk that ended an interval at batch ``batch`` of epoch ``epoch``
-        (``batches`` batches after the last interval's end) and, on the chief where
-        ``batch`` is a multiple of ``--log_interval``, print its Step line."""
+        (``batches`` batches after the last interval's end, which was seen at
+        ``time.perf_counter()`` ``start``) and, on the chief where ``batch`` is a multiple of
+        ``--log_interval``, print its Step line; return when the wait ended, the next
+        interval's start."""
         loss, _ = value()
         self.watchdog.kick()
         now = time.perf_counter()
         if self.is_chief and batch % self.args.log_interval == 0:
-            self._step_line(epoch, batch, loss, now - self.interval_start, batches)
-        self.interval_start = now
+            self._step_line(epoch, batch, loss, now - start, batches)
+        return now
 
     def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
                    batches: int) -> None:

@@ -252,7 +252,8 @@ class StepRunner:
         switch, by each worker on its first round. Built here too, the switch came at the
         same moment on both workers and the seeds' accuracies spread wider (2 workers + 1 ps,
         full MNIST: 47 of seeds 1-50 at 0.99, against 25 of seeds 1-25 both without
-        ``prepare`` and with the first function alone).
+        ``prepare`` and with the first function alone), and no faster on an idle machine
+        (seed 1: 21,943 and 21,636 examples/s against 22,289 and 21,758 without it).
         """
         no_steps = tf.constant(0, tf.int32)
         function = self._function_at(at_step)
