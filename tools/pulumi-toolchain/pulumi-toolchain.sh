@@ -34,6 +34,11 @@
 # on 2 busy cores: 14 min (modules 1, schema 2, compile 11 with 770 s of CPU), peak RSS 6.0 GiB;
 # its 304 modules take 1.6 GB of the module cache (1.5 GB of them not shared with the CLI's).
 #
+# PULUMI_TOOLCHAIN_PROVIDERS (default "kubernetes alicloud") names the providers to find or
+# build; scripts/test.sh asks for kubernetes alone first, so that the tests needing only the CLI
+# and that provider start while the alicloud provider builds. A provider left out is neither
+# built nor unlinked from the bin directory.
+#
 # Exit status: non-zero, naming the module and version or the file, when a build fails, the
 # proxy refuses a module the CLI or the kubernetes provider needs, or a vendored file is missing
 # or fails its checksum. Only where the proxy refuses the alicloud module AND there are no
@@ -422,33 +427,44 @@ if [ -z "${cli_dir:-}" ]; then
 fi
 
 # 2. Providers, one after another (the alicloud build alone needs several GB of memory).
-build_provider pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_MODULE" "$KUBERNETES_MODULE_VERSION"
-[ -z "$refused" ] || die "cannot build pulumi-resource-kubernetes $KUBERNETES_VERSION: the Go module proxy refused $refused"
-build_provider pulumi-resource-alicloud "$ALICLOUD_VERSION" "$ALICLOUD_MODULE" "$ALICLOUD_MODULE_VERSION"
-if [ -n "$refused" ]; then
-  # Named explicitly, the directory must be there; the default one is optional.
-  vendor="${ALICLOUD_PROVIDER_VENDOR_DIR:-$alicloud_vendor_default}"
-  if [ -n "${ALICLOUD_PROVIDER_VENDOR_DIR:-}" ] && [ ! -d "$vendor" ]; then
-    die "ALICLOUD_PROVIDER_VENDOR_DIR=$vendor is not a directory (it should hold the vendored alicloud provider sources and their SHA256SUMS)"
-  fi
-  if [ -d "$vendor" ]; then
-    vendor="$(cd "$vendor" && pwd)"
-    log "the proxy refused $refused; the vendored sources are in $vendor"
-    build_alicloud_vendored "$vendor"
-    refused=""
-  fi
+providers=" ${PULUMI_TOOLCHAIN_PROVIDERS:-kubernetes alicloud} "
+for wanted in $providers; do
+  case "$wanted" in kubernetes|alicloud) ;; *)
+    die "PULUMI_TOOLCHAIN_PROVIDERS=${PULUMI_TOOLCHAIN_PROVIDERS:-}: '$wanted' is not a provider this script builds (kubernetes, alicloud)" ;;
+  esac
+done
+want_provider() { [[ "$providers" == *" $1 "* ]]; }
+if want_provider kubernetes; then
+  build_provider pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_MODULE" "$KUBERNETES_MODULE_VERSION"
+  [ -z "$refused" ] || die "cannot build pulumi-resource-kubernetes $KUBERNETES_VERSION: the Go module proxy refused $refused"
 fi
 alicloud_rc=0
-if [ -n "$refused" ]; then
-  alicloud_rc=3
-  msg="BLOCKED: pulumi-resource-alicloud $ALICLOUD_VERSION cannot be built: the Go module proxy refused $refused (the v$ALICLOUD_VERSION release commit), and there are no vendored sources in $alicloud_vendor_default"
-  log "************************************************************************"
-  log "$msg"
-  log "previews that create alicloud resources cannot run until it is served or installed"
-  log "(pulumi plugin install resource alicloud $ALICLOUD_VERSION puts it in \$PULUMI_HOME/plugins;"
-  log "or set ALICLOUD_PROVIDER_VENDOR_DIR to the vendored sources)."
-  log "************************************************************************"
-  [ "${PULUMI_TOOLCHAIN_STRICT:-0}" = 1 ] && exit 3
+if want_provider alicloud; then
+  build_provider pulumi-resource-alicloud "$ALICLOUD_VERSION" "$ALICLOUD_MODULE" "$ALICLOUD_MODULE_VERSION"
+  if [ -n "$refused" ]; then
+    # Named explicitly, the directory must be there; the default one is optional.
+    vendor="${ALICLOUD_PROVIDER_VENDOR_DIR:-$alicloud_vendor_default}"
+    if [ -n "${ALICLOUD_PROVIDER_VENDOR_DIR:-}" ] && [ ! -d "$vendor" ]; then
+      die "ALICLOUD_PROVIDER_VENDOR_DIR=$vendor is not a directory (it should hold the vendored alicloud provider sources and their SHA256SUMS)"
+    fi
+    if [ -d "$vendor" ]; then
+      vendor="$(cd "$vendor" && pwd)"
+      log "the proxy refused $refused; the vendored sources are in $vendor"
+      build_alicloud_vendored "$vendor"
+      refused=""
+    fi
+  fi
+  if [ -n "$refused" ]; then
+    alicloud_rc=3
+    msg="BLOCKED: pulumi-resource-alicloud $ALICLOUD_VERSION cannot be built: the Go module proxy refused $refused (the v$ALICLOUD_VERSION release commit), and there are no vendored sources in $alicloud_vendor_default"
+    log "************************************************************************"
+    log "$msg"
+    log "previews that create alicloud resources cannot run until it is served or installed"
+    log "(pulumi plugin install resource alicloud $ALICLOUD_VERSION puts it in \$PULUMI_HOME/plugins;"
+    log "or set ALICLOUD_PROVIDER_VENDOR_DIR to the vendored sources)."
+    log "************************************************************************"
+    [ "${PULUMI_TOOLCHAIN_STRICT:-0}" = 1 ] && exit 3
+  fi
 fi
 
 # 3. One directory with all five names (hard links where possible: the CLI resolves its own
@@ -466,8 +482,12 @@ for f in pulumi-language-python pulumi-language-python-exec pulumi_language_pyth
   pulumi-language-python.version pulumi-language-python.python; do
   if [ -e "$lang_dir/$f" ]; then cp -f "$lang_dir/$f" "$bin/.$f.tmp" && mv -f "$bin/.$f.tmp" "$bin/$f"; fi
 done
-put "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
-if [ "$alicloud_rc" -eq 0 ]; then
+if want_provider kubernetes; then
+  put "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
+fi
+if ! want_provider alicloud; then
+  :
+elif [ "$alicloud_rc" -eq 0 ]; then
   put "$(readlink -f "$cache/pulumi-resource-alicloud/v$ALICLOUD_VERSION/pulumi-resource-alicloud")" pulumi-resource-alicloud
   rm -f "$bin/BLOCKED-pulumi-resource-alicloud"
 else
