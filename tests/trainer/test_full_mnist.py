@@ -26,7 +26,7 @@ _NOISY = re.compile(r"(^|\] )[EWF]\d{4} |error|warning|Traceback", re.I)
 
 
 @pytest.mark.parametrize("ps", [1, 0], ids=["2-workers-1-ps", "2-workers-ps-0"])
-def test_default_recipe_reaches_0_99_on_full_mnist_and_ends_cleanly(tmp_path, ps):
+def test_default_recipe_trains_full_mnist_and_ends_cleanly(tmp_path, ps):
     data_dir = full_mnist_or_skip()
     log_dir = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "trainer.local", "--data_dir", str(data_dir),
@@ -34,10 +34,14 @@ def test_default_recipe_reaches_0_99_on_full_mnist_and_ends_cleanly(tmp_path, ps
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     parsed = progress.parse_log(proc.stdout)
-    # 2 workers + 1 ps, rounds of 50 local steps: mean 0.9912 over 25 seeds, 0.9900-0.9925
-    # (asynchronous, so no seed fixes the result); ps 0 (a global batch of 192 at the
-    # sqrt-scaled rate, the replicas averaged every 50 steps) 0.9909-0.9922 across five seeds.
-    assert parsed.done and parsed.test_accuracy >= 0.99, proc.stdout[-2000:]
+    # The recipe's 0.99 is the benchmark's target over 25 seeds (benchmarks/trainer_benchmark.py),
+    # not this one run's: with a ps the workers are asynchronous, so no seed fixes the result.
+    # What one run reaches, 2 workers + 1 ps: float32 (forced, an Intel Xeon; 2026-12-04) seeds
+    # 1-25 mean 0.9916, min 0.9909; bfloat16 (AMX) four benchmarks of 25 seeds, means
+    # 0.9911-0.9914, lowest 0.9892; float32 on an AMD EPYC without bfloat16, 0.9897-0.9913 in 4
+    # runs. ps 0: 0.9904-0.9922. Standard deviation about 0.0006 throughout, so 0.985, about
+    # 10 of them below the means, fails only a recipe that trains worse.
+    assert parsed.done and parsed.test_accuracy >= 0.985, proc.stdout[-2000:]
     after = proc.stdout[proc.stdout.index("[chief-0] done"):]
     noisy = [line for line in after.splitlines() if _NOISY.search(line)]
     assert not noisy, "\n".join(noisy)
