@@ -384,15 +384,19 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     assert job_condition(kube, f"{prefix}-chief-0") is None, "pulumi up waited for the training"
     # Another prefix is another stack's worth of runs: its own directory on the same volume.
     assert _run_dir(project, volume, prefix).parent != run_dirs[PREFIX].parent
-    kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
+    kube.wait_for("the chief's first epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 1,
                   timeout=300)
     going = _status(kube, prefix)
     assert going.returncode == 3 and "RUNNING" in going.stdout, going.stdout + going.stderr
+    # The deletion follows the second epoch's line at once (a pod listing, then the delete):
+    # the run has 10 epochs left, so the worker is surely still training when it goes.
+    kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
+                  timeout=300)
     selector = f"job-name={prefix}-worker-0"
     victim = kube.get("pods", "")["items"]
     victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
-    assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
     kube.run("delete", "pod", "-l", selector, "--wait=false")
+    assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
     outcomes = wait_for_tasks(kube, prefix)
     assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
     pods = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
