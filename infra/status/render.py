@@ -23,7 +23,11 @@ def age(seconds: Optional[float]) -> str:
 
 def progress_line(progress: ParsedLog) -> str:
     """``epoch 3 of 10 done (epoch 4: batch 200 of 468), cost 0.1009, test accuracy 0.9690,
-    3200 examples/s, about 2m left``, or what is known so far."""
+    3200 examples/s, about 2m left``, or what is known so far.
+
+    A log that begins at a resume point (a restarted chief's pod) has Step lines of epoch e
+    and no Epoch line before them: e - 1 epochs are done.
+    """
     if progress.done and progress.test_accuracy is not None:
         return (f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
                 f"{progress.final_cost:.4f}, total time {progress.total_time_s:.0f}s")
@@ -31,9 +35,9 @@ def progress_line(progress: ParsedLog) -> str:
     if not progress.epochs and not progress.steps:
         return "no progress lines yet"
     last = progress.epochs[-1] if progress.epochs else None
-    done = last["epoch"] if last else 0
-    parts = [f"epoch {done} of {total if total else '?'} done"]
     step = progress.steps[-1] if progress.steps else None
+    done = max(last["epoch"] if last else 0, step["epoch"] - 1 if step else 0)
+    parts = [f"epoch {done} of {total if total else '?'} done"]
     in_epoch = step if step and step["epoch"] > done else None
     if in_epoch:
         parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of " \

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from infra import status
+from trainer.contract import progress
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=timezone.utc)
 CHIEF_LOG_RUNNING = """\
@@ -223,3 +224,17 @@ def test_explicit_arguments_never_ask_pulumi():
                                            (200000, "2d")])
 def test_age_reads_like_kubectl(seconds, text):
     assert status.age(seconds) == text
+
+
+def test_a_restarted_chiefs_log_counts_the_epochs_done_before_it():
+    # The newest chief pod's log begins at its checkpoint: no Epoch line of epochs 1-5.
+    log = """\
+Training convnet on 60000 examples from /data/mnist (idx); strategy parameter_server; 10 epochs of 3000 batches of 20; adam lr 0.001
+Restored checkpoint /data/runs/mnist/checkpoints/ckpt-5: 5 of 10 epochs done; continuing from epoch 6
+Step: 15100,  Epoch: 6,  Batch: 100 of 3000,  Cost: 0.0900,  AvgTime: 10.00ms
+Step: 15600,  Epoch: 6,  Batch: 600 of 3000,  Cost: 0.0800,  AvgTime: 10.00ms
+"""
+    # 4.8 epochs of 3000 batches at 10 ms: 144 s (counting epoch 1-5 too gave 294 s, "4m")
+    assert status.progress_line(progress.parse_log(log)) == (
+        "epoch 5 of 10 done (epoch 6: batch 600 of 3000), cost 0.0800, 2000 examples/s, "
+        "about 2m left")
