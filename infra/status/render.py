@@ -25,8 +25,11 @@ def progress_line(progress: ParsedLog) -> str:
     """``epoch 3 of 10 done (epoch 4: batch 200 of 468), cost 0.1009, test accuracy 0.9690,
     3200 examples/s, about 2m left``, or what is known so far.
 
-    A log that begins at a resume point (a restarted chief's pod) has Step lines of epoch e
-    and no Epoch line before them: e - 1 epochs are done.
+    The examples/s are the last Epoch line's; before one, the newest Step line's: its global
+    batch (the Training line's "batches of N": --batch_size times the synchronous replicas;
+    with a ps, one worker's batch) x 1000 / its AvgTime, the epoch's milliseconds per global
+    batch so far. A log that begins at a resume point (a restarted chief's pod) has Step
+    lines of epoch e and no Epoch line before them: e - 1 epochs are done.
     """
     if progress.done and progress.test_accuracy is not None:
         return (f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
@@ -63,8 +66,10 @@ def progress_line(progress: ParsedLog) -> str:
 
 def time_left(progress: ParsedLog, total: Optional[int], done: int,
               in_epoch: Optional[dict]) -> Optional[float]:
-    """Seconds left: the remaining epochs at the mean epoch time so far, less the part of
-    the current epoch already done; from the Step lines' AvgTime before the first epoch."""
+    """Seconds of training left: the ``total - done`` epochs still to train at the mean
+    epoch time of the Epoch lines, less the share of the epoch in progress done; before any
+    Epoch line, at the newest Step line's AvgTime x the epoch's batches. Evaluation and
+    checkpoints between epochs are not in the Epoch lines' times, so not in this."""
     if not total:
         return None
     if progress.epochs:
