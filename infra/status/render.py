@@ -23,7 +23,14 @@ def age(seconds: Optional[float]) -> str:
 
 def progress_line(progress: ParsedLog) -> str:
     """``epoch 3 of 10 done (epoch 4: batch 200 of 468), cost 0.1009, test accuracy 0.9690,
-    3200 examples/s, about 2m left``, or what is known so far."""
+    3200 examples/s, about 2m left``, or what is known so far.
+
+    The examples/s are the last Epoch line's; before one, the newest Step line's: its global
+    batch (the Training line's "batches of N": --batch_size times the synchronous replicas;
+    with a ps, one worker's batch) x 1000 / its AvgTime, the epoch's milliseconds per global
+    batch so far. A log that begins at a resume point (a restarted chief's pod) has Step
+    lines of epoch e and no Epoch line before them: e - 1 epochs are done.
+    """
     if progress.done and progress.test_accuracy is not None:
         return (f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
                 f"{progress.final_cost:.4f}, total time {progress.total_time_s:.0f}s")
@@ -31,9 +38,9 @@ def progress_line(progress: ParsedLog) -> str:
     if not progress.epochs and not progress.steps:
         return "no progress lines yet"
     last = progress.epochs[-1] if progress.epochs else None
-    done = last["epoch"] if last else 0
-    parts = [f"epoch {done} of {total if total else '?'} done"]
     step = progress.steps[-1] if progress.steps else None
+    done = max(last["epoch"] if last else 0, step["epoch"] - 1 if step else 0)
+    parts = [f"epoch {done} of {total if total else '?'} done"]
     in_epoch = step if step and step["epoch"] > done else None
     if in_epoch:
         parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of " \
@@ -59,8 +66,10 @@ def progress_line(progress: ParsedLog) -> str:
 
 def time_left(progress: ParsedLog, total: Optional[int], done: int,
               in_epoch: Optional[dict]) -> Optional[float]:
-    """Seconds left: the remaining epochs at the mean epoch time so far, less the part of
-    the current epoch already done; from the Step lines' AvgTime before the first epoch."""
+    """Seconds of training left: the ``total - done`` epochs still to train at the mean
+    epoch time of the Epoch lines, less the share of the epoch in progress done; before any
+    Epoch line, at the newest Step line's AvgTime x the epoch's batches. Evaluation and
+    checkpoints between epochs are not in the Epoch lines' times, so not in this."""
     if not total:
         return None
     if progress.epochs:

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from infra import status
+from trainer.contract import progress
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=timezone.utc)
 CHIEF_LOG_RUNNING = """\
@@ -223,3 +224,57 @@ def test_explicit_arguments_never_ask_pulumi():
                                            (200000, "2d")])
 def test_age_reads_like_kubectl(seconds, text):
     assert status.age(seconds) == text
+
+
+def test_a_restarted_chiefs_log_counts_the_epochs_done_before_it():
+    # The newest chief pod's log begins at its checkpoint: no Epoch line of epochs 1-5.
+    log = """\
+Training convnet on 60000 examples from /data/mnist (idx); strategy parameter_server; 10 epochs of 3000 batches of 20; adam lr 0.001
+Restored checkpoint /data/runs/mnist/checkpoints/ckpt-5: 5 of 10 epochs done; continuing from epoch 6
+Step: 15100,  Epoch: 6,  Batch: 100 of 3000,  Cost: 0.0900,  AvgTime: 10.00ms
+Step: 15600,  Epoch: 6,  Batch: 600 of 3000,  Cost: 0.0800,  AvgTime: 10.00ms
+"""
+    # 4.8 epochs of 3000 batches at 10 ms: 144 s (counting epoch 1-5 too gave 294 s, "4m")
+    assert status.progress_line(progress.parse_log(log)) == (
+        "epoch 5 of 10 done (epoch 6: batch 600 of 3000), cost 0.0800, 2000 examples/s, "
+        "about 2m left")
+
+
+#: The chief's lines of a quick-start run up to epoch 2's first Step line (2 workers + 1 ps,
+#: --epochs 3 --log_interval 20 on the bundled sample; benchmarks/step_line_times.py at load
+#: 6): epoch 1 took 1.5 s, 5402 examples/s.
+QUICK_START = """\
+Training convnet_fc_slim on 8000 examples from trainer/data/mnist-10k (idx, mnist-10k by sha256); strategy parameter_server; 3 epochs of 125 batches of 64; adam lr 0.004 (warmup_cosine); label smoothing 0.1; mixed_bfloat16; exchanging every 50 steps
+Step: 20,  Epoch: 1,  Batch: 20 of 125,  Cost: 1.2695,  AvgTime: 14.81ms
+Step: 40,  Epoch: 1,  Batch: 40 of 125,  Cost: 1.1456,  AvgTime: 11.51ms
+Step: 60,  Epoch: 1,  Batch: 60 of 125,  Cost: 0.4158,  AvgTime: 12.63ms
+Step: 80,  Epoch: 1,  Batch: 80 of 125,  Cost: 0.2938,  AvgTime: 14.62ms
+Step: 100,  Epoch: 1,  Batch: 100 of 125,  Cost: 0.3198,  AvgTime: 13.17ms
+Step: 120,  Epoch: 1,  Batch: 120 of 125,  Cost: 0.2724,  AvgTime: 11.90ms
+Epoch 1 of 3 done: cost 0.6069, train accuracy 0.8469, test accuracy 0.9535, test cost 0.2646, 1.5s, 5402 examples/s; checkpoint runs/local/checkpoints/ckpt-1
+Step: 145,  Epoch: 2,  Batch: 20 of 125,  Cost: 0.2802,  AvgTime: 7.80ms
+"""
+
+
+def test_speed_and_time_left_before_the_first_epoch_follow_from_avgtime():
+    lines = QUICK_START.splitlines()
+    for count in range(2, 8):  # the Training line and the first 1-6 Step lines
+        parsed = progress.parse_log("\n".join(lines[:count]))
+        avg_ms = parsed.steps[-1]["avg_ms"]
+        text = status.progress_line(parsed)
+        # examples/s: the global batch of 64 (a worker's, with a ps) x 1000 / AvgTime; 0.80
+        # to 1.03 of what epoch 1 gave in the end
+        assert f", {64000 / avg_ms:.0f} examples/s, " in text
+        assert 0.5 <= 64000 / avg_ms / 5402 <= 2
+        # time left: the 3 epochs less the share done, at 125 x AvgTime each
+        share = parsed.steps[-1]["batch"] / 125
+        assert status.time_left(parsed, 3, 0, parsed.steps[-1]) == \
+            pytest.approx((3 - share) * 125 * avg_ms / 1000)
+    # after the second line: 2.68 epochs of 125 batches at 11.51 ms, 3.86 s
+    assert status.progress_line(progress.parse_log("\n".join(lines[:3]))) == (
+        "epoch 0 of 3 done (epoch 1: batch 40 of 125), cost 1.1456, 5560 examples/s, "
+        "about 3s left")
+    # in epoch 2, epoch 1's own figures: 1.84 epochs left at 1.5 s
+    assert status.progress_line(progress.parse_log(QUICK_START)) == (
+        "epoch 1 of 3 done (epoch 2: batch 20 of 125), cost 0.2802, test accuracy 0.9535, "
+        "5402 examples/s, about 2s left")

@@ -77,7 +77,9 @@ def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
         step: global step (optimizer updates so far, all workers together).
         epoch: 1-based epoch; batch: 1-based batch within it; batches: batches per epoch.
         cost: mean training loss (cross-entropy, nats) of the latest steps.
-        avg_ms: mean wall time per batch since the previous line, milliseconds.
+        avg_ms: mean wall time per global batch since the epoch's start, milliseconds
+            (trainer.training.pace.EpochPace, which says how batches still running count);
+            global batch x 1000 / avg_ms is the epoch's examples per second so far.
     """
     return (f"Step: {step},  Epoch: {epoch},  Batch: {batch} of {batches},  "
             f"Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms")

@@ -23,6 +23,7 @@ from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
 from trainer.training.evaluation import evaluate_with_cost, prepare_evaluation
 from trainer.training.liveness import SigtermFlag, Watchdog, peer_lost
+from trainer.training.pace import EpochPace
 from trainer.training.schedule import learning_rate_at
 from trainer.training.steps import StepRunner
 
@@ -78,6 +79,8 @@ class TrainingLoop:
                         for subdir in progress.TENSORBOARD_SUBDIRS} if self.is_chief else {}
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
+        #: The wall clock of the epochs and their Step lines, in seconds.
+        self.clock: Callable[[], float] = time.perf_counter
 
     def run(self, done_epochs: int, done_batches: int) -> Outcome:
         """Train from batch ``done_batches`` of epoch ``done_epochs`` (both counted from 0)
@@ -91,12 +94,12 @@ class TrainingLoop:
             outcome.build_time_s = self._build(done_epochs * self.steps_per_epoch + done_batches)
             for epoch in range(done_epochs, self.args.epochs):
                 batch = done_batches if epoch == done_epochs else 0
-                epoch_start = time.perf_counter()
+                epoch_start = self.clock()
                 if not self._train_epoch(epoch, batch, epoch_start):
                     outcome.sigterm = True
                     return outcome
                 self.steps.join()
-                self._end_epoch(epoch, time.perf_counter() - epoch_start, outcome)
+                self._end_epoch(epoch, self.clock() - epoch_start, outcome)
         except tf.errors.OpError as err:
             raise peer_lost(err, self.dist.kind) from None
         return outcome
@@ -105,75 +108,80 @@ class TrainingLoop:
         """Build the step function of step ``at_step`` (StepRunner.prepare) and, on the chief,
         the evaluation's meanwhile (its first run otherwise costs about 0.5 s more, at the
         first epoch's end, when every worker waits for the chief); return the wall seconds."""
-        start = time.perf_counter()
+        start = self.clock()
         self.steps.prepare(at_step)
         if self.is_chief:
             prepare_evaluation(self.model, self.dataset)
         self.steps.join()
         self.watchdog.kick()
-        return time.perf_counter() - start
+        return self.clock() - start
 
     def _train_epoch(self, epoch: int, batch: int, epoch_start: float) -> bool:
-        """Train epoch ``epoch`` from ``batch`` on, its chunks into ``pending``; return False
-        when SIGTERM stopped it (a checkpoint is then saved).
+        """Train epoch ``epoch`` from ``batch`` on (its start seen at ``self.clock()``
+        ``epoch_start``), its chunks into ``pending``; return False when SIGTERM stopped it
+        (a checkpoint is then saved).
 
-        Each ``--log_interval``'s Step line waits for that interval's last chunk, but only
-        once the next interval's chunks are started: with a coordinator the workers then
-        always have steps queued. Waiting at the interval itself left them idle while the
-        chief printed and scheduled again (2 workers + 1 ps on full MNIST, ``--log_interval``
-        100: about 5% fewer examples/s than with no Step lines). So a Step line prints one
-        interval late, with the interval's own cost and time; the epoch's last prints before
-        its Epoch line. Without a coordinator every chunk has run when ``run`` returns.
+        Each ``--log_interval``'s Step line waits for that interval's chunks, but only once
+        the next interval's chunks are started: with a coordinator the workers then always
+        have steps queued. Waiting at the interval itself left them idle while the chief
+        printed and scheduled again (2 workers + 1 ps on full MNIST, ``--log_interval`` 100:
+        about 5% fewer examples/s than with no Step lines). So a Step line prints one
+        interval late, with the interval's own cost; the epoch's last prints before its
+        Epoch line. Its AvgTime is since the epoch's start (EpochPace). Without a
+        coordinator every chunk has run when ``run`` returns.
         """
         args, steps = self.args, self.steps_per_epoch
-        interval_start, interval_batches = epoch_start, 0
-        unreported = None  # the last interval's (batch, chunk value, batches)
+        pace = EpochPace(epoch_start)
+        unreported = None  # the last interval's (last batch, chunks in pending by then)
         self.pending = []
         while batch < steps:
             k = min(args.steps_per_execution, steps - batch,
                     args.log_interval - batch % args.log_interval)
+            started = self.clock()
             value = self.steps.run(k, epoch * steps + batch)
+            pace.started(k, started)
+            if not self.steps.asynchronous:
+                pace.seen_through(len(pace.chunks), self.clock())
             self.pending.append((k, value))
             batch += k
-            interval_batches += k
             self.profile.at_batch(batch, self.steps.join)
             if batch % args.log_interval == 0 or batch == steps:
                 if unreported:
-                    interval_start = self._report_interval(epoch, interval_start, *unreported)
-                unreported, interval_batches = (batch, value, interval_batches), 0
+                    self._report_interval(epoch, pace, *unreported)
+                unreported = (batch, len(self.pending))
             if self.sigterm.requested:
                 self.steps.join()
+                pace.seen_through(len(self.pending), self.clock())
                 if unreported:
-                    self._report_interval(epoch, interval_start, *unreported)
+                    self._report_interval(epoch, pace, *unreported)
                 path = self.state.save(epoch, batch)
                 if self.is_chief:
                     print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
                           f"{batch}; exiting", flush=True)
                 return False
         if unreported:
-            self._report_interval(epoch, interval_start, *unreported)
+            self._report_interval(epoch, pace, *unreported)
         return True
 
-    def _report_interval(self, epoch: int, start: float, batch: int, value: Callable,
-                         batches: int) -> float:
-        """Wait for the chunk that ended an interval at batch ``batch`` of epoch ``epoch``
-        (``batches`` batches after the last interval's end, which was seen at
-        ``time.perf_counter()`` ``start``) and, on the chief where ``batch`` is a multiple of
-        ``--log_interval``, print its Step line; return when the wait ended, the next
-        interval's start."""
-        loss, _ = value()
+    def _report_interval(self, epoch: int, pace: EpochPace, batch: int, chunks: int) -> None:
+        """Wait for the epoch's first ``chunks`` chunks (in ``pending``), of which the last
+        ended an interval at batch ``batch`` of epoch ``epoch``, noting in ``pace`` when each
+        was seen done; on the chief where ``batch`` is a multiple of ``--log_interval``,
+        print the Step line with the last one's cost and ``pace``'s AvgTime."""
+        loss = None
+        for index in range(pace.seen_count, chunks):  # in the order started
+            loss, _ = self.pending[index][1]()
+            pace.seen_through(index + 1, self.clock())
+        if loss is None:  # seen done already (run returned, or a join): at once
+            loss, _ = self.pending[chunks - 1][1]()
         self.watchdog.kick()
-        now = time.perf_counter()
         if self.is_chief and batch % self.args.log_interval == 0:
-            self._step_line(epoch, batch, loss, now - start, batches)
-        return now
+            self._step_line(epoch, batch, loss, pace.avg_ms(self.clock()))
 
-    def _step_line(self, epoch: int, batch: int, loss: float, seconds: float,
-                   batches: int) -> None:
-        """The chief's Step line and batch cost scalar, ``batches`` batches after the last.
+    def _step_line(self, epoch: int, batch: int, loss: float, avg_ms: float) -> None:
+        """The chief's Step line and batch cost scalar at batch ``batch`` of epoch ``epoch``.
         Its step is the run's global batch count at ``batch`` (each global batch is one
         step of the optimizer's schedule)."""
-        avg_ms = 1000 * seconds / max(batches, 1)
         step = epoch * self.steps_per_epoch + batch
         print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms),
               flush=True)

@@ -68,6 +68,9 @@ class StepRunner:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.dataset = dataset
         self.global_batch = dist.global_batch(args.batch_size)
+        #: Whether ``run`` returns before its steps have run (scheduled on the workers by a
+        #: coordinator); else they have run when it returns.
+        self.asynchronous = dist.coordinator is not None
         self.dataset_fn = self._dataset_fn()
         #: Whether steps run in rounds on local copies (--local_steps > 1, with peers).
         self.local = args.local_steps > 1 and dist.kind != SINGLE_PROCESS
