@@ -51,6 +51,8 @@ def _row(name: str) -> list[str]:
     ("nas.retainOnDestroy", "`true`"),
     ("persistence.pvc.matchLabels", '`{"train": "mnist"}`'),
     ("gpuPool.instanceTypes", '`["ecs.gn5-c4g1.xlarge"]`'),
+    ("cluster.networkPlugin", "unset"),
+    ("nas.storageType", "unset"),
     ("worker.tolerations", "`[]`"),
     ("worker.nodeSelector", "`{}`"),
     ("zone", "unset"),

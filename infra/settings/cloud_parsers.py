@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from infra.settings.parsers import string_list
+from infra.settings.parsers import Parser, string_list
 
 #: ACK Kubernetes versions: ``<major>.<minor>.<patch>-aliyun.<n>`` (DescribeKubernetesVersionMetadata,
 #: e.g. 1.33.3-aliyun.1); a bare upstream version ("1.33") or a "v" prefix is refused by ACK.
@@ -52,3 +52,16 @@ def vswitch_id(raw: Any) -> Optional[str]:
         raise ValueError("must be a vSwitch id vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 "
                          "(`aliyun vpc DescribeVSwitches` lists them)")
     return raw
+
+
+def optional_choice(choices: tuple[str, ...]) -> Parser:
+    """Parser of one of ``choices``, or None when unset or empty (the program then works the
+    value out itself; see the key's description)."""
+    def parse(raw: Any) -> Optional[str]:
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str) or raw not in choices:
+            raise ValueError("must be one of " + ", ".join(choices) + " (or unset)")
+        return raw
+
+    return parse

@@ -1,11 +1,12 @@
 """Cross-key rules of the cloud layer: keys that mean nothing in the chosen mode, the keys of
-the chosen network plugin, an existing NAS, and the lifetime of the cluster credential."""
+the chosen network plugin, the stack's state where an unset key needs it, an existing NAS, and
+the lifetime of the cluster credential."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from infra.settings.derive import Resolved
+from infra.settings.derive import Resolved, creates_cluster, creates_file_system
 from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS, PROJECT
 from infra.settings.read import Reading
 
@@ -48,14 +49,15 @@ def mode_keys(r: Reading, _: Resolved) -> None:
                                "one, in its own VPC)")
 
 
-def network_plugin(r: Reading, _: Resolved) -> None:
+def network_plugin(r: Reading, d: Resolved) -> None:
     """A new cluster's pod addresses come from what its plugin uses: cluster.podCidr with
     Flannel, a pod vSwitch with Terway (ACK CreateCluster takes PodVswitchIds instead of a
-    container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides."""
+    container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides. The plugin
+    is the resolved one: cluster.networkPlugin, or what the stack's state records."""
     v = r.values
     if v["kubeconfig"] is not None or v["cluster.id"] is not None:
         return  # mode_keys refuses these keys there
-    if v["cluster.networkPlugin"] != "terway":
+    if d.network_plugin != "terway":
         for name in POD_VSWITCH_KEYS:
             if r.is_set(name):
                 r.refuse(name, "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods "
@@ -76,6 +78,20 @@ def network_plugin(r: Reading, _: Resolved) -> None:
         r.missing("cluster.podVswitchId", "required with cluster.networkPlugin terway and vswitch.id (the stack "
                   "does not know the VPC of that vSwitch, so it cannot create the pod vSwitch there: give an "
                   "existing vSwitch of that VPC and zone)")
+
+
+def unread_state(r: Reading, d: Resolved) -> None:
+    """An unset cluster.networkPlugin or nas.storageType of a resource the stack creates takes
+    the value the stack's state records for it (the resource may exist, and the value cannot
+    change without replacing it): when the state cannot be read, the key must be set."""
+    if d.state_error is None:
+        return
+    why = (f"this stack's state could not be read ({d.state_error}), and the default depends on whether the stack "
+           "already has {what} (a change replaces it): set the value it has, or {new} for a new one")
+    if creates_cluster(r.values) and r.values["cluster.networkPlugin"] is None:
+        r.missing("cluster.networkPlugin", why.format(what="its ACK cluster", new="terway"))
+    if creates_file_system(r.values) and r.values["nas.storageType"] is None:
+        r.missing("nas.storageType", why.format(what="its NAS file system", new="Capacity"))
 
 
 def zone_in_region(r: Reading, region: Optional[str]) -> None:
@@ -141,4 +157,4 @@ def stack_name(r: Reading, stack: str) -> None:
 
 
 #: The rules of this module, in the order their violations are reported.
-CLOUD_RULES = (mode_keys, network_plugin, existing_nas, credential_lifetime)
+CLOUD_RULES = (mode_keys, network_plugin, unread_state, existing_nas, credential_lifetime)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.settings.cloud_parsers import ack_version, instance_types, vswitch_id
+from infra.settings.cloud_parsers import ack_version, instance_types, optional_choice, vswitch_id
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
     https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
@@ -35,8 +35,18 @@ TENSORBOARD_TAG = "tensorboard:2.21.0"
 GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
 #: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
 NETWORK_PLUGINS = ("flannel", "terway")
+#: The plugin of a cluster the stack creates while cluster.networkPlugin is unset: Terway, which
+#: enforces the stack's NetworkPolicies. A cluster the stack already created keeps the plugin its
+#: state records instead (infra/settings/deployed.py): ACK cannot change the plugin of a cluster,
+#: and pod_cidr is ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so a new default
+#: must not reach a stack deployed with the old one.
+NEW_CLUSTER_NETWORK_PLUGIN = "terway"
 #: Standard (general-purpose) NAS storage types.
 NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+#: The storage type of a NAS file system the stack creates while nas.storageType is unset. A file
+#: system the stack already created keeps its type (its state says which; storage_type is
+#: ForceNew, and a new file system would start empty).
+NEW_NAS_STORAGE_TYPE = "Performance"
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 ADDRESS_TYPES = ("internet", "intranet")
@@ -263,12 +273,13 @@ KEYS: tuple[Key, ...] = (
     Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
     Key("cluster.version", None, ack_version, "1.33.3-aliyun.1", None,
         "Kubernetes version of a new cluster; default the newest."),
-    # Flannel by default: ACK cannot change the plugin of an existing cluster, and pod_cidr is
-    # ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so another default would
-    # replace the cluster of every stack deployed with it.
-    Key("cluster.networkPlugin", "flannel", one_of(NETWORK_PLUGINS), "flannel", "string",
-        "ACK network plugin of a new cluster: flannel (pods on cluster.podCidr; enforces no NetworkPolicy) or "
-        "terway (pods on a pod vSwitch; enforces NetworkPolicy); fixed once the cluster exists."),
+    # Not declared in Pulumi.yaml (schema type None): the CLI would write a declared default into
+    # every stack's config, and the program could no longer tell an unset key, whose value comes
+    # from the stack's state (NEW_CLUSTER_NETWORK_PLUGIN), from one the user set.
+    Key("cluster.networkPlugin", None, optional_choice(NETWORK_PLUGINS), "terway", None,
+        "ACK network plugin of a new cluster: terway (pods on a pod vSwitch; enforces NetworkPolicy) or flannel "
+        "(pods on cluster.podCidr; enforces no NetworkPolicy); unset = terway for a new cluster, and for a cluster "
+        "the stack already created the plugin it has (read from the stack's state: ACK cannot change it)."),
     Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string",
         "Flannel pod CIDR (cluster.networkPlugin flannel)."),
     Key("cluster.podVswitchId", None, vswitch_id, "vsw-xxxxxxxx", None,
@@ -306,8 +317,11 @@ KEYS: tuple[Key, ...] = (
     Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
         "cloud_essd", "string", "System disk category of CPU nodes."),
     Key("nodePools.keyName", None, optional_string, "my-key-pair", None, "ECS key pair for node login."),
-    Key("nas.storageType", "Performance", one_of(NAS_STORAGE_TYPES), "Performance", "string",
-        "Standard NAS storage type."),
+    # Not declared in Pulumi.yaml, like cluster.networkPlugin: unset, the type comes from the state.
+    Key("nas.storageType", None, optional_choice(NAS_STORAGE_TYPES), NEW_NAS_STORAGE_TYPE, None,
+        "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium); "
+        "unset = Performance for a new file system, and for one the stack already created the type it has (read "
+        "from the stack's state: a change replaces it, empty)."),
     Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
         "Keep the NAS file system (and its data) when the stack is destroyed."),
     Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),
