@@ -103,7 +103,7 @@ def created_cluster(settings: Settings) -> Target:
     nas = NasStorage(name, NasStorageArgs(
         vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
         storage_type=storage.nas_storage_type or "Capacity", retain_on_destroy=storage.nas_retain_on_destroy,
-        file_system_id=storage.nas_file_system_id), opts=opts)
+        file_system_id=storage.nas_file_system_id, zone=c.zone), opts=opts)
     file_system = (f"fileSystem={storage.nas_file_system_id}" if storage.nas_file_system_id is not None
                    else f"storageType={storage.nas_storage_type}")
     return Target(

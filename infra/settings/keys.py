@@ -43,10 +43,15 @@ NETWORK_PLUGINS = ("flannel", "terway")
 NEW_CLUSTER_NETWORK_PLUGIN = "terway"
 #: Standard (general-purpose) NAS storage types.
 NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
-#: The storage type of a NAS file system the stack creates while nas.storageType is unset. A file
-#: system the stack already created keeps its type (its state says which; storage_type is
-#: ForceNew, and a new file system would start empty).
-NEW_NAS_STORAGE_TYPE = "Performance"
+#: The storage type of a NAS file system the stack creates while nas.storageType is unset.
+#: Capacity: general-purpose NAS bills the used GiB by the hour and Capacity has the lowest
+#: price per GiB (0.06 USD/GiB/month in cn-hangzhou in Alibaba's billing example; Performance
+#: and Premium cost more per GiB for lower latency), while this job moves megabytes (an 11 MB
+#: data set staged once, checkpoints and event files of a few MB), far below what any of them
+#: serves. Extreme NAS is no candidate: it bills a provisioned capacity whether used or not and
+#: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
+#: says which; storage_type is ForceNew, and a new file system would start empty).
+NEW_NAS_STORAGE_TYPE = "Capacity"
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 ADDRESS_TYPES = ("internet", "intranet")
@@ -263,7 +268,8 @@ KEYS: tuple[Key, ...] = (
         "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address."),
     # Cloud layer.
     Key("zone", None, optional_string, "cn-hangzhou-i", None,
-        "Zone of the vSwitch (required when the stack creates the vSwitch)."),
+        "Zone of the vSwitch (required when the stack creates the vSwitch) and of a NAS file system the stack "
+        "creates."),
     Key("vpc.id", None, optional_string, "vpc-xxxxxxxx", None, "Existing VPC to create the vSwitch in."),
     Key("vpc.cidr", "192.168.0.0/16", cidr, "192.168.0.0/16", "string", "CIDR of a new VPC."),
     Key("vswitch.id", None, optional_string, "vsw-xxxxxxxx", None,
@@ -319,9 +325,9 @@ KEYS: tuple[Key, ...] = (
     Key("nodePools.keyName", None, optional_string, "my-key-pair", None, "ECS key pair for node login."),
     # Not declared in Pulumi.yaml, like cluster.networkPlugin: unset, the type comes from the state.
     Key("nas.storageType", None, optional_choice(NAS_STORAGE_TYPES), NEW_NAS_STORAGE_TYPE, None,
-        "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium); "
-        "unset = Performance for a new file system, and for one the stack already created the type it has (read "
-        "from the stack's state: a change replaces it, empty)."),
+        "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium), in "
+        "zone; unset = Capacity for a new file system (the cheapest per GiB; this job moves megabytes), and for one "
+        "the stack already created the type it has (read from the stack's state: a change replaces it, empty)."),
     Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
         "Keep the NAS file system (and its data) when the stack is destroyed."),
     Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),

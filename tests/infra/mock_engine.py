@@ -83,6 +83,8 @@ class Registration:
     delete_before_replace: bool
     #: The aliases the program gave (each as the engine's Alias message in text form).
     aliases: list[str] = field(default_factory=list)
+    #: The input properties whose changes the engine ignores after creation (camelCase).
+    ignore_changes: list[str] = field(default_factory=list)
 
 
 class FakeCluster:
@@ -195,6 +197,7 @@ class _Monitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=request.retainOnDelete,
                 delete_before_replace=request.deleteBeforeReplace,
                 aliases=[str(a) for a in request.aliases],
+                ignore_changes=list(request.ignoreChanges),
             ))
         return response
 

@@ -265,7 +265,8 @@ def test_cloud_layer(dev_config):
     assert gpu.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert "taints" not in cpu.inputs
     fs = run.one("alicloud:nas/fileSystem:FileSystem", "tf-mnist-dev-fs")
-    assert fs.inputs["protocolType"] == "NFS" and fs.inputs["storageType"] == "Performance"
+    assert fs.inputs["protocolType"] == "NFS" and fs.inputs["storageType"] == "Capacity"
+    assert fs.inputs["zoneId"] == "cn-hangzhou-i"
     assert fs.retain_on_delete is True
     assert "vpcId" not in fs.inputs and "vswitchId" not in fs.inputs
     rule = run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule")
