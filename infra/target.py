@@ -92,7 +92,8 @@ def created_cluster(settings: Settings) -> Target:
         gpu_instance_types=c.gpu_instance_types,
         gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
         gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
-        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name), opts=opts)
+        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name,
+        gpu_driver_version=c.gpu_driver_version, gpu_image_type=c.gpu_image_type), opts=opts)
     common = {"provider": cluster.provider, "kubeconfig": cluster.kubeconfig, "cluster_id": cluster.cluster_id,
               "pods_after": [pools]}  # pods need nodes to run on
     if storage.nas_mount_target_domain is not None:

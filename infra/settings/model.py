@@ -119,6 +119,9 @@ class ClusterSettings:
     gpu_autoscaling: bool = from_key("gpuPool.autoscaling")
     gpu_system_disk_category: str = from_key("gpuPool.systemDiskCategory")
     gpu_system_disk_size: int = from_key("gpuPool.systemDiskSize")
+    #: The NVIDIA driver of new GPU nodes (ACK's node pool label); None = ACK's default.
+    gpu_driver_version: Optional[str] = from_key("gpuPool.driverVersion")
+    gpu_image_type: str = from_key("gpuPool.imageType")
     cpu_instance_types: tuple[str, ...] = from_key("cpuPool.instanceTypes")
     cpu_pool_size: int = from_key("cpuPool.size")
     cpu_system_disk_category: str = from_key("cpuPool.systemDiskCategory")

@@ -81,8 +81,10 @@ def test_gpu_pool_keys_are_refused_without_gpu_pods(dev_config):
             ) in _errors(run)
 
 
-def test_gpu_autoscaling_configures_the_cluster_autoscaler_to_scale_from_zero(dev_config):
-    run = me.run_program({**dev_config, "tf-mnist:gpuPool.autoscaling": "true"})
+def test_the_gpu_pool_scales_from_zero_by_default(dev_config):
+    """No GPU node bills while no GPU pod runs: the pool's minimum is 0, and the cluster's
+    autoscaler brings nodes up for pending GPU pods and releases them when idle."""
+    run = me.run_program(dev_config)
     assert run.error is None, run.error
     gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
@@ -94,8 +96,10 @@ def test_gpu_autoscaling_configures_the_cluster_autoscaler_to_scale_from_zero(de
 
 
 def test_no_autoscaler_without_gpu_autoscaling(dev_config):
-    run = me.run_program(dev_config)
+    run = me.run_program({**dev_config, "tf-mnist:gpuPool.autoscaling": "false"})
     assert run.of_type(AUTOSCALER) == []
+    gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
+    assert gpu.inputs["desiredSize"] == "2" and "scalingConfig" not in gpu.inputs
 
 
 def test_name_prefix_moves_no_cloud_resource(dev_config):

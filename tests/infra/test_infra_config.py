@@ -235,7 +235,9 @@ def test_fix_for_a_flat_label_map_is_a_flat_value_that_replaces_it(dev_config):
 
 def test_fix_for_a_flat_list_is_a_flat_value_that_replaces_it(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:gpuPool.instanceTypes": "[]"})
-    assert str(run.error).endswith("    fix: pulumi config set gpuPool.instanceTypes '[\"ecs.gn5-c4g1.xlarge\"]'")
+    assert str(run.error).endswith(
+        "    fix: pulumi config set gpuPool.instanceTypes "
+        "'[\"ecs.gn5-c4g1.xlarge\",\"ecs.gn6i-c4g1.xlarge\",\"ecs.gn6i-c8g1.2xlarge\",\"ecs.gn6v-c8g1.2xlarge\"]'")
 
 
 

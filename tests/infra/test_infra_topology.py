@@ -259,8 +259,11 @@ def test_cloud_layer(dev_config):
     cpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-cpu")
     gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert cpu.urn in gpu.dependencies, "node pools must be created one after another"
-    assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge"]
-    assert gpu.inputs["desiredSize"] == "2"  # 2 workers x 1 GPU / 1 GPU per instance
+    assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
+                                           "ecs.gn6v-c8g1.2xlarge"]
+    # From 0 to 2 nodes: 2 workers x 1 GPU / 1 GPU per instance.
+    assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
+    assert "desiredSize" not in gpu.inputs
     assert gpu.inputs["systemDiskCategory"] == "cloud_efficiency"
     assert gpu.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert "taints" not in cpu.inputs
