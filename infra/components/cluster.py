@@ -9,6 +9,8 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from infra.components.tags import cloud_tags
+
 
 @dataclass
 class ClusterArgs:
@@ -128,6 +130,8 @@ class Cluster(pulumi.ComponentResource):
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
                 ],
                 version=args.version,
+                # ACK puts the cluster's tags on its nodes too.
+                tags=cloud_tags(),
                 opts=child,
             )
             self.cluster_id = cluster.id

@@ -9,6 +9,8 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.components.tags import cloud_tags
+
 
 @dataclass
 class NasStorageArgs:
@@ -35,7 +37,7 @@ class NasStorageArgs:
 class NasStorage(pulumi.ComponentResource):
     """Shared storage for data, checkpoints and TensorBoard logs.
 
-    Children: ``file_system`` (standard NFS, in ``args.zone``; with
+    Children: ``file_system`` (standard NFS, in ``args.zone``, tagged with the stack; with
     ``args.retain_on_destroy`` a `pulumi destroy` leaves it and its data in place; none with
     ``args.file_system_id``), ``access_group`` (VPC), ``access_rule`` (the node vSwitch CIDR,
     RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash) and
@@ -69,6 +71,7 @@ class NasStorage(pulumi.ComponentResource):
                 # the stack set it: ignored after creation, so that no file system is replaced
                 # (and emptied) for its zone.
                 zone_id=args.zone,
+                tags=cloud_tags(),
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy,
                                             ignore_changes=["zoneId"]),
             ).id

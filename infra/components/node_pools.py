@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.components.tags import cloud_tags
+
 #: Taint on GPU nodes so only pods that tolerate it (GPU workers) land there.
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
@@ -61,8 +63,9 @@ class NodePools(pulumi.ComponentResource):
     Children: ``cpu`` (ps, chief, TensorBoard, staging and CPU workers) and, when
     ``args.gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled with its pool and the
     pinned driver, of ``args.gpu_instance_types`` in order, autoscaled from 0 unless
-    ``args.gpu_autoscaling`` is off). ACK refuses to create two pools of one cluster at once
-    ("cannot operate cluster where state is scaling"), so the GPU pool depends on the CPU pool.
+    ``args.gpu_autoscaling`` is off). Both pools are tagged with the stack. ACK refuses to create
+    two pools of one cluster at once ("cannot operate cluster where state is scaling"), so the
+    GPU pool depends on the CPU pool.
 
     With ``args.gpu_autoscaling`` also ``autoscaler`` (alicloud.cs.AutoscalingConfig): a pool's
     scaling_config only marks it scalable; ACK scales it (from 0 too) only once the
@@ -91,6 +94,7 @@ class NodePools(pulumi.ComponentResource):
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
             key_name=args.key_name,
             install_cloud_monitor=False,
+            tags=cloud_tags(),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu = None
@@ -116,6 +120,7 @@ class NodePools(pulumi.ComponentResource):
                                                       effect=GPU_TAINT_EFFECT)],
                 key_name=args.key_name,
                 install_cloud_monitor=False,
+                tags=cloud_tags(),
                 **sizing,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),
             )

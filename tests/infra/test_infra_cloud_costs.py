@@ -1,9 +1,12 @@
 """What the cloud layer bills and how sure it is to come up: a GPU pool of fallback instance types
 on a pinned NVIDIA driver that scales from zero, a Capacity NAS in the nodes' zone (a deployed
-one keeps its type and zone), and the rules that refuse a GPU pool ACK would fail only at
-`pulumi up`."""
+one keeps its type and zone), tags naming the stack on everything that takes them, and the
+rules that refuse a GPU pool ACK would fail only at `pulumi up`."""
 
 from __future__ import annotations
+
+import importlib
+import inspect
 
 import pytest
 
@@ -12,6 +15,7 @@ import mock_engine as me
 POOL = "alicloud:cs/nodePool:NodePool"
 FS = "alicloud:nas/fileSystem:FileSystem"
 DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
+TAGS = {"pulumi:project": "tf-mnist", "pulumi:stack": "dev"}
 
 
 def _errors(run: me.Run) -> str:
@@ -99,3 +103,26 @@ def test_a_storage_type_set_wins_over_the_state(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:nas.storageType": "Premium"},
                          state=me.deployed_cloud("terway", storage_type="Performance"))
     assert run.one(FS, "tf-mnist-dev-fs").inputs["storageType"] == "Premium"
+
+
+def _takes_tags(type_: str) -> bool:
+    """Whether the pulumi_alicloud resource of ``type_`` (alicloud:<module>/<name>:<Class>) has a
+    ``tags`` argument."""
+    module, cls = type_.split(":")[1].split("/")[0], type_.rsplit(":", 1)[1]
+    resource = getattr(importlib.import_module(f"pulumi_alicloud.{module}"), cls)
+    return "tags" in inspect.signature(resource._internal_init).parameters
+
+
+def test_every_cloud_resource_that_takes_tags_names_the_stack(dev_config):
+    """The VPC, both vSwitches (Terway's pod vSwitch too), the cluster, both node pools, the NAS
+    file system and TensorBoard's SLB ACL."""
+    run = me.run_program({**dev_config, "tf-mnist:tensorboard.serviceType": "LoadBalancer",
+                          "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'})
+    assert run.error is None, run.error
+    taggable = [r for r in run.registrations if r.type.startswith("alicloud:") and _takes_tags(r.type)]
+    assert sorted({r.type for r in taggable}) == [
+        "alicloud:cs/managedKubernetes:ManagedKubernetes", "alicloud:cs/nodePool:NodePool",
+        "alicloud:nas/fileSystem:FileSystem", "alicloud:slb/acl:Acl", "alicloud:vpc/network:Network",
+        "alicloud:vpc/switch:Switch"]
+    assert len(taggable) == 8
+    assert {r.name: r.inputs.get("tags") for r in taggable} == {r.name: TAGS for r in taggable}
