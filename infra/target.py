@@ -82,8 +82,9 @@ def created_cluster(settings: Settings) -> Target:
     cluster = Cluster(name, ClusterArgs(
         vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
         service_cidr=c.service_cidr, api_server_public=c.api_server_public,
-        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin,
-        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id), opts=opts)
+        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin or "terway",
+        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
+        deployed_network_plugin=c.deployed_network_plugin), opts=opts)
     pools = NodePools(name, NodePoolsArgs(
         cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
         cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
@@ -91,7 +92,8 @@ def created_cluster(settings: Settings) -> Target:
         gpu_instance_types=c.gpu_instance_types,
         gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
         gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
-        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name), opts=opts)
+        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name,
+        gpu_driver_version=c.gpu_driver_version, gpu_image_type=c.gpu_image_type), opts=opts)
     common = {"provider": cluster.provider, "kubeconfig": cluster.kubeconfig, "cluster_id": cluster.cluster_id,
               "pods_after": [pools]}  # pods need nodes to run on
     if storage.nas_mount_target_domain is not None:
@@ -100,8 +102,9 @@ def created_cluster(settings: Settings) -> Target:
         return Target(**common, nas_file_system_id=None, volume_server=storage.nas_mount_target_domain,
                       volume_server_key=storage.nas_mount_target_domain)
     nas = NasStorage(name, NasStorageArgs(
-        vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr, storage_type=storage.nas_storage_type,
-        retain_on_destroy=storage.nas_retain_on_destroy, file_system_id=storage.nas_file_system_id), opts=opts)
+        vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
+        storage_type=storage.nas_storage_type or "Capacity", retain_on_destroy=storage.nas_retain_on_destroy,
+        file_system_id=storage.nas_file_system_id, zone=c.zone), opts=opts)
     file_system = (f"fileSystem={storage.nas_file_system_id}" if storage.nas_file_system_id is not None
                    else f"storageType={storage.nas_storage_type}")
     return Target(

@@ -9,6 +9,8 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from infra.components.tags import cloud_tags
+
 
 @dataclass
 class ClusterArgs:
@@ -20,6 +22,8 @@ class ClusterArgs:
         version: the Kubernetes version of a new cluster; None = the newest.
         network_plugin: the network plugin of a new cluster: ``flannel`` (pods on ``pod_cidr``)
             or ``terway`` (pods on ``pod_vswitch_id``; enforces NetworkPolicy).
+        deployed_network_plugin: the plugin of the cluster in the stack's state, if any: a
+            different ``network_plugin`` replaces that cluster (a warning says so).
         pod_cidr: the Flannel pod CIDR of a new cluster.
         pod_vswitch_id: the pod vSwitch of a new Terway cluster; None with Flannel.
         service_cidr: the Service CIDR of a new cluster.
@@ -35,8 +39,9 @@ class ClusterArgs:
     service_cidr: str
     api_server_public: bool
     credential_minutes: int
-    network_plugin: str = "flannel"
+    network_plugin: str = "terway"
     pod_vswitch_id: Optional[pulumi.Input[str]] = None
+    deployed_network_plugin: Optional[str] = None
 
 
 #: The ACK addon of each network plugin. terway-eniip is Terway's shared-ENI mode, whose
@@ -72,6 +77,12 @@ def _warn(name: str, args: ClusterArgs, cluster: pulumi.Resource) -> None:
             "any pod. For enforcement, create the cluster with Terway: pulumi config set cluster.networkPlugin "
             "terway on a new stack (ACK cannot change the plugin of an existing cluster: on a deployed stack "
             "the change replaces the cluster).", resource=cluster)
+    deployed = args.deployed_network_plugin
+    if deployed is not None and deployed != args.network_plugin:
+        pulumi.log.warn(
+            f"cluster.networkPlugin {args.network_plugin}: the stack's cluster {name} has {deployed}, which ACK cannot "
+            "change, so `pulumi up` replaces the cluster (new nodes; every Kubernetes object is created again). To "
+            "keep it: pulumi config rm cluster.networkPlugin", resource=cluster)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -119,6 +130,8 @@ class Cluster(pulumi.ComponentResource):
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
                 ],
                 version=args.version,
+                # ACK puts the cluster's tags on its nodes too.
+                tags=cloud_tags(),
                 opts=child,
             )
             self.cluster_id = cluster.id

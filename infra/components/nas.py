@@ -9,6 +9,8 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.components.tags import cloud_tags
+
 
 @dataclass
 class NasStorageArgs:
@@ -18,6 +20,7 @@ class NasStorageArgs:
         vswitch_id: the node vSwitch, where the mount target goes.
         vswitch_cidr: its CIDR, which the access rule authorises.
         storage_type: the standard NAS storage type (Performance, Capacity, Premium).
+        zone: the zone of a new file system: the nodes' (zone); None lets NAS pick one.
         retain_on_destroy: keep the file system and its data on `pulumi destroy`.
         file_system_id: an existing standard NAS file system (nas.fileSystemId); then the
             stack creates only the access group, rule and mount target for it.
@@ -28,15 +31,17 @@ class NasStorageArgs:
     storage_type: str
     retain_on_destroy: bool
     file_system_id: Optional[str] = None
+    zone: Optional[str] = None
 
 
 class NasStorage(pulumi.ComponentResource):
     """Shared storage for data, checkpoints and TensorBoard logs.
 
-    Children: ``file_system`` (standard NFS; with ``args.retain_on_destroy`` a `pulumi destroy`
-    leaves it and its data in place; none with ``args.file_system_id``), ``access_group``
-    (VPC), ``access_rule`` (the node vSwitch CIDR, RDWR, no_squash: CSI mounts come from node
-    IPs and chown needs no_squash) and ``mount_target`` in the node vSwitch.
+    Children: ``file_system`` (standard NFS, in ``args.zone``, tagged with the stack; with
+    ``args.retain_on_destroy`` a `pulumi destroy` leaves it and its data in place; none with
+    ``args.file_system_id``), ``access_group`` (VPC), ``access_rule`` (the node vSwitch CIDR,
+    RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash) and
+    ``mount_target`` in the node vSwitch.
 
     Outputs:
         file_system_id: the NAS file system id.
@@ -61,7 +66,14 @@ class NasStorage(pulumi.ComponentResource):
                 storage_type=args.storage_type,
                 file_system_type="standard",
                 description=f"{name} training data",
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
+                # Without a zone NAS picks one at random, often not the nodes', whose mounts then
+                # cross zones. zone_id is ForceNew and was computed for a file system made before
+                # the stack set it: ignored after creation, so that no file system is replaced
+                # (and emptied) for its zone.
+                zone_id=args.zone,
+                tags=cloud_tags(),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy,
+                                            ignore_changes=["zoneId"]),
             ).id
         access_group = alicloud.nas.AccessGroup(
             f"{name}-access",

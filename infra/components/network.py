@@ -9,6 +9,8 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.components.tags import cloud_tags
+
 
 @dataclass
 class NetworkArgs:
@@ -68,16 +70,18 @@ class Network(pulumi.ComponentResource):
         else:
             vpc_id: pulumi.Input[str]
             if args.vpc_id is None:
-                vpc_id = alicloud.vpc.Network(f"{name}-vpc", vpc_name=name, cidr_block=args.vpc_cidr, opts=child).id
+                vpc_id = alicloud.vpc.Network(f"{name}-vpc", vpc_name=name, cidr_block=args.vpc_cidr,
+                                              tags=cloud_tags(), opts=child).id
             else:
                 vpc_id = args.vpc_id
             vswitch = alicloud.vpc.Switch(f"{name}-vswitch", vswitch_name=name, vpc_id=vpc_id,
-                                          cidr_block=args.vswitch_cidr, zone_id=args.zone, opts=child)
+                                          cidr_block=args.vswitch_cidr, zone_id=args.zone, tags=cloud_tags(),
+                                          opts=child)
             self.vswitch_id = vswitch.id
             if args.pod_vswitch_cidr is not None:
                 self.pod_vswitch_id = alicloud.vpc.Switch(
                     f"{name}-vswitch-pods", vswitch_name=f"{name}-pods", vpc_id=vpc_id,
-                    cidr_block=args.pod_vswitch_cidr, zone_id=args.zone, opts=child).id
+                    cidr_block=args.pod_vswitch_cidr, zone_id=args.zone, tags=cloud_tags(), opts=child).id
         self.vswitch_cidr = pulumi.Output.from_input(args.vswitch_cidr)
         outputs = {"vswitch_id": self.vswitch_id, "vswitch_cidr": self.vswitch_cidr}
         if self.pod_vswitch_id is not None:

@@ -8,12 +8,18 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.components.tags import cloud_tags
+
 #: Taint on GPU nodes so only pods that tolerate it (GPU workers) land there.
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
 GPU_TAINT_EFFECT = "NoSchedule"
 #: Node label naming the pool a node belongs to.
 POOL_LABEL = "tf-mnist/pool"
+#: ACK's node pool label that pins the NVIDIA driver ACK installs on a new GPU node (ACK:
+#: "Specify an NVIDIA driver version for nodes by adding a label"; nodes already in the pool
+#: keep theirs, and a version ACK does not support gets ACK's default).
+DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
 
 
 @dataclass
@@ -32,6 +38,8 @@ class NodePoolsArgs:
         gpu_system_disk_category: the GPU nodes' system disk category.
         gpu_system_disk_size: the GPU nodes' system disk, GiB.
         key_name: the ECS key pair for node login, if any.
+        gpu_driver_version: the NVIDIA driver of new GPU nodes (DRIVER_LABEL); None = ACK's default.
+        gpu_image_type: the GPU nodes' OS image (ACK image_type), on which ACK installs the driver.
     """
 
     cluster_id: pulumi.Input[str]
@@ -45,15 +53,19 @@ class NodePoolsArgs:
     gpu_system_disk_category: str
     gpu_system_disk_size: int
     key_name: Optional[str]
+    gpu_driver_version: Optional[str] = None
+    gpu_image_type: str = "AliyunLinux3"
 
 
 class NodePools(pulumi.ComponentResource):
     """Node pools of the training run.
 
     Children: ``cpu`` (ps, chief, TensorBoard, staging and CPU workers) and, when
-    ``args.gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled, optionally autoscaled
-    from 0). ACK refuses to create two pools of one cluster at once ("cannot operate cluster
-    where state is scaling"), so the GPU pool depends on the CPU pool.
+    ``args.gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled with its pool and the
+    pinned driver, of ``args.gpu_instance_types`` in order, autoscaled from 0 unless
+    ``args.gpu_autoscaling`` is off). Both pools are tagged with the stack. ACK refuses to create
+    two pools of one cluster at once ("cannot operate cluster where state is scaling"), so the
+    GPU pool depends on the CPU pool.
 
     With ``args.gpu_autoscaling`` also ``autoscaler`` (alicloud.cs.AutoscalingConfig): a pool's
     scaling_config only marks it scalable; ACK scales it (from 0 too) only once the
@@ -82,6 +94,7 @@ class NodePools(pulumi.ComponentResource):
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
             key_name=args.key_name,
             install_cloud_monitor=False,
+            tags=cloud_tags(),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu = None
@@ -101,11 +114,13 @@ class NodePools(pulumi.ComponentResource):
                 instance_types=list(args.gpu_instance_types),
                 system_disk_category=args.gpu_system_disk_category,
                 system_disk_size=args.gpu_system_disk_size,
-                labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="gpu")],
+                image_type=args.gpu_image_type,
+                labels=_gpu_labels(args.gpu_driver_version),
                 taints=[alicloud.cs.NodePoolTaintArgs(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE,
                                                       effect=GPU_TAINT_EFFECT)],
                 key_name=args.key_name,
                 install_cloud_monitor=False,
+                tags=cloud_tags(),
                 **sizing,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),
             )
@@ -113,6 +128,14 @@ class NodePools(pulumi.ComponentResource):
                 self.autoscaler = _autoscaler(name, args.cluster_id, parent=self, after=self.gpu)
         self.ready = (self.gpu or self.cpu).id
         self.register_outputs({"ready": self.ready})
+
+
+def _gpu_labels(driver_version: Optional[str]) -> list[alicloud.cs.NodePoolLabelArgs]:
+    """The GPU pool's node labels: its pool, and the driver ACK installs (when pinned)."""
+    labels = [alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="gpu")]
+    if driver_version is not None:
+        labels.append(alicloud.cs.NodePoolLabelArgs(key=DRIVER_LABEL, value=driver_version))
+    return labels
 
 
 def _autoscaler(name: str, cluster_id: pulumi.Input[str], *, parent: pulumi.Resource,

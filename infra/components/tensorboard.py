@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels
+from infra.components.tags import cloud_tags
 from infra.settings import Placement, TensorBoardSettings
 
 TENSORBOARD_PORT = 6006
@@ -129,7 +130,7 @@ class TensorBoard(pulumi.ComponentResource):
             return annotations
         annotations[LB_ANNOTATION + "address-type"] = settings.address_type
         if settings.source_ranges and args.cloud_acl:
-            acl = alicloud.slb.Acl(f"{full_name}-acl", name=full_name, ip_version="ipv4",
+            acl = alicloud.slb.Acl(f"{full_name}-acl", name=full_name, ip_version="ipv4", tags=cloud_tags(),
                                    opts=pulumi.ResourceOptions(parent=self))
             for i, cidr in enumerate(settings.source_ranges):
                 alicloud.slb.AclEntryAttachment(f"{full_name}-acl-{i}", acl_id=acl.id, entry=cidr,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from infra.settings.parsers import string_list
+from infra.settings.parsers import Parser, string_list
 
 #: ACK Kubernetes versions: ``<major>.<minor>.<patch>-aliyun.<n>`` (DescribeKubernetesVersionMetadata,
 #: e.g. 1.33.3-aliyun.1); a bare upstream version ("1.33") or a "v" prefix is refused by ACK.
@@ -22,6 +22,9 @@ INSTANCE_TYPE = re.compile(r"^ecs\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+$")
 #: against ``^vsw-[a-z0-9]*$`` (at preview, in its own words, without the config key); here
 #: with at least one character after the prefix.
 VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
+#: NVIDIA Linux driver versions as ACK lists them for its node label
+#: ``ack.aliyun.com/nvidia-driver-version``: ``<branch>.<minor>[.<patch>]`` (550.144.03, 570.169).
+NVIDIA_DRIVER_VERSION = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
 def ack_version(raw: Any) -> Optional[str]:
@@ -52,3 +55,33 @@ def vswitch_id(raw: Any) -> Optional[str]:
         raise ValueError("must be a vSwitch id vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 "
                          "(`aliyun vpc DescribeVSwitches` lists them)")
     return raw
+
+
+def optional_choice(choices: tuple[str, ...]) -> Parser:
+    """Parser of one of ``choices``, or None when unset or empty (the program then works the
+    value out itself; see the key's description)."""
+    def parse(raw: Any) -> Optional[str]:
+        if raw is None or raw == "":
+            return None
+        if not isinstance(raw, str) or raw not in choices:
+            raise ValueError("must be one of " + ", ".join(choices) + " (or unset)")
+        return raw
+
+    return parse
+
+
+def nvidia_driver_version(raw: Any) -> Optional[str]:
+    """An NVIDIA driver version such as ``550.144.03``, or None when empty (then no driver label:
+    ACK installs its current default, which changes over time)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not NVIDIA_DRIVER_VERSION.match(raw):
+        raise ValueError("must be an NVIDIA driver version <branch>.<minor>[.<patch>] such as 550.144.03, one of "
+                         "ACK's supported versions (ACK installs its default driver for any other), or empty for "
+                         "ACK's default")
+    return raw
+
+
+def driver_branch(version: str) -> int:
+    """The branch of an NVIDIA driver version: 550 for 550.144.03."""
+    return int(version.split(".", 1)[0])

@@ -1,12 +1,16 @@
 """Cross-key rules of the cloud layer: keys that mean nothing in the chosen mode, the keys of
-the chosen network plugin, an existing NAS, and the lifetime of the cluster credential."""
+the chosen network plugin, the stack's state where an unset key needs it, the GPU pool's
+instance types against its disk and driver, an existing NAS, and the lifetime of the cluster
+credential."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from infra.settings.derive import Resolved
-from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, NAS_CREATE_KEYS, PROJECT
+from infra.settings.cloud_parsers import driver_branch
+from infra.settings.derive import Resolved, creates_cluster, creates_file_system
+from infra.settings.gpu_families import known_families
+from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, KEYS_BY_NAME, NAS_CREATE_KEYS, PROJECT
 from infra.settings.read import Reading
 
 #: Every key of the cloud layer (CLOUD_KEY_PREFIXES), in table order.
@@ -48,14 +52,15 @@ def mode_keys(r: Reading, _: Resolved) -> None:
                                "one, in its own VPC)")
 
 
-def network_plugin(r: Reading, _: Resolved) -> None:
+def network_plugin(r: Reading, d: Resolved) -> None:
     """A new cluster's pod addresses come from what its plugin uses: cluster.podCidr with
     Flannel, a pod vSwitch with Terway (ACK CreateCluster takes PodVswitchIds instead of a
-    container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides."""
+    container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides. The plugin
+    is the resolved one: cluster.networkPlugin, or what the stack's state records."""
     v = r.values
     if v["kubeconfig"] is not None or v["cluster.id"] is not None:
         return  # mode_keys refuses these keys there
-    if v["cluster.networkPlugin"] != "terway":
+    if d.network_plugin != "terway":
         for name in POD_VSWITCH_KEYS:
             if r.is_set(name):
                 r.refuse(name, "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods "
@@ -76,6 +81,46 @@ def network_plugin(r: Reading, _: Resolved) -> None:
         r.missing("cluster.podVswitchId", "required with cluster.networkPlugin terway and vswitch.id (the stack "
                   "does not know the VPC of that vSwitch, so it cannot create the pod vSwitch there: give an "
                   "existing vSwitch of that VPC and zone)")
+
+
+def unread_state(r: Reading, d: Resolved) -> None:
+    """An unset cluster.networkPlugin or nas.storageType of a resource the stack creates takes
+    the value the stack's state records for it (the resource may exist, and the value cannot
+    change without replacing it): when the state cannot be read, the key must be set."""
+    if d.state_error is None:
+        return
+    why = (f"this stack's state could not be read ({d.state_error}), and the default depends on whether the stack "
+           "already has {what} (a change replaces it): set the value it has, or {new} for a new one")
+    if creates_cluster(r.values) and r.values["cluster.networkPlugin"] is None:
+        r.missing("cluster.networkPlugin", why.format(what="its ACK cluster", new="terway"))
+    if creates_file_system(r.values) and r.values["nas.storageType"] is None:
+        r.missing("nas.storageType", why.format(what="its NAS file system", new="Capacity"))
+
+
+def gpu_pool(r: Reading, _: Resolved) -> None:
+    """Every GPU instance type of a family the rules know (gpu_families.py) takes
+    gpuPool.systemDiskCategory, and runs gpuPool.driverVersion (Pascal and Volta end at R580):
+    ACK would otherwise fail the pool, or its nodes, only at `pulumi up`."""
+    v = r.values
+    if v["kubeconfig"] is not None or v["worker.gpuCount"] == 0:
+        return  # no GPU pool (mode_keys refuses the keys)
+    families = known_families(v["gpuPool.instanceTypes"])
+    common = [c for c in ("cloud_efficiency", "cloud_ssd", "cloud_essd")
+              if all(c in f.system_disks for f in families.values())]
+    disks = "; ".join(f"{t} takes {', '.join(f.system_disks)}" for t, f in families.items())
+    if not common:
+        r.bad("gpuPool.instanceTypes", f"must share a system disk category, and these do not ({disks}): list "
+              "types of families that do, such as the default's GN5, gn6i and gn6v (all cloud_efficiency)")
+    elif v["gpuPool.systemDiskCategory"] not in common:
+        r.bad("gpuPool.systemDiskCategory", f"must be a category every type of gpuPool.instanceTypes takes ({disks})",
+              fix_value=common[0])
+    version = v["gpuPool.driverVersion"]
+    if version is not None:
+        old = [f"{t} ({f.gpu}, R{f.last_driver_branch} at most)" for t, f in families.items()
+               if f.last_driver_branch is not None and driver_branch(version) > f.last_driver_branch]
+        if old:
+            r.bad("gpuPool.driverVersion", f"must be a driver branch that still supports {', '.join(old)}",
+                  fix_value=KEYS_BY_NAME["gpuPool.driverVersion"].default)
 
 
 def zone_in_region(r: Reading, region: Optional[str]) -> None:
@@ -141,4 +186,4 @@ def stack_name(r: Reading, stack: str) -> None:
 
 
 #: The rules of this module, in the order their violations are reported.
-CLOUD_RULES = (mode_keys, network_plugin, existing_nas, credential_lifetime)
+CLOUD_RULES = (mode_keys, network_plugin, unread_state, gpu_pool, existing_nas, credential_lifetime)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
+from infra.settings.deployed import Deployed, StateUnreadable
 from infra.settings.keys import (
-    PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG,
+    NEW_CLUSTER_NETWORK_PLUGIN, NEW_NAS_STORAGE_TYPE, PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG,
+    TRAINER_CPU_TAG, TRAINER_GPU_TAG,
 )
 from infra.settings.kubeconfig import kubeconfig_server
 from infra.settings.model import (
@@ -38,6 +40,14 @@ class Resolved:
         cluster_identifier: with kubeconfig, clusterIdentifier or the API server URL of the
             kubeconfig's current context; None without kubeconfig, or when it names no server.
         cluster_identifier_error: why the kubeconfig names no server (a rule reports it).
+        network_plugin: the plugin of the cluster the stack creates: cluster.networkPlugin, else
+            the one its state records for the cluster it already created, else
+            NEW_CLUSTER_NETWORK_PLUGIN; None when the stack creates no cluster.
+        nas_storage_type: likewise nas.storageType, the state's file system, NEW_NAS_STORAGE_TYPE;
+            None when the stack creates no NAS file system.
+        deployed: what the stack's state holds (empty when it was not read or holds nothing).
+        state_error: why the state could not be read, when an unset key needed it (a rule
+            reports it).
     """
 
     cpu_image: str
@@ -48,10 +58,50 @@ class Resolved:
     ports: Mapping[str, int]
     cluster_identifier: Optional[str]
     cluster_identifier_error: Optional[str]
+    network_plugin: Optional[str] = None
+    nas_storage_type: Optional[str] = None
+    deployed: Deployed = Deployed()
+    state_error: Optional[str] = None
 
 
-def resolve(values: Mapping[str, Any]) -> Resolved:
-    """The values that come from several keys, for the rules and ``assemble``."""
+def creates_cluster(values: Mapping[str, Any]) -> bool:
+    """Whether the stack creates the ACK cluster: no kubeconfig and no cluster.id."""
+    return values["kubeconfig"] is None and values["cluster.id"] is None
+
+
+def creates_file_system(values: Mapping[str, Any]) -> bool:
+    """Whether the stack creates a NAS file system: cloud mode on NAS, neither
+    nas.mountTargetDomain nor nas.fileSystemId naming an existing one."""
+    return (values["kubeconfig"] is None and values["persistence.volume.type"] == "nas"
+            and values["nas.mountTargetDomain"] is None and values["nas.fileSystemId"] is None)
+
+
+def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deployed]) -> dict[str, Any]:
+    """network_plugin, nas_storage_type, deployed and state_error of ``Resolved``: the state is
+    read only when an unset key of a resource the stack creates needs it."""
+    plugin = values["cluster.networkPlugin"] if creates_cluster(values) else None
+    storage_type = values["nas.storageType"] if creates_file_system(values) else None
+    deployed, error = Deployed(), None
+    if (creates_cluster(values) and plugin is None) or (creates_file_system(values) and storage_type is None):
+        try:
+            deployed = read_deployed()
+        except StateUnreadable as why:
+            error = str(why)
+    if creates_cluster(values) and plugin is None:
+        plugin = deployed.network_plugin or NEW_CLUSTER_NETWORK_PLUGIN
+    if creates_file_system(values) and storage_type is None:
+        storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
+    return {"network_plugin": plugin, "nas_storage_type": storage_type, "deployed": deployed, "state_error": error}
+
+
+def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = Deployed) -> Resolved:
+    """The values that come from several keys, for the rules and ``assemble``.
+
+    Args:
+        read_deployed: what the stack's state holds (deployed.read_deployed through the engine;
+            raises StateUnreadable); called at most once, and only while cluster.networkPlugin or
+            nas.storageType is unset for a resource the stack creates. The default: nothing.
+    """
     registry = values["imageRegistry"]
     cpu_image = values["ps.image"] or f"{registry}/{TRAINER_CPU_TAG}"
     worker_image = values["worker.image"] or (f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0
@@ -74,6 +124,7 @@ def resolve(values: Mapping[str, Any]) -> Resolved:
         ports={"chief": values["worker.port"], "worker": values["worker.port"], "ps": values["ps.port"]},
         cluster_identifier=identifier,
         cluster_identifier_error=error,
+        **_fixed_choices(values, read_deployed),
     )
 
 
@@ -84,7 +135,7 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
     return section(
         Settings, v, project=PROJECT, stack=stack,
         cluster=_cluster(v, resolved, training),
-        storage=section(StorageSettings, v),
+        storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
         training=training,
         tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image),
         registry=_registry(v, resolved),
@@ -113,7 +164,8 @@ def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSetting
         gpu_pool_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
     return section(ClusterSettings, v, identifier=resolved.cluster_identifier,
                    identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
-                   gpu_pool_size=gpu_pool_size)
+                   gpu_pool_size=gpu_pool_size, network_plugin=resolved.network_plugin,
+                   deployed_network_plugin=resolved.deployed.network_plugin)
 
 
 def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:

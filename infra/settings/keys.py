@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from infra.settings.cloud_parsers import ack_version, instance_types, vswitch_id
+from infra.settings.cloud_parsers import ack_version, instance_types, nvidia_driver_version, optional_choice, vswitch_id
+from infra.settings.gpu_families import GPU_SYSTEM_DISK_CATEGORIES
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
     https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
@@ -35,8 +36,45 @@ TENSORBOARD_TAG = "tensorboard:2.21.0"
 GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
 #: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
 NETWORK_PLUGINS = ("flannel", "terway")
+#: The plugin of a cluster the stack creates while cluster.networkPlugin is unset: Terway, which
+#: enforces the stack's NetworkPolicies. A cluster the stack already created keeps the plugin its
+#: state records instead (infra/settings/deployed.py): ACK cannot change the plugin of a cluster,
+#: and pod_cidr is ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so a new default
+#: must not reach a stack deployed with the old one.
+NEW_CLUSTER_NETWORK_PLUGIN = "terway"
 #: Standard (general-purpose) NAS storage types.
 NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+#: The storage type of a NAS file system the stack creates while nas.storageType is unset.
+#: Capacity: general-purpose NAS bills the used GiB by the hour and Capacity has the lowest
+#: price per GiB (0.06 USD/GiB/month in cn-hangzhou in Alibaba's billing example; Performance
+#: and Premium cost more per GiB for lower latency), while this job moves megabytes (an 11 MB
+#: data set staged once, checkpoints and event files of a few MB), far below what any of them
+#: serves. Extreme NAS is no candidate: it bills a provisioned capacity whether used or not and
+#: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
+#: says which; storage_type is ForceNew, and a new file system would start empty).
+NEW_NAS_STORAGE_TYPE = "Capacity"
+#: The GPU pool's instance types, tried in order for each node (ACK node pools: "it will try to
+#: purchase from the first specification until it is created successfully"). Every one has one
+#: GPU (so gpuPool.gpusPerInstance 1 holds whichever comes), takes the ultra disk
+#: (gpuPool.systemDiskCategory cloud_efficiency; gn7i and newer take ESSD only, GN5 no ESSD) and
+#: runs the pinned driver branch R550 (GPU_DRIVER_VERSION). GN5 (P100) stays first because the
+#: guide names it and measured its numbers on it; it is an outdated family that is often sold out
+#: or no longer offered in a zone, and then the pool takes the next type instead of failing after
+#: the network, cluster, CPU pool and NAS exist: T4 (gn6i: 4 vCPU and 15 GiB hold a worker's
+#: 2 CPU and 8 GiB), then a larger T4, then V100 (gn6v). Put a current type first to prefer it.
+DEFAULT_GPU_INSTANCE_TYPES = ("ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
+                              "ecs.gn6v-c8g1.2xlarge")
+#: The NVIDIA driver of new GPU nodes, pinned with ACK's node pool label
+#: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default (535.161.07
+#: for clusters of 1.28 and later when this was written), which ACK changes over time and which
+#: could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
+#: the branch ACK recommends (its fixes for XID 119/120/31 errors), drives P100, V100, T4 and A10,
+#: and its CUDA 12.4 covers the GPU image's CUDA 12.2 base; 550.163.01 is the newest 550 release in
+#: ACK's list of supported driver versions (ACK installs its default for any version not listed).
+GPU_DRIVER_VERSION = "550.163.01"
+#: Node OS images a GPU pool may use: ACK's own Linux images, on which it installs the driver
+#: that the driver label names.
+GPU_IMAGE_TYPES = ("AliyunLinux3", "AliyunLinux3ContainerOptimized", "ContainerOS", "Ubuntu")
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 ADDRESS_TYPES = ("internet", "intranet")
@@ -253,7 +291,8 @@ KEYS: tuple[Key, ...] = (
         "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address."),
     # Cloud layer.
     Key("zone", None, optional_string, "cn-hangzhou-i", None,
-        "Zone of the vSwitch (required when the stack creates the vSwitch)."),
+        "Zone of the vSwitch (required when the stack creates the vSwitch) and of a NAS file system the stack "
+        "creates."),
     Key("vpc.id", None, optional_string, "vpc-xxxxxxxx", None, "Existing VPC to create the vSwitch in."),
     Key("vpc.cidr", "192.168.0.0/16", cidr, "192.168.0.0/16", "string", "CIDR of a new VPC."),
     Key("vswitch.id", None, optional_string, "vsw-xxxxxxxx", None,
@@ -263,12 +302,13 @@ KEYS: tuple[Key, ...] = (
     Key("cluster.id", None, optional_string, "c0123456789abcdef", None, "Existing ACK cluster to use."),
     Key("cluster.version", None, ack_version, "1.33.3-aliyun.1", None,
         "Kubernetes version of a new cluster; default the newest."),
-    # Flannel by default: ACK cannot change the plugin of an existing cluster, and pod_cidr is
-    # ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so another default would
-    # replace the cluster of every stack deployed with it.
-    Key("cluster.networkPlugin", "flannel", one_of(NETWORK_PLUGINS), "flannel", "string",
-        "ACK network plugin of a new cluster: flannel (pods on cluster.podCidr; enforces no NetworkPolicy) or "
-        "terway (pods on a pod vSwitch; enforces NetworkPolicy); fixed once the cluster exists."),
+    # Not declared in Pulumi.yaml (schema type None): the CLI would write a declared default into
+    # every stack's config, and the program could no longer tell an unset key, whose value comes
+    # from the stack's state (NEW_CLUSTER_NETWORK_PLUGIN), from one the user set.
+    Key("cluster.networkPlugin", None, optional_choice(NETWORK_PLUGINS), "terway", None,
+        "ACK network plugin of a new cluster: terway (pods on a pod vSwitch; enforces NetworkPolicy) or flannel "
+        "(pods on cluster.podCidr; enforces no NetworkPolicy); unset = terway for a new cluster, and for a cluster "
+        "the stack already created the plugin it has (read from the stack's state: ACK cannot change it)."),
     Key("cluster.podCidr", "172.20.0.0/16", cidr, "172.20.0.0/16", "string",
         "Flannel pod CIDR (cluster.networkPlugin flannel)."),
     Key("cluster.podVswitchId", None, vswitch_id, "vsw-xxxxxxxx", None,
@@ -288,17 +328,28 @@ KEYS: tuple[Key, ...] = (
     Key("clusterIdentifier", None, optional_string, "my-cluster", None,
         "Identity of the kubeconfig's cluster for the kubernetes provider (a change replaces every Kubernetes "
         "object); default the API server URL of the kubeconfig's current context."),
-    Key("gpuPool.instanceTypes", ("ecs.gn5-c4g1.xlarge",), instance_types, "ecs.gn5-c4g1.xlarge", None,
-        "GPU instance types, tried in order.", "--path 'gpuPool.instanceTypes[0]'"),
+    Key("gpuPool.instanceTypes", DEFAULT_GPU_INSTANCE_TYPES, instance_types, "ecs.gn6i-c4g1.xlarge", None,
+        "GPU instance types, tried in order for each node (the guide's GN5 first, then T4 and V100 types with one "
+        "GPU each, should GN5 be sold out).", "--path 'gpuPool.instanceTypes[0]'"),
     Key("gpuPool.gpusPerInstance", 1, integer(1), "1", "integer",
-        "GPUs per GPU instance (1 for ecs.gn5-c4g1.xlarge)."),
+        "GPUs per GPU instance (1 for every default type)."),
     Key("gpuPool.size", None, optional_positive_int, "2", None,
         "GPU nodes; default ceil(GPU pods x worker.gpuCount / gpuPool.gpusPerInstance), GPU pods being the "
         "workers, plus the chief with ps.number 0."),
-    Key("gpuPool.autoscaling", False, boolean, "true", "boolean",
-        "Autoscale the GPU pool between 0 and gpuPool.size nodes."),
-    Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GN5_SYSTEM_DISK_CATEGORIES),
-        "cloud_efficiency", "string", "System disk category of GPU nodes (GN5: no ESSD)."),
+    # Autoscaling by default: a GPU node bills by the hour, and the training Jobs finish; the pool
+    # scales up from 0 for pending GPU pods and back to 0 once their GPUs are idle.
+    Key("gpuPool.autoscaling", True, boolean, "false", "boolean",
+        "Autoscale the GPU pool between 0 and gpuPool.size nodes (no GPU node while no GPU pod runs); false keeps "
+        "gpuPool.size nodes running."),
+    Key("gpuPool.systemDiskCategory", "cloud_efficiency", one_of(GPU_SYSTEM_DISK_CATEGORIES),
+        "cloud_efficiency", "string",
+        "System disk category of GPU nodes; every type of gpuPool.instanceTypes must take it (GN5: no ESSD; "
+        "gn7i and newer: ESSD only)."),
+    Key("gpuPool.driverVersion", GPU_DRIVER_VERSION, nvidia_driver_version, GPU_DRIVER_VERSION, "string",
+        "NVIDIA driver of new GPU nodes (ACK node pool label ack.aliyun.com/nvidia-driver-version), one of ACK's "
+        "supported versions, branch 580 at most with GN5 or V100 types; empty = ACK's default, which changes."),
+    Key("gpuPool.imageType", "AliyunLinux3", one_of(GPU_IMAGE_TYPES), "AliyunLinux3", "string",
+        "OS image of GPU nodes (ACK node pool image_type), on which ACK installs gpuPool.driverVersion."),
     Key("gpuPool.systemDiskSize", 120, integer(40, 2048), "120", "integer", "System disk GiB of GPU nodes."),
     Key("cpuPool.instanceTypes", ("ecs.g6.xlarge",), instance_types, "ecs.g6.xlarge", None,
         "CPU instance types for ps, chief, TensorBoard (and CPU workers).", "--path 'cpuPool.instanceTypes[0]'"),
@@ -306,8 +357,11 @@ KEYS: tuple[Key, ...] = (
     Key("cpuPool.systemDiskCategory", "cloud_essd", one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
         "cloud_essd", "string", "System disk category of CPU nodes."),
     Key("nodePools.keyName", None, optional_string, "my-key-pair", None, "ECS key pair for node login."),
-    Key("nas.storageType", "Performance", one_of(NAS_STORAGE_TYPES), "Performance", "string",
-        "Standard NAS storage type."),
+    # Not declared in Pulumi.yaml, like cluster.networkPlugin: unset, the type comes from the state.
+    Key("nas.storageType", None, optional_choice(NAS_STORAGE_TYPES), NEW_NAS_STORAGE_TYPE, None,
+        "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium), in "
+        "zone; unset = Capacity for a new file system (the cheapest per GiB; this job moves megabytes), and for one "
+        "the stack already created the type it has (read from the stack's state: a change replaces it, empty)."),
     Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
         "Keep the NAS file system (and its data) when the stack is destroyed."),
     Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 import pulumi
 
 from infra.settings.cloud_rules import stack_name, zone_in_region
+from infra.settings.deployed import Deployed, read_deployed
 from infra.settings.derive import assemble, resolve
 from infra.settings.keys import PROJECT
 from infra.settings.messages import ConfigError
@@ -17,17 +18,21 @@ from infra.settings.read import read
 from infra.settings.rules import cross_check
 
 
-def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None) -> Settings:
+def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None,
+                  deployed: Callable[[], Deployed] = read_deployed) -> Settings:
     """Read and validate the whole stack configuration.
 
     In phases: ``read`` parses every key on its own (and finds keys that are none of the
     stack's); ``resolve`` works out what several keys give together (images, the cluster's
-    identity); ``cross_check`` applies the rules between keys; ``assemble`` builds the
-    Settings, only once no phase found a violation.
+    identity, and from the stack's state the network plugin and NAS storage type of what it
+    already created, where their keys are unset); ``cross_check`` applies the rules between
+    keys; ``assemble`` builds the Settings, only once no phase found a violation.
 
     Args:
         config: the ``tf-mnist`` config bag (default ``pulumi.Config("tf-mnist")``).
         stack: the stack name (default ``pulumi.get_stack()``), used in cloud resource names.
+        deployed: what the stack's state holds (default: read through the engine), called only
+            when an unset key needs it.
 
     Returns:
         The frozen Settings.
@@ -36,7 +41,7 @@ def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] =
         ConfigError: listing every invalid key at once, each with key, value, rule and fix.
     """
     reading = read(RawConfig(config or pulumi.Config(PROJECT)))
-    resolved = resolve(reading.values)
+    resolved = resolve(reading.values, deployed)
     cross_check(reading, resolved)
     stack = stack or pulumi.get_stack()
     stack_name(reading, stack)

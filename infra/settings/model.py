@@ -99,8 +99,11 @@ class ClusterSettings:
     vswitch_cidr: str = from_key("vswitch.cidr")
     cluster_id: Optional[str] = from_key("cluster.id")
     version: Optional[str] = from_key("cluster.version")
-    #: cluster.networkPlugin of a new cluster: flannel or terway.
-    network_plugin: str = from_key("cluster.networkPlugin")
+    #: The plugin of the cluster the stack creates (flannel or terway): cluster.networkPlugin, else
+    #: the one the stack's state records, else terway; None when it creates no cluster.
+    network_plugin: Optional[str]
+    #: The plugin of the cluster in the stack's state, when it holds one (and was read).
+    deployed_network_plugin: Optional[str]
     pod_cidr: str = from_key("cluster.podCidr")
     #: A new Terway cluster's existing pod vSwitch; None = the stack creates one of
     #: ``pod_vswitch_cidr`` (see ``creates_pod_vswitch``).
@@ -116,6 +119,9 @@ class ClusterSettings:
     gpu_autoscaling: bool = from_key("gpuPool.autoscaling")
     gpu_system_disk_category: str = from_key("gpuPool.systemDiskCategory")
     gpu_system_disk_size: int = from_key("gpuPool.systemDiskSize")
+    #: The NVIDIA driver of new GPU nodes (ACK's node pool label); None = ACK's default.
+    gpu_driver_version: Optional[str] = from_key("gpuPool.driverVersion")
+    gpu_image_type: str = from_key("gpuPool.imageType")
     cpu_instance_types: tuple[str, ...] = from_key("cpuPool.instanceTypes")
     cpu_pool_size: int = from_key("cpuPool.size")
     cpu_system_disk_category: str = from_key("cpuPool.systemDiskCategory")
@@ -146,7 +152,9 @@ class StorageSettings:
     match_labels: Mapping[str, str] = from_key("persistence.pvc.matchLabels")
     #: persistence.volume.type: nas, nfs or hostPath.
     volume_type: str = from_key("persistence.volume.type")
-    nas_storage_type: str = from_key("nas.storageType")
+    #: The type of the NAS file system the stack creates: nas.storageType, else the one the
+    #: stack's state records, else Capacity; None when it creates none.
+    nas_storage_type: Optional[str]
     nas_retain_on_destroy: bool = from_key("nas.retainOnDestroy")
     nas_path: str = from_key("nas.path")
     nas_mount_target_domain: Optional[str] = from_key("nas.mountTargetDomain")

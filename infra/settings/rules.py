@@ -87,7 +87,7 @@ def namespace(r: Reading, _: Resolved) -> None:
               "has: the stack would try to create it and, on destroy, delete it", fix_value="false")
 
 
-def cidrs(r: Reading, _: Resolved) -> None:
+def cidrs(r: Reading, d: Resolved) -> None:
     """A new vSwitch lies in its new VPC; a new cluster's pod addresses (cluster.podCidr with
     Flannel, a pod vSwitch the stack creates with Terway) and Service CIDR overlap no node
     network and each other; a created pod vSwitch lies in a new VPC too."""
@@ -99,7 +99,7 @@ def cidrs(r: Reading, _: Resolved) -> None:
         return
     node_cidrs = {"vpc.cidr": v["vpc.cidr"]} if v["vpc.id"] is None and _creates_network(r) else {}
     node_cidrs["vswitch.cidr"] = v["vswitch.cidr"]
-    if v["cluster.networkPlugin"] == "terway":
+    if d.network_plugin == "terway":
         _first_overlap(r, "cluster.serviceCidr", node_cidrs)
         if _creates_network(r) and v["cluster.podVswitchId"] is None:
             _pod_vswitch_cidr(r)

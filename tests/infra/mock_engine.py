@@ -44,6 +44,26 @@ def kubeconfig_content(server: str = CLUSTER_SERVER, token: str = "token-1", ca:
             f"contexts:\n- name: ctx\n  context: {{cluster: {cluster_name}, user: me}}\n"
             f"current-context: ctx\nusers:\n- name: me\n  user: {{token: {token}}}\n")
 CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
+#: The engine's function that returns this stack's state (infra/settings/deployed.py, infra/ownership.py).
+STATE_TOKEN = "pulumi:pulumi:readStackResourceOutputs"
+CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
+FILE_SYSTEM_TYPE = "alicloud:nas/fileSystem:FileSystem"
+
+
+def deployed_cloud(plugin: str = "flannel", storage_type: str = "Performance", stack: str = "dev") -> dict:
+    """A state (``Run.state``) holding the ACK cluster and NAS file system of the cloud layer as a
+    stack deployed them: Flannel on its pod CIDR or Terway on a pod vSwitch, and a file system of
+    ``storage_type`` in the zone NAS picked for it (outputs as the provider records them)."""
+    prefix = f"urn:pulumi:{stack}::tf-mnist::pulumi:pulumi:Stack"
+    network = ({"podCidr": "172.20.0.0/16", "addons": [{"name": "flannel"}]} if plugin == "flannel"
+               else {"podVswitchIds": ["vsw-pods0123456789"], "addons": [{"name": "terway-eniip"}]})
+    return {
+        f"{prefix}$tf-mnist:index:Cluster${CLUSTER_TYPE}::tf-mnist-{stack}-ack": {
+            "type": CLUSTER_TYPE, "outputs": {"id": "c-deployed", "serviceCidr": "172.21.0.0/20", **network}},
+        f"{prefix}$tf-mnist:index:NasStorage${FILE_SYSTEM_TYPE}::tf-mnist-{stack}-fs": {
+            "type": FILE_SYSTEM_TYPE,
+            "outputs": {"id": "0a1b2c3d4e", "storageType": storage_type, "zoneId": "cn-hangzhou-g"}},
+    }
 
 
 @dataclass
@@ -63,6 +83,8 @@ class Registration:
     delete_before_replace: bool
     #: The aliases the program gave (each as the engine's Alias message in text form).
     aliases: list[str] = field(default_factory=list)
+    #: The input properties whose changes the engine ignores after creation (camelCase).
+    ignore_changes: list[str] = field(default_factory=list)
 
 
 class FakeCluster:
@@ -93,6 +115,11 @@ class Run:
     secret_outputs: dict[str, bool] = field(default_factory=dict)
     error: Optional[BaseException] = None
 
+    @property
+    def calls_besides_state(self) -> list[pulumi_mocks.MockCallArgs]:
+        """The invokes other than reads of this stack's own state (which create nothing)."""
+        return [c for c in self.calls if c.token != STATE_TOKEN]
+
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
 
@@ -115,10 +142,12 @@ def mock_uid(name: str, inputs: dict, creation: str = "") -> str:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, preview: bool, creation: str = "") -> None:
+    def __init__(self, run: Run, preview: bool, creation: str = "",
+                 unreadable_state: Optional[str] = None) -> None:
         self.run = run
         self.preview = preview
         self.creation = creation
+        self.unreadable_state = unreadable_state
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
         state = dict(args.inputs)
@@ -139,7 +168,10 @@ class _Mocks(pulumi.runtime.Mocks):
         self.run.calls.append(args)
         if args.token == CREDENTIAL_TOKEN:
             return {"clusterId": args.args.get("clusterId"), "kubeConfig": KUBECONFIG}
-        if args.token == "pulumi:pulumi:readStackResourceOutputs":
+        if args.token == STATE_TOKEN:
+            if self.unreadable_state is not None:
+                # An invoke the engine fails: the program's invoke raises with this reason.
+                return {}, [("stackName", str(self.unreadable_state))]
             return {"name": args.args.get("stackName"), "outputs": self.run.state}
         raise AssertionError(f"unexpected invoke {args.token}: the program must call no other data source")
 
@@ -165,13 +197,14 @@ class _Monitor(pulumi_mocks.MockMonitor):
                 retain_on_delete=request.retainOnDelete,
                 delete_before_replace=request.deleteBeforeReplace,
                 aliases=[str(a) for a in request.aliases],
+                ignore_changes=list(request.ignoreChanges),
             ))
         return response
 
 
 def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
                 secret_keys: tuple[str, ...] = (), creation: str = "", cluster: Optional[FakeCluster] = None,
-                state: Optional[dict[str, Any]] = None) -> Run:
+                state: Optional[dict[str, Any]] = None, unreadable_state: Optional[str] = None) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
@@ -184,13 +217,15 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
             Kubernetes object another uid, as a destroy and up does (``mock_uid``).
         cluster: what the ownership check finds in an existing cluster (kubeconfig mode);
             default an empty cluster.
-        state: this stack's state as the engine gives it to the check (``Run.state``).
+        state: this stack's state as the engine gives it to the program (``Run.state``).
+        unreadable_state: why reading the state fails, as it does on an engine or backend without
+            the function; None: it succeeds.
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
     run = Run(state=dict(state or {}))
-    mocks = _Mocks(run, preview, creation)
+    mocks = _Mocks(run, preview, creation, unreadable_state)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
 

@@ -229,12 +229,13 @@ def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(de
 
 
 def test_the_gpu_pool_holds_the_gpu_chief_too(dev_config):
-    gpu = me.run_program(_set(dev_config, ps__number="0")).one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
+    fixed = _set(dev_config, gpuPool__autoscaling="false")
+    gpu = me.run_program(_set(fixed, ps__number="0")).one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert gpu.inputs["desiredSize"] == "3"  # (2 workers + the chief) x 1 GPU / 1 GPU per node
-    with_ps = me.run_program(dev_config).one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
+    with_ps = me.run_program(fixed).one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert with_ps.inputs["desiredSize"] == "2"  # the chief of ParameterServerStrategy runs on CPU
     autoscaled = me.run_program(_set(dev_config, ps__number="0", worker__number="3", worker__gpuCount="2",
-                                     gpuPool__gpusPerInstance="2", gpuPool__autoscaling="true"))
+                                     gpuPool__gpusPerInstance="2"))
     assert autoscaled.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["scalingConfig"]["maxSize"] == 4
 
 

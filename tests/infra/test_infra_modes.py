@@ -91,7 +91,7 @@ def test_strict_validation_catches_an_unknown_field(dev_config):
 def test_preview_makes_no_credential_call_and_leaves_the_kubeconfig_unknown(dev_config):
     run = me.run_program(dev_config, preview=True)
     assert run.error is None
-    assert run.calls == [], "the credential invoke must wait for a known cluster id"
+    assert run.calls_besides_state == [], "the credential invoke must wait for a known cluster id"
     provider = run.one("pulumi:providers:kubernetes", "tf-mnist-dev-k8s")
     kubeconfig = provider.inputs["kubeconfig"]
     assert me.is_secret_value(kubeconfig) and isinstance(kubeconfig["value"], Unknown), kubeconfig
@@ -217,7 +217,7 @@ def test_existing_cluster_and_vswitch(dev_config):
     types = {r.type for r in run.registrations}
     assert "alicloud:cs/managedKubernetes:ManagedKubernetes" not in types
     assert "alicloud:vpc/switch:Switch" not in types and "alicloud:vpc/network:Network" not in types
-    assert run.calls[0].args["clusterId"] == "c-existing"
+    assert run.calls_besides_state[0].args["clusterId"] == "c-existing"
     assert run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule").inputs["sourceCidrIp"] == "10.0.1.0/24"
     assert run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["vswitchIds"] == ["vsw-existing"]
 

@@ -1,6 +1,7 @@
-"""The ACK network plugin (cluster.networkPlugin): Flannel, the default, on cluster.podCidr and
-enforcing no NetworkPolicy (a warning says so), or Terway on a pod vSwitch (created by the
-stack, or cluster.podVswitchId), and the rules between the keys of each."""
+"""The ACK network plugin (cluster.networkPlugin): Terway on a pod vSwitch (created by the stack,
+or cluster.podVswitchId), the default of a new cluster, or Flannel on cluster.podCidr, enforcing
+no NetworkPolicy (a warning says so); unset, a cluster the stack already created keeps the
+plugin its state records; and the rules between the keys of each."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import mock_engine as me
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 SWITCH = "alicloud:vpc/switch:Switch"
 TERWAY = {"tf-mnist:cluster.networkPlugin": "terway"}
+FLANNEL = {"tf-mnist:cluster.networkPlugin": "flannel"}
 POD_VSWITCH = "vsw-pods0123456789"
 FLANNEL_WARNING = ("The cluster tf-mnist-dev uses Flannel (cluster.networkPlugin flannel), which does not enforce "
                    "Kubernetes NetworkPolicy")
@@ -18,7 +20,7 @@ FLANNEL_WARNING = ("The cluster tf-mnist-dev uses Flannel (cluster.networkPlugin
 
 def _errors(run: me.Run) -> str:
     assert run.error is not None, "the configuration was accepted"
-    assert run.registrations == [] and run.calls == []
+    assert run.registrations == [] and run.calls_besides_state == []
     return str(run.error)
 
 
@@ -26,8 +28,24 @@ def _addons(cluster: me.Registration) -> list[str]:
     return [a["name"] for a in cluster.inputs["addons"]]
 
 
-def test_flannel_is_the_default_with_the_pod_cidr_and_no_pod_vswitch(dev_config, caplog):
+def test_a_new_stack_gets_terway_which_enforces_network_policy(dev_config, caplog):
+    """cluster.networkPlugin unset on a stack whose state holds no cluster: Terway on the pod
+    vSwitch the stack creates, so that the run's NetworkPolicies are enforced."""
     run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    assert [c.token for c in run.calls if c.token == me.STATE_TOKEN] == [me.STATE_TOKEN], "the state was read once"
+    cluster = run.one(CLUSTER, "tf-mnist-dev-ack")
+    assert _addons(cluster) == ["terway-eniip", "csi-plugin", "csi-provisioner"]
+    assert cluster.inputs["podVswitchIds"] == ["tf-mnist-dev-vswitch-pods-id"] and "podCidr" not in cluster.inputs
+    assert [s.name for s in run.of_type(SWITCH)] == ["tf-mnist-dev-vswitch", "tf-mnist-dev-vswitch-pods"]
+    assert "Flannel" not in caplog.text
+
+
+def test_a_deployed_flannel_cluster_keeps_flannel(dev_config, caplog):
+    """A stack deployed when Flannel was the default, cluster.networkPlugin unset: its state's
+    cluster has a pod CIDR and the flannel addon, so the inputs stay those (another plugin would
+    replace the cluster) and no pod vSwitch is created; the warning says what Flannel means."""
+    run = me.run_program(dev_config, state=me.deployed_cloud("flannel"))
     assert run.error is None, run.error
     cluster = run.one(CLUSTER, "tf-mnist-dev-ack")
     assert cluster.inputs["podCidr"] == "172.20.0.0/16" and "podVswitchIds" not in cluster.inputs
@@ -37,6 +55,42 @@ def test_flannel_is_the_default_with_the_pod_cidr_and_no_pod_vswitch(dev_config,
     assert ("For enforcement, create the cluster with Terway: pulumi config set cluster.networkPlugin terway on a "
             "new stack (ACK cannot change the plugin of an existing cluster: on a deployed stack the change "
             "replaces the cluster).") in caplog.text
+    assert "replaces the cluster (new nodes" not in caplog.text
+
+
+def test_a_deployed_terway_cluster_keeps_terway(dev_config):
+    run = me.run_program(dev_config, state=me.deployed_cloud("terway"))
+    assert run.error is None, run.error
+    assert _addons(run.one(CLUSTER, "tf-mnist-dev-ack"))[0] == "terway-eniip"
+
+
+def test_a_plugin_set_against_the_deployed_one_warns_that_the_cluster_is_replaced(dev_config, caplog):
+    run = me.run_program({**dev_config, **TERWAY}, state=me.deployed_cloud("flannel"))
+    assert run.error is None, run.error
+    assert _addons(run.one(CLUSTER, "tf-mnist-dev-ack"))[0] == "terway-eniip"
+    assert ("cluster.networkPlugin terway: the stack's cluster tf-mnist-dev has flannel, which ACK cannot change, so "
+            "`pulumi up` replaces the cluster (new nodes; every Kubernetes object is created again). To keep it: "
+            "pulumi config rm cluster.networkPlugin") in caplog.text
+
+
+def test_flannel_set_on_a_new_stack_uses_the_pod_cidr(dev_config, caplog):
+    run = me.run_program({**dev_config, **FLANNEL})
+    assert run.error is None, run.error
+    cluster = run.one(CLUSTER, "tf-mnist-dev-ack")
+    assert cluster.inputs["podCidr"] == "172.20.0.0/16" and "podVswitchIds" not in cluster.inputs
+    assert FLANNEL_WARNING in caplog.text
+
+
+def test_an_unreadable_state_needs_the_plugin_set(dev_config):
+    run = me.run_program(dev_config, unreadable_state="no backend client is available")
+    assert ("Configuration 'tf-mnist:cluster.networkPlugin' is missing: this stack's state could not be read "
+            "(Exception: invoke of pulumi:pulumi:readStackResourceOutputs failed: no backend client is available "
+            "(stackName)), and the default depends on whether the stack already "
+            "has its ACK cluster (a change replaces it): set the value it has, or terway for a new one.\n"
+            "    fix: pulumi config set cluster.networkPlugin terway") in _errors(run)
+    explicit = me.run_program({**dev_config, **TERWAY, "tf-mnist:nas.storageType": "Capacity"},
+                              unreadable_state="no backend client is available")
+    assert explicit.error is None, explicit.error
 
 
 def test_terway_gets_a_pod_vswitch_in_the_node_vpc_and_zone_and_no_pod_cidr(dev_config, caplog):
@@ -88,11 +142,11 @@ def test_terway_ignores_the_flannel_pod_cidr_in_the_cidr_rules(dev_config):
 
 
 @pytest.mark.parametrize("extra,expected", [
-    ({"tf-mnist:cluster.podVswitchId": POD_VSWITCH},
+    ({**FLANNEL, "tf-mnist:cluster.podVswitchId": POD_VSWITCH},
      f"Configuration 'tf-mnist:cluster.podVswitchId' value '{POD_VSWITCH}' is invalid: applies only with "
      "cluster.networkPlugin terway (a Flannel cluster gives pods addresses of cluster.podCidr, not of a vSwitch).\n"
      "    fix: pulumi config rm cluster.podVswitchId"),
-    ({"tf-mnist:cluster.podVswitchCidr": "192.168.128.0/18"},
+    ({**FLANNEL, "tf-mnist:cluster.podVswitchCidr": "192.168.128.0/18"},
      "Configuration 'tf-mnist:cluster.podVswitchCidr' value '192.168.128.0/18' is invalid: applies only with "
      "cluster.networkPlugin terway (a Flannel cluster gives pods addresses of cluster.podCidr, not of a vSwitch).\n"
      "    fix: pulumi config rm cluster.podVswitchCidr"),
@@ -127,7 +181,8 @@ def test_terway_ignores_the_flannel_pod_cidr_in_the_cidr_rules(dev_config):
      "vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 (`aliyun vpc DescribeVSwitches` lists "
      "them).\n    fix: pulumi config set cluster.podVswitchId vsw-xxxxxxxx"),
     ({"tf-mnist:cluster.networkPlugin": "calico"},
-     "Configuration 'tf-mnist:cluster.networkPlugin' value 'calico' is invalid: must be one of flannel, terway"),
+     "Configuration 'tf-mnist:cluster.networkPlugin' value 'calico' is invalid: must be one of flannel, terway "
+     "(or unset)"),
 ], ids=["podVswitchId-flannel", "podVswitchCidr-flannel", "podCidr-terway", "podVswitchCidr-with-podVswitchId",
         "vswitch.id-needs-podVswitchId", "podVswitchCidr-with-vswitch.id", "outside-vpc", "overlaps-vswitch",
         "overlaps-service", "bad-id", "bad-plugin"])

@@ -33,7 +33,7 @@ def _rejected(run: me.Run, *lines: str) -> None:
     count = len(lines) // 2
     header = HEADER_1 if count == 1 else f"{count} invalid configuration values; nothing was deployed:"
     assert str(run.error) == "\n".join([header, *lines])
-    assert run.registrations == [] and run.calls == []
+    assert run.registrations == [] and run.calls_besides_state == []
 
 
 def _plain_parts(value):

@@ -251,21 +251,25 @@ def test_cloud_layer(dev_config):
     assert vswitch.inputs["cidrBlock"] == "192.168.0.0/20"
     assert vswitch.inputs["zoneId"] == "cn-hangzhou-i"
     cluster = run.one("alicloud:cs/managedKubernetes:ManagedKubernetes", "tf-mnist-dev-ack")
-    assert cluster.inputs["podCidr"] == "172.20.0.0/16"
+    assert cluster.inputs["podVswitchIds"] == ["tf-mnist-dev-vswitch-pods-id"]  # Terway: a new stack's
     assert cluster.inputs["serviceCidr"] == "172.21.0.0/20"
     assert cluster.inputs["newNatGateway"] is True
     assert cluster.inputs["slbInternetEnabled"] is True
-    assert {a["name"] for a in cluster.inputs["addons"]} == {"flannel", "csi-plugin", "csi-provisioner"}
+    assert {a["name"] for a in cluster.inputs["addons"]} == {"terway-eniip", "csi-plugin", "csi-provisioner"}
     cpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-cpu")
     gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert cpu.urn in gpu.dependencies, "node pools must be created one after another"
-    assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge"]
-    assert gpu.inputs["desiredSize"] == "2"  # 2 workers x 1 GPU / 1 GPU per instance
+    assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
+                                           "ecs.gn6v-c8g1.2xlarge"]
+    # From 0 to 2 nodes: 2 workers x 1 GPU / 1 GPU per instance.
+    assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
+    assert "desiredSize" not in gpu.inputs
     assert gpu.inputs["systemDiskCategory"] == "cloud_efficiency"
     assert gpu.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert "taints" not in cpu.inputs
     fs = run.one("alicloud:nas/fileSystem:FileSystem", "tf-mnist-dev-fs")
-    assert fs.inputs["protocolType"] == "NFS" and fs.inputs["storageType"] == "Performance"
+    assert fs.inputs["protocolType"] == "NFS" and fs.inputs["storageType"] == "Capacity"
+    assert fs.inputs["zoneId"] == "cn-hangzhou-i"
     assert fs.retain_on_delete is True
     assert "vpcId" not in fs.inputs and "vswitchId" not in fs.inputs
     rule = run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule")
@@ -274,8 +278,8 @@ def test_cloud_layer(dev_config):
     provider = run.one("pulumi:providers:kubernetes", "tf-mnist-dev-k8s")
     assert provider.inputs["clusterIdentifier"] == me.CLUSTER_ID
     assert me.is_secret_value(provider.inputs["kubeconfig"])
-    assert [c.token for c in run.calls] == [me.CREDENTIAL_TOKEN]
-    assert run.calls[0].args["clusterId"] == me.CLUSTER_ID
+    assert [c.token for c in run.calls_besides_state] == [me.CREDENTIAL_TOKEN]
+    assert run.calls_besides_state[0].args["clusterId"] == me.CLUSTER_ID
     for obj in run.registrations:
         if obj.type.startswith("kubernetes:") and obj.custom:
             assert obj.provider.startswith(provider.urn + "::"), f"{obj.name} uses {obj.provider}"

@@ -129,7 +129,7 @@ def test_a_flat_key_and_the_same_value_by_path_give_the_same_name(dev_config):
 
 def test_the_stack_nas_is_renamed_with_a_new_file_system_only(dev_config):
     base = _names(_run(dev_config))
-    assert _names(_run(_nested(dev_config, "nas.storageType", "Capacity"))) != base
+    assert _names(_run(_nested(dev_config, "nas.storageType", "Performance"))) != base
     assert _names(_run(_nested(dev_config, "worker.number", 3))) == base
     # The mock's mount target domain is not in the name: it is unknown at preview.
     preview = _run(dev_config, preview=True)

@@ -40,7 +40,9 @@ def test_config_table_rows_show_type_default_and_description():
     assert row("persistence.pvc.matchLabels") == (
         '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |')
     assert row("gpuPool.instanceTypes") == (
-        '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge"]` | GPU instance types, tried in order. |')
+        '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge","ecs.gn6i-c4g1.xlarge","ecs.gn6i-c8g1.2xlarge",'
+        '"ecs.gn6v-c8g1.2xlarge"]` | GPU instance types, tried in order for each node (the guide\'s GN5 first, then '
+        'T4 and V100 types with one GPU each, should GN5 be sold out). |')
     assert row("createNamespace").startswith("| `createNamespace` | boolean | `false` | ")
     # No default; '<' would start an HTML tag, so it is escaped.
     assert row("tensorboard.image") == (

@@ -1,0 +1,81 @@
+"""What this stack's state says about the cloud resources it already created: the network
+plugin of its ACK cluster and the storage type of its NAS file system.
+
+Both are fixed once the resource exists (the provider replaces the cluster for another
+pod_cidr, the file system for another storage_type), so while their keys are unset, a stack
+that already has the resource keeps what it has, and only a new resource gets the current
+default (keys.NEW_CLUSTER_NETWORK_PLUGIN, keys.NEW_NAS_STORAGE_TYPE). A default that changes
+between versions of this program therefore never replaces a deployed cluster or file system.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+import pulumi
+
+#: The engine's built-in function that returns every resource of a stack's state (urn ->
+#: {type, outputs}; pulumi/pulumi pkg/resource/deploy/builtins.go), as infra/ownership.py uses it.
+READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
+CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
+FILE_SYSTEM_TYPE = "alicloud:nas/fileSystem:FileSystem"
+
+
+class StateUnreadable(Exception):
+    """The engine or backend could not give this stack's state; the message says why."""
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The fixed choices of the cloud resources in this stack's state.
+
+    Attributes:
+        network_plugin: ``flannel`` or ``terway`` for the ACK cluster the stack created; None
+            when the state holds none.
+        nas_storage_type: the storage type of the NAS file system the stack created; None when
+            the state holds none.
+    """
+
+    network_plugin: Optional[str] = None
+    nas_storage_type: Optional[str] = None
+
+
+def network_plugin_of(outputs: Mapping[str, Any]) -> str:
+    """The plugin of a ManagedKubernetes in the state, from its outputs: ``terway`` when it has
+    pod vSwitches or a Terway addon (the provider keeps both as they were given; ACK creates a
+    Terway cluster from PodVswitchIds), else ``flannel`` (pod_cidr, and ACK's own default)."""
+    addons = [a.get("name", "") for a in outputs.get("addons") or [] if isinstance(a, Mapping)]
+    if outputs.get("podVswitchIds") or any(str(name).startswith("terway") for name in addons):
+        return "terway"
+    return "flannel"
+
+
+def deployed_from(resources: Mapping[str, Any]) -> Deployed:
+    """``Deployed`` from READ_STACK_RESOURCES's ``outputs`` (urn -> {"type", "outputs"})."""
+    plugin: Optional[str] = None
+    storage_type: Optional[str] = None
+    for entry in resources.values():
+        if not isinstance(entry, Mapping):
+            continue
+        outputs = entry.get("outputs") or {}
+        if entry.get("type") == CLUSTER_TYPE and plugin is None:
+            plugin = network_plugin_of(outputs)
+        elif entry.get("type") == FILE_SYSTEM_TYPE and storage_type is None and outputs.get("storageType"):
+            storage_type = str(outputs["storageType"])
+    return Deployed(network_plugin=plugin, nas_storage_type=storage_type)
+
+
+def read_deployed() -> Deployed:
+    """``deployed_from`` this stack's state, through the engine.
+
+    Raises:
+        StateUnreadable: the engine or backend has no such function, or it failed.
+    """
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    try:
+        result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": name})
+        resources = (result.value or {}).get("outputs") or {}
+    except Exception as error:  # an engine or backend without the function
+        raise StateUnreadable(f"{type(error).__name__}: {error}") from None
+    return deployed_from(resources)
