@@ -6,6 +6,11 @@ does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on 
 2 bad flags or TF_CONFIG, or a Python without the trainer's packages; 3 bad data; 4 the
 volume holding --log_dir is full; 5 a ps or worker whose chief ended with one of these (it
 left a ``failed`` marker, trainer/servers.py), so that every task of the run ends at once.
+
+``python -m trainer.stage`` (the staging Job) exits 0, 1 (a failure worth a retry: a download,
+a checksum) or 6: its directory on the volume is not writable by the pod's uid, which no
+retry cures, so the staging Job's own podFailurePolicy fails it at once. 6 is not among the
+task Jobs' permanent codes: no task exits with it.
 """
 
 EXIT_OK = 0
@@ -16,9 +21,12 @@ EXIT_MISSING_PACKAGES = EXIT_BAD_FLAGS
 EXIT_BAD_DATA = 3
 EXIT_VOLUME_FULL = 4
 EXIT_CHIEF_FAILED = 5
+EXIT_VOLUME_NOT_WRITABLE = 6
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports it
 PERMANENT_EXIT_CODES = (EXIT_BAD_FLAGS, EXIT_BAD_DATA, EXIT_VOLUME_FULL, EXIT_CHIEF_FAILED)
 #: What each permanent code means, for messages.
 PERMANENT_REASONS = {EXIT_BAD_FLAGS: "bad flags, TF_CONFIG or packages",
                      EXIT_BAD_DATA: "bad data", EXIT_VOLUME_FULL: "the volume is full",
                      EXIT_CHIEF_FAILED: "the chief ended for good"}
+#: The staging Job's permanent exit codes (its podFailurePolicy fails the Job on them).
+STAGE_PERMANENT_EXIT_CODES = (EXIT_VOLUME_NOT_WRITABLE,)
