@@ -92,7 +92,8 @@ def build(settings: Settings) -> dict[str, Any]:
         training=settings.training, placement=settings.placement, namespace=namespace,
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
         data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
-        image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+        image_pull_secret=registry.image_pull_secret, identity=settings.pods, after=[*pods_after, volume.pvc]),
+        opts=k8s_opts)
     # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
     monitor = RunMonitor(prefix, RunMonitorArgs(
         namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
@@ -105,7 +106,8 @@ def build(settings: Settings) -> dict[str, Any]:
         tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
         mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
         placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
-        cloud_acl=settings.cluster.create_cloud, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+        cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
+        opts=k8s_opts)
     return {
         "clusterId": target.cluster_id,
         "kubeconfig": target.kubeconfig,

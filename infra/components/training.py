@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
-from infra.settings import Placement, TaskSettings, TrainingSettings
+from infra.settings import PodIdentity, Placement, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
@@ -187,6 +187,7 @@ class TrainingJobArgs:
             (checkpoints, summaries, markers; infra/settings/runs.py).
         run_key: the run directory's key (``Settings.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
+        identity: the uid and gid every pod runs as (pods.*).
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
     """
 
@@ -200,6 +201,7 @@ class TrainingJobArgs:
     log_dir: str
     run_key: str
     image_pull_secret: Optional[str]
+    identity: PodIdentity = pods.IMAGE_IDENTITY
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -313,7 +315,7 @@ class TrainingJob(pulumi.ComponentResource):
                         tolerations=pods.tolerations(placement, uses_gpu=False),
                         priority_class_name=training.priority_class_name,
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
-                        security_context=pods.pod_security_context(),
+                        security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
                         containers=[k8s.core.v1.ContainerArgs(
                             name="stage",
@@ -424,7 +426,7 @@ class TrainingJob(pulumi.ComponentResource):
             # podFailurePolicy requires; backoffLimit caps the failures that count.
             restart_policy="Never",
             termination_grace_period_seconds=pods.TASK_GRACE_SECONDS,
-            security_context=pods.pod_security_context(),
+            security_context=pods.pod_security_context(args.identity),
             automount_service_account_token=False,
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),
