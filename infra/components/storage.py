@@ -146,6 +146,36 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
     raise ValueError(f"unknown volume type {args.volume_type!r}")
 
 
+#: Where each volume type's directory lives, and who can change its owner there.
+_WHERE = {
+    "hostPath": ("hostPath.path {path} on the node", "on the node"),
+    "nfs": ("nfs.path {path} on the NFS server (nfs.server)",
+            "on the NFS server, or as root on a machine that mounts the export without root squashing"),
+    "nas": ("nas.path {path} on the NAS file system, which the CSI driver makes writable by every uid "
+            "(mode 1777) but not what is under it", "as root on a machine that mounts the NAS file system"),
+}
+
+
+def unwritable_hint(volume_type: str, path: Optional[str], mount_path: str, uid: int, gid: int) -> str:
+    """What the staging Job's error says after the facts (trainer.stage ``--volume_hint``): where
+    the volume's directory lives, and the fixes, for ``pods.runAsUser`` ``uid`` and
+    ``pods.runAsGroup`` ``gid``.
+
+    Args:
+        path: the directory as configured (hostPath.path, nfs.path, nas.path); None when it is
+            a secret, which the pod spec must not show.
+
+    Raises:
+        KeyError: an unknown volume type.
+    """
+    where, fix_at = _WHERE[volume_type]
+    shown = path if path is not None else "<the directory>"
+    return (f"The volume at {mount_path} is {where.format(path=path if path is not None else '(a secret)')}. "
+            f"Fix: {fix_at}, `chown -R {uid}:{gid} {shown}`; or, if that directory belongs to a user other than "
+            "root, run the pods as that user: `pulumi config set pods.runAsUser <its uid>` and `pulumi config set "
+            "pods.runAsGroup <its gid>`. Then run `pulumi up` again: it replaces the failed staging Job.")
+
+
 class SharedVolume(pulumi.ComponentResource):
     """The run's ReadWriteMany volume.
 
