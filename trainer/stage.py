@@ -242,13 +242,10 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
     data checks on the whole set) before any is renamed to its final name, so a failure
     leaves ``dest`` as it was.
 
-    ``volume_hint`` ends the error when ``dest`` cannot be written (``not_writable_message``).
-
     Raises:
-        VolumeNotWritable: ``dest`` cannot be created or written by this process's uid.
-        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source
-            file, or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
-            the trainer's own data checks instead).
+        VolumeNotWritable: this uid cannot create or write ``dest`` (ends with ``volume_hint``).
+        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source file,
+            or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``: then the data checks).
         DataError: with ``allow_unknown``, files that the trainer could not read.
     """
     dest, (source, urls) = Path(dest), _one_source(source)
