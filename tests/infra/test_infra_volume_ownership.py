@@ -7,12 +7,15 @@ in tests/infra/test_infra_volume.py; the real cluster's side in tests/cluster/te
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 import mock_engine as me
+from infra.settings import KEYS_BY_NAME
 from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
 
+REPO = Path(__file__).resolve().parents[2]
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
@@ -59,6 +62,10 @@ def test_the_pods_run_as_the_configured_uid_and_gid(dev_config, form):
 
 
 def test_the_default_is_the_images_user(dev_config):
+    # docker/*.Dockerfile run as USER 1000:1000; the keys' defaults are that user.
+    dockerfiles = sorted((REPO / "docker").glob("*.Dockerfile"))
+    assert len(dockerfiles) == 3 and all("\nUSER 1000:1000\n" in f.read_text() for f in dockerfiles), dockerfiles
+    assert (KEYS_BY_NAME["pods.runAsUser"].default, KEYS_BY_NAME["pods.runAsGroup"].default) == (1000, 1000)
     run = me.run_program({**dev_config, **HOST_PATH})
     assert run.error is None, run.error
     for name in VOLUME_PODS:
