@@ -182,9 +182,10 @@ class SharedVolume(pulumi.ComponentResource):
     Children (Pulumi names ``<prefix>-data``; object names ``volume_name``, the same for both):
     ``pv`` (PersistentVolume: labels = match_labels, Retain, storageClassName "", and by
     ``args.volume_type``: ``nas``, CSI with server = the mount target domain, path = a NAS
-    sub-directory and NAS_MODE_ATTRIBUTES, which make it writable by the pods; ``nfs``, the in-tree nfs volume with the same mount options; ``hostPath``, a
-    node directory of type DirectoryOrCreate, which the API accepts as ReadWriteMany for a
-    static PV, so the same claim serves every type) and ``pvc`` (PersistentVolumeClaim:
+    sub-directory and NAS_MODE_ATTRIBUTES, which make it writable by the pods; ``nfs``, the
+    in-tree nfs volume with the same mount options; ``hostPath``, a node directory of type
+    DirectoryOrCreate, which the API accepts as ReadWriteMany for a static PV, so the same
+    claim serves every type) and ``pvc`` (PersistentVolumeClaim:
     selector = match_labels, storageClassName "" so no default StorageClass takes it,
     volumeName pre-binding it to this PV, so a second run's PV with the same labels, or an
     earlier PV of this run, cannot take its place).
