@@ -15,7 +15,7 @@ from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
 from infra.settings import PodIdentity, Placement, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
-from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES, STAGE_PERMANENT_EXIT_CODES
+from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
 CONTAINER_NAME = "tensorflow"
 VOLUME_NAME = "data"
@@ -179,16 +179,20 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     ])
 
 
+#: The staging Job's backoffLimit: its first failed pod fails it. A podFailurePolicy FailJob
+#: rule would too, but its Failed condition has reason PodFailurePolicy, which the Job await of
+#: pulumi-kubernetes (4.25, pkg/await/checker/job) does not take for a failure: it reports only
+#: BackoffLimitExceeded and DeadlineExceeded, and waited out STAGING_TIMEOUT_SECONDS (seen on
+#: the local cluster). What fails staging (a volume it cannot write, exit 6; a checksum; a
+#: source) fails it again at once, and the next `pulumi up` retries it anyway (REPLACE_UNREADY).
+STAGE_BACKOFF_LIMIT = 0
+
+
 def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
-    """How the staging Job treats a failed pod: exit 6 (its directory on the volume is not
-    writable by the pod's uid; STAGE_PERMANENT_EXIT_CODES) fails the Job at once, so `pulumi up`
-    stops within seconds with the pod's message instead of after backoffLimit retries; a
-    disruption (DisruptionTarget) does not count. Anything else (a download) counts against
-    backoffLimit."""
+    """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
+    preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
+    other failure fails the Job."""
     return k8s.batch.v1.PodFailurePolicyArgs(rules=[
-        k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action="FailJob", on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=STAGE_CONTAINER, operator="In", values=sorted(STAGE_PERMANENT_EXIT_CODES))),
         k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
             k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
     ])
@@ -328,9 +332,9 @@ class TrainingJob(pulumi.ComponentResource):
         """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume.
 
         A pod that cannot write the volume exits 6, which fails the Job at once
-        (``stage_failure_policy``; restartPolicy Never, which a podFailurePolicy needs), with
-        its error as the container's termination message, which `pulumi up` prints; the
-        next `pulumi up` replaces the failed Job (REPLACE_UNREADY)."""
+        (STAGE_BACKOFF_LIMIT; restartPolicy Never, which a podFailurePolicy needs), with its
+        error as the container's termination message, which `pulumi up` prints; the next
+        `pulumi up` replaces the failed Job (REPLACE_UNREADY)."""
         args, training = self._args, self._args.training
         name = staging_name(self._name)
         placement = args.placement["stage-data"]
@@ -339,7 +343,7 @@ class TrainingJob(pulumi.ComponentResource):
             name,
             metadata=self._metadata(name, "stage-data", annotations),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=training.backoff_limit,
+                backoff_limit=STAGE_BACKOFF_LIMIT,
                 pod_failure_policy=stage_failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, "stage-data")),

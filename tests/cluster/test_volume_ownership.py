@@ -79,7 +79,7 @@ def _failed_up(project: PulumiProject, kube: Kube) -> str:
     assert "Traceback" not in output, output
     job = kube.get("job", STAGING)
     failed = [c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
-    assert failed and failed[0]["reason"] == "PodFailurePolicy", job["status"]
+    assert failed and failed[0]["reason"] == "BackoffLimitExceeded", job["status"]
     created = _seconds(job["metadata"]["creationTimestamp"])
     assert _seconds(failed[0]["lastTransitionTime"]) - created < FAIL_FAST_S, job["status"]
     assert job["status"].get("failed") == 1, job["status"]  # no retry

@@ -7,10 +7,10 @@ does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on 
 volume holding --log_dir is full; 5 a ps or worker whose chief ended with one of these (it
 left a ``failed`` marker, trainer/servers.py), so that every task of the run ends at once.
 
-``python -m trainer.stage`` (the staging Job) exits 0, 1 (a failure worth a retry: a download,
-a checksum) or 6: its directory on the volume is not writable by the pod's uid, which no
-retry cures, so the staging Job's own podFailurePolicy fails it at once. 6 is not among the
-task Jobs' permanent codes: no task exits with it.
+``python -m trainer.stage`` (the staging Job, which fails on its first failed pod) exits 0, 1
+(a download, a checksum, a source) or 6: its directory on the volume is not writable by the
+pod's uid, which only a change of owner or uid cures. 6 is not among the task Jobs' permanent
+codes: no task exits with it.
 """
 
 EXIT_OK = 0
@@ -28,5 +28,3 @@ PERMANENT_EXIT_CODES = (EXIT_BAD_FLAGS, EXIT_BAD_DATA, EXIT_VOLUME_FULL, EXIT_CH
 PERMANENT_REASONS = {EXIT_BAD_FLAGS: "bad flags, TF_CONFIG or packages",
                      EXIT_BAD_DATA: "bad data", EXIT_VOLUME_FULL: "the volume is full",
                      EXIT_CHIEF_FAILED: "the chief ended for good"}
-#: The staging Job's permanent exit codes (its podFailurePolicy fails the Job on them).
-STAGE_PERMANENT_EXIT_CODES = (EXIT_VOLUME_NOT_WRITABLE,)
