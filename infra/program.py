@@ -92,7 +92,8 @@ def build(settings: Settings) -> dict[str, Any]:
         training=settings.training, placement=settings.placement, namespace=namespace,
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
         data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
-        image_pull_secret=registry.image_pull_secret, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+        image_pull_secret=registry.image_pull_secret, identity=settings.pods,
+        volume_hint=_volume_hint(settings), after=[*pods_after, volume.pvc]), opts=k8s_opts)
     # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
     monitor = RunMonitor(prefix, RunMonitorArgs(
         namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
@@ -105,7 +106,8 @@ def build(settings: Settings) -> dict[str, Any]:
         tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
         mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
         placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
-        cloud_acl=settings.cluster.create_cloud, after=[*pods_after, volume.pvc]), opts=k8s_opts)
+        cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
+        opts=k8s_opts)
     return {
         "clusterId": target.cluster_id,
         "kubeconfig": target.kubeconfig,
@@ -159,6 +161,16 @@ def _volume_args(settings: Settings, server: Optional[pulumi.Input[str]], server
         namespace=namespace, namespace_name=settings.namespace, volume_type=storage.volume_type, server=server,
         server_key=server_key, path=path, path_key=path_key, storage=storage.capacity,
         match_labels=storage.match_labels, after=after)
+
+
+def _volume_hint(settings: Settings) -> str:
+    """The end of the staging Job's error on a volume its pods cannot write
+    (``storage.unwritable_hint``); a path set with --secret is not shown (it would be in the
+    Job's pod spec)."""
+    storage_ = settings.storage
+    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else storage_.path
+    return storage.unwritable_hint(storage_.volume_type, path, storage_.mount_path, settings.pods.run_as_user,
+                                   settings.pods.run_as_group)
 
 
 def planned_objects(settings: Settings, volume_server: Optional[str]) -> list[ObjectRef]:

@@ -22,12 +22,14 @@ import argparse
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Sequence
 
+from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
 from trainer.data import (ALL_IDX_FILES, NPZ_FILE, DataError, content_sha256, idx_path,
                           known_idx_set, load, raw_name)
 from trainer.flags import BUNDLED_DATA_DIR
@@ -61,6 +63,30 @@ KNOWN_SHA256: dict[str, dict[str, str]] = {
 
 class StageError(RuntimeError):
     """A source that is missing, unreachable, or holds files with unknown checksums."""
+
+
+class VolumeNotWritable(StageError):
+    """``--dest`` cannot be created or written by this process's uid: a directory on the way
+    belongs to another uid (a fresh NFS export or node directory belongs to root, mode 0755).
+    No retry cures it: ``main`` exits EXIT_VOLUME_NOT_WRITABLE."""
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` itself, or its closest ancestor that exists."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def not_writable_message(dest: Path, blocking: Path, hint: str = "") -> str:
+    """Why ``dest`` cannot be staged into: ``blocking`` (dest or its nearest existing ancestor)
+    with its owner and mode, and this process's uid and gid; then ``hint`` (where the volume
+    lives and how to fix it: the stack passes it, trainer.stage knows neither)."""
+    info = blocking.stat()
+    what = "cannot write there" if blocking == dest else "cannot create it"
+    return (f"--dest {dest}: {what}: {blocking} belongs to uid {info.st_uid}, gid {info.st_gid}, mode "
+            f"{stat.S_IMODE(info.st_mode):04o} ({stat.filemode(info.st_mode)}), and this process runs as uid "
+            f"{os.getuid()}, gid {os.getgid()}, which may not create files in it." + (f" {hint}" if hint else ""))
 
 
 def sha256_of(path: Path) -> str:
@@ -184,18 +210,30 @@ def _one_source(source: str | Sequence[str]) -> tuple[str, dict[str, str]]:
     return ", ".join(urls.values()), urls
 
 
-def _make_dest(dest: Path) -> None:
+def _make_dest(dest: Path, hint: str = "") -> None:
+    """Create ``dest`` (and its parents) and make sure this process can write in it.
+
+    Raises:
+        VolumeNotWritable: a directory on the way, or ``dest`` itself, is not writable by
+            this process (``not_writable_message``, with ``hint``).
+        StageError: ``dest`` is not a directory, or another error creating it.
+    """
     if dest.exists() and not dest.is_dir():
         raise StageError(f"--dest {dest}: not a directory")
     try:
         dest.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise VolumeNotWritable(not_writable_message(dest, _nearest_existing(dest), hint)) from None
     except OSError as err:
         raise StageError(f"--dest {dest}: cannot create the directory: "
                          f"{err.strerror or err}") from None
+    # The staging files are made in dest itself: fail here, before anything is fetched.
+    if not os.access(dest, os.W_OK | os.X_OK):
+        raise VolumeNotWritable(not_writable_message(dest, dest, hint))
 
 
 def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
-          allow_unknown: bool = False, log=print) -> list[str]:
+          allow_unknown: bool = False, log=print, volume_hint: str = "") -> list[str]:
     """Stage the data set of ``source`` (a directory or URL; a sequence: ``_one_source``) into
     ``dest``; return the file names now in place.
 
@@ -205,9 +243,9 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
     leaves ``dest`` as it was.
 
     Raises:
-        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source
-            file, or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``; then the files must pass
-            the trainer's own data checks instead).
+        VolumeNotWritable: this uid cannot create or write ``dest`` (ends with ``volume_hint``).
+        StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source file,
+            or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``: then the data checks).
         DataError: with ``allow_unknown``, files that the trainer could not read.
     """
     dest, (source, urls) = Path(dest), _one_source(source)
@@ -222,7 +260,7 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
             known, expected[name] = _source_identity(source, name)
             if known is None and not allow_unknown:
                 raise StageError(_unknown_message(source, name, Path(source) / name))
-    _make_dest(dest)
+    _make_dest(dest, volume_hint)
     for name in names:  # the trainer reads the .gz when both forms are there
         other = dest / (raw_name(name) if name.endswith(".gz") else f"{name}.gz")
         if name != NPZ_FILE and other.exists():
@@ -289,9 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow_unknown", action="store_true",
                         help="accept checksums not in the known list if the files pass the "
                              "trainer's data checks")
+    parser.add_argument("--volume_hint", default="",
+                        help="text that ends the error when DIR cannot be written: where the "
+                             "volume lives and how to fix it (exit code "
+                             f"{EXIT_VOLUME_NOT_WRITABLE})")
     args = parser.parse_args(argv)
     try:
-        stage(args.dest, args.source or [str(BUNDLED_DATA_DIR)], args.allow_unknown)
+        stage(args.dest, args.source or [str(BUNDLED_DATA_DIR)], args.allow_unknown,
+              volume_hint=args.volume_hint)
+    except VolumeNotWritable as err:
+        # One line, the pod's last: its termination message (FallbackToLogsOnError).
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_VOLUME_NOT_WRITABLE
     except (StageError, DataError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

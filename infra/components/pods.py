@@ -8,7 +8,7 @@ from typing import Any, Optional
 import pulumi_kubernetes as k8s
 
 from infra.components.node_pools import GPU_TAINT_EFFECT, GPU_TAINT_KEY
-from infra.settings import Placement
+from infra.settings import PodIdentity, Placement
 
 #: The toleration of the GPU pool's taint (infra/components/node_pools.py).
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
@@ -39,10 +39,13 @@ def image_pull_secrets(secret_name: Optional[str]) -> Optional[list[k8s.core.v1.
 # Pod Security Standard "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards):
 # every pod of the stack passes it, so a namespace may enforce it.
 
-#: The uid and gid every container runs as: the USER of docker/*.Dockerfile. Any fixed
-#: non-root id works; the volume's root directory must be writable by it (see README).
+#: The uid and gid every container runs as by default (pods.runAsUser, pods.runAsGroup): the
+#: USER of docker/*.Dockerfile. Any non-root id works; the volume's directory must be
+#: writable by it (infra/components/storage.py says what the stack does for each type).
 RUN_AS_USER = 1000
 RUN_AS_GROUP = 1000
+#: The identity of the pods that mount no volume (the run monitor): the image's own.
+IMAGE_IDENTITY = PodIdentity(run_as_user=RUN_AS_USER, run_as_group=RUN_AS_GROUP)
 #: The writable scratch directory of a read-only root filesystem: TensorFlow, TensorBoard and
 #: Python's tempfile write under /tmp, and HOME points there (a uid without a home directory).
 SCRATCH_VOLUME = "tmp"
@@ -53,13 +56,13 @@ SCRATCH_SIZE = "256Mi"
 POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
 
 
-def pod_security_context() -> k8s.core.v1.PodSecurityContextArgs:
-    """The pod-level securityContext of every pod: a fixed non-root uid/gid, fsGroup (so
-    volume types that honour it, unlike hostPath and NFS, are group-writable), seccomp
-    RuntimeDefault."""
+def pod_security_context(identity: PodIdentity = IMAGE_IDENTITY) -> k8s.core.v1.PodSecurityContextArgs:
+    """The pod-level securityContext of every pod: ``identity``'s non-root uid and gid (the
+    settings reject uid 0), fsGroup = that gid (so volume types that honour it, unlike
+    hostPath, NFS and the NAS CSI driver, are group-writable), seccomp RuntimeDefault."""
     return k8s.core.v1.PodSecurityContextArgs(
-        run_as_non_root=True, run_as_user=RUN_AS_USER, run_as_group=RUN_AS_GROUP, fs_group=RUN_AS_GROUP,
-        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
+        run_as_non_root=True, run_as_user=identity.run_as_user, run_as_group=identity.run_as_group,
+        fs_group=identity.run_as_group, seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
 
 
 def container_security_context() -> k8s.core.v1.SecurityContextArgs:

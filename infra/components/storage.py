@@ -20,6 +20,16 @@ NAS_CSI_DRIVER = "nasplugin.csi.alibabacloud.com"
 NAS_MOUNT_OPTIONS = ("nolock,tcp,noresvport", "vers=3")
 #: hostPath type: the directory is made on the node when missing, never a file or socket.
 HOST_PATH_TYPE = "DirectoryOrCreate"
+#: The NAS PV's volumeAttributes that make its directory writable by the pods' uid, whatever it
+#: is. The CSI driver (kubernetes-sigs/alibaba-cloud-csi-driver, pkg/nas) creates a missing
+#: ``path`` itself, as root, mode 0755 (no_squash), chowns nothing, and its CSIDriver sets no
+#: fsGroupPolicy, so a pod's fsGroup is ignored on this ReadWriteMany volume. It does run
+#: ``chmod <mode> <mount point>`` after each mount when ``mode`` is set (``chmod -R`` with
+#: modeType "recursive"); it refuses ``mode`` on the root path "/", which nas.path never is.
+#: 1777 (sticky, like /tmp): any uid creates its own directories (mnist/, runs/), and no uid
+#: removes another's. Not recursive: the files under it are the pods' own, and a recursive
+#: chmod would walk every checkpoint on each mount.
+NAS_MODE_ATTRIBUTES = {"mode": "1777", "modeType": "non-recursive"}
 ACCESS_MODES = ("ReadWriteMany",)
 #: Hex digits of the hash in the volume's name (see volume_name).
 NAME_HASH_HEX = 8
@@ -34,7 +44,8 @@ def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str,
     type; ``persistentvolumesource is immutable``), its capacity and the claim's request
     (a statically bound claim cannot be resized: "only dynamically provisioned pvc can be
     resized"), the claim's selector, access modes and class (immutable on a claim), and the
-    claim's namespace (the PV's claimRef names it). A change to any of them gives a new name,
+    claim's namespace (the PV's claimRef names it), and for NAS the mode attributes. A change
+    to any of them gives a new name,
     so Pulumi creates the new PV and claim next to the old ones (a replacement under a new
     name is create-before-delete), replaces the pods that name the claim, and deletes the old
     pair last; the old PV's Retain policy leaves the data, which the new PV finds in the same
@@ -58,6 +69,7 @@ def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str,
     source: dict = {"type": volume_type, "server": server_key, "path": path}
     if volume_type == "nas":
         source["driver"] = NAS_CSI_DRIVER
+        source.update(NAS_MODE_ATTRIBUTES)
     elif volume_type == "hostPath":
         source["hostPathType"] = HOST_PATH_TYPE
     fixed = {"source": source, "capacity": storage, "matchLabels": dict(match_labels),
@@ -123,7 +135,7 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
             driver=NAS_CSI_DRIVER,
             volume_handle=volume_handle,
             # The driver refuses a server containing ':'; the directory goes in path.
-            volume_attributes={"server": args.server, "path": args.path},
+            volume_attributes={"server": args.server, "path": args.path, **NAS_MODE_ATTRIBUTES},
         )}
     if args.volume_type == "nfs":
         return {"mount_options": list(NAS_MOUNT_OPTIONS),
@@ -134,15 +146,46 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
     raise ValueError(f"unknown volume type {args.volume_type!r}")
 
 
+#: Where each volume type's directory lives, and who can change its owner there.
+_WHERE = {
+    "hostPath": ("hostPath.path {path} on the node", "on the node"),
+    "nfs": ("nfs.path {path} on the NFS server (nfs.server)",
+            "on the NFS server, or as root on a machine that mounts the export without root squashing"),
+    "nas": ("nas.path {path} on the NAS file system, which the CSI driver makes writable by every uid "
+            "(mode 1777) but not what is under it", "as root on a machine that mounts the NAS file system"),
+}
+
+
+def unwritable_hint(volume_type: str, path: Optional[str], mount_path: str, uid: int, gid: int) -> str:
+    """What the staging Job's error says after the facts (trainer.stage ``--volume_hint``): where
+    the volume's directory lives, and the fixes, for ``pods.runAsUser`` ``uid`` and
+    ``pods.runAsGroup`` ``gid``.
+
+    Args:
+        path: the directory as configured (hostPath.path, nfs.path, nas.path); None when it is
+            a secret, which the pod spec must not show.
+
+    Raises:
+        KeyError: an unknown volume type.
+    """
+    where, fix_at = _WHERE[volume_type]
+    shown = path if path is not None else "<the directory>"
+    return (f"The volume at {mount_path} is {where.format(path=path if path is not None else '(a secret)')}. "
+            f"Fix: {fix_at}, `chown -R {uid}:{gid} {shown}`; or, if that directory belongs to a user other than "
+            "root, run the pods as that user: `pulumi config set pods.runAsUser <its uid>` and `pulumi config set "
+            "pods.runAsGroup <its gid>`. Then run `pulumi up` again: it replaces the failed staging Job.")
+
+
 class SharedVolume(pulumi.ComponentResource):
     """The run's ReadWriteMany volume.
 
     Children (Pulumi names ``<prefix>-data``; object names ``volume_name``, the same for both):
     ``pv`` (PersistentVolume: labels = match_labels, Retain, storageClassName "", and by
-    ``args.volume_type``: ``nas``, CSI with server = the mount target domain and path = a NAS
-    sub-directory; ``nfs``, the in-tree nfs volume with the same mount options; ``hostPath``, a
-    node directory of type DirectoryOrCreate, which the API accepts as ReadWriteMany for a
-    static PV, so the same claim serves every type) and ``pvc`` (PersistentVolumeClaim:
+    ``args.volume_type``: ``nas``, CSI with server = the mount target domain, path = a NAS
+    sub-directory and NAS_MODE_ATTRIBUTES, which make it writable by the pods; ``nfs``, the
+    in-tree nfs volume with the same mount options; ``hostPath``, a node directory of type
+    DirectoryOrCreate, which the API accepts as ReadWriteMany for a static PV, so the same
+    claim serves every type) and ``pvc`` (PersistentVolumeClaim:
     selector = match_labels, storageClassName "" so no default StorageClass takes it,
     volumeName pre-binding it to this PV, so a second run's PV with the same labels, or an
     earlier PV of this run, cannot take its place).

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.components.tags import cloud_tags
-from infra.settings import Placement, TensorBoardSettings
+from infra.settings import PodIdentity, Placement, TensorBoardSettings
 
 TENSORBOARD_PORT = 6006
 SERVICE_PORT = 80
@@ -50,6 +50,7 @@ class TensorBoardArgs:
         image_pull_secret: the docker-registry Secret to pull the image with, if any.
         cloud_acl: the stack created the ACK cluster, whose load balancer needs an SLB ACL to
             honour the source ranges.
+        identity: the uid and gid the pod runs as (pods.*).
         after: resources the Deployment waits for (the node pools, the pull Secret, the claim).
     """
 
@@ -61,6 +62,7 @@ class TensorBoardArgs:
     placement: Placement
     image_pull_secret: Optional[str]
     cloud_acl: bool
+    identity: PodIdentity = pods.IMAGE_IDENTITY
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -151,7 +153,7 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
         node_selector=pods.node_selector(args.placement),
         tolerations=pods.tolerations(args.placement, uses_gpu=False),
         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
-        security_context=pods.pod_security_context(),
+        security_context=pods.pod_security_context(args.identity),
         automount_service_account_token=False,
         containers=[k8s.core.v1.ContainerArgs(
             name="tensorboard",

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
-from infra.settings import Placement, TaskSettings, TrainingSettings
+from infra.settings import PodIdentity, Placement, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
@@ -30,6 +30,12 @@ WAIT_FOR = "pulumi.com/waitFor"
 #: API server refused it (server-side apply field conflict; seen on the local cluster).
 TASK_JOB_AWAIT = {WAIT_FOR: "jsonpath={.metadata.uid}"}
 TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
+#: pulumi-kubernetes reads a Job with this annotation from the cluster on every diff and
+#: replaces it when it is not complete (failed, or cut off mid-way): a staging Job that failed
+#: (a volume it could not write) is run anew by the next `pulumi up` once the cause is fixed,
+#: instead of being awaited again as Failed. A complete one is left alone.
+REPLACE_UNREADY = "pulumi.com/replaceUnready"
+STAGE_CONTAINER = "stage"
 #: Staging copies about 11 MB from the image: ten minutes covers node start and image pull.
 STAGING_TIMEOUT_SECONDS = 1200
 #: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
@@ -108,11 +114,14 @@ def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> 
     return flags if run_id is None else [*flags, "--run_id", run_id]
 
 
-def stage_command(data_dir: str, source: Optional[str | tuple[str, ...]]) -> list[str]:
+def stage_command(data_dir: str, source: Optional[str | tuple[str, ...]], volume_hint: str = "") -> list[str]:
     """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
-    per URL of a list, the one source, or none (the sample in the image)."""
+    per URL of a list, the one source, or none (the sample in the image), and ``--volume_hint``
+    when given (the end of its error on a volume it cannot write)."""
     sources = [] if source is None else [source] if isinstance(source, str) else list(source)
-    return ["python", "-m", "trainer.stage", "--dest", data_dir, *[a for s in sources for a in ("--source", s)]]
+    hint = ["--volume_hint", volume_hint] if volume_hint else []
+    return ["python", "-m", "trainer.stage", "--dest", data_dir, *[a for s in sources for a in ("--source", s)],
+            *hint]
 
 
 def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
@@ -170,6 +179,25 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     ])
 
 
+#: The staging Job's backoffLimit: its first failed pod fails it. A podFailurePolicy FailJob
+#: rule would too, but its Failed condition has reason PodFailurePolicy, which the Job await of
+#: pulumi-kubernetes (4.25, pkg/await/checker/job) does not take for a failure: it reports only
+#: BackoffLimitExceeded and DeadlineExceeded, and waited out STAGING_TIMEOUT_SECONDS (seen on
+#: the local cluster). What fails staging (a volume it cannot write, exit 6; a checksum; a
+#: source) fails it again at once, and the next `pulumi up` retries it anyway (REPLACE_UNREADY).
+STAGE_BACKOFF_LIMIT = 0
+
+
+def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
+    """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
+    preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
+    other failure fails the Job."""
+    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
+        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
+            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
+    ])
+
+
 @dataclass
 class TrainingJobArgs:
     """One training run and where it runs.
@@ -187,6 +215,9 @@ class TrainingJobArgs:
             (checkpoints, summaries, markers; infra/settings/runs.py).
         run_key: the run directory's key (``Settings.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
+        identity: the uid and gid every pod runs as (pods.*).
+        volume_hint: where the volume lives and how to make it writable, which the staging
+            Job's error ends with (``storage.unwritable_hint``).
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
     """
 
@@ -200,6 +231,8 @@ class TrainingJobArgs:
     log_dir: str
     run_key: str
     image_pull_secret: Optional[str]
+    identity: PodIdentity = pods.IMAGE_IDENTITY
+    volume_hint: str = ""
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -296,30 +329,40 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _staging_job(self) -> k8s.batch.v1.Job:
-        """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume."""
+        """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume.
+
+        A pod that cannot write the volume exits 6, which fails the Job at once
+        (STAGE_BACKOFF_LIMIT; restartPolicy Never, which a podFailurePolicy needs), with its
+        error as the container's termination message, which `pulumi up` prints; the next
+        `pulumi up` replaces the failed Job (REPLACE_UNREADY)."""
         args, training = self._args, self._args.training
         name = staging_name(self._name)
         placement = args.placement["stage-data"]
+        annotations = {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
         return k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, "stage-data", {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS)}),
+            metadata=self._metadata(name, "stage-data", annotations),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=training.backoff_limit,
+                backoff_limit=STAGE_BACKOFF_LIMIT,
+                pod_failure_policy=stage_failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, "stage-data")),
                     spec=k8s.core.v1.PodSpecArgs(
-                        restart_policy="OnFailure",
+                        restart_policy="Never",
                         node_selector=pods.node_selector(placement),
                         tolerations=pods.tolerations(placement, uses_gpu=False),
                         priority_class_name=training.priority_class_name,
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
-                        security_context=pods.pod_security_context(),
+                        security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
                         containers=[k8s.core.v1.ContainerArgs(
-                            name="stage",
+                            name=STAGE_CONTAINER,
                             image=training.staging_image,
                             image_pull_policy=training.ps.image_pull_policy,
-                            command=stage_command(args.data_dir, training.data_source),
+                            command=stage_command(args.data_dir, training.data_source, args.volume_hint),
+                            # The stager's last line on failure is its error: the message
+                            # the pod's status, and so `pulumi up`, shows.
+                            termination_message_policy="FallbackToLogsOnError",
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
                             env=pods.scratch_env(),
@@ -424,7 +467,7 @@ class TrainingJob(pulumi.ComponentResource):
             # podFailurePolicy requires; backoffLimit caps the failures that count.
             restart_policy="Never",
             termination_grace_period_seconds=pods.TASK_GRACE_SECONDS,
-            security_context=pods.pod_security_context(),
+            security_context=pods.pod_security_context(args.identity),
             automount_service_account_token=False,
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),

@@ -31,14 +31,14 @@ from infra.settings.messages import (
     SECRET_SHOWN_AS, ConfigError, conflict, fix_args, missing, not_applicable, secret_refused, violation,
 )
 from infra.settings.model import (
-    ClusterSettings, Placement, RegistryCredentials, RegistrySettings, Settings, StorageSettings, TaskSettings,
-    TensorBoardSettings, TrainingSettings, from_key, section,
+    ClusterSettings, Placement, PodIdentity, RegistryCredentials, RegistrySettings, Settings, StorageSettings,
+    TaskSettings, TensorBoardSettings, TrainingSettings, from_key, section,
 )
 from infra.settings.parsers import (
     TAINT_EFFECTS, Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain,
     export_path, fraction, https_url, image_host, image_reference, integer, label_map, namespace, nfs_server,
-    node_selector, one_of, optional_positive_int, optional_string, positive_number, quantity, registry, registry_host,
-    string_list, tolerations,
+    node_selector, one_of, optional_positive_int, optional_string, pod_gid, pod_uid, positive_number, quantity, registry,
+    registry_host, string_list, tolerations,
 )
 from infra.settings.raw import FLAT, PATH, conflicting
 from infra.settings.read import unknown_keys
@@ -54,7 +54,8 @@ __all__ = [
     "https_url",
     "image_host", "image_reference", "integer", "is_kubeconfig_path", "Key", "kubeconfig_server", "label_map",
     "load_settings", "missing", "namespace", "nfs_server", "node_selector", "not_applicable", "one_of",
-    "optional_positive_int", "optional_string", "Parser", "Placement", "positive_number",
+    "optional_positive_int", "optional_string", "Parser", "Placement", "pod_gid", "pod_uid", "PodIdentity",
+    "positive_number",
     "project_config_schema", "quantity", "registry", "registry_host", "RegistryCredentials",
     "RegistrySettings", "secret_refused", "section", "Settings", "StorageSettings", "string_list",
     "TaskSettings", "TensorBoardSettings", "tolerations", "TrainingSettings", "unknown_keys", "violation",

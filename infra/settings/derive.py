@@ -14,8 +14,8 @@ from infra.settings.keys import (
 )
 from infra.settings.kubeconfig import kubeconfig_server
 from infra.settings.model import (
-    ClusterSettings, Placement, RegistryCredentials, RegistrySettings, Settings, StorageSettings, TaskSettings,
-    TensorBoardSettings, TrainingSettings, section,
+    ClusterSettings, Placement, PodIdentity, RegistryCredentials, RegistrySettings, Settings, StorageSettings,
+    TaskSettings, TensorBoardSettings, TrainingSettings, section,
 )
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
@@ -136,6 +136,7 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
         Settings, v, project=PROJECT, stack=stack,
         cluster=_cluster(v, resolved, training),
         storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
+        pods=section(PodIdentity, v),
         training=training,
         tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image),
         registry=_registry(v, resolved),

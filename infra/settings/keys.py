@@ -20,7 +20,7 @@ from infra.settings.gpu_families import GPU_SYSTEM_DISK_CATEGORIES
 from infra.settings.parsers import (
     Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
     https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
-    optional_string, positive_number, quantity, registry, registry_host, string_list, tolerations,
+    optional_string, pod_gid, pod_uid, positive_number, quantity, registry, registry_host, string_list, tolerations,
 )
 from trainer.contract import recipe
 
@@ -239,6 +239,14 @@ KEYS: tuple[Key, ...] = (
         "Extra tolerations of TensorBoard (pod tolerations), e.g. for a dedicated, tainted node pool."),
     Key("mountPath", "/data", absolute_path, "/data", "string",
         "Where the shared volume is mounted in every pod."),
+    # 1000: the USER of docker/*.Dockerfile. A NAS volume is made writable for any uid (the PV's
+    # mode, infra/components/storage.py); an NFS export or a node directory the stack cannot
+    # change, so the pods run as its owner instead.
+    Key("pods.runAsUser", 1000, pod_uid, "1000", "integer",
+        "uid the staging, training and TensorBoard pods run as (not 0: Pod Security \"restricted\"); the "
+        "volume's directory must be writable by it: set it to the owner of an NFS export or hostPath directory."),
+    Key("pods.runAsGroup", 1000, pod_gid, "1000", "integer",
+        "gid (and fsGroup) those pods run as: the group of the volume's directory with pods.runAsUser."),
     Key("data.source", None, data_source, "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
         None, "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX files, a "
               "directory on the volume (under mountPath) or in the image, or a list of the files' URLs "
@@ -364,7 +372,9 @@ KEYS: tuple[Key, ...] = (
         "the stack already created the type it has (read from the stack's state: a change replaces it, empty)."),
     Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
         "Keep the NAS file system (and its data) when the stack is destroyed."),
-    Key("nas.path", "/data", absolute_path, "/data", "string", "Directory on the NAS that the PV mounts."),
+    Key("nas.path", "/data", absolute_path, "/data", "string",
+        "Directory on the NAS that the PV mounts; the CSI driver creates it when missing and makes it writable "
+        "by every uid (mode 1777, not recursive)."),
     Key("nas.mountTargetDomain", None, optional_string, "xxxx.cn-hangzhou.nas.aliyuncs.com", None,
         "Existing NAS mount target: the stack then creates no NAS (without kubeconfig it must be in the "
         "VPC of vpc.id or vswitch.id)."),
@@ -374,10 +384,12 @@ KEYS: tuple[Key, ...] = (
     Key("nfs.server", None, nfs_server, "nfs.example.internal", None,
         "NFS server of persistence.volume.type nfs (host name or IP address)."),
     Key("nfs.path", None, export_path, "/exports/tf-mnist", None,
-        "Exported directory that the PV mounts (persistence.volume.type nfs)."),
+        "Exported directory that the PV mounts (persistence.volume.type nfs); must be writable by "
+        "pods.runAsUser (root squashing off)."),
     Key("hostPath.path", "/var/lib/tf-mnist", absolute_path, "/var/lib/tf-mnist", "string",
         "Directory on the node that backs the PV (persistence.volume.type hostPath); must be writable by "
-        "uid 1000, the pods' user (created root-owned when missing, which they cannot write)."),
+        "pods.runAsUser (created root-owned, mode 0755, when missing: the staging Job then fails and says how "
+        "to fix it)."),
 )
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

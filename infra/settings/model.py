@@ -170,6 +170,17 @@ class StorageSettings:
 
 
 @dataclass(frozen=True)
+class PodIdentity:
+    """The uid and gid of the pods that mount the volume (pods.*): the staging Job, the task
+    Jobs and TensorBoard. Their fsGroup is ``run_as_group`` too, which NFS, hostPath and the
+    NAS CSI driver (no fsGroupPolicy) ignore: the volume's directory must be writable by
+    ``run_as_user`` itself (see infra/components/storage.py for what the stack does)."""
+
+    run_as_user: int = from_key("pods.runAsUser")
+    run_as_group: int = from_key("pods.runAsGroup")
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
     """The training run: its tasks, the trainer's flags and its Jobs' policy (worker.*, ps.*,
     hyperparams.*, job.*, monitor.*, data.source)."""
@@ -274,6 +285,7 @@ class Settings:
     network_policy: bool = from_key("networkPolicy.enabled")
     cluster: ClusterSettings
     storage: StorageSettings
+    pods: PodIdentity
     training: TrainingSettings
     tensorboard: TensorBoardSettings
     registry: RegistrySettings

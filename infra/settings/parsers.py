@@ -407,6 +407,25 @@ def optional_positive_int(raw: Any) -> Optional[int]:
     return None if raw in (None, "") else integer(1)(raw)
 
 
+#: The largest uid or gid a pod's securityContext takes (Kubernetes validates them as int32).
+MAX_POD_ID = 2**31 - 1
+
+
+def pod_uid(raw: Any) -> int:
+    """A pod's runAsUser: an integer in [1, MAX_POD_ID]. Not 0: Pod Security "restricted",
+    which every pod of the stack passes, refuses root (runAsNonRoot, runAsUser 0)."""
+    try:
+        return integer(1, MAX_POD_ID)(raw)
+    except ValueError:
+        raise ValueError(f"must be an integer between 1 and {MAX_POD_ID}, a uid other than root's 0 (Pod "
+                         "Security \"restricted\" refuses pods that run as root)") from None
+
+
+def pod_gid(raw: Any) -> int:
+    """A pod's runAsGroup and fsGroup: an integer in [0, MAX_POD_ID] ("restricted" allows gid 0)."""
+    return integer(0, MAX_POD_ID)(raw)
+
+
 def image_host(image: str) -> str:
     """The registry host of an image reference (distribution/reference's rule: a first
     segment with a dot or a port, or localhost, is a host; otherwise Docker Hub)."""

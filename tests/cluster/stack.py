@@ -14,11 +14,10 @@ import tempfile
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import pytest
 
-from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from tests.preview.engine import PulumiProject, Toolchain, find_toolchain, install_plugins
 
 from .kube import REPO, Kube, job_condition
@@ -54,25 +53,40 @@ def engine_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Toolchain, Pa
     return toolchain, home
 
 
-def pod_volume(prefix: str) -> Path:
-    """A new empty directory under /var/tmp (name starting ``prefix``) for a hostPath volume
-    the pods can write; the caller removes it.
+#: The owner (uid, gid) of the volume of the tests that need one the pods can write: a user's
+#: own directory, which the stack's pods write by running as its owner (``owner_config``), the
+#: fix the staging Job's error names. Not the pods' default 1000:1000, so that the stack is
+#: seen to follow pods.runAsUser and pods.runAsGroup, and a gid apart from the uid.
+VOLUME_OWNER = (2000, 3000)
 
-    Not under pytest's tmp dirs: those are mode 0700. Every pod runs as 1000:1000 and cannot
-    chown ("restricted"), and hostPath ignores fsGroup: the volume's root belongs to that uid,
-    as the README asks of a hostPath, NFS or NAS root.
+
+def pod_volume(prefix: str, owner: Optional[tuple[int, int]] = None) -> Path:
+    """A new empty directory under /var/tmp (name starting ``prefix``), mode 0755, for a hostPath
+    volume; the caller removes it.
+
+    Without ``owner`` it belongs to root, as a directory a fresh disk, an NFS server or the
+    kubelet (hostPath DirectoryOrCreate) makes: pods (non-root, "restricted", so no chown;
+    hostPath ignores fsGroup) cannot write it. With ``owner`` (uid, gid) it is that user's.
+    Not under pytest's tmp dirs: those are mode 0700.
     """
     volume = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     volume.chmod(0o755)
-    os.chown(volume, RUN_AS_USER, RUN_AS_GROUP)
+    if owner is not None:
+        os.chown(volume, *owner)
     return volume
+
+
+def owner_config(owner: tuple[int, int] = VOLUME_OWNER) -> dict[str, str]:
+    """The stack config that runs the pods as ``owner`` (pods.runAsUser, pods.runAsGroup)."""
+    return {"pods.runAsUser": str(owner[0]), "pods.runAsGroup": str(owner[1])}
 
 
 @contextmanager
 def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, stack: str,
                      config: dict[str, str]) -> Iterator[tuple[PulumiProject, Path]]:
     """A stack ``stack`` of a copy of the project, in kubeconfig mode against ``local_cluster``,
-    with ``config`` (``--path`` keys) and a fresh hostPath volume; destroyed, and its volume
+    with ``config`` (``--path`` keys) and a fresh hostPath volume of VOLUME_OWNER, whom the pods
+    run as (``owner_config``, unless ``config`` says otherwise); destroyed, and its volume
     removed, on exit.
 
     The stack's settings file is the project's ``Pulumi.<stack>.yaml`` when there is one
@@ -85,8 +99,9 @@ def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFacto
     project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
                             pulumi_home=home, venv=REPO / ".venv")
     project.init_stack(stack)
-    volume = pod_volume("tf-mnist-e2e-volume-")
-    for key, value in {**config, "kubeconfig": str(local_cluster.kubeconfig), "hostPath.path": str(volume)}.items():
+    volume = pod_volume("tf-mnist-e2e-volume-", VOLUME_OWNER)
+    settings = {**owner_config(), **config, "kubeconfig": str(local_cluster.kubeconfig), "hostPath.path": str(volume)}
+    for key, value in settings.items():
         project.set_config(key, value, path=True)
     try:
         yield project, volume

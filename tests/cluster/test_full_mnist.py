@@ -37,7 +37,6 @@ from typing import Iterator
 
 import pytest
 
-from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from infra.settings.keys import KEYS_BY_NAME
 from tests.preview.engine import PulumiProject
 from tests.trainer.trainer_test_helpers import FULL_MNIST, full_mnist_or_skip
@@ -46,8 +45,8 @@ from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 
 from .kube import REPO, Kube
-from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, infra_status, on_volume, outputs, port_forward, rfc3339_s,
-                    sha256, stack_on_cluster, stamped_logs, wait_for_tasks)
+from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, VOLUME_OWNER, infra_status, on_volume, outputs, port_forward,
+                    rfc3339_s, sha256, stack_on_cluster, stamped_logs, wait_for_tasks)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("TF_MNIST_FULL_E2E") != "1",
@@ -346,7 +345,7 @@ def test_a_directory_on_the_volume_stages_into_its_own_directory_and_makes_a_new
     incoming = volume / "incoming" / "mnist-10k"
     shutil.copytree(SAMPLE, incoming, ignore=shutil.ignore_patterns("README.md"))
     for path in (incoming.parent, incoming, *incoming.iterdir()):
-        shutil.chown(path, RUN_AS_USER, RUN_AS_GROUP)
+        shutil.chown(path, *VOLUME_OWNER)
     project.pulumi("config", "rm", "--path", "data.source")
     project.set_config("data.source", "/data/incoming/mnist-10k", path=True)
     _up_and_train(project, volume, kube, "volume-dir")

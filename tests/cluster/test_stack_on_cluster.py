@@ -21,15 +21,14 @@ from typing import Iterator
 
 import pytest
 
-from infra.components.pods import RUN_AS_GROUP, RUN_AS_USER
 from tests.preview.engine import PulumiProject
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 from trainer.servers import marker_run_id
 
 from .kube import REPO, Kube, job_condition
-from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, infra_status, on_volume, outputs, port_forward, rfc3339_s, sha256,
-                    stack_on_cluster, wait_for_tasks)
+from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, VOLUME_OWNER, infra_status, on_volume, outputs, port_forward,
+                    rfc3339_s, sha256, stack_on_cluster, wait_for_tasks)
 
 pytestmark = pytest.mark.cluster
 
@@ -182,8 +181,11 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
             spec = {**spec, "automountServiceAccountToken": False,
                     "volumes": [v for v in spec["volumes"] if "projected" not in v and "configMap" not in v]}
         context = spec["securityContext"]
-        assert context["runAsNonRoot"] is True and context["runAsUser"] == RUN_AS_USER != 0, (name, context)
-        assert context["runAsGroup"] == RUN_AS_GROUP and context["seccompProfile"] == {"type": "RuntimeDefault"}
+        # The volume's owner (pods.runAsUser/runAsGroup), except the monitor, which mounts no volume.
+        monitor = pod["metadata"]["labels"].get("app.kubernetes.io/component") == "monitor"
+        uid, gid = (1000, 1000) if monitor else VOLUME_OWNER
+        assert context["runAsNonRoot"] is True and context["runAsUser"] == uid != 0, (name, context)
+        assert context["runAsGroup"] == gid and context["seccompProfile"] == {"type": "RuntimeDefault"}
         assert spec["automountServiceAccountToken"] is False, name
         assert not [v for v in spec["volumes"] if "projected" in v or "secret" in v], (name, spec["volumes"])
         for container in spec["containers"]:
@@ -192,11 +194,11 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
                 False, True, {"drop": ["ALL"]}), (name, c)
     # The processes themselves run as that uid, and cannot write outside the volume and /tmp.
     tensorboard = f"deployment/{PREFIX}-tensorboard"
-    assert kube.run("exec", tensorboard, "--", "id", "-u").stdout.strip() == str(RUN_AS_USER)
+    assert kube.run("exec", tensorboard, "--", "id", "-u").stdout.strip() == str(VOLUME_OWNER[0])
     written = kube.run("exec", tensorboard, "--", "touch", "/probe", check=False)
     assert written.returncode != 0 and "Read-only file system" in written.stderr, written
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in volume.rglob("*")}
-    assert owners == {(RUN_AS_USER, RUN_AS_GROUP)}, owners
+    assert owners == {VOLUME_OWNER}, owners
     # The figures behind the task pods' grace period (infra/components/pods.py TASK_GRACE_SECONDS).
     # An Epoch line follows the epoch's training (epoch_time_s), checkpoint and evaluation:
     # the time between two such lines less the training is the checkpoint plus evaluation.

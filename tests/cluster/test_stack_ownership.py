@@ -24,7 +24,7 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import Kube, job_condition
-from .stack import engine_home, pod_volume
+from .stack import VOLUME_OWNER, engine_home, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
@@ -39,7 +39,9 @@ TASKS = ("chief-0", "worker-0")
 TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1", "worker.cpu": "100m", "worker.memory": "2Gi",
         "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi", "hyperparams.epochs": "1",
         "hyperparams.batchsize": "128",
-        "namespace": NAMESPACE, "persistence.volume.type": "hostPath"}
+        "namespace": NAMESPACE, "persistence.volume.type": "hostPath",
+        # The pods run as the owner of the shared volume (VOLUME_OWNER).
+        **owner_config()}
 
 
 def _stack(project: PulumiProject, name: str, kube: Kube, volume: Path, **config: str) -> None:
@@ -63,7 +65,7 @@ def stacks(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
     first = _project(toolchain, home, tmp_path_factory.mktemp("backend-a"))
     second = _project(toolchain, home, tmp_path_factory.mktemp("backend-b"))
     kube = Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE)
-    volume = pod_volume("tf-mnist-owners-volume-")
+    volume = pod_volume("tf-mnist-owners-volume-", VOLUME_OWNER)
     _stack(first, "dev", kube, volume, createNamespace="true")
     try:
         yield first, second, volume, kube

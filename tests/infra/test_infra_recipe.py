@@ -161,8 +161,8 @@ def test_a_new_data_source_stages_into_a_new_directory(dev_config):
     assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", default.outputs["dataDir"])
     assert changed.outputs["dataDir"] != default.outputs["dataDir"]
     staging = changed.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert staging["command"] == ["python", "-m", "trainer.stage", "--dest", changed.outputs["dataDir"],
-                                  "--source", url]
+    assert staging["command"][:-2] == ["python", "-m", "trainer.stage", "--dest", changed.outputs["dataDir"],
+                                       "--source", url]
 
 
 def test_a_url_list_is_one_source_flag_per_file(dev_config):
@@ -170,7 +170,8 @@ def test_a_url_list_is_one_source_flag_per_file(dev_config):
     run = me.run_program(me.set_flat(dev_config, "data.source", '["' + '","'.join(urls) + '"]'))
     assert run.error is None, run.error
     staging = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert staging["command"][5:] == [a for url in urls for a in ("--source", url)]
+    assert staging["command"][5:-2] == [a for url in urls for a in ("--source", url)]
+    assert staging["command"][-2] == "--volume_hint"
 
 
 def test_a_structured_url_list_is_accepted():

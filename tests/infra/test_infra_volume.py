@@ -45,15 +45,25 @@ def _assert_binds_like_nas(run: me.Run) -> dict:
     return spec
 
 
-def test_nas_is_the_default_exactly_as_before(dev_config):
+def test_nas_is_the_default_and_its_directory_is_made_writable_for_any_uid(dev_config):
     run = me.run_program({**dev_config, **EXISTING, **DOMAIN})
     assert run.error is None, run.error
     spec = _assert_binds_like_nas(run)
+    # mode/modeType: the CSI driver chmods the mounted path (not recursively), which it creates
+    # itself root-owned 0755 when missing; a pod's fsGroup it ignores (no fsGroupPolicy).
     assert spec["csi"] == {"driver": "nasplugin.csi.alibabacloud.com",
                            "volumeHandle": run.one(PV, "mnist-data").inputs["metadata"]["name"],
-                           "volumeAttributes": {"server": "abc.cn-hangzhou.nas.aliyuncs.com", "path": "/data"}}
+                           "volumeAttributes": {"server": "abc.cn-hangzhou.nas.aliyuncs.com", "path": "/data",
+                                                "mode": "1777", "modeType": "non-recursive"}}
     assert spec["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
     assert run.outputs["mountTargetDomain"] == "abc.cn-hangzhou.nas.aliyuncs.com"
+
+
+def test_the_nas_the_stack_creates_gets_the_same_mode(dev_config):
+    run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    attributes = run.one(PV, "mnist-data").inputs["spec"]["csi"]["volumeAttributes"]
+    assert (attributes["path"], attributes["mode"], attributes["modeType"]) == ("/data", "1777", "non-recursive")
 
 
 def test_nfs_is_the_in_tree_nfs_volume_with_the_same_mount_options(dev_config):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import pytest
 
 from trainer import data
 from trainer.flags import BUNDLED_DATA_DIR
-from trainer.stage import KNOWN_SHA256, StageError, sha256_of, stage
+from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
+from trainer.stage import KNOWN_SHA256, StageError, VolumeNotWritable, sha256_of, stage
+from trainer.stage import main as stage_main
 from trainer_test_helpers import write_mnist
 
 REPO = Path(__file__).resolve().parents[2]
@@ -241,3 +244,52 @@ def test_a_directory_on_the_volume_is_a_source(tmp_path):
     shutil.copytree(BUNDLED_DATA_DIR, volume / "uploads" / "mnist")
     stage(volume / "mnist" / "0123456789ab", str(volume / "uploads" / "mnist"), log=_quiet)
     assert len(data.load(volume / "mnist" / "0123456789ab").x_test) == 2000
+
+
+# --- a volume the stager's uid cannot write (a fresh NFS export or node directory: root, 0755) ---
+# Tests run as root here, whom no mode bit stops, so the kernel's refusal is stood in for: mkdir
+# raising EACCES, or access() saying no. The real refusal is tests/cluster/test_volume_ownership.py.
+
+
+def _refuse_mkdir(monkeypatch) -> None:
+    def mkdir(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+
+
+def test_an_unwritable_volume_names_the_directory_its_owner_mode_and_uid(tmp_path, monkeypatch):
+    volume = tmp_path / "volume"
+    volume.mkdir(mode=0o755)
+    volume.chmod(0o755)
+    info = volume.stat()
+    _refuse_mkdir(monkeypatch)
+    with pytest.raises(VolumeNotWritable) as raised:
+        stage(volume / "mnist" / "sample", log=_quiet, volume_hint="Fix: chown it.")
+    assert str(raised.value) == (
+        f"--dest {volume}/mnist/sample: cannot create it: {volume} belongs to uid {info.st_uid}, gid "
+        f"{info.st_gid}, mode 0755 (drwxr-xr-x), and this process runs as uid {os.getuid()}, gid {os.getgid()}, "
+        "which may not create files in it. Fix: chown it.")
+    assert not (volume / "mnist").exists()
+
+
+def test_an_existing_destination_it_cannot_write_is_named_itself(tmp_path, monkeypatch):
+    dest = tmp_path / "mnist"
+    dest.mkdir()
+    dest.chmod(0o750)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != dest)
+    with pytest.raises(VolumeNotWritable, match=rf"^--dest {dest}: cannot write there: {dest} belongs to uid "
+                                                r"\d+, gid \d+, mode 0750 \(drwxr-x---\), and this process"):
+        stage(dest, log=_quiet)
+    assert list(dest.iterdir()) == []
+
+
+def test_the_command_exits_6_with_the_message_as_its_last_line(tmp_path, monkeypatch, capsys):
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    _refuse_mkdir(monkeypatch)
+    code = stage_main(["--dest", str(volume / "mnist"), "--volume_hint", "The volume is hostPath.path /x."])
+    assert code == EXIT_VOLUME_NOT_WRITABLE == 6
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --dest {volume}/mnist: cannot create it: {volume} belongs to uid "), err
+    assert err.endswith("which may not create files in it. The volume is hostPath.path /x.\n"), err
+    assert err.count("\n") == 1, err

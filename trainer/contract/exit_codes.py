@@ -6,6 +6,11 @@ does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on 
 2 bad flags or TF_CONFIG, or a Python without the trainer's packages; 3 bad data; 4 the
 volume holding --log_dir is full; 5 a ps or worker whose chief ended with one of these (it
 left a ``failed`` marker, trainer/servers.py), so that every task of the run ends at once.
+
+``python -m trainer.stage`` (the staging Job, which fails on its first failed pod) exits 0, 1
+(a download, a checksum, a source) or 6: its directory on the volume is not writable by the
+pod's uid, which only a change of owner or uid cures. 6 is not among the task Jobs' permanent
+codes: no task exits with it.
 """
 
 EXIT_OK = 0
@@ -16,6 +21,7 @@ EXIT_MISSING_PACKAGES = EXIT_BAD_FLAGS
 EXIT_BAD_DATA = 3
 EXIT_VOLUME_FULL = 4
 EXIT_CHIEF_FAILED = 5
+EXIT_VOLUME_NOT_WRITABLE = 6
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports it
 PERMANENT_EXIT_CODES = (EXIT_BAD_FLAGS, EXIT_BAD_DATA, EXIT_VOLUME_FULL, EXIT_CHIEF_FAILED)
 #: What each permanent code means, for messages.
