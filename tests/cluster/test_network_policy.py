@@ -26,7 +26,7 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import REPO, Kube, job_condition, pod_phase
-from .stack import PROJECT_FILES, engine_home, pod_volume
+from .stack import PROJECT_FILES, VOLUME_OWNER, engine_home, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
@@ -94,7 +94,7 @@ def cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
     toolchain, home = engine_home(tmp_path_factory)
     project = PulumiProject(REPO, tmp_path_factory.mktemp("netpol"), toolchain, include=PROJECT_FILES,
                             pulumi_home=home, venv=REPO / ".venv")
-    volume = pod_volume("tf-mnist-netpol-volume-")
+    volume = pod_volume("tf-mnist-netpol-volume-", VOLUME_OWNER)
     try:
         kube.apply(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in (NAMESPACE, OUTSIDE)))
         name, labels = LISTENER
@@ -106,7 +106,8 @@ def cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
             pods = Kube(kube.kubectl_bin, kube.kubeconfig, ns)
             kube.wait_for(f"pod {name} Running", lambda: pod_phase(pods, name) == "Running", timeout=300)
         project.init_stack(STACK)
-        for key, value in {**RUN, "kubeconfig": str(kube.kubeconfig), "hostPath.path": str(volume)}.items():
+        for key, value in {**owner_config(), **RUN, "kubeconfig": str(kube.kubeconfig),
+                           "hostPath.path": str(volume)}.items():
             project.set_config(key, value, path=True)
         yield project, kube
     finally:
