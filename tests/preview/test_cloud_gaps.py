@@ -26,8 +26,10 @@ def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(dev_project: Pulu
     assert preview.returncode == 0, preview.messages()
     assert [r["type"] for r in preview.resources("alicloud:nas/")] == []
     assert [r["type"] for r in preview.resources("alicloud:vpc/network:")] == []
-    (vswitch,) = preview.resources("alicloud:vpc/switch:Switch")
-    assert vswitch["inputs"]["vpcId"] == "vpc-0123456789abcdef"
+    # The node vSwitch and a new cluster's Terway pod vSwitch, both in that VPC.
+    switches = preview.resources("alicloud:vpc/switch:Switch")
+    assert sorted(s["inputs"]["vswitchName"] for s in switches) == ["tf-mnist-dev", "tf-mnist-dev-pods"]
+    assert {s["inputs"]["vpcId"] for s in switches} == {"vpc-0123456789abcdef"}
     (pv,) = [r for r in preview.resources(PV) if r["type"] == PV]
     assert pv["inputs"]["spec"]["csi"]["volumeAttributes"]["server"] == DOMAIN
 

@@ -1,6 +1,7 @@
 """A live cloud stack through the real CLI and pulumi-resource-alicloud: what a changed
-``namePrefix`` and a stack from before the cloud layer's fixed name do to the VPC, the ACK
-cluster and the NAS.
+``namePrefix``, a stack from before the cloud layer's fixed name, and a stack deployed with the
+earlier defaults (Flannel, a Performance NAS in a zone NAS picked, no tags, a fixed GN5 pool) do
+to the VPC, the ACK cluster and the NAS.
 
 There is no Alibaba Cloud account here, so the live stack is written into the state: the dev
 stack's planned cloud resources (its network, cluster, node pools and NAS components and their
@@ -16,9 +17,10 @@ steps: the tests assert on the steps the engine planned and on that being the on
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import pytest
 
@@ -110,22 +112,27 @@ def _state_entries(planned: PreviewResult, rename: Callable[[str], str]) -> list
     return entries
 
 
-#: The live state's resources besides its provider: the stack, 4 components, 9 alicloud
+#: The live state's resources besides its provider: the stack, 4 components, 11 alicloud
 #: resources (ALICLOUD_COUNTS in test_preview).
-LIVE_RESOURCES = 14
+LIVE_RESOURCES = 16
 
 
-def _make_live(project: PulumiProject, rename: Callable[[str], str] = lambda s: s) -> None:
+def _make_live(project: PulumiProject, rename: Callable[[str], str] = lambda s: s,
+               edit: Optional[Callable[[list[dict]], None]] = None) -> int:
     """Write the dev stack's cloud layer into the project's state as if it had been deployed
-    (names through ``rename``: how an older program named them)."""
+    (names through ``rename``: how an older program named them; ``edit`` changes the entries
+    further). Returns the number of resources besides the provider."""
     fresh = project.preview()
     assert fresh.returncode == 0, fresh.messages()
     exported = json.loads(project.pulumi("stack", "export").stdout)
-    exported["deployment"]["resources"] = _state_entries(fresh, rename)
-    assert len(exported["deployment"]["resources"]) == 1 + LIVE_RESOURCES
+    entries = _state_entries(fresh, rename)
+    if edit is not None:
+        edit(entries)
+    exported["deployment"]["resources"] = entries
     path = project.dir / "live-state.json"
     path.write_text(json.dumps(exported))
     project.pulumi("stack", "import", "--file", str(path), "--force")
+    return len(entries) - 1
 
 
 def _cloud_steps(preview: PreviewResult) -> dict[tuple[str, str], str]:
@@ -150,7 +157,7 @@ def test_a_new_name_prefix_on_a_live_cloud_stack_changes_no_cloud_resource(
     (The provider plans an "update" without any changed input for the cluster: its prior state
     here lacks attributes ACK would have filled in; a real state holds them.)"""
     configure(dev_project, toolchain, "cloud")
-    _make_live(dev_project)
+    assert _make_live(dev_project) == LIVE_RESOURCES
     dev_project.set_config("namePrefix", "vision")
     preview = dev_project.preview()
     steps = _cloud_steps(preview)
@@ -172,7 +179,7 @@ def test_a_stack_named_after_its_prefix_keeps_its_network_cluster_and_nas(
     ForceNew, so the access group and its rule are replaced (create-before-delete; the file
     system and its data stay)."""
     configure(dev_project, toolchain, "cloud")
-    _make_live(dev_project, lambda s: s.replace(CLOUD_NAME, OLD_NAME))
+    assert _make_live(dev_project, lambda s: s.replace(CLOUD_NAME, OLD_NAME)) == LIVE_RESOURCES
     steps = _cloud_steps(dev_project.preview())
     ops = {k: op.split()[0] for k, op in steps.items()}
     assert set(ops.values()) <= {"same", "update", "replace"}, steps
@@ -180,3 +187,52 @@ def test_a_stack_named_after_its_prefix_keeps_its_network_cluster_and_nas(
         assert "replace" not in [op for (t, _), op in ops.items() if t == type_], (type_, steps)
     assert steps[("alicloud:vpc/network:Network", f"{CLOUD_NAME}-vpc")] == "update ['vpcName']"
     assert ops[("alicloud:nas/accessGroup:AccessGroup", f"{CLOUD_NAME}-access")] == "replace"
+
+
+#: The settings that were the defaults before a new cluster got Terway, the NAS Capacity in the
+#: nodes' zone, and the GPU pool fallbacks, a pinned driver and autoscaling from zero; flat values
+#: as `pulumi config set` stores them.
+EARLIER_DEFAULTS = {"cluster.networkPlugin": "flannel", "nas.storageType": "Performance",
+                    "gpuPool.instanceTypes": '["ecs.gn5-c4g1.xlarge"]', "gpuPool.driverVersion": "",
+                    "gpuPool.autoscaling": "false"}
+FS = "alicloud:nas/fileSystem:FileSystem"
+
+
+def _as_deployed_earlier(entries: list[dict]) -> None:
+    """What the earlier program left in the state besides its defaults: no tags, and a NAS file
+    system in the zone NAS chose (zone_id is Computed: the provider records it)."""
+    for entry in entries:
+        for part in ("inputs", "outputs"):
+            entry.get(part, {}).pop("tags", None)
+        if entry["type"] == FS:
+            entry["inputs"].pop("zoneId")
+            entry["outputs"]["zoneId"] = "cn-hangzhou-g"
+
+
+def test_a_stack_deployed_with_the_earlier_defaults_keeps_its_cluster_and_nas(
+        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    """A stack deployed when Flannel, a Performance NAS without a zone and a fixed GN5 pool were
+    the defaults, none of them set: a plain preview of this program keeps the Flannel cluster
+    and the file system (their plugin and type come from the state; the file system's zone is
+    ignored after creation), creates no pod vSwitch, and changes the rest in place: tags on
+    everything, the GPU pool's fallback types, driver label and scaling from zero, and the
+    cluster's autoscaler, the one resource it creates."""
+    configure(dev_project, toolchain, "cloud")
+    for key, value in EARLIER_DEFAULTS.items():
+        dev_project.set_config(key, value)
+    earlier = _make_live(dev_project, edit=_as_deployed_earlier)
+    assert earlier == LIVE_RESOURCES - 2, "no pod vSwitch, no autoscaler"
+    for key in EARLIER_DEFAULTS:
+        dev_project.pulumi("config", "rm", key)
+    preview = dev_project.preview()
+    steps = _cloud_steps(preview)
+    ops = {k: op.split()[0] for k, op in steps.items()}
+    assert {k: op for k, op in ops.items() if op not in ("same", "update")} == {
+        ("alicloud:cs/autoscalingConfig:AutoscalingConfig", f"{CLOUD_NAME}-autoscaler"): "create"}, steps
+    for kept in (("alicloud:cs/managedKubernetes:ManagedKubernetes", f"{CLOUD_NAME}-ack"), (FS, f"{CLOUD_NAME}-fs")):
+        op, changed = steps[kept].split(" ", 1)
+        assert op == "update" and all(k.startswith("tags") for k in ast.literal_eval(changed)), (kept, steps[kept])
+    gpu = steps[("alicloud:cs/nodePool:NodePool", f"{CLOUD_NAME}-gpu")]
+    for changed in ("desiredSize", "instanceTypes", "labels", "scalingConfig", "tags"):
+        assert changed in gpu, gpu
+    assert "The cluster tf-mnist-dev uses Flannel" in preview.messages()

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from .conftest import require_binary
+from .cloud_layer import assert_cloud_layer, inputs_of
 from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
 
 pytestmark = pytest.mark.engine
@@ -44,14 +45,16 @@ COMMITTED_WORKERS = 2  # Pulumi.dev.yaml worker.number
 WORKER_PORT = 8000
 PS_PORT = 9000
 
-#: Cloud layer of the dev stack (infra/components: network, cluster, node_pools, nas). Two node
-#: pools because worker.gpuCount is 1 (a CPU pool and a GPU pool); no SLB ACL because
-#: tensorboard.allowedSourceRanges is empty.
+#: Cloud layer of the dev stack (infra/components: network, cluster, node_pools, nas). Two
+#: vSwitches because a new cluster gets Terway (nodes' and pods'); two node pools because
+#: worker.gpuCount is 1 (a CPU pool and a GPU pool), and the cluster's autoscaler for the GPU pool
+#: that scales from zero; no SLB ACL because tensorboard.allowedSourceRanges is empty.
 ALICLOUD_COUNTS = {
     "alicloud:vpc/network:Network": 1,
-    "alicloud:vpc/switch:Switch": 1,
+    "alicloud:vpc/switch:Switch": 2,
     "alicloud:cs/managedKubernetes:ManagedKubernetes": 1,
     "alicloud:cs/nodePool:NodePool": 2,
+    "alicloud:cs/autoscalingConfig:AutoscalingConfig": 1,
     "alicloud:nas/fileSystem:FileSystem": 1,
     "alicloud:nas/accessGroup:AccessGroup": 1,
     "alicloud:nas/accessRule:AccessRule": 1,
@@ -129,40 +132,6 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
 
 
-def _inputs(preview: PreviewResult, rtype: str) -> list[dict]:
-    return [r["inputs"] for r in preview.resources(rtype) if r["type"] == rtype]
-
-
-def assert_cloud_layer(preview: PreviewResult, workers: int) -> None:
-    """The alicloud resources' inputs as the provider checked them (what tests/infra's mock
-    tests assert): names from ``tf-mnist-<stack>``, the network, the cluster, a GPU pool of one
-    node per worker (worker.gpuCount 1, gpuPool.gpusPerInstance 1) and the NAS."""
-    (vpc,) = _inputs(preview, "alicloud:vpc/network:Network")
-    assert (vpc["vpcName"], vpc["cidrBlock"]) == ("tf-mnist-dev", "192.168.0.0/16")
-    (vswitch,) = _inputs(preview, "alicloud:vpc/switch:Switch")
-    assert (vswitch["cidrBlock"], vswitch["zoneId"]) == ("192.168.0.0/20", "cn-hangzhou-i")
-    (cluster,) = _inputs(preview, "alicloud:cs/managedKubernetes:ManagedKubernetes")
-    assert (cluster["podCidr"], cluster["serviceCidr"]) == ("172.20.0.0/16", "172.21.0.0/20")
-    assert cluster["newNatGateway"] is True and cluster["slbInternetEnabled"] is True
-    assert {a["name"] for a in cluster["addons"]} == {"flannel", "csi-plugin", "csi-provisioner"}
-    pools = {p["nodePoolName"]: p for p in _inputs(preview, "alicloud:cs/nodePool:NodePool")}
-    assert sorted(pools) == ["tf-mnist-dev-cpu", "tf-mnist-dev-gpu"]
-    gpu = pools["tf-mnist-dev-gpu"]
-    assert gpu["desiredSize"] == str(workers), "one GN5 node (1 GPU) per worker"
-    assert gpu["instanceTypes"] == ["ecs.gn5-c4g1.xlarge"] and gpu["systemDiskCategory"] == "cloud_efficiency"
-    assert [(t["key"], t["value"], t["effect"]) for t in gpu["taints"]] == [("nvidia.com/gpu", "present",
-                                                                             "NoSchedule")]
-    assert "taints" not in pools["tf-mnist-dev-cpu"]
-    (fs,) = _inputs(preview, "alicloud:nas/fileSystem:FileSystem")
-    assert (fs["protocolType"], fs["storageType"], fs["fileSystemType"]) == ("NFS", "Performance", "standard")
-    assert "vpcId" not in fs and "vswitchId" not in fs
-    (rule,) = _inputs(preview, "alicloud:nas/accessRule:AccessRule")
-    assert (rule["sourceCidrIp"], rule["rwAccessType"], rule["userAccessType"]) == ("192.168.0.0/20", "RDWR",
-                                                                                   "no_squash")
-    (mount,) = _inputs(preview, "alicloud:nas/mountTarget:MountTarget")
-    assert (mount["accessGroupName"], mount["networkType"]) == ("tf-mnist-dev", "Vpc")
-
-
 def assert_volume(preview: PreviewResult) -> str:
     """The PV and its claim share one name with the hash of their fixed fields (infra/components/
     storage.py volume_name), the claim is pre-bound to the PV, and every pod mounts it; the name."""
@@ -212,23 +181,22 @@ def test_config_set_path_worker_number_4(dev_project: PulumiProject, toolchain: 
 
 def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_project: PulumiProject,
                                                                          toolchain: Toolchain) -> None:
-    """gpuPool.autoscaling: the pool scales 0..2 and the cluster's autoscaler (which ACK needs
-    to scale a pool from zero) is configured after it; nas.fileSystemId: a mount target on that
-    file system and no new one; namePrefix vision: the Kubernetes objects are renamed, no cloud
-    resource is (their Pulumi names are tf-mnist-<stack>-...)."""
+    """gpuPool.autoscaling (the default): the pool scales 0..2 and the cluster's autoscaler (which
+    ACK needs to scale a pool from zero) is configured after it; nas.fileSystemId: a mount target
+    on that file system and no new one; namePrefix vision: the Kubernetes objects are renamed, no
+    cloud resource is (their Pulumi names are tf-mnist-<stack>-...)."""
     configure(dev_project, toolchain, "cloud")
-    dev_project.set_config("gpuPool.autoscaling", "true")
     dev_project.set_config("nas.fileSystemId", "0a1b2c3d4e")
     dev_project.set_config("namePrefix", "vision")
     preview = dev_project.preview()
     assert preview.returncode == 0, preview.messages()
-    (autoscaler,) = _inputs(preview, "alicloud:cs/autoscalingConfig:AutoscalingConfig")
+    (autoscaler,) = inputs_of(preview, "alicloud:cs/autoscalingConfig:AutoscalingConfig")
     assert autoscaler["scaleUpFromZero"] is True and autoscaler["scalerType"] == "cluster-autoscaler"
-    (gpu,) = [p for p in _inputs(preview, "alicloud:cs/nodePool:NodePool") if p["nodePoolName"].endswith("-gpu")]
+    (gpu,) = [p for p in inputs_of(preview, "alicloud:cs/nodePool:NodePool") if p["nodePoolName"].endswith("-gpu")]
     assert {k: gpu["scalingConfig"][k] for k in ("enable", "minSize", "maxSize")} == {
         "enable": True, "minSize": 0, "maxSize": COMMITTED_WORKERS}
-    assert _inputs(preview, "alicloud:nas/fileSystem:FileSystem") == []
-    (mount,) = _inputs(preview, "alicloud:nas/mountTarget:MountTarget")
+    assert inputs_of(preview, "alicloud:nas/fileSystem:FileSystem") == []
+    (mount,) = inputs_of(preview, "alicloud:nas/mountTarget:MountTarget")
     assert mount["fileSystemId"] == "0a1b2c3d4e"
     cloud = [s["urn"].rsplit("::", 1)[1] for s in preview.steps
              if s["urn"].split("::")[2].rsplit("$", 1)[-1].startswith("alicloud:")]
@@ -247,7 +215,9 @@ def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_pr
 def test_cloud_values_ack_would_refuse_fail_at_preview_with_the_programs_message(
         dev_project: PulumiProject, key: str, value: str, message: str) -> None:
     """ACK refuses these only when it creates the cluster (the provider does not check them at
-    preview), after the VPC and NAS exist: the program refuses them before anything is planned."""
+    preview), after the VPC and NAS exist: the program refuses them before anything is planned.
+    (Flannel, which cluster.podCidr is for.)"""
+    dev_project.set_config("cluster.networkPlugin", "flannel")
     dev_project.set_config(key, value)
     preview = dev_project.preview()
     output = preview.refused_output()
