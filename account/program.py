@@ -1,0 +1,225 @@
+"""The account preparation: what an Alibaba Cloud account needs once before the main stack
+(infra/) can create an ACK cluster with NAS in it.
+
+A project of its own (account/Pulumi.yaml, ``tf-mnist-account``), not a part of the main
+stack, because what it makes belongs to the account, not to one deployment:
+
+* RAM roles are account-wide and fixed by name (ACK looks them up as AliyunCSDefaultRole, ...).
+  Created by every main stack, the second stack's create would fail on roles that exist, and
+  destroying any stack would take them from every other cluster of the account.
+* Opening ACK and NAS is once per account and cannot be undone; RAM users need
+  AdministratorAccess to do it (ACK's OpenAckService documentation). Running it apart lets an
+  administrator prepare the account once while the main stacks deploy with narrower keys.
+* It outlives the deployments: the roles are kept when this stack is destroyed
+  (``retain_on_delete``), since clusters of the account, this project's or not, go on using them.
+
+What it does:
+
+* Roles: every role of ``account.roles.ROLES`` that the account lacks becomes an
+  ``alicloud.ram.Role`` (trusting its service) with an ``alicloud.ram.RolePolicyAttachment`` of
+  its system policy. A role that exists and that this stack did not create is left alone. Which
+  roles exist comes from ``existingRoles`` when set, else from the account (``ram.get_roles``,
+  RAM's ListRoles) on every run; a lookup that fails stops ``up`` and, in a preview, plans every
+  role with a warning, so that an offline preview still shows all it could create.
+* Services: ``pulumi up`` opens ACK Pro (OpenAckService, type ``propayasgo``: the stack's
+  cluster is ``ack.pro.small``) and NAS (OpenNASService) through the provider's data sources,
+  which are invokes, not resources: they call the cloud when they run. So a preview only says it
+  will (a preview changes nothing, and opening a service is not undone); ``up`` calls them each
+  time (a service already open answers "Opened"). ``activateServices false`` skips both.
+
+What it cannot do: GPU instance quota is granted per region, zone and instance type by a quota
+application that Alibaba Cloud reviews (docs/account.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from account.roles import BY_NAME, ROLES, ServiceRole
+
+PROJECT = "tf-mnist-account"
+#: The roles the account lookup asks RAM for (every name in ROLES matches it).
+ROLE_NAME_REGEX = "^(AliyunCS|AliyunCIS|AliyunOOSLifecycleHook4CS)"
+#: The engine's built-in function that returns a stack's state (pulumi/pulumi
+#: pkg/resource/deploy/builtins.go); infra/ownership.py reads it the same way.
+READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
+ROLE_TYPE = "alicloud:ram/role:Role"
+#: OpenAckService's type for ACK Pro, pay-as-you-go (the main stack's cluster_spec ack.pro.small).
+ACK_PRO = "propayasgo"
+
+
+class AccountError(pulumi.RunError):
+    """A configuration value or an account lookup the program cannot go on with; the CLI prints
+    the message without a traceback."""
+
+
+@dataclass(frozen=True)
+class AccountSettings:
+    """The account stack's configuration (``tf-mnist-account:*``).
+
+    Attributes:
+        activate_services: open ACK Pro and NAS on ``up`` (``activateServices``, default true).
+        existing_roles: the roles of ROLES the account has (``existingRoles``, a JSON list of
+            names); None = ask the account.
+    """
+
+    activate_services: bool
+    existing_roles: Optional[frozenset[str]]
+
+
+def load_settings(config: Optional[pulumi.Config] = None) -> AccountSettings:
+    """Read and check the configuration; every bad value is reported at once.
+
+    Raises:
+        AccountError: ``activateServices`` not a boolean, ``existingRoles`` not a JSON list of
+            role names of ROLES (the message lists the valid names).
+    """
+    config = config or pulumi.Config(PROJECT)
+    errors = []
+    activate_text = (config.get("activateServices") or "true").strip().lower()
+    if activate_text not in ("true", "false"):
+        errors.append(f"Configuration '{PROJECT}:activateServices' value '{activate_text}' is invalid: must be "
+                      "true or false.\n    fix: pulumi config set activateServices false")
+    existing: Optional[frozenset[str]] = None
+    existing_text = config.get("existingRoles")
+    if existing_text is not None:
+        try:
+            names = json.loads(existing_text)
+        except json.JSONDecodeError:
+            names = None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            errors.append(f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: must be a "
+                          "JSON list of role names.\n    fix: pulumi config set existingRoles "
+                          "'[\"AliyunCSDefaultRole\"]' (or pulumi config rm existingRoles to ask the account)")
+        else:
+            unknown = sorted(set(names) - set(BY_NAME))
+            if unknown:
+                errors.append(f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: "
+                              f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a role this "
+                              f"program manages; the roles are: {', '.join(BY_NAME)}")
+            existing = frozenset(names)
+    if errors:
+        count = len(errors)
+        raise AccountError(f"{count} invalid configuration value{'s' if count > 1 else ''}; nothing was "
+                           "changed:\n" + "\n".join(errors))
+    return AccountSettings(activate_services=activate_text == "true", existing_roles=existing)
+
+
+def held_roles() -> Optional[frozenset[str]]:
+    """The roles this stack's state holds (it created them), from the engine; None with a
+    warning when the engine cannot give the state."""
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    try:
+        result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": name})
+        resources = (result.value or {}).get("outputs") or {}
+    except Exception as error:  # an engine or backend without the function
+        pulumi.log.warn(f"could not read this stack's state ({type(error).__name__}): roles found in the account "
+                        "count as created elsewhere, and this stack stops managing them (they stay)")
+        return None
+    return frozenset(str((entry.get("outputs") or {}).get("roleName"))
+                     for entry in resources.values()
+                     if isinstance(entry, dict) and entry.get("type") == ROLE_TYPE)
+
+
+def account_roles(dry_run: bool) -> Optional[frozenset[str]]:
+    """The roles of ROLES the account has, from RAM (ListRoles); None when a preview could not
+    ask (then every role is planned, with a warning).
+
+    Raises:
+        AccountError: on ``up``, when RAM could not be asked.
+    """
+    try:
+        found = alicloud.ram.get_roles(name_regex=ROLE_NAME_REGEX)
+    except Exception as error:  # no network, no ram:ListRoles, fake keys
+        message = (f"could not list the account's RAM roles ({type(error).__name__}: {str(error)[:300]})")
+        if dry_run:
+            pulumi.log.warn(message + "; planning every role the stack does not hold. `pulumi up` needs the "
+                            "list (or `pulumi config set existingRoles '[...]'` naming the roles that exist)")
+            return None
+        raise AccountError(message + "; give the keys ram:ListRoles, or name the roles that exist: "
+                           "pulumi config set existingRoles '[\"AliyunCSDefaultRole\", ...]'") from None
+    return frozenset(name for name in (found.names or []) if name in BY_NAME)
+
+
+def roles_to_create(existing: Optional[frozenset[str]], held: Optional[frozenset[str]]) -> list[ServiceRole]:
+    """The roles this stack creates (or keeps, having created them): those the account lacks
+    and those the stack holds, in ROLES order.
+
+    Args:
+        existing: the roles the account has (``account_roles`` or existingRoles); None = unknown.
+        held: the roles this stack's state holds; None = unknown (then none).
+    """
+    existing = existing or frozenset()
+    held = held or frozenset()
+    return [role for role in ROLES if role.name in held or role.name not in existing]
+
+
+def create_roles(roles: Sequence[ServiceRole]) -> dict[str, alicloud.ram.Role]:
+    """An ``alicloud.ram.Role`` and its system policy's attachment per role, both kept in the
+    account when the stack is destroyed (ACK and every cluster in the account use them)."""
+    kept = pulumi.ResourceOptions(retain_on_delete=True)
+    made = {}
+    for role in roles:
+        ram_role = alicloud.ram.Role(
+            role.name,
+            role_name=role.name,
+            assume_role_policy_document=role.trust_policy(),
+            description=role.purpose,
+            opts=kept,
+        )
+        alicloud.ram.RolePolicyAttachment(
+            f"{role.name}-policy",
+            role_name=ram_role.role_name,
+            policy_name=role.policy,
+            policy_type="System",
+            opts=kept,
+        )
+        made[role.name] = ram_role
+    return made
+
+
+def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, Any]:
+    """Open ACK Pro and NAS on ``up`` (the provider's data sources: OpenAckService,
+    OpenNASService); in a preview, say that ``up`` will. Returns each service's status
+    (``Opened`` after ``up``)."""
+    if not settings.activate_services:
+        return {"ack": "not touched (activateServices false)", "nas": "not touched (activateServices false)"}
+    if dry_run:
+        pulumi.log.info("`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS (OpenNASService): "
+                        "free, account-wide, and not undone by a destroy; `pulumi config set activateServices "
+                        "false` skips them")
+        return {"ack": "opened by pulumi up", "nas": "opened by pulumi up"}
+    ack = alicloud.cs.get_ack_service_output(enable="On", type=ACK_PRO)
+    nas = alicloud.nas.get_service_output(enable="On")
+    return {"ack": ack.status, "nas": nas.status}
+
+
+def run() -> dict[str, Any]:
+    """Read the configuration, create the missing roles, open the services, export the outputs.
+
+    Returns:
+        The stack outputs by name (also exported): ``roles`` (each role of ROLES: ``created
+        by this stack`` or ``existed``) and ``services`` (ACK's and NAS's status).
+
+    Raises:
+        AccountError: a bad configuration value; on ``up``, an account whose roles could not be
+            listed (without existingRoles).
+    """
+    settings = load_settings()
+    dry_run = pulumi.runtime.is_dry_run()
+    existing = settings.existing_roles
+    if existing is None:
+        existing = account_roles(dry_run)
+    created = create_roles(roles_to_create(existing, held_roles()))
+    outputs = {
+        "roles": {role.name: "created by this stack" if role.name in created else "existed" for role in ROLES},
+        "services": activate_services(settings, dry_run),
+    }
+    for name, value in outputs.items():
+        pulumi.export(name, value)
+    return outputs
