@@ -110,8 +110,9 @@ def test_readme_path_names_the_readme_to_read(tmp_path):
 
 WALKTHROUGH = ["quickstart", "local-cluster-up", "local-stack", "local-stack-down", "local-cluster-down"]
 #: The cloud deployment's blocks (between the quick start and the local cluster), which need an
-#: Alibaba Cloud account: tests run the parts that work offline (tests/account).
-CLOUD = ["account-prepare"]
+#: Alibaba Cloud account: tests run the parts that work offline (tests/account,
+#: tests/preview/test_teardown.py).
+CLOUD = ["account-prepare", "cloud-stack-down"]
 
 
 def test_readme_marks_the_walkthrough_in_reading_order():
