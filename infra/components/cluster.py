@@ -127,7 +127,9 @@ class Cluster(pulumi.ComponentResource):
             self.cluster_id = pulumi.Output.from_input(args.cluster_id)
         # A temporary credential: the kubeconfig in the state and the stack output stops
         # working after credential_minutes instead of holding a long-lived client certificate;
-        # every `pulumi up` reads a new one (a provider update: cluster_identifier stays).
+        # every run of the program reads a new one (a provider update: cluster_identifier
+        # stays). `pulumi destroy` and `refresh` run the program only with --run-program;
+        # without it they use the one in the state, which the API server refuses once expired.
         credential = alicloud.cs.get_cluster_credential_output(
             cluster_id=self.cluster_id, temporary_duration_minutes=args.credential_minutes,
             opts=pulumi.InvokeOutputOptions(parent=self))
