@@ -183,10 +183,14 @@ def create_roles(roles: Sequence[ServiceRole]) -> dict[str, alicloud.ram.Role]:
     return made
 
 
-def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, Any]:
+def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, str]:
     """Open ACK Pro and NAS on ``up`` (the provider's data sources: OpenAckService,
     OpenNASService); in a preview, say that ``up`` will. Returns each service's status
-    (``Opened`` after ``up``)."""
+    (``Opened`` after ``up``).
+
+    Raises:
+        AccountError: on ``up``, when either could not be opened (the keys' rights, mostly).
+    """
     if not settings.activate_services:
         return {"ack": "not touched (activateServices false)", "nas": "not touched (activateServices false)"}
     if dry_run:
@@ -194,9 +198,15 @@ def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, Any
                         "free, account-wide, and not undone by a destroy; `pulumi config set activateServices "
                         "false` skips them")
         return {"ack": "opened by pulumi up", "nas": "opened by pulumi up"}
-    ack = alicloud.cs.get_ack_service_output(enable="On", type=ACK_PRO)
-    nas = alicloud.nas.get_service_output(enable="On")
-    return {"ack": ack.status, "nas": nas.status}
+    try:
+        ack = alicloud.cs.get_ack_service(enable="On", type=ACK_PRO)
+        nas = alicloud.nas.get_service(enable="On")
+    except Exception as error:  # an API refusal: the keys may not open services
+        raise AccountError(f"could not open ACK Pro or NAS ({type(error).__name__}: {str(error)[:300]}); nothing "
+                           "was created. Opening a service needs the account owner's keys or a RAM user with "
+                           "AdministratorAccess; where both are open already, `pulumi config set activateServices "
+                           "false`") from None
+    return {"ack": str(ack.status), "nas": str(nas.status)}
 
 
 def run() -> dict[str, Any]:
@@ -207,18 +217,20 @@ def run() -> dict[str, Any]:
         by this stack`` or ``existed``) and ``services`` (ACK's and NAS's status).
 
     Raises:
-        AccountError: a bad configuration value; on ``up``, an account whose roles could not be
-            listed (without existingRoles).
+        AccountError: a bad configuration value; on ``up``, a service that could not be opened,
+            or an account whose roles could not be listed (without existingRoles).
     """
     settings = load_settings()
     dry_run = pulumi.runtime.is_dry_run()
+    # The services first: when they cannot be opened, no role is created either.
+    services = activate_services(settings, dry_run)
     existing = settings.existing_roles
     if existing is None:
         existing = account_roles(dry_run)
     created = create_roles(roles_to_create(existing, held_roles()))
     outputs = {
         "roles": {role.name: "created by this stack" if role.name in created else "existed" for role in ROLES},
-        "services": activate_services(settings, dry_run),
+        "services": services,
     }
     for name, value in outputs.items():
         pulumi.export(name, value)

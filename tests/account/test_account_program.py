@@ -54,8 +54,8 @@ class Run:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, account: Optional[list[str]], state: list[str]) -> None:
-        self.run, self.account, self.state = run, account, state
+    def __init__(self, run: Run, account: Optional[list[str]], state: list[str], refuse_services: bool) -> None:
+        self.run, self.account, self.state, self.refuse_services = run, account, state, refuse_services
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
         return f"{args.name}-id", dict(args.inputs)
@@ -71,6 +71,8 @@ class _Mocks(pulumi.runtime.Mocks):
                 "type": ROLE, "outputs": {"roleName": name}} for name in self.state}
             return {"name": args.args.get("stackName"), "outputs": outputs}
         if args.token in (ACK_SERVICE, NAS_SERVICE):
+            if self.refuse_services:
+                return {}, [("", "Forbidden.RAM: User not authorized to operate on the specified resource")]
             return {**args.args, "id": "ServiceHasBeenOpened", "status": "Opened"}
         raise AssertionError(f"unexpected invoke {args.token}")
 
@@ -99,7 +101,7 @@ class _Log(logging.Handler):
 
 
 def run_account(config: Optional[dict[str, str]] = None, *, account: Optional[list[str]] = (),
-                state: tuple[str, ...] = (), preview: bool = False) -> Run:
+                state: tuple[str, ...] = (), preview: bool = False, refuse_services: bool = False) -> Run:
     """Run account.program.run() once under fresh mocks.
 
     Args:
@@ -107,9 +109,10 @@ def run_account(config: Optional[dict[str, str]] = None, *, account: Optional[li
         account: the role names RAM lists; None = the listing fails (no network, no permission).
         state: the role names this stack's state holds.
         preview: run as a preview.
+        refuse_services: the keys may not open ACK or NAS (OpenAckService answers Forbidden).
     """
     run = Run()
-    mocks = _Mocks(run, None if account is None else list(account), list(state))
+    mocks = _Mocks(run, None if account is None else list(account), list(state), refuse_services)
     logger = logging.getLogger(f"account-test-{id(run)}")
     logger.setLevel(logging.INFO)
     logger.addHandler(_Log(run))
@@ -193,6 +196,14 @@ def test_up_opens_ack_pro_and_nas():
     assert ack.args == {"enable": "On", "type": "propayasgo"}
     assert nas.args == {"enable": "On"}
     assert run.outputs["services"] == {"ack": "Opened", "nas": "Opened"}
+
+
+def test_keys_that_may_not_open_the_services_stop_the_up_before_any_role():
+    run = run_account(account=[], refuse_services=True)
+    message = str(run.error)
+    assert isinstance(run.error, program.AccountError) and "Forbidden.RAM" in message
+    assert "AdministratorAccess" in message and "activateServices false" in message
+    assert run.registrations == []
 
 
 def test_a_preview_opens_nothing_and_says_what_up_will_open():
