@@ -20,7 +20,9 @@ What it does:
   its system policy. A role that exists and that this stack did not create is left alone. Which
   roles exist comes from ``existingRoles`` when set, else from the account (``ram.get_roles``,
   RAM's ListRoles) on every run; a lookup that fails stops ``up`` and, in a preview, plans every
-  role with a warning, so that an offline preview still shows all it could create.
+  role with a warning. With no network at all the provider retries the lookup for minutes (an
+  offline preview with fake keys had not ended after 300 s), so offline previews set
+  ``existingRoles``.
 * Services: ``pulumi up`` opens ACK Pro (OpenAckService, type ``propayasgo``: the stack's
   cluster is ``ack.pro.small``) and NAS (OpenNASService) through the provider's data sources,
   which are invokes, not resources: they call the cloud when they run. So a preview only says it
@@ -135,7 +137,7 @@ def account_roles(dry_run: bool) -> Optional[frozenset[str]]:
     """
     try:
         found = alicloud.ram.get_roles(name_regex=ROLE_NAME_REGEX)
-    except Exception as error:  # no network, no ram:ListRoles, fake keys
+    except Exception as error:  # keys without ram:ListRoles, an API refusal
         message = (f"could not list the account's RAM roles ({type(error).__name__}: {str(error)[:300]})")
         if dry_run:
             pulumi.log.warn(message + "; planning every role the stack does not hold. `pulumi up` needs the "

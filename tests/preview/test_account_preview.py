@@ -1,0 +1,78 @@
+"""The account preparation (account/, project tf-mnist-account) through the real CLI and
+pulumi-resource-alicloud, offline: what ``pulumi preview`` shows a fresh account would get.
+
+With fake keys and no network the provider still checks every role and attachment (their
+inputs against its schema), and the program makes no call that needs the cloud in a preview:
+opening ACK and NAS waits for ``pulumi up``, and ``existingRoles`` stands in for the account's
+role list (RAM's ListRoles). tests/account/test_account_program.py covers the rest of the
+program's logic under the mock engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from account.roles import ROLES
+
+from .conftest import REPO, require_binary
+from .engine import PulumiProject, Toolchain, alicloud_offline_config
+
+pytestmark = pytest.mark.engine
+
+ROLE = "alicloud:ram/role:Role"
+ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
+QUICK = sorted(role.name for role in ROLES if role.quick)
+
+
+@pytest.fixture
+def account_project(toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> Iterator[PulumiProject]:
+    """A copy of account/ with a stack ``acct`` and the offline alicloud provider settings."""
+    require_binary(toolchain, "pulumi-resource-alicloud")
+    project = PulumiProject(REPO, tmp_path, toolchain, include=("account",), pulumi_home=pulumi_home,
+                            venv=REPO / ".venv")
+    # The project is account/ in the copy; its Pulumi.yaml finds the venv at ../.venv, where
+    # PulumiProject linked it, and its __main__ finds the account package one level up.
+    project.dir = project.dir / "account"
+    project.init_stack("acct")
+    for key, value in alicloud_offline_config().items():
+        project.set_config(key, value, secret=key.endswith("Key"))
+    yield project
+
+
+def test_a_fresh_account_previews_every_role_and_attachment(account_project: PulumiProject) -> None:
+    account_project.set_config("existingRoles", "[]")
+    preview = account_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    roles = {r["inputs"]["roleName"]: r for r in preview.resources(ROLE)}
+    assert sorted(roles) == sorted(role.name for role in ROLES)
+    attachments = {r["inputs"]["roleName"]: r["inputs"] for r in preview.resources(ATTACHMENT)}
+    for role in ROLES:
+        trust = json.loads(roles[role.name]["inputs"]["assumeRolePolicyDocument"])
+        assert trust["Statement"][0]["Principal"]["Service"] == [role.service]
+        assert roles[role.name].get("retainOnDelete") is True
+        assert {k: attachments[role.name][k] for k in ("policyName", "policyType")} == {
+            "policyName": f"{role.name}Policy", "policyType": "System"}
+    assert {s["op"] for s in preview.steps} == {"create"}
+    # Opening the services is an invoke that needs the cloud: the preview only announces it.
+    assert "`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS" in preview.messages()
+
+
+def test_after_quick_authorization_the_preview_adds_the_autoscaler_roles(account_project: PulumiProject) -> None:
+    account_project.set_config("existingRoles", json.dumps(QUICK))
+    account_project.set_config("activateServices", "false")
+    preview = account_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    assert sorted(r["inputs"]["roleName"] for r in preview.resources(ROLE)) == [
+        "AliyunCSManagedAutoScalerRole", "AliyunOOSLifecycleHook4CSRole"]
+    assert len(preview.resources(ATTACHMENT)) == 2
+    assert "opens ACK Pro" not in preview.messages()
+
+
+def test_a_misspelt_role_is_refused_before_anything_is_planned(account_project: PulumiProject) -> None:
+    account_project.set_config("existingRoles", '["AliyunCSDefaultRol"]')
+    output = account_project.preview().refused_output()
+    assert "AliyunCSDefaultRol is not a role this program manages" in output
