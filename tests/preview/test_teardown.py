@@ -29,9 +29,11 @@ import pytest
 
 from tests import readme_blocks as rb
 
-from .engine import PulumiProject
+from .engine import PulumiProject, Toolchain
 from .fake_apiserver import FakeApiServer, object_path
-from .test_live_cloud_stack import UNKNOWN
+from .test_live_cloud_stack import CREDENTIAL_CALL, UNKNOWN
+from .test_live_cloud_stack import _make_live as make_live
+from .test_preview import configure
 
 pytestmark = pytest.mark.engine
 
@@ -156,3 +158,18 @@ def test_refresh_after_the_credential_expired_needs_the_program_too(
     assert api.deletes() == [] and api.writes() == [] and sorted(api.objects) == sorted(paths)
     assert _kubernetes_objects_in_state(dev_project) == len(paths)
 
+
+def test_a_cloud_stacks_destroy_with_the_program_asks_ack_for_a_new_credential(
+        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    """The cloud layer's side, as far as it goes offline: on a live cloud stack (its network,
+    cluster, pools and NAS in the state) a destroy that runs the program asks ACK for a credential
+    for the cluster in the state before it deletes anything; offline that call is the one that
+    fails. A plain destroy plans its deletions without asking."""
+    configure(dev_project, toolchain, "cloud")
+    make_live(dev_project)
+    plain = dev_project.pulumi("destroy", "--preview-only", check=False)
+    assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-2000:]
+    assert CREDENTIAL_CALL not in plain.stdout + plain.stderr
+    fresh = dev_project.pulumi("destroy", "--run-program", "--preview-only", check=False)
+    assert fresh.returncode != 0
+    assert CREDENTIAL_CALL in fresh.stdout + fresh.stderr, fresh.stdout[-3000:] + fresh.stderr[-2000:]
