@@ -183,9 +183,17 @@ class Pipeline:
         if group is not None:
             self.groups[phase.name] = group
 
-        def join_group() -> None:  # in the child, before exec: every descendant starts in it
-            if group is not None:
+        def join_group() -> None:  # in the child, after setsid, before exec
+            if group is not None:  # every descendant starts in it
                 (group / "cgroup.procs").write_text(str(os.getpid()))
+            # With the kernel's autogroups each session is scheduled as one unit at its group's
+            # nice, whatever its processes' own: the new session's group gets the phase's.
+            autogroup = Path("/proc/self/autogroup")
+            if phase.nice and autogroup.exists():
+                try:
+                    autogroup.write_text(str(phase.nice))
+                except OSError:
+                    pass
         phase.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
                                       start_new_session=True, preexec_fn=join_group)
         phase.started = time.monotonic()
