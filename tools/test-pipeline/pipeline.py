@@ -7,7 +7,8 @@ binaries build from Go modules for about half an hour, and most of the suite nee
 So the phases run as soon as what they need is there, instead of one after another:
 
     venv ──┬── build:engine (CLI + kubernetes provider) ──┬── build:alicloud ── tests:engine
-           ├── build:cluster (Kubernetes, etcd, ...) ─────┴── tests:cluster
+           ├── build:cluster (Kubernetes, etcd, ...) ─────┤
+           ├── build:images (the local cluster's images) ─┴── tests:cluster
            └── tests (neither engine nor cluster)
 
 The builds and the cluster tests are the longest chain, so they keep the normal priority and
@@ -317,7 +318,8 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             needs.append("build:engine")
         if "cluster" in wanted and as_root:
             phases.append(Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], env=builds_env))
-            needs.append("build:cluster")
+            phases.append(Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"]))
+            needs += ["build:cluster", "build:images"]
         env = {**engine_env, **({"REQUIRE_LOCAL_CLUSTER": "1"} if as_root else {})}
         phases.append(Phase("tests", [*pytest, *pytest_args], needs=needs, env=env, stream=True, is_pytest=True))
         return phases
@@ -333,8 +335,12 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
     if as_root:
         phases.insert(2, Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["venv"],
                                env=builds_env))
+        # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
+        # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
+        phases.insert(3, Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"],
+                               needs=["venv"]))
         phases.append(Phase("tests:cluster", [*pytest, "-m", "cluster", *pytest_args],
-                            needs=["build:engine", "build:cluster"],
+                            needs=["build:engine", "build:cluster", "build:images"],
                             env={**engine_env, "REQUIRE_LOCAL_CLUSTER": "1"}, is_pytest=True))
     return phases
 
