@@ -276,7 +276,8 @@ def _alive(pid: int) -> bool:
     try:  # a zombie (exited, not yet reaped by its parent) counts as gone
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # Reaped since the kill above: the read of a vanishing /proc entry fails with ESRCH.
         return False
 
 
