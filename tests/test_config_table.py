@@ -90,3 +90,15 @@ def test_missing_doubled_or_swapped_markers_are_refused(text):
     with pytest.raises(ct.MarkerError, match="config-table"):
         ct.with_table(text, "| t |\n")
 
+
+def test_the_readmes_few_keys_are_keys_with_their_generated_defaults():
+    # The README lists the keys most users set; each must exist, with the default the full
+    # table (docs/configuration.md) gives it.
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("## The keys most users set")
+    section = readme[start:readme.index("\n## ", start + 1)]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 10, section
+    for line in rows:
+        name, default = [cell.strip() for cell in line.strip().strip("|").split(" | ")][:2]
+        assert _row(name.strip("`"))[1] == default, line
