@@ -1,4 +1,5 @@
-"""The README's runnable blocks, found by their marker, for tests that run the walk-through.
+"""The runnable blocks of the README and docs/local-cluster.md, found by their marker, for tests
+that run the walk-through.
 
 A runnable block is a fenced code block directly after a marker line (blank lines between are
 allowed):
@@ -10,10 +11,14 @@ allowed):
 
 ``block("local-stack")`` is the block's text as a bash script; ``commands("local-stack")`` its
 commands one per entry, with backslash-continued lines joined and comment-only and blank lines
-left out. Markers are unique: a name given twice is an error, so a test cannot run the wrong one.
+left out. Markers are unique across the pages: a name given twice is an error, so a test cannot
+run the wrong one.
 
-``README_PATH`` (environment) names another README to read, e.g. a copy with one line broken, to
-show that the tests running the blocks fail then. ``scratch_checkout`` copies the repository the
+The pages (``DOCUMENTS``, in reading order): README.md (the quick start, the account's
+preparation, the cloud teardown) and docs/local-cluster.md (the local-cluster walk-through).
+Without a page named, ``blocks``, ``block``, ``commands`` and ``script`` read them all.
+``README_PATH`` and ``LOCAL_CLUSTER_DOC_PATH`` (environment) name another copy of either to read,
+e.g. a copy with one line broken, to show that the tests running the blocks fail then. ``scratch_checkout`` copies the repository the
 way a fresh clone has it, and ``script`` joins blocks into one bash script, run in one shell as a
 reader pastes them.
 """
@@ -29,13 +34,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = Path(os.environ.get("README_PATH") or REPO / "README.md").resolve()
+LOCAL_CLUSTER_DOC = Path(os.environ.get("LOCAL_CLUSTER_DOC_PATH") or REPO / "docs" / "local-cluster.md").resolve()
+#: The pages holding marked blocks, in reading order.
+DOCUMENTS = (README, LOCAL_CLUSTER_DOC)
 MARKER = re.compile(r"^<!--\s*walkthrough:\s*([a-z0-9][a-z0-9-]*)\s*-->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)\s*([A-Za-z0-9_+-]*)\s*$")
 
 
 class BlockError(ValueError):
-    """A marker without a fenced block under it, an unclosed fence, a name given twice, or a
-    name no marker has."""
+    """A marker without a fenced block under it, an unclosed fence, a name given twice (in one
+    page or in two), or a name no marker has."""
 
 
 @dataclass(frozen=True)
@@ -46,13 +54,15 @@ class Block:
         name: the marker's name (``local-stack``).
         language: the fence's info string (``bash``), empty when none.
         text: the lines between the fences, each ending in a newline.
-        line: 1-based line number of the opening fence in the README.
+        line: 1-based line number of the opening fence in its page.
+        source: the page, as ``parse`` was told (relative to the repository for DOCUMENTS).
     """
 
     name: str
     language: str
     text: str
     line: int
+    source: str = "README.md"
 
 
 def parse(text: str, source: str = "README.md") -> dict[str, Block]:
@@ -88,25 +98,43 @@ def parse(text: str, source: str = "README.md") -> dict[str, Block]:
         if j == len(lines):
             raise BlockError(f"{source}:{i + 1}: the code block of walkthrough {name!r} is never closed")
         body = "".join(line + "\n" for line in lines[body_start:j])
-        blocks[name] = Block(name, fence.group(2), body, i + 1)
+        blocks[name] = Block(name, fence.group(2), body, i + 1, source)
         i = j + 1
     return blocks
 
 
-def blocks(readme: Path = README) -> dict[str, Block]:
-    """Every marked block of ``readme`` (default: the repository's README.md)."""
-    return parse(readme.read_text(), readme.name)
+def _label(page: Path) -> str:
+    """``page`` relative to the repository when it lies in it, else its file name."""
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else page.name
 
 
-def block(name: str, readme: Path = README) -> str:
-    """The text of block ``name`` of ``readme``, to run as a bash script.
+def blocks(readme: Path | None = None) -> dict[str, Block]:
+    """Every marked block of ``readme``, or without one of every page of DOCUMENTS, in reading
+    order.
+
+    Raises:
+        BlockError: as ``parse``; or a name marked in two pages (naming both).
+    """
+    found: dict[str, Block] = {}
+    for page in (readme,) if readme is not None else DOCUMENTS:
+        for name, marked in parse(page.read_text(), _label(page)).items():
+            if name in found:
+                raise BlockError(f"{marked.source}:{marked.line}: walkthrough block {name!r} is marked in "
+                                 f"{found[name].source} too (line {found[name].line})")
+            found[name] = marked
+    return found
+
+
+def block(name: str, readme: Path | None = None) -> str:
+    """The text of block ``name`` of ``readme`` (default: of DOCUMENTS), to run as a bash script.
 
     Raises:
         BlockError: no marker has that name (the message lists the names there are).
     """
     found = blocks(readme)
     if name not in found:
-        raise BlockError(f"{readme.name}: no walkthrough block {name!r}; marked: {', '.join(found) or 'none'}")
+        where = _label(readme) if readme is not None else ", ".join(_label(p) for p in DOCUMENTS)
+        raise BlockError(f"{where}: no walkthrough block {name!r}; marked: {', '.join(found) or 'none'}")
     return found[name].text
 
 
@@ -129,8 +157,9 @@ def split_commands(script: str) -> list[str]:
     return out
 
 
-def commands(name: str, readme: Path = README) -> list[str]:
-    """The commands of block ``name`` of ``readme``, one per entry (see split_commands)."""
+def commands(name: str, readme: Path | None = None) -> list[str]:
+    """The commands of block ``name`` of ``readme`` (default: of DOCUMENTS), one per entry (see
+    split_commands)."""
     return split_commands(block(name, readme))
 
 
@@ -138,10 +167,10 @@ def commands(name: str, readme: Path = README) -> list[str]:
 SECTION = "::walkthrough-block::"
 
 
-def script(names: list[str], readme: Path = README) -> str:
-    """One bash script running blocks ``names`` of ``readme`` in order in one shell, under
-    ``set -euo pipefail`` (the first failing command ends it with its status). Before each block
-    it prints ``SECTION name time`` so that ``sections`` can split the output by block."""
+def script(names: list[str], readme: Path | None = None) -> str:
+    """One bash script running blocks ``names`` of ``readme`` (default: of DOCUMENTS) in order in
+    one shell, under ``set -euo pipefail`` (the first failing command ends it with its status).
+    Before each block it prints ``SECTION name time`` so that ``sections`` can split the output by block."""
     parts = ["set -euo pipefail\n"]
     for name in names:
         text = block(name, readme)

@@ -1,5 +1,5 @@
-"""The README's marked walk-through blocks: the extractor (tests/readme_blocks.py) and what the
-blocks must hold for a reader who pastes them in order."""
+"""The marked walk-through blocks of the README and docs/local-cluster.md: the extractor
+(tests/readme_blocks.py) and what the blocks must hold for a reader who pastes them in order."""
 
 from __future__ import annotations
 
@@ -106,7 +106,27 @@ def test_readme_path_names_the_readme_to_read(tmp_path):
     assert proc.stdout.strip() == f"{other.resolve()} ['echo broken']", proc.stderr
 
 
-# --- the repository's README ------------------------------------------------------------
+def test_local_cluster_doc_path_names_the_walkthrough_page_to_read(tmp_path):
+    other = tmp_path / "local-cluster.md"
+    other.write_text("<!-- walkthrough: local-stack -->\n```bash\necho broken\n```\n")
+    code = ("from tests import readme_blocks as rb; "
+            "print(rb.LOCAL_CLUSTER_DOC, rb.commands('local-stack'), rb.commands('quickstart'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "LOCAL_CLUSTER_DOC_PATH": str(other)})
+    assert proc.stdout.strip() == f"{other.resolve()} ['echo broken'] ['scripts/train-local.sh']", proc.stderr
+
+
+def test_a_name_marked_in_two_pages_is_refused(tmp_path, monkeypatch):
+    first, second = tmp_path / "README.md", tmp_path / "local-cluster.md"
+    first.write_text("<!-- walkthrough: a -->\n```bash\necho one\n```\n")
+    second.write_text("\n<!-- walkthrough: a -->\n```bash\necho two\n```\n")
+    monkeypatch.setattr(rb, "DOCUMENTS", (first, second))
+    with pytest.raises(rb.BlockError, match=r"local-cluster.md:3: walkthrough block 'a' is marked in README.md too \(line 2\)"):
+        rb.blocks()
+    assert rb.commands("a", second) == ["echo two"]
+
+
+# --- the repository's pages ---------------------------------------------------------------
 
 WALKTHROUGH = ["quickstart", "local-cluster-up", "local-stack", "local-stack-down", "local-cluster-down"]
 #: The cloud deployment's blocks (between the quick start and the local cluster), which need an
@@ -119,6 +139,13 @@ def test_readme_marks_the_walkthrough_in_reading_order():
     found = rb.blocks()
     assert list(found) == [WALKTHROUGH[0], *CLOUD, *WALKTHROUGH[1:]]
     assert all(b.language == "bash" for b in found.values())
+
+
+def test_the_readme_holds_the_quick_start_and_the_cloud_the_local_cluster_page_the_rest():
+    assert rb.DOCUMENTS == (REPO / "README.md", REPO / "docs" / "local-cluster.md")
+    assert list(rb.blocks(REPO / "README.md")) == [WALKTHROUGH[0], *CLOUD]
+    assert list(rb.blocks(REPO / "docs" / "local-cluster.md")) == WALKTHROUGH[1:]
+    assert {b.source for b in rb.blocks().values()} == {"README.md", "docs/local-cluster.md"}
 
 
 def test_quickstart_is_the_main_job():

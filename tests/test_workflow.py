@@ -219,7 +219,8 @@ def test_oss_state_backend_example_is_one_the_cli_accepts():
     example = examples.pop()
     region = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]["alicloud:region"]
     assert _backend_problems(example, region) == [], example
-    assert example in (REPO / "README.md").read_text(), f"README.md does not give the same example {example}"
+    assert example in (REPO / "docs" / "deploying.md").read_text(), \
+        f"docs/deploying.md does not give the same example {example}"
 
 
 @pytest.mark.parametrize("example, problem", [

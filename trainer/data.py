@@ -36,9 +36,9 @@ LABELS_HEADER_BYTES = 8
 GZIP_MAGIC = b"\x1f\x8b"
 
 #: Standard (.gz) file name -> {SHA-256 of the decompressed IDX bytes: data set}. The same
-#: digest holds for the upstream .gz, any recompressed copy and the raw file. Sources:
-#: ../shared/data/mnist-full/README.md (the whole MNIST; its train-images digest is the one
-#: published for MNIST) and the bundled sample (trainer/data/mnist-10k, decompressed here).
+#: digest holds for the upstream .gz, any recompressed copy and the raw file. Sources: the
+#: whole MNIST's four files as published (its train-images digest is the one published for
+#: MNIST) and the bundled sample (trainer/data/mnist-10k, decompressed here).
 KNOWN_IDX_SHA256: dict[str, dict[str, str]] = {
     "train-images-idx3-ubyte.gz": {
         "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db": "mnist",

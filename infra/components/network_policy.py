@@ -12,7 +12,7 @@ through the kubelet and the container runtime) is always allowed by the NetworkP
 Only ingress is restricted: the tasks, the staging Job and the run monitor open connections to
 the API server, the volume, DNS and their peers, all of which egress rules would have to list per
 cluster. A cluster enforces these objects only with a network plugin that implements
-NetworkPolicy (on ACK, Terway does and Flannel does not: see README, "Network policies").
+NetworkPolicy (on ACK, Terway does and Flannel does not: see docs/deploying.md, "Network policies").
 """
 
 from __future__ import annotations

@@ -256,7 +256,8 @@ class TrainingJob(pulumi.ComponentResource):
     podFailurePolicy needs; see ``pod_failure_policy``). The replacement has the same labels,
     so its headless Service (and the DNS name in every TF_CONFIG) selects it, the same
     TF_CONFIG and flags, and resumes from the checkpoint in ``--log_dir`` on the shared
-    volume (trainer/train.py restores the latest one there).
+    volume (TrainState.restore_latest in trainer/training/checkpoints.py restores the latest
+    one there).
 
     The run id (``--run_id``, the same for every task) is ``<run key>-<uid>``, the uid being
     that of the ``<prefix>-run`` ConfigMap, which holds the hash of the task templates

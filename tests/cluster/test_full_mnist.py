@@ -56,7 +56,7 @@ SAMPLE = REPO / "trainer" / "data" / "mnist-10k"
 NAMESPACE = "tf-mnist-full"
 PREFIX = "mnist"
 STACK = "full"
-#: The program's default epochs: the run the README's full-MNIST output shows.
+#: The program's default epochs: the run docs/local-cluster.md's full-MNIST output shows.
 EPOCHS = KEYS_BY_NAME["hyperparams.epochs"].default
 #: The second run's learning rate (the default's 0.004 less a quarter) and its one epoch, to
 #: keep the module short; the epochs are not part of the run key, the rate is.

@@ -1,14 +1,14 @@
-"""The README's local-cluster walk-through, run as a reader pastes it: its marked blocks
-local-cluster-up, local-stack, local-stack-down and local-cluster-down, in that order, in one
-bash shell under ``set -euo pipefail``, in a scratch copy of the repository.
+"""The local-cluster walk-through (docs/local-cluster.md), run as a reader pastes it: its marked
+blocks local-cluster-up, local-stack, local-stack-down and local-cluster-down, in that order, in
+one bash shell under ``set -euo pipefail``, in a scratch copy of the repository.
 
-The blocks come from README.md by their markers (tests/readme_blocks.py; README_PATH names
-another copy), so what this test runs is what the README says, and the assertions check what the
-README says each block shows: a Ready node and every part healthy, every Job Complete and only
+The blocks come from docs/local-cluster.md by their markers (tests/readme_blocks.py;
+LOCAL_CLUSTER_DOC_PATH names another copy), so what this test runs is what the page says, and the
+assertions check what the page says each block shows: a Ready node and every part healthy, every Job Complete and only
 TensorBoard running, the chief's Test-Accuracy line, the run kept on the volume after destroy,
 the stack gone from the backend, and no process left after the cluster's down.
 
-Three things differ from a reader's shell, none of them a command: the README's local stack
+Three things differ from a reader's shell, none of them a command: the page's local stack
 keeps its volume in /var/lib/tf-mnist (the default hostPath.path); the test gives the stack its
 own directory by writing Pulumi.local.yaml (hostPath.path only) before the blocks run, so it
 neither finds a reader's earlier run there (which would print "Run already finished") nor leaves
@@ -16,7 +16,7 @@ one. The Pulumi backend is a directory of the test's (PULUMI_BACKEND_URL, which
 pulumi-offline-env.sh keeps when set), so a reader's stack `local` is never touched. A line
 ``SECTION name time`` is printed before each block to split the output.
 
-The cluster is brought up by the README's block itself, not by the ``local_cluster`` fixture;
+The cluster is brought up by the page's block itself, not by the ``local_cluster`` fixture;
 the local-cluster-down block runs again after the script when the cluster is still up (a block
 failed), so the test always leaves it down. LOCAL_CLUSTER_STATE, LOCAL_CLUSTER_RUN and
 LOCAL_CLUSTER_CACHE are passed through as the other cluster tests have them.
@@ -47,7 +47,7 @@ from .kube import (RUN_DIR, STATE_DIR, cluster_unavailable, host_netns, host_sys
 pytestmark = pytest.mark.cluster
 
 BLOCKS = ["local-cluster-up", "local-stack", "local-stack-down", "local-cluster-down"]
-#: The README's local stack: namespace and name prefix it configures.
+#: The walk-through's local stack: namespace and name prefix it configures.
 NAMESPACE, PREFIX = "tf-mnist", "mnist"
 JOBS = {f"{PREFIX}-{name}" for name in ("chief-0", "ps-0", "stage-data", "worker-0", "worker-1", "monitor")}
 #: `infra.status --watch` returns once every task Job has completed; the run monitor is no
@@ -68,7 +68,7 @@ class Walkthrough:
 
     returncode: int
     output: str
-    #: what the clean-up printed: the README's down block run again after a block failed
+    #: what the clean-up printed: the page's down block run again after a block failed
     cleanup: str
     sections: dict[str, tuple[str, float]]
     clone: Path
@@ -78,7 +78,7 @@ class Walkthrough:
     netns_before: set[str]
 
     def block(self, name: str) -> str:
-        assert name in self.sections, (f"README block {name!r} never ran (the walk-through exited "
+        assert name in self.sections, (f"walk-through block {name!r} never ran (the walk-through exited "
                                        f"{self.returncode}):\n{self.output[-6000:]}")
         return self.sections[name][0]
 
@@ -100,7 +100,7 @@ def _run_script(text: str, cwd: Path, env: dict[str, str], log: Path, timeout: f
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthrough]:
-    """The README's blocks run once, in order; the cluster is down again when this returns."""
+    """The page's blocks run once, in order; the cluster is down again when this returns."""
     reason = cluster_unavailable()
     if reason:
         if os.environ.get("REQUIRE_LOCAL_CLUSTER") == "1":
@@ -110,14 +110,14 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
         pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
     if run_tool("status").returncode != 3:
-        pytest.fail("a local cluster is already running; the README's blocks start and stop their own: "
+        pytest.fail("a local cluster is already running; the walk-through's blocks start and stop their own: "
                     "run tools/local-cluster/local-cluster down first")
     work = tmp_path_factory.mktemp("readme-walkthrough")
     clone = rb.scratch_checkout(work / "clone")
     # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
     volume = Path(tempfile.mkdtemp(prefix="tf-mnist-readme-volume-", dir="/var/tmp"))
     volume.chmod(0o755)
-    # What the README's `install -d -o 1000 -g 1000 /var/lib/tf-mnist` does for the default path:
+    # What the page's `install -d -o 1000 -g 1000 /var/lib/tf-mnist` does for the default path:
     # the stack's pods run as uid 1000 and a restricted pod cannot chown.
     os.chown(volume, 1000, 1000)
     (clone / "Pulumi.local.yaml").write_text(f"config:\n  tf-mnist:hostPath.path: {volume}\n")
@@ -133,13 +133,13 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
         returncode = _run_script(rb.script(BLOCKS), clone, env, log, TIMEOUT_S)
     finally:
         if run_tool("status").returncode != 3:
-            # A block failed before the last one: the README's own down block, then the tool.
+            # A block failed before the last one: the page's own down block, then the tool.
             _run_script(rb.script(["local-cluster-down"]), clone, env, cleanup, 600)
             if run_tool("status").returncode != 3:
                 run_tool("down")
     output = log.read_text()
     sections = rb.sections(output)
-    print("README blocks: " + ", ".join(f"{name} {seconds:.1f} s" for name, (_, seconds) in sections.items()))
+    print("walk-through blocks: " + ", ".join(f"{name} {seconds:.1f} s" for name, (_, seconds) in sections.items()))
     try:
         yield Walkthrough(returncode, output, cleanup.read_text() if cleanup.exists() else "", sections, clone,
                           volume, backend, sysctls_before, netns_before)
@@ -149,11 +149,11 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
 
 def test_the_blocks_run_to_the_end_as_pasted(walkthrough: Walkthrough) -> None:
     failed = [name for name, (_, seconds) in walkthrough.sections.items() if seconds < 0]
-    where = {name: block.line for name, block in rb.blocks().items()}
+    where = {name: f"{block.source}:{block.line}" for name, block in rb.blocks().items()}
     assert walkthrough.returncode == 0, (
-        f"README block {failed} (the block opening at {rb.README}:{where.get(failed[0]) if failed else '?'}) "
+        f"walk-through block {failed} (the block opening at {where.get(failed[0]) if failed else '?'}) "
         f"exited {walkthrough.returncode}; the walk-through's output:\n{walkthrough.output[-8000:]}\n"
-        f"then the clean-up, the README's local-cluster-down block again:\n{walkthrough.cleanup[-2000:]}")
+        f"then the clean-up, the local-cluster-down block again:\n{walkthrough.cleanup[-2000:]}")
     assert list(walkthrough.sections) == BLOCKS
     assert all(seconds >= 0 for _, seconds in walkthrough.sections.values()), walkthrough.sections
 
@@ -195,14 +195,14 @@ def test_the_chiefs_last_lines_give_the_accuracy(walkthrough: Walkthrough) -> No
     tail = text.rstrip("\n").splitlines()[-4:]
     assert [line.split(":")[0] for line in tail] == ["Test-Accuracy", "Total Time", "Final Cost", "done"], tail
     accuracy = _chief_accuracy("\n".join(tail))
-    assert ACCURACY[0] <= accuracy <= ACCURACY[1], f"test accuracy {accuracy}; the README says about 0.97"
+    assert ACCURACY[0] <= accuracy <= ACCURACY[1], f"test accuracy {accuracy}; docs/local-cluster.md says about 0.97"
     assert "Run already finished" not in text
 
 
 def test_destroy_keeps_the_run_and_the_data_on_the_volume(walkthrough: Walkthrough) -> None:
     text = walkthrough.block("local-stack-down")
     assert re.search(r"Resources:\s*\n\s*- \d+ deleted", text), text[-3000:]
-    # runs/<stack>-<namespace>-<prefix>/<run key> and mnist/<source key>, as the README says.
+    # runs/<stack>-<namespace>-<prefix>/<run key> and mnist/<source key>, as the page says.
     (run,) = (walkthrough.volume / "runs" / f"local-{NAMESPACE}-{PREFIX}").iterdir()
     (data,) = (walkthrough.volume / "mnist").iterdir()
     result = json.loads((run / "result.json").read_text())
@@ -220,7 +220,7 @@ def test_destroy_keeps_the_run_and_the_data_on_the_volume(walkthrough: Walkthrou
 
 
 def test_cluster_down_leaves_no_process_bridge_or_mount(walkthrough: Walkthrough) -> None:
-    assert "local-cluster-down" in walkthrough.sections, "the README's down block never ran in order"
+    assert "local-cluster-down" in walkthrough.sections, "the page's down block never ran in order"
     assert run_tool("status").returncode == 3
     assert processes_mentioning(str(STATE_DIR), str(RUN_DIR), "kube-apiserver", "kubelet --config",
                                 "containerd-shim", f"{walkthrough.volume}") == []

@@ -249,7 +249,7 @@ KUBECONFIG_PATH_MODE = {"tf-mnist:kubeconfig": "~/.kube/config", "tf-mnist:clust
 
 
 def test_follow_log_commands_work_with_a_kubeconfig_path(dev_config):
-    # With kubeconfig set to a path (what the README says to set), the kubeconfig output is
+    # With kubeconfig set to a path (what docs/local-cluster.md says to set), the kubeconfig output is
     # that path: `pulumi stack output kubeconfig --show-secrets > file` wrote the path, not a
     # kubeconfig, into the file kubectl was then told to read.
     run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE})

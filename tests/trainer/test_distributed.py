@@ -170,7 +170,7 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert progress.read_result(ps1.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
 
 
-#: The series of README's "See the training" table (trainer.contract.progress.EPOCH_SERIES
+#: The series of docs/training.md's TensorBoard table (trainer.contract.progress.EPOCH_SERIES
 #: and BATCH_COST), spelled out so that renaming one breaks this test too.
 EPOCH_TAGS = {"train/epoch_loss", "validation/epoch_loss", "train/epoch_accuracy",
               "validation/epoch_accuracy", "train/epoch_learning_rate",

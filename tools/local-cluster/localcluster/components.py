@@ -3,7 +3,7 @@
 Start order (each waits for the one before to be healthy): etcd, kube-apiserver, the API
 server's relay onto the bridge, kube-controller-manager, kube-scheduler, containerd, CoreDNS, the
 NetworkPolicy agent (before the kubelet: no pod runs unguarded), kubelet. Flags that this
-machine needs are explained where they are set (see also ../../shared/notes/local-cluster.md).
+machine needs are explained where they are set (see also tools/local-cluster/README.md).
 """
 
 from __future__ import annotations
