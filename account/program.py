@@ -36,8 +36,9 @@ application that Alibaba Cloud reviews (docs/account.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -71,10 +72,10 @@ class AccountSettings:
     """
 
     activate_services: bool
-    existing_roles: Optional[frozenset[str]]
+    existing_roles: frozenset[str] | None
 
 
-def load_settings(config: Optional[pulumi.Config] = None) -> AccountSettings:
+def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
     """Read and check the configuration; every bad value is reported at once.
 
     Raises:
@@ -87,7 +88,7 @@ def load_settings(config: Optional[pulumi.Config] = None) -> AccountSettings:
     if activate_text not in ("true", "false"):
         errors.append(f"Configuration '{PROJECT}:activateServices' value '{activate_text}' is invalid: must be "
                       "true or false.\n    fix: pulumi config set activateServices false")
-    existing: Optional[frozenset[str]] = None
+    existing: frozenset[str] | None = None
     existing_text = config.get("existingRoles")
     if existing_text is not None:
         try:
@@ -112,7 +113,7 @@ def load_settings(config: Optional[pulumi.Config] = None) -> AccountSettings:
     return AccountSettings(activate_services=activate_text == "true", existing_roles=existing)
 
 
-def held_roles() -> Optional[frozenset[str]]:
+def held_roles() -> frozenset[str] | None:
     """The roles this stack's state holds (it created them), from the engine; None with a
     warning when the engine cannot give the state."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
@@ -128,7 +129,7 @@ def held_roles() -> Optional[frozenset[str]]:
                      if isinstance(entry, dict) and entry.get("type") == ROLE_TYPE)
 
 
-def account_roles(dry_run: bool) -> Optional[frozenset[str]]:
+def account_roles(dry_run: bool) -> frozenset[str] | None:
     """The roles of ROLES the account has, from RAM (ListRoles); None when a preview could not
     ask (then every role is planned, with a warning).
 
@@ -148,7 +149,7 @@ def account_roles(dry_run: bool) -> Optional[frozenset[str]]:
     return frozenset(name for name in (found.names or []) if name in BY_NAME)
 
 
-def roles_to_create(existing: Optional[frozenset[str]], held: Optional[frozenset[str]]) -> list[ServiceRole]:
+def roles_to_create(existing: frozenset[str] | None, held: frozenset[str] | None) -> list[ServiceRole]:
     """The roles this stack creates (or keeps, having created them): those the account lacks
     and those the stack holds, in ROLES order.
 

@@ -179,6 +179,6 @@ def run_launcher(r: argparse.Namespace, ps: int, env: dict | None = None) -> dic
     row, output = run_trainer(cmd, log_dir, f"launcher (ps {ps})",
                               lambda pid, root: "launcher" if pid == root else names.get(pid),
                               on_line=note_pid, env=env)
-    after_done = output[next(i for i, l in enumerate(output) if l.strip() == "[chief-0] done"):]
-    noisy = [l for l in after_done if re.search(r"\] [EW]\d{4} |error|warning", l, re.I)]
+    after_done = output[next(i for i, text in enumerate(output) if text.strip() == "[chief-0] done"):]
+    noisy = [text for text in after_done if re.search(r"\] [EW]\d{4} |error|warning", text, re.I)]
     return {**row, "noisy_end": len(noisy)}

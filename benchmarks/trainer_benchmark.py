@@ -47,8 +47,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import profile_table  # noqa: E402
-from bench_runs import (RECIPE_FLAGS, TARGET, run_launcher, run_plain,  # noqa: E402
-                        run_single_trainer)
+from bench_runs import RECIPE_FLAGS, TARGET, run_launcher, run_plain, run_single_trainer  # noqa: E402
+
 from trainer.launcher import cli  # noqa: E402
 
 #: Where the opt-in full-MNIST cluster test (tests/cluster/test_full_mnist.py, TF_MNIST_FULL_E2E=1)

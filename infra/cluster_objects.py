@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from infra.settings import is_kubeconfig_path
 
@@ -37,7 +38,7 @@ class ObjectRef:
     """
 
     type: str
-    namespace: Optional[str]
+    namespace: str | None
     name: str
 
     @property
@@ -128,7 +129,7 @@ class KubeconfigCluster:
             raise Unreachable(f"the kubeconfig could not be loaded ({type(error).__name__})") from None
         return self._api
 
-    def read(self, ref: ObjectRef) -> Optional[LiveObject]:
+    def read(self, ref: ObjectRef) -> LiveObject | None:
         """The object's uid and labels, or None when the cluster has no such object (404).
 
         Raises:

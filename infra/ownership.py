@@ -24,8 +24,9 @@ checked on a cluster the provider may well reach.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 import pulumi
 
@@ -43,7 +44,7 @@ NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
 class ClusterView(Protocol):
     """Where ``check`` reads objects from (infra.cluster_objects.KubeconfigCluster; tests fake it)."""
 
-    def read(self, ref: ObjectRef) -> Optional[LiveObject]:
+    def read(self, ref: ObjectRef) -> LiveObject | None:
         """The object under ``ref``'s name, None when there is none; raises Unreachable or Refused."""
         ...
 
@@ -107,8 +108,8 @@ def owner_of(live: LiveObject, mark: str) -> str:
     return "not created by a stack of this project"
 
 
-def refusals(planned: Sequence[ObjectRef], live: Mapping[ObjectRef, Optional[LiveObject]],
-             held: Optional[Mapping[ObjectRef, str]], mark: str) -> list[Refusal]:
+def refusals(planned: Sequence[ObjectRef], live: Mapping[ObjectRef, LiveObject | None],
+             held: Mapping[ObjectRef, str] | None, mark: str) -> list[Refusal]:
     """The planned objects that exist and are not this stack's (the rule in the module docstring).
 
     Args:
@@ -149,7 +150,7 @@ def refusal_message(found: Sequence[Refusal], *, stack: str) -> str:
     return "\n".join(lines)
 
 
-def read_own_state() -> Optional[dict[ObjectRef, str]]:
+def read_own_state() -> dict[ObjectRef, str] | None:
     """This stack's state as ``held_objects``, from the engine (READ_STACK_RESOURCES); None,
     with a warning, when the engine or backend cannot give it."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
@@ -173,7 +174,7 @@ def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry
         OwnershipError: an object that is not this stack's (every one named), or, on up, an
             answer from the API server that is neither the object nor 404.
     """
-    live: dict[ObjectRef, Optional[LiveObject]] = {}
+    live: dict[ObjectRef, LiveObject | None] = {}
     for ref in planned:
         try:
             live[ref] = cluster.read(ref)

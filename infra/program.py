@@ -3,7 +3,8 @@ exports its outputs."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -26,7 +27,7 @@ from infra.target import deploy_target, existing_volume_server
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
-def run(cluster: Optional[ownership.ClusterView] = None) -> dict[str, Any]:
+def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
     """Validate the stack configuration, register every resource, export the outputs.
 
     Args:
@@ -146,7 +147,7 @@ def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
         opts=pulumi.ResourceOptions(provider=provider)).metadata.name
 
 
-def _volume_args(settings: Settings, server: Optional[pulumi.Input[str]], server_key: str,
+def _volume_args(settings: Settings, server: pulumi.Input[str] | None, server_key: str,
                  namespace: pulumi.Input[str], after: Sequence[pulumi.Resource] = ()) -> SharedVolumeArgs:
     """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
     name, see storage.volume_name) at the configured path."""
@@ -173,7 +174,7 @@ def _volume_hint(settings: Settings) -> str:
                                    settings.pods.run_as_group)
 
 
-def planned_objects(settings: Settings, volume_server: Optional[str]) -> list[ObjectRef]:
+def planned_objects(settings: Settings, volume_server: str | None) -> list[ObjectRef]:
     """Every Kubernetes object ``build`` creates on a cluster it does not create, by the names
     the components give them: the namespace (createNamespace), the PV and its claim, the pull
     Secret (registryCredentials.*), the TrainingJob's, TensorBoard's and the run monitor's objects,

@@ -43,9 +43,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable, Mapping, Optional
+from datetime import UTC, datetime
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TASK_TYPE_LABEL = "tf-replica-type"
@@ -79,7 +79,7 @@ def _labels(obj: Mapping) -> Mapping[str, str]:
     return obj.get("metadata", {}).get("labels") or {}
 
 
-def _condition(obj: Mapping, kind: str) -> Optional[Mapping]:
+def _condition(obj: Mapping, kind: str) -> Mapping | None:
     """The condition ``kind`` of ``obj`` when its status is True, else None."""
     for cond in obj.get("status", {}).get("conditions") or []:
         if cond.get("type") == kind and cond.get("status") == "True":
@@ -87,7 +87,7 @@ def _condition(obj: Mapping, kind: str) -> Optional[Mapping]:
     return None
 
 
-def job_run_id(job: Mapping) -> Optional[str]:
+def job_run_id(job: Mapping) -> str | None:
     """The ``--run_id`` in the Job's first container's args, or None."""
     containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
     args = containers[0].get("args") or []
@@ -99,14 +99,14 @@ def ended(job: Mapping) -> bool:
     return _condition(job, "Complete") is not None or _condition(job, "Failed") is not None
 
 
-def parse_time(stamp: Optional[str]) -> Optional[float]:
+def parse_time(stamp: str | None) -> float | None:
     """Seconds since the epoch of an API timestamp (``2026-01-02T11:50:00Z``), or None."""
     if not stamp:
         return None
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-def unschedulable_since(pod: Mapping) -> Optional[tuple[float, str]]:
+def unschedulable_since(pod: Mapping) -> tuple[float, str] | None:
     """(since when, the scheduler's message) for a pending pod the scheduler cannot place."""
     if pod.get("status", {}).get("phase") != "Pending":
         return None
@@ -118,7 +118,7 @@ def unschedulable_since(pod: Mapping) -> Optional[tuple[float, str]]:
     return None
 
 
-def decide(jobs: list[Mapping], pods: list[Mapping], run_id: Optional[str], now: float,
+def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: float,
            schedule_timeout_s: float) -> Decision:
     """What to do about the run, from its Jobs and pods as the API server lists them.
 
@@ -182,7 +182,7 @@ class Api:
         self.server, self.token_file, self.timeout_s = server.rstrip("/"), token_file, timeout_s
         self.context = ssl.create_default_context(cafile=ca_file)
 
-    def _call(self, method: str, path: str, body: Optional[dict] = None) -> dict:
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         with open(self.token_file, encoding="utf-8") as file:  # re-read: the kubelet rotates it
             token = file.read().strip()
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
@@ -220,10 +220,10 @@ def api_server(env: Mapping[str, str]) -> str:
 
 
 def log(message: str) -> None:
-    print(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
+    print(f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
 
 
-def main(env: Mapping[str, str] = os.environ, api: Optional[Api] = None,
+def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
          clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
     """Poll until the run is over (see the module docstring); returns the exit status."""
     try:

@@ -3,8 +3,8 @@ the existing one a kubeconfig names. The one place that decides between the two.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -37,9 +37,9 @@ class Target:
 
     provider: k8s.Provider
     kubeconfig: pulumi.Output[str]
-    cluster_id: Optional[pulumi.Output[str]]
-    nas_file_system_id: Optional[pulumi.Output[str]]
-    volume_server: Optional[pulumi.Input[str]]
+    cluster_id: pulumi.Output[str] | None
+    nas_file_system_id: pulumi.Output[str] | None
+    volume_server: pulumi.Input[str] | None
     volume_server_key: str
     volume_after: Sequence[pulumi.Resource] = field(default_factory=list)
     pods_after: Sequence[pulumi.Resource] = field(default_factory=list)
@@ -120,7 +120,7 @@ def created_cluster(settings: Settings) -> Target:
     )
 
 
-def existing_volume_server(settings: Settings) -> Optional[str]:
+def existing_volume_server(settings: Settings) -> str | None:
     """The volume's server on a cluster the stack does not create: nas.mountTargetDomain or
     nfs.server by persistence.volume.type; None for hostPath."""
     storage = settings.storage

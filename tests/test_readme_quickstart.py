@@ -46,7 +46,7 @@ def test_quickstart_block_trains_and_prints_what_the_readme_shows(tmp_path: Path
     assert len(accuracy) == 1, f"expected one '[chief-0] Test-Accuracy:' line:\n{text[-3000:]}"
     assert float(accuracy[0]) >= MIN_ACCURACY, f"test accuracy {accuracy[0]}, README says about 0.98"
     for line in ("[chief-0] done", "[ps-0] ps 0: the chief finished the run"):
-        assert any(l.startswith(line) for l in lines), f"no line {line!r} in:\n{text[-3000:]}"
+        assert any(shown.startswith(line) for shown in lines), f"no line {line!r} in:\n{text[-3000:]}"
     assert re.search(r"^\[chief-0\] Training convnet_fc_slim on 8000 examples .*10 epochs of 125 batches "
                      r"of 64; adam lr 0.004 \(warmup_cosine\); label smoothing 0.1(; mixed_bfloat16)?; "
                      r"exchanging every 50 steps$", text, re.M), text[:3000]

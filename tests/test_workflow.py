@@ -13,8 +13,9 @@ import re
 import socketserver
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest

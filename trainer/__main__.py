@@ -19,11 +19,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from trainer import flags, tasklog  # noqa: E402
 from trainer.autograph_files import remove_autograph_files  # noqa: E402
-from trainer.contract.cluster_spec import (PARAMETER_SERVER, ClusterSpecError,  # noqa: E402
-                                           TaskConfig, parse_tf_config)
-from trainer.contract.exit_codes import (EXIT_BAD_DATA, EXIT_BAD_FLAGS,  # noqa: E402
-                                         EXIT_MISSING_PACKAGES, EXIT_RETRY, EXIT_VOLUME_FULL,
-                                         PERMANENT_EXIT_CODES)
+from trainer.contract.cluster_spec import PARAMETER_SERVER, ClusterSpecError, TaskConfig, parse_tf_config  # noqa: E402
+from trainer.contract.exit_codes import (  # noqa: E402
+    EXIT_BAD_DATA,
+    EXIT_BAD_FLAGS,
+    EXIT_MISSING_PACKAGES,
+    EXIT_RETRY,
+    EXIT_VOLUME_FULL,
+    PERMANENT_EXIT_CODES,
+)
 from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.packages import import_error_message  # noqa: E402
 from trainer.servers import ClusterFiles, use_run_id  # noqa: E402
@@ -73,9 +77,9 @@ def train(args: argparse.Namespace, task: TaskConfig) -> int:
     error of a permanent failure or a lost peer."""
     try:
         from trainer.data import DataError
-        from trainer.training.storage import VolumeFull
         from trainer.training.liveness import PeerLost
         from trainer.training.run import run
+        from trainer.training.storage import VolumeFull
     except ImportError as err:  # this Python lacks a package: no restart can cure that
         print(f"error: {import_error_message(err, 'python -m trainer')}", file=sys.stderr)
         return EXIT_MISSING_PACKAGES

@@ -20,8 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from trainer.contract.progress import TRAIN_SUBDIR
 

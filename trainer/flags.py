@@ -11,8 +11,14 @@ from pathlib import Path
 
 # The recipe's choices (re-exported as trainer.flags.MODELS, ...) live in the contract, which
 # the stack validates its hyperparams.* keys with.
-from trainer.contract.recipe import (LR_SCALINGS, LR_SCHEDULES, MAX_AUGMENT_SHIFT, MODELS, OPTIMIZERS,
-                                     PRECISIONS)
+from trainer.contract.recipe import (
+    LR_SCALINGS,
+    LR_SCHEDULES,
+    MAX_AUGMENT_SHIFT,
+    MODELS,
+    OPTIMIZERS,
+    PRECISIONS,
+)
 
 __all__ = ["BUNDLED_DATA_DIR", "DEFAULT_BATCH_SIZE", "DEFAULT_EPOCHS", "DEFAULT_LEARNING_RATE", "FlagError",
            "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "PRECISIONS", "RUN_ID",

@@ -27,8 +27,13 @@ import threading
 import time
 from pathlib import Path
 
-from trainer.contract.exit_codes import (EXIT_CHIEF_FAILED, EXIT_OK, EXIT_RETRY, EXIT_SIGTERM,
-                                         PERMANENT_REASONS)
+from trainer.contract.exit_codes import (
+    EXIT_CHIEF_FAILED,
+    EXIT_OK,
+    EXIT_RETRY,
+    EXIT_SIGTERM,
+    PERMANENT_REASONS,
+)
 
 HEARTBEAT_INTERVAL_S = 5.0
 #: How often a server looks for the chief's done marker: a server exits on average half of

@@ -26,12 +26,20 @@ import stat
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
-from trainer.data import (ALL_IDX_FILES, NPZ_FILE, DataError, content_sha256, idx_path,
-                          known_idx_set, load, raw_name)
+from trainer.data import (
+    ALL_IDX_FILES,
+    NPZ_FILE,
+    DataError,
+    content_sha256,
+    idx_path,
+    known_idx_set,
+    load,
+    raw_name,
+)
 from trainer.flags import BUNDLED_DATA_DIR
 
 #: File name -> {sha256: data set}. Sources: trainer/data/mnist-10k/README.md (the bundled

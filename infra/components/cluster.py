@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -33,15 +32,15 @@ class ClusterArgs:
     """
 
     vswitch_id: pulumi.Input[str]
-    cluster_id: Optional[str]
-    version: Optional[str]
+    cluster_id: str | None
+    version: str | None
     pod_cidr: str
     service_cidr: str
     api_server_public: bool
     credential_minutes: int
     network_plugin: str = "terway"
-    pod_vswitch_id: Optional[pulumi.Input[str]] = None
-    deployed_network_plugin: Optional[str] = None
+    pod_vswitch_id: pulumi.Input[str] | None = None
+    deployed_network_plugin: str | None = None
 
 
 #: The ACK addon of each network plugin. terway-eniip is Terway's shared-ENI mode, whose
@@ -107,7 +106,7 @@ class Cluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
-    def __init__(self, name: str, args: ClusterArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         if args.cluster_id is None:

@@ -3,9 +3,9 @@ infra/run_monitor.py), with the ServiceAccount and namespaced Role it reads the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -55,12 +55,12 @@ class RunMonitorArgs:
     namespace_name: str
     run_id: pulumi.Input[str]
     schedule_timeout_seconds: int
-    api_server: Optional[str]
+    api_server: str | None
     image: str
     image_pull_policy: str
     placement: Placement
-    image_pull_secret: Optional[str]
-    priority_class_name: Optional[str] = None
+    image_pull_secret: str | None
+    priority_class_name: str | None = None
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -89,7 +89,7 @@ class RunMonitor(pulumi.ComponentResource):
 
     job_name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: RunMonitorArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: RunMonitorArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:RunMonitor", name, None, opts)
         self._name, self._args = name, args
         object_name = f"{name}-{COMPONENT}"
@@ -121,7 +121,7 @@ class RunMonitor(pulumi.ComponentResource):
         self.job_name = job.metadata.name
         self.register_outputs({"job_name": self.job_name})
 
-    def _metadata(self, name: str, annotations: Optional[dict] = None) -> k8s.meta.v1.ObjectMetaArgs:
+    def _metadata(self, name: str, annotations: dict | None = None) -> k8s.meta.v1.ObjectMetaArgs:
         return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=self._args.namespace,
                                           labels=recommended_labels(self._name, COMPONENT), annotations=annotations)
 

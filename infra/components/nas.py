@@ -4,7 +4,6 @@ and rule, and a mount target."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -30,8 +29,8 @@ class NasStorageArgs:
     vswitch_cidr: pulumi.Input[str]
     storage_type: str
     retain_on_destroy: bool
-    file_system_id: Optional[str] = None
-    zone: Optional[str] = None
+    file_system_id: str | None = None
+    zone: str | None = None
 
 
 class NasStorage(pulumi.ComponentResource):
@@ -52,7 +51,7 @@ class NasStorage(pulumi.ComponentResource):
     mount_target_domain: pulumi.Output[str]
     mount_target: alicloud.nas.MountTarget
 
-    def __init__(self, name: str, args: NasStorageArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: NasStorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:NasStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         file_system_id: pulumi.Input[str]

@@ -4,7 +4,6 @@ of a Terway cluster."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -26,12 +25,12 @@ class NetworkArgs:
             Terway cluster's pods get addresses from it); None creates none.
     """
 
-    zone: Optional[str]
-    vpc_id: Optional[str]
+    zone: str | None
+    vpc_id: str | None
     vpc_cidr: str
-    vswitch_id: Optional[str]
+    vswitch_id: str | None
     vswitch_cidr: str
-    pod_vswitch_cidr: Optional[str] = None
+    pod_vswitch_cidr: str | None = None
 
 
 class Network(pulumi.ComponentResource):
@@ -55,9 +54,9 @@ class Network(pulumi.ComponentResource):
 
     vswitch_id: pulumi.Output[str]
     vswitch_cidr: pulumi.Output[str]
-    pod_vswitch_id: Optional[pulumi.Output[str]]
+    pod_vswitch_id: pulumi.Output[str] | None
 
-    def __init__(self, name: str, args: NetworkArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.pod_vswitch_id = None

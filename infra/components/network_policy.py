@@ -17,8 +17,8 @@ NetworkPolicy (on ACK, Terway does and Flannel does not: see docs/deploying.md, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -95,7 +95,7 @@ class RunNetworkPolicies(pulumi.ComponentResource):
     """
 
     def __init__(self, name: str, args: RunNetworkPoliciesArgs,
-                 opts: Optional[pulumi.ResourceOptions] = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:RunNetworkPolicies", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         ports = [k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=p) for p in sorted(set(args.task_ports))]

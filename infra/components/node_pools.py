@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -48,12 +48,12 @@ class NodePoolsArgs:
     cpu_size: int
     cpu_system_disk_category: str
     gpu_instance_types: Sequence[str]
-    gpu_size: Optional[int]
+    gpu_size: int | None
     gpu_autoscaling: bool
     gpu_system_disk_category: str
     gpu_system_disk_size: int
-    key_name: Optional[str]
-    gpu_driver_version: Optional[str] = None
+    key_name: str | None
+    gpu_driver_version: str | None = None
     gpu_image_type: str = "AliyunLinux3"
 
 
@@ -77,10 +77,10 @@ class NodePools(pulumi.ComponentResource):
     """
 
     cpu: alicloud.cs.NodePool
-    gpu: Optional[alicloud.cs.NodePool]
-    autoscaler: Optional[alicloud.cs.AutoscalingConfig]
+    gpu: alicloud.cs.NodePool | None
+    autoscaler: alicloud.cs.AutoscalingConfig | None
 
-    def __init__(self, name: str, args: NodePoolsArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: NodePoolsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:NodePools", name, None, opts)
         self.cpu = alicloud.cs.NodePool(
             f"{name}-cpu",
@@ -130,7 +130,7 @@ class NodePools(pulumi.ComponentResource):
         self.register_outputs({"ready": self.ready})
 
 
-def _gpu_labels(driver_version: Optional[str]) -> list[alicloud.cs.NodePoolLabelArgs]:
+def _gpu_labels(driver_version: str | None) -> list[alicloud.cs.NodePoolLabelArgs]:
     """The GPU pool's node labels: its pool, and the driver ACK installs (when pinned)."""
     labels = [alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="gpu")]
     if driver_version is not None:

@@ -3,23 +3,23 @@ the "restricted" security context."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pulumi_kubernetes as k8s
 
 from infra.components.node_pools import GPU_TAINT_EFFECT, GPU_TAINT_KEY
-from infra.settings import PodIdentity, Placement
+from infra.settings import Placement, PodIdentity
 
 #: The toleration of the GPU pool's taint (infra/components/node_pools.py).
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
 
 
-def node_selector(placement: Placement) -> Optional[dict[str, str]]:
+def node_selector(placement: Placement) -> dict[str, str] | None:
     """A pod's nodeSelector, None (no field) when the role has none."""
     return dict(placement.node_selector) or None
 
 
-def tolerations(placement: Placement, uses_gpu: bool) -> Optional[list[k8s.core.v1.TolerationArgs]]:
+def tolerations(placement: Placement, uses_gpu: bool) -> list[k8s.core.v1.TolerationArgs] | None:
     """A pod's tolerations: the GPU pool's taint for GPU pods (always), then the role's own.
 
     Returns None (no field) when there are none.
@@ -31,7 +31,7 @@ def tolerations(placement: Placement, uses_gpu: bool) -> Optional[list[k8s.core.
             for t in items] or None
 
 
-def image_pull_secrets(secret_name: Optional[str]) -> Optional[list[k8s.core.v1.LocalObjectReferenceArgs]]:
+def image_pull_secrets(secret_name: str | None) -> list[k8s.core.v1.LocalObjectReferenceArgs] | None:
     """A pod's imagePullSecrets: the configured (or created) Secret, None without one."""
     return [k8s.core.v1.LocalObjectReferenceArgs(name=secret_name)] if secret_name else None
 

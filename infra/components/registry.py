@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -60,7 +59,7 @@ class PullSecret(pulumi.ComponentResource):
 
     name: pulumi.Output[str]
 
-    def __init__(self, name: str, args: PullSecretArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: PullSecretArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:PullSecret", name, None, opts)
         encoded = base64.b64encode(docker_config_json(args.credentials).encode()).decode()
         self.secret = k8s.core.v1.Secret(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -98,7 +98,7 @@ class SharedVolumeArgs:
     namespace: pulumi.Input[str]
     namespace_name: str
     volume_type: str
-    server: Optional[pulumi.Input[str]]
+    server: pulumi.Input[str] | None
     server_key: str
     path: pulumi.Input[str]
     path_key: str
@@ -156,7 +156,7 @@ _WHERE = {
 }
 
 
-def unwritable_hint(volume_type: str, path: Optional[str], mount_path: str, uid: int, gid: int) -> str:
+def unwritable_hint(volume_type: str, path: str | None, mount_path: str, uid: int, gid: int) -> str:
     """What the staging Job's error says after the facts (trainer.stage ``--volume_hint``): where
     the volume's directory lives, and the fixes, for ``pods.runAsUser`` ``uid`` and
     ``pods.runAsGroup`` ``gid``.
@@ -206,7 +206,7 @@ class SharedVolume(pulumi.ComponentResource):
     pvc_name: pulumi.Output[str]
     claim_name: str
 
-    def __init__(self, name: str, args: SharedVolumeArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: SharedVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:SharedVolume", name, None, opts)
         logical_name = f"{name}-data"
         object_name = args.object_name(name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.components.tags import cloud_tags
-from infra.settings import PodIdentity, Placement, TensorBoardSettings
+from infra.settings import Placement, PodIdentity, TensorBoardSettings
 
 TENSORBOARD_PORT = 6006
 SERVICE_PORT = 80
@@ -60,7 +60,7 @@ class TensorBoardArgs:
     mount_path: str
     log_dir: str
     placement: Placement
-    image_pull_secret: Optional[str]
+    image_pull_secret: str | None
     cloud_acl: bool
     identity: PodIdentity = pods.IMAGE_IDENTITY
     after: Sequence[pulumi.Resource] = ()
@@ -82,9 +82,9 @@ class TensorBoard(pulumi.ComponentResource):
         url: ``http://<address>/`` once the load balancer has one; None for other types.
     """
 
-    url: pulumi.Output[Optional[str]]
+    url: pulumi.Output[str | None]
 
-    def __init__(self, name: str, args: TensorBoardArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: TensorBoardArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:TensorBoard", name, None, opts)
         full_name = tensorboard_name(name)
         labels = recommended_labels(name, "tensorboard")
@@ -177,7 +177,7 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
     )
 
 
-def _load_balancer_url(status) -> Optional[str]:
+def _load_balancer_url(status) -> str | None:
     """``http://<ip or hostname>/`` of a Service status, or None before the address exists."""
     balancer = getattr(status, "load_balancer", None) if status is not None else None
     ingress = (getattr(balancer, "ingress", None) or []) if balancer is not None else []

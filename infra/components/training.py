@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 import pulumi
 import pulumi._types as pulumi_types
@@ -13,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import pods
 from infra.components.labels import recommended_labels, task_selector
-from infra.settings import PodIdentity, Placement, TaskSettings, TrainingSettings
+from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
@@ -84,7 +85,7 @@ def task_precision(precision: str, gpu_count: int) -> str:
     return "float32" if precision == "auto" and gpu_count > 0 else precision
 
 
-def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> list[pulumi.Input[str]]:
+def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> list[pulumi.Input[str]]:
     """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
 
     Args:
@@ -114,7 +115,7 @@ def trainer_args(args: TrainingJobArgs, run_id: Optional[pulumi.Input[str]]) -> 
     return flags if run_id is None else [*flags, "--run_id", run_id]
 
 
-def stage_command(data_dir: str, source: Optional[str | tuple[str, ...]], volume_hint: str = "") -> list[str]:
+def stage_command(data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "") -> list[str]:
     """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
     per URL of a list, the one source, or none (the sample in the image), and ``--volume_hint``
     when given (the end of its error on a volume it cannot write)."""
@@ -124,7 +125,7 @@ def stage_command(data_dir: str, source: Optional[str | tuple[str, ...]], volume
             *hint]
 
 
-def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: Optional[dict] = None) -> str:
+def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: dict | None = None) -> str:
     """12 hex digits of the SHA-256 of every task's pod template (without the run id): what
     decides whether `pulumi up` replaces the Jobs, and so starts a new run (see TrainingJob).
 
@@ -230,7 +231,7 @@ class TrainingJobArgs:
     data_dir: str
     log_dir: str
     run_key: str
-    image_pull_secret: Optional[str]
+    image_pull_secret: str | None
     identity: PodIdentity = pods.IMAGE_IDENTITY
     volume_hint: str = ""
     after: Sequence[pulumi.Resource] = ()
@@ -285,7 +286,7 @@ class TrainingJob(pulumi.ComponentResource):
     run_id: pulumi.Output[str]
     run_dir: pulumi.Output[str]
 
-    def __init__(self, name: str, args: TrainingJobArgs, opts: Optional[pulumi.ResourceOptions] = None) -> None:
+    def __init__(self, name: str, args: TrainingJobArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:TrainingJob", name, None, opts)
         self._name = name
         self._args = args
@@ -419,8 +420,8 @@ class TrainingJob(pulumi.ComponentResource):
         )
         return name
 
-    def _metadata(self, name: str, component: str, annotations: Optional[dict] = None,
-                  extra_labels: Optional[dict] = None) -> k8s.meta.v1.ObjectMetaArgs:
+    def _metadata(self, name: str, component: str, annotations: dict | None = None,
+                  extra_labels: dict | None = None) -> k8s.meta.v1.ObjectMetaArgs:
         return k8s.meta.v1.ObjectMetaArgs(
             name=name,
             namespace=self._args.namespace,
@@ -438,7 +439,7 @@ class TrainingJob(pulumi.ComponentResource):
                 claim_name=self._args.claim_name))
 
     def _template(self, task_type: str, index: int, spec: cs.ClusterSpec,
-                  run_id: Optional[pulumi.Input[str]]) -> k8s.core.v1.PodTemplateSpecArgs:
+                  run_id: pulumi.Input[str] | None) -> k8s.core.v1.PodTemplateSpecArgs:
         """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see templates_hash)."""
         labels = {**recommended_labels(self._name, task_type), **task_selector(self._name, task_type, index)}
         return k8s.core.v1.PodTemplateSpecArgs(
@@ -447,7 +448,7 @@ class TrainingJob(pulumi.ComponentResource):
         )
 
     def _task_pod(self, task_type: str, index: int, task: TaskSettings, spec: cs.ClusterSpec,
-                  run_id: Optional[pulumi.Input[str]]) -> k8s.core.v1.PodSpecArgs:
+                  run_id: pulumi.Input[str] | None) -> k8s.core.v1.PodSpecArgs:
         args, training = self._args, self._args.training
         env = [
             k8s.core.v1.EnvVarArgs(name="TF_CONFIG", value=cs.tf_config_json(spec, task_type, index)),

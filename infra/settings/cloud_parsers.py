@@ -9,7 +9,7 @@ network and NAS already exist. The rules here are the forms ACK's own values tak
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 from infra.settings.parsers import Parser, string_list
 
@@ -27,7 +27,7 @@ VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
 NVIDIA_DRIVER_VERSION = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
-def ack_version(raw: Any) -> Optional[str]:
+def ack_version(raw: Any) -> str | None:
     """An ACK Kubernetes version such as ``1.33.3-aliyun.1``, or None (unset: the newest)."""
     if raw is None or raw == "":
         return None
@@ -47,7 +47,7 @@ def instance_types(raw: Any) -> tuple[str, ...]:
     return items
 
 
-def vswitch_id(raw: Any) -> Optional[str]:
+def vswitch_id(raw: Any) -> str | None:
     """A vSwitch id such as ``vsw-bp1a2b3c4d5e6f7g8h9i0``, or None when unset."""
     if raw is None or raw == "":
         return None
@@ -60,7 +60,7 @@ def vswitch_id(raw: Any) -> Optional[str]:
 def optional_choice(choices: tuple[str, ...]) -> Parser:
     """Parser of one of ``choices``, or None when unset or empty (the program then works the
     value out itself; see the key's description)."""
-    def parse(raw: Any) -> Optional[str]:
+    def parse(raw: Any) -> str | None:
         if raw is None or raw == "":
             return None
         if not isinstance(raw, str) or raw not in choices:
@@ -70,7 +70,7 @@ def optional_choice(choices: tuple[str, ...]) -> Parser:
     return parse
 
 
-def nvidia_driver_version(raw: Any) -> Optional[str]:
+def nvidia_driver_version(raw: Any) -> str | None:
     """An NVIDIA driver version such as ``550.144.03``, or None when empty (then no driver label:
     ACK installs its current default, which changes over time)."""
     if raw is None or raw == "":

@@ -5,8 +5,6 @@ credential."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from infra.settings.cloud_parsers import driver_branch
 from infra.settings.derive import Resolved, creates_cluster, creates_file_system
 from infra.settings.gpu_families import known_families
@@ -123,7 +121,7 @@ def gpu_pool(r: Reading, _: Resolved) -> None:
                   fix_value=KEYS_BY_NAME["gpuPool.driverVersion"].default)
 
 
-def zone_in_region(r: Reading, region: Optional[str]) -> None:
+def zone_in_region(r: Reading, region: str | None) -> None:
     """A new vSwitch's zone is one of the provider's region (``cn-hangzhou-i`` in
     ``cn-hangzhou``): ACK and VPC refuse another region's zone only at create."""
     zone = r.values["zone"]

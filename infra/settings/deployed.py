@@ -10,8 +10,9 @@ between versions of this program therefore never replaces a deployed cluster or 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import pulumi
 
@@ -37,8 +38,8 @@ class Deployed:
             the state holds none.
     """
 
-    network_plugin: Optional[str] = None
-    nas_storage_type: Optional[str] = None
+    network_plugin: str | None = None
+    nas_storage_type: str | None = None
 
 
 def network_plugin_of(outputs: Mapping[str, Any]) -> str:
@@ -53,8 +54,8 @@ def network_plugin_of(outputs: Mapping[str, Any]) -> str:
 
 def deployed_from(resources: Mapping[str, Any]) -> Deployed:
     """``Deployed`` from READ_STACK_RESOURCES's ``outputs`` (urn -> {"type", "outputs"})."""
-    plugin: Optional[str] = None
-    storage_type: Optional[str] = None
+    plugin: str | None = None
+    storage_type: str | None = None
     for entry in resources.values():
         if not isinstance(entry, Mapping):
             continue

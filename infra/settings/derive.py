@@ -4,18 +4,34 @@ and once they passed (``assemble``: the Settings)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from infra.settings.deployed import Deployed, StateUnreadable
 from infra.settings.keys import (
-    NEW_CLUSTER_NETWORK_PLUGIN, NEW_NAS_STORAGE_TYPE, PLACEMENT_ROLES, PROJECT, SECRET_CAPABLE_KEYS, TENSORBOARD_TAG,
-    TRAINER_CPU_TAG, TRAINER_GPU_TAG,
+    NEW_CLUSTER_NETWORK_PLUGIN,
+    NEW_NAS_STORAGE_TYPE,
+    PLACEMENT_ROLES,
+    PROJECT,
+    SECRET_CAPABLE_KEYS,
+    TENSORBOARD_TAG,
+    TRAINER_CPU_TAG,
+    TRAINER_GPU_TAG,
 )
 from infra.settings.kubeconfig import kubeconfig_server
 from infra.settings.model import (
-    ClusterSettings, Placement, PodIdentity, RegistryCredentials, RegistrySettings, Settings, StorageSettings,
-    TaskSettings, TensorBoardSettings, TrainingSettings, section,
+    ClusterSettings,
+    Placement,
+    PodIdentity,
+    RegistryCredentials,
+    RegistrySettings,
+    Settings,
+    StorageSettings,
+    TaskSettings,
+    TensorBoardSettings,
+    TrainingSettings,
+    section,
 )
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
@@ -56,12 +72,12 @@ class Resolved:
     registry_server: str
     replicas: cs.Replicas
     ports: Mapping[str, int]
-    cluster_identifier: Optional[str]
-    cluster_identifier_error: Optional[str]
-    network_plugin: Optional[str] = None
-    nas_storage_type: Optional[str] = None
+    cluster_identifier: str | None
+    cluster_identifier_error: str | None
+    network_plugin: str | None = None
+    nas_storage_type: str | None = None
     deployed: Deployed = Deployed()
-    state_error: Optional[str] = None
+    state_error: str | None = None
 
 
 def creates_cluster(values: Mapping[str, Any]) -> bool:
@@ -106,8 +122,8 @@ def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = D
     cpu_image = values["ps.image"] or f"{registry}/{TRAINER_CPU_TAG}"
     worker_image = values["worker.image"] or (f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0
                                               else cpu_image)
-    identifier: Optional[str] = None
-    error: Optional[str] = None
+    identifier: str | None = None
+    error: str | None = None
     if values["kubeconfig"] is not None:
         identifier = values["clusterIdentifier"]
         if identifier is None:
@@ -171,7 +187,7 @@ def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSetting
 
 def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
     username, password = v["registryCredentials.username"], v["registryCredentials.password"]
-    credentials: Optional[RegistryCredentials] = None
+    credentials: RegistryCredentials | None = None
     if username is not None and password is not None:
         # The rules made sure that some image comes from this server.
         credentials = RegistryCredentials(resolved.registry_server, username, password)

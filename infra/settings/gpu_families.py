@@ -12,7 +12,6 @@ ACK decides at `pulumi up`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 #: ECS system disk categories: ultra disk, standard SSD, ESSD.
 ULTRA, SSD, ESSD = "cloud_efficiency", "cloud_ssd", "cloud_essd"
@@ -33,7 +32,7 @@ class GpuFamily:
 
     gpu: str
     system_disks: tuple[str, ...]
-    last_driver_branch: Optional[int] = None
+    last_driver_branch: int | None = None
 
 
 GPU_FAMILIES: dict[str, GpuFamily] = {

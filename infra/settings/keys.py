@@ -13,14 +13,45 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from infra.settings.cloud_parsers import ack_version, instance_types, nvidia_driver_version, optional_choice, vswitch_id
+from infra.settings.cloud_parsers import (
+    ack_version,
+    instance_types,
+    nvidia_driver_version,
+    optional_choice,
+    vswitch_id,
+)
 from infra.settings.gpu_families import GPU_SYSTEM_DISK_CATEGORIES
 from infra.settings.parsers import (
-    Parser, absolute_path, boolean, cidr, cidr_list, data_source, dns_label, dns_subdomain, export_path, fraction,
-    https_url, image_reference, integer, label_map, namespace, nfs_server, node_selector, one_of, optional_positive_int,
-    optional_string, pod_gid, pod_uid, positive_number, quantity, registry, registry_host, string_list, tolerations,
+    Parser,
+    absolute_path,
+    boolean,
+    cidr,
+    cidr_list,
+    data_source,
+    dns_label,
+    dns_subdomain,
+    export_path,
+    fraction,
+    https_url,
+    image_reference,
+    integer,
+    label_map,
+    namespace,
+    nfs_server,
+    node_selector,
+    one_of,
+    optional_positive_int,
+    optional_string,
+    pod_gid,
+    pod_uid,
+    positive_number,
+    quantity,
+    registry,
+    registry_host,
+    string_list,
+    tolerations,
 )
 from trainer.contract import recipe
 
@@ -129,9 +160,9 @@ class Key:
     default: Any
     parse: Parser
     fix: str
-    schema_type: Optional[str]
+    schema_type: str | None
     description: str
-    fix_key: Optional[str] = None
+    fix_key: str | None = None
 
     @property
     def value_type(self) -> str:

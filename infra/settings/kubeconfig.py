@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
 def is_kubeconfig_path(value: str) -> bool:
@@ -48,7 +48,7 @@ def kubeconfig_server(kubeconfig: str) -> str:
     if not isinstance(document, dict):
         raise ValueError(rule)
 
-    def named(section: str, name: Any) -> Optional[dict]:
+    def named(section: str, name: Any) -> dict | None:
         for entry in document.get(section) or []:
             if isinstance(entry, dict) and entry.get("name") == name:
                 return entry.get(section[:-1]) if isinstance(entry.get(section[:-1]), dict) else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import pulumi
 
@@ -18,7 +18,7 @@ from infra.settings.read import read
 from infra.settings.rules import cross_check
 
 
-def load_settings(config: Optional[pulumi.Config] = None, stack: Optional[str] = None,
+def load_settings(config: pulumi.Config | None = None, stack: str | None = None,
                   deployed: Callable[[], Deployed] = read_deployed) -> Settings:
     """Read and validate the whole stack configuration.
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
 
@@ -31,7 +32,7 @@ class ConfigError(pulumi.RunError):
         super().__init__("\n".join([header, *self.violations]))
 
 
-def fix_args(key: Key, form: Optional[str]) -> tuple[str, str]:
+def fix_args(key: Key, form: str | None) -> tuple[str, str]:
     """``(key arguments, value)`` of the fix command, in the form the bad value was set.
 
     The program reads a flat key before the structured one, so a structured fix cannot
@@ -94,20 +95,20 @@ def secret_refused(name: str, structured: bool) -> str:
             f"    fix: pulumi config set {name} <value> (again, without --secret)")
 
 
-def not_applicable(key: str, raw: Any, rule: str, form: Optional[str], secret: bool = False) -> str:
+def not_applicable(key: str, raw: Any, rule: str, form: str | None, secret: bool = False) -> str:
     """The violation of a key that the rest of the configuration makes meaningless: its fix
     removes it, in the form it was set."""
     return (f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
             f"    fix: pulumi config rm {'--path ' if form == PATH else ''}{key}")
 
 
-def missing(key: str, rule: str, fix: Optional[str] = None, secret: bool = False) -> str:
+def missing(key: str, rule: str, fix: str | None = None, secret: bool = False) -> str:
     """The violation of a required key that is not set."""
     return (f"Configuration '{PROJECT}:{key}' is missing: {rule}.\n"
             f"    fix: pulumi config set {'--secret ' if secret else ''}{key} {fix or KEYS_BY_NAME[key].fix}")
 
 
-def password_not_secret(key: str, form: Optional[str]) -> str:
+def password_not_secret(key: str, form: str | None) -> str:
     """The violation of a password set without ``--secret`` (its value is not shown)."""
     path = "--path " if form == PATH else ""
     return (f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "

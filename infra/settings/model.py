@@ -7,8 +7,9 @@ fields are worked out from several keys (infra/settings/derive.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 from infra.settings import runs
 from trainer.contract import cluster_spec as cs
@@ -86,28 +87,28 @@ class ClusterSettings:
     that layer and are not read with a kubeconfig.
     """
 
-    kubeconfig: Optional[str] = from_key("kubeconfig")
+    kubeconfig: str | None = from_key("kubeconfig")
     #: The kubernetes provider's cluster_identifier with a kubeconfig: clusterIdentifier, or
     #: the API server URL of the kubeconfig's current context; None without one.
-    identifier: Optional[str]
+    identifier: str | None
     #: Whether ``identifier`` was read from the kubeconfig (not set as clusterIdentifier).
     identifier_from_kubeconfig: bool
-    zone: Optional[str] = from_key("zone")
-    vpc_id: Optional[str] = from_key("vpc.id")
+    zone: str | None = from_key("zone")
+    vpc_id: str | None = from_key("vpc.id")
     vpc_cidr: str = from_key("vpc.cidr")
-    vswitch_id: Optional[str] = from_key("vswitch.id")
+    vswitch_id: str | None = from_key("vswitch.id")
     vswitch_cidr: str = from_key("vswitch.cidr")
-    cluster_id: Optional[str] = from_key("cluster.id")
-    version: Optional[str] = from_key("cluster.version")
+    cluster_id: str | None = from_key("cluster.id")
+    version: str | None = from_key("cluster.version")
     #: The plugin of the cluster the stack creates (flannel or terway): cluster.networkPlugin, else
     #: the one the stack's state records, else terway; None when it creates no cluster.
-    network_plugin: Optional[str]
+    network_plugin: str | None
     #: The plugin of the cluster in the stack's state, when it holds one (and was read).
-    deployed_network_plugin: Optional[str]
+    deployed_network_plugin: str | None
     pod_cidr: str = from_key("cluster.podCidr")
     #: A new Terway cluster's existing pod vSwitch; None = the stack creates one of
     #: ``pod_vswitch_cidr`` (see ``creates_pod_vswitch``).
-    pod_vswitch_id: Optional[str] = from_key("cluster.podVswitchId")
+    pod_vswitch_id: str | None = from_key("cluster.podVswitchId")
     pod_vswitch_cidr: str = from_key("cluster.podVswitchCidr")
     service_cidr: str = from_key("cluster.serviceCidr")
     api_server_public: bool = from_key("cluster.apiServerPublic")
@@ -120,12 +121,12 @@ class ClusterSettings:
     gpu_system_disk_category: str = from_key("gpuPool.systemDiskCategory")
     gpu_system_disk_size: int = from_key("gpuPool.systemDiskSize")
     #: The NVIDIA driver of new GPU nodes (ACK's node pool label); None = ACK's default.
-    gpu_driver_version: Optional[str] = from_key("gpuPool.driverVersion")
+    gpu_driver_version: str | None = from_key("gpuPool.driverVersion")
     gpu_image_type: str = from_key("gpuPool.imageType")
     cpu_instance_types: tuple[str, ...] = from_key("cpuPool.instanceTypes")
     cpu_pool_size: int = from_key("cpuPool.size")
     cpu_system_disk_category: str = from_key("cpuPool.systemDiskCategory")
-    key_name: Optional[str] = from_key("nodePools.keyName")
+    key_name: str | None = from_key("nodePools.keyName")
 
     @property
     def create_cloud(self) -> bool:
@@ -154,17 +155,17 @@ class StorageSettings:
     volume_type: str = from_key("persistence.volume.type")
     #: The type of the NAS file system the stack creates: nas.storageType, else the one the
     #: stack's state records, else Capacity; None when it creates none.
-    nas_storage_type: Optional[str]
+    nas_storage_type: str | None
     nas_retain_on_destroy: bool = from_key("nas.retainOnDestroy")
     nas_path: str = from_key("nas.path")
-    nas_mount_target_domain: Optional[str] = from_key("nas.mountTargetDomain")
-    nas_file_system_id: Optional[str] = from_key("nas.fileSystemId")
-    nfs_server: Optional[str] = from_key("nfs.server")
-    nfs_path: Optional[str] = from_key("nfs.path")
+    nas_mount_target_domain: str | None = from_key("nas.mountTargetDomain")
+    nas_file_system_id: str | None = from_key("nas.fileSystemId")
+    nfs_server: str | None = from_key("nfs.server")
+    nfs_path: str | None = from_key("nfs.path")
     host_path: str = from_key("hostPath.path")
 
     @property
-    def path(self) -> Optional[str]:
+    def path(self) -> str | None:
         """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
         return {"nas": self.nas_path, "nfs": self.nfs_path, "hostPath": self.host_path}[self.volume_type]
 
@@ -202,7 +203,7 @@ class TrainingSettings:
     #: ``trainer.stage --source``; None = the sample in the trainer image.
     #: ``trainer.stage --source``: a URL or path, a tuple of file URLs, or None = the sample in
     #: the trainer image.
-    data_source: Optional[str | tuple[str, ...]] = from_key("data.source")
+    data_source: str | tuple[str, ...] | None = from_key("data.source")
     epochs: int = from_key("hyperparams.epochs")
     batch_size: int = from_key("hyperparams.batchsize")
     learning_rate: float = from_key("hyperparams.learningrate")
@@ -220,15 +221,15 @@ class TrainingSettings:
     wait_for_chief: bool = from_key("job.waitForChief")
     wait_timeout_minutes: int = from_key("job.waitTimeoutMinutes")
     #: activeDeadlineSeconds of every training Job; None = no deadline.
-    active_deadline_seconds: Optional[int] = from_key("job.activeDeadlineSeconds")
+    active_deadline_seconds: int | None = from_key("job.activeDeadlineSeconds")
     #: The trainer's --peer_timeout, seconds.
     peer_timeout_seconds: int = from_key("job.peerTimeoutSeconds")
     #: PriorityClass of the training and staging pods; None = the cluster's default.
-    priority_class_name: Optional[str] = from_key("job.priorityClassName")
+    priority_class_name: str | None = from_key("job.priorityClassName")
     #: Seconds a task pod may stay unschedulable before the run monitor ends the run; 0 = never.
     schedule_timeout_seconds: int = from_key("job.scheduleTimeoutSeconds")
     #: The API server URL the run monitor calls; None = the in-cluster address.
-    monitor_api_server: Optional[str] = from_key("monitor.apiServer")
+    monitor_api_server: str | None = from_key("monitor.apiServer")
 
     def task(self, task_type: str) -> TaskSettings:
         """The container settings of ``task_type`` (chief, worker or ps)."""
@@ -257,9 +258,9 @@ class RegistrySettings:
     """How pods pull their images (imagePullSecret, registryCredentials.*)."""
 
     #: The docker-registry Secret every pod pulls with; None = the nodes' own credentials.
-    image_pull_secret: Optional[str]
+    image_pull_secret: str | None
     #: When set, the stack creates ``image_pull_secret`` from these.
-    credentials: Optional[RegistryCredentials]
+    credentials: RegistryCredentials | None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import ipaddress
 import json
 import math
 import re
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from trainer.contract import cluster_spec as cs
 from trainer.contract import recipe
@@ -22,7 +23,7 @@ Parser = Callable[[Any], Any]
 _INT = re.compile(r"^[+-]?[0-9]+$")
 
 
-def integer(minimum: int, maximum: Optional[int] = None) -> Parser:
+def integer(minimum: int, maximum: int | None = None) -> Parser:
     """Parser of an integer in [minimum, maximum]: an int or a decimal string ("4", not "4.5")."""
     rule = (f"must be an integer >= {minimum}" if maximum is None
             else f"must be an integer between {minimum} and {maximum}")
@@ -84,7 +85,7 @@ def one_of(choices: Sequence[str]) -> Parser:
     return parse
 
 
-def optional_string(raw: Any) -> Optional[str]:
+def optional_string(raw: Any) -> str | None:
     """A non-empty string, or None when unset or empty."""
     if raw is None or raw == "":
         return None
@@ -106,7 +107,7 @@ _DATA_SOURCE_RULE = ("must be an http(s) URL (of mnist.npz, or of a directory ho
                      "or a list of http(s) URLs of the four IDX .gz files or of one mnist.npz")
 
 
-def data_source(raw: Any) -> Optional[str | tuple[str, ...]]:
+def data_source(raw: Any) -> str | tuple[str, ...] | None:
     """Where the staging Job gets MNIST (``python -m trainer.stage --source``, repeated for a list).
 
     None: the sample in the trainer image. A string: an http(s) URL (of ``mnist.npz``, or a base
@@ -162,7 +163,7 @@ _IMAGE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 
 
-def image_reference(raw: Any) -> Optional[str]:
+def image_reference(raw: Any) -> str | None:
     """An OCI image reference, or None when unset (the stack then derives one)."""
     if raw is None or raw == "":
         return None
@@ -203,7 +204,7 @@ def absolute_path(raw: Any) -> str:
     return raw
 
 
-def export_path(raw: Any) -> Optional[str]:
+def export_path(raw: Any) -> str | None:
     """An NFS export path: absolute ("/" allowed: NFSv4 servers often export their root), or
     None when unset."""
     if raw is None or raw == "":
@@ -217,7 +218,7 @@ def export_path(raw: Any) -> Optional[str]:
 _HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
 
 
-def nfs_server(raw: Any) -> Optional[str]:
+def nfs_server(raw: Any) -> str | None:
     """An NFS server: a host name or an IPv4 address, None when unset.
 
     No ':' and no path, as for NAS (the in-tree nfs volume takes the directory separately).
@@ -230,7 +231,7 @@ def nfs_server(raw: Any) -> Optional[str]:
     return raw
 
 
-def registry_host(raw: Any) -> Optional[str]:
+def registry_host(raw: Any) -> str | None:
     """A registry host name with an optional port (no scheme, no path), None when unset."""
     if raw is None or raw == "":
         return None
@@ -240,7 +241,7 @@ def registry_host(raw: Any) -> Optional[str]:
     return raw
 
 
-def https_url(raw: Any) -> Optional[str]:
+def https_url(raw: Any) -> str | None:
     """An ``https://host[:port]`` URL (no path), None when unset; an IPv6 host in brackets."""
     if raw is None or raw == "":
         return None
@@ -256,7 +257,7 @@ def https_url(raw: Any) -> Optional[str]:
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def dns_subdomain(raw: Any) -> Optional[str]:
+def dns_subdomain(raw: Any) -> str | None:
     """A Kubernetes object name (DNS-1123 subdomain: Secrets, PriorityClasses), None when unset."""
     if raw is None or raw == "":
         return None
@@ -402,7 +403,7 @@ def tolerations(raw: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def optional_positive_int(raw: Any) -> Optional[int]:
+def optional_positive_int(raw: Any) -> int | None:
     """An integer >= 1, or None when unset."""
     return None if raw in (None, "") else integer(1)(raw)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
@@ -29,7 +29,7 @@ class RawConfig:
     def __init__(self, config: pulumi.Config) -> None:
         self._config = config
 
-    def get(self, name: str) -> tuple[Any, Optional[str]]:
+    def get(self, name: str) -> tuple[Any, str | None]:
         """The value the program uses and the form it came from: FLAT, PATH, or None when unset."""
         flat, structured = self.forms(name)
         if flat is not None:
@@ -39,7 +39,7 @@ class RawConfig:
         return None, None
 
     @staticmethod
-    def is_secret(name: str, form: Optional[str]) -> bool:
+    def is_secret(name: str, form: str | None) -> bool:
         """Whether the value of ``name`` in ``form`` was set with ``--secret``.
 
         The CLI names the flat key, or for a structured value the top-level key that holds it.

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from pulumi.runtime.config import is_config_secret
 
@@ -42,13 +43,13 @@ class Reading:
     raw_config: RawConfig
     values: dict[str, Any] = field(default_factory=dict)
     raws: dict[str, Any] = field(default_factory=dict)
-    forms: dict[str, Optional[str]] = field(default_factory=dict)
+    forms: dict[str, str | None] = field(default_factory=dict)
     secrets: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     own_problem: dict[str, int] = field(default_factory=dict)
 
-    def bad(self, name: str, rule: str, fix_key: Optional[str] = None, fix_value: Optional[str] = None,
-            shown_as: Optional[str] = None) -> None:
+    def bad(self, name: str, rule: str, fix_key: str | None = None, fix_value: str | None = None,
+            shown_as: str | None = None) -> None:
         """``name``'s value breaks ``rule``; the fix sets ``fix_key`` (default ``name``) to
         ``fix_value`` (default that key's fix), in the form that key was set in.
 
@@ -68,7 +69,7 @@ class Reading:
         else:
             self.problems.append(message)
 
-    def missing(self, name: str, rule: str, fix: Optional[str] = None, secret: bool = False) -> None:
+    def missing(self, name: str, rule: str, fix: str | None = None, secret: bool = False) -> None:
         """``name`` is required (by ``rule``) and not set."""
         self.problems.append(messages.missing(name, rule, fix, secret))
 

@@ -8,7 +8,7 @@ report a second violation about a key whose own value was already refused.
 from __future__ import annotations
 
 import ipaddress
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.derive import Resolved
@@ -108,7 +108,7 @@ def cidrs(r: Reading, d: Resolved) -> None:
     _first_overlap(r, "cluster.serviceCidr", {**node_cidrs, "cluster.podCidr": v["cluster.podCidr"]})
 
 
-def _first_overlap(r: Reading, name: str, others: dict[str, str], fix_value: Optional[str] = None) -> None:
+def _first_overlap(r: Reading, name: str, others: dict[str, str], fix_value: str | None = None) -> None:
     """Report ``name``'s CIDR where it overlaps the first of ``others`` (key -> CIDR) it does;
     the fix sets ``fix_value`` (default the key's fix)."""
     for other, other_cidr in others.items():

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Optional
+from typing import Any
 
 from trainer.contract import cluster_spec as cs
 
@@ -31,7 +31,7 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_DIGITS]
 
 
-def source_key(source: Optional[str | tuple[str, ...]]) -> str:
+def source_key(source: str | tuple[str, ...] | None) -> str:
     """The data directory's key: 12 hex digits of the SHA-256 of data.source as JSON (null for
     the sample in the image; a list of URLs as that list, in its order)."""
     return _digest(list(source) if isinstance(source, tuple) else source)

@@ -11,8 +11,21 @@ Every public name is importable from ``infra.status`` itself.
 
 from infra.status.cli import PROJECT_DIR, build_parser, main, read_runs, resolve, stack_outputs
 from infra.status.collect import (
-    EXIT_FAILED, EXIT_FINISHED, EXIT_RUNNING, EXIT_UNREADABLE, INSTANCE_LABEL, TASK_INDEX_LABEL, TASK_ORDER,
-    TASK_TYPE_LABEL, EventRow, RunStatus, TaskRow, collect, job_state, pod_why, warnings_about,
+    EXIT_FAILED,
+    EXIT_FINISHED,
+    EXIT_RUNNING,
+    EXIT_UNREADABLE,
+    INSTANCE_LABEL,
+    TASK_INDEX_LABEL,
+    TASK_ORDER,
+    TASK_TYPE_LABEL,
+    EventRow,
+    RunStatus,
+    TaskRow,
+    collect,
+    job_state,
+    pod_why,
+    warnings_about,
 )
 from infra.status.kubectl import Cluster, Kubectl, StatusError
 from infra.status.render import age, as_json, progress_line, render, render_runs, time_left

@@ -36,9 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Optional
 
 from infra.status.collect import EXIT_RUNNING, EXIT_UNREADABLE, collect
 from infra.status.kubectl import Cluster, Kubectl, StatusError
@@ -47,7 +47,7 @@ from infra.status.render import as_json, render, render_runs
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
 
-def read_runs(runs_dir: str, prefix: str, cluster: Optional[Kubectl], volume: Optional[str]) -> list[dict]:
+def read_runs(runs_dir: str, prefix: str, cluster: Kubectl | None, volume: str | None) -> list[dict]:
     """The runs under ``runs_dir`` (``runs_scan.scan``): from ``volume``, the local directory
     that holds the volume's files (``runs_dir`` is ``<mountPath>/runs/<name>`` there, so
     ``<volume>/runs/<name>``), else through ``cluster`` in the ``<prefix>-tensorboard`` pod.
@@ -83,8 +83,8 @@ def stack_outputs(cwd: Path = PROJECT_DIR) -> dict:
 
 
 def resolve(args: argparse.Namespace,
-            outputs: Callable[[], dict] = stack_outputs) -> tuple[Optional[str], str, str,
-                                                                 Optional[str], Optional[str]]:
+            outputs: Callable[[], dict] = stack_outputs) -> tuple[str | None, str, str,
+                                                                 str | None, str | None]:
     """(kubeconfig path or None, namespace, prefix, TensorBoard URL, run id) from the flags,
     the missing ones from the stack's outputs. A kubeconfig output holding the file's content
     (the stack created the cluster) is written to a private temporary file."""
@@ -139,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[list[str]] = None, cluster: Optional[Cluster] = None,
+def main(argv: list[str] | None = None, cluster: Cluster | None = None,
          outputs: Callable[[], dict] = stack_outputs,
-         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
          sleep: Callable[[float], None] = time.sleep) -> int:
     args = build_parser().parse_args(argv)
     if args.runs:

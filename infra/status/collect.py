@@ -4,8 +4,7 @@ monitor's verdict and the newest warnings, read from the objects ``kubectl get``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Optional
+from datetime import UTC, datetime
 
 from infra.run_monitor import ENDED_BECAUSE
 from infra.status.kubectl import Cluster, StatusError
@@ -33,12 +32,12 @@ class TaskRow:
     phase: str  # the newest pod's phase, or "-"
     restarts: int
     node: str
-    age_s: Optional[float]
+    age_s: float | None
     #: Why the task is not (or no longer) running: waiting reasons with the image, the
     #: scheduler's message, an unbound claim, the exit of a failed container, the Job's failure.
     why: list[str] = field(default_factory=list)
     #: The run monitor's reason for ending this task's Job (its ended-because annotation).
-    ended_because: Optional[str] = None
+    ended_because: str | None = None
 
 
 @dataclass
@@ -49,7 +48,7 @@ class EventRow:
     reason: str
     message: str
     count: int
-    age_s: Optional[float]
+    age_s: float | None
 
 
 @dataclass
@@ -61,13 +60,13 @@ class RunStatus:
     state: str  # Finished, Failed, Finishing, Running, Pending
     tasks: list[TaskRow]
     progress: ParsedLog
-    log_dir: Optional[str]
-    chief_pod: Optional[str]
+    log_dir: str | None
+    chief_pod: str | None
     tensorboard: str
-    run_id: Optional[str] = None
+    run_id: str | None = None
     notes: list[str] = field(default_factory=list)
     #: The run monitor Job's state (Complete, Failed, Running, Pending), None without one.
-    monitor: Optional[str] = None
+    monitor: str | None = None
     #: Claim name -> its phase, for every claim of the run (its instance label).
     claims: dict[str, str] = field(default_factory=dict)
     #: The newest Warning events about the run's pods, Jobs and claims, newest first.
@@ -78,13 +77,13 @@ class RunStatus:
         return {"Finished": EXIT_FINISHED, "Failed": EXIT_FAILED}.get(self.state, EXIT_RUNNING)
 
 
-def _time(stamp: Optional[str]) -> Optional[datetime]:
+def _time(stamp: str | None) -> datetime | None:
     if not stamp:
         return None
-    return datetime.strptime(stamp[:19] + "Z", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(stamp[:19] + "Z", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
-def _condition(obj: dict, kind: str) -> Optional[dict]:
+def _condition(obj: dict, kind: str) -> dict | None:
     return next((c for c in obj.get("status", {}).get("conditions") or []
                  if c.get("type") == kind and c.get("status") == "True"), None)
 
@@ -162,7 +161,7 @@ def warnings_about(events: list[dict], names: set[str], now: datetime) -> list[E
 
 
 def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
-            tensorboard_url: Optional[str] = None, run_id: Optional[str] = None) -> RunStatus:
+            tensorboard_url: str | None = None, run_id: str | None = None) -> RunStatus:
     """Read the run of ``prefix`` through ``cluster``.
 
     Raises:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from typing import Optional, Protocol
+from typing import Protocol
 
 
 class StatusError(RuntimeError):
@@ -28,7 +28,7 @@ class Cluster(Protocol):
 class Kubectl:
     """``kubectl --kubeconfig K --namespace NS ...``."""
 
-    def __init__(self, kubeconfig: Optional[str], namespace: str, kubectl: str = "kubectl",
+    def __init__(self, kubeconfig: str | None, namespace: str, kubectl: str = "kubectl",
                  timeout_s: float = 30.0) -> None:
         path = shutil.which(kubectl)
         if path is None:
@@ -42,7 +42,7 @@ class Kubectl:
             proc = subprocess.run([*self.base, *args], capture_output=True, text=True,
                                   timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            raise StatusError(f"kubectl {' '.join(args)}: no answer in {self.timeout_s:g}s")
+            raise StatusError(f"kubectl {' '.join(args)}: no answer in {self.timeout_s:g}s") from None
         if proc.returncode != 0:
             raise StatusError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout

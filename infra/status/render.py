@@ -4,13 +4,13 @@ the chief's progress) and the same facts as JSON (``-o json``)."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Optional
+from typing import Any
 
 from infra.status.collect import RunStatus
 from trainer.contract.progress import ParsedLog
 
 
-def age(seconds: Optional[float]) -> str:
+def age(seconds: float | None) -> str:
     """kubectl's style: 45s, 12m, 3h, 2d."""
     if seconds is None:
         return "-"
@@ -64,8 +64,8 @@ def progress_line(progress: ParsedLog) -> str:
     return ", ".join(parts)
 
 
-def time_left(progress: ParsedLog, total: Optional[int], done: int,
-              in_epoch: Optional[dict]) -> Optional[float]:
+def time_left(progress: ParsedLog, total: int | None, done: int,
+              in_epoch: dict | None) -> float | None:
     """Seconds of training left: the ``total - done`` epochs still to train at the mean
     epoch time of the Epoch lines, less the share of the epoch in progress done; before any
     Epoch line, at the newest Step line's AvgTime x the epoch's batches. Evaluation and
@@ -134,7 +134,7 @@ def _one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def render_runs(runs_dir: str, runs: list[dict], current: Optional[str]) -> str:
+def render_runs(runs_dir: str, runs: list[dict], current: str | None) -> str:
     """The runs as a table, oldest first; ``*`` marks ``current`` (the stack's runDir)."""
     if not runs:
         return f"No runs in {runs_dir} yet."

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import pulumi
 import pytest
@@ -43,7 +43,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     infos: list[str] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
 
     def names(self, type_: str) -> list[str]:
         """The names registered with ``type_``, sorted (registration order is not the program's)."""
@@ -54,7 +54,7 @@ class Run:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, account: Optional[list[str]], state: list[str], refuse_services: bool) -> None:
+    def __init__(self, run: Run, account: list[str] | None, state: list[str], refuse_services: bool) -> None:
         self.run, self.account, self.state, self.refuse_services = run, account, state, refuse_services
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
@@ -100,7 +100,7 @@ class _Log(logging.Handler):
         (self.run.warnings if record.levelno >= logging.WARNING else self.run.infos).append(record.getMessage())
 
 
-def run_account(config: Optional[dict[str, str]] = None, *, account: Optional[list[str]] = (),
+def run_account(config: dict[str, str] | None = None, *, account: list[str] | None = (),
                 state: tuple[str, ...] = (), preview: bool = False, refuse_services: bool = False) -> Run:
     """Run account.program.run() once under fresh mocks.
 

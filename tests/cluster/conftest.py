@@ -11,13 +11,12 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from .kube import Kube, binaries_dir, cluster_unavailable, host_netns, host_sysctls, run_tool
-
 
 #: One local cluster per machine (its state is /var/lib/tf-mnist-local-cluster): every test module
 #: here holds this lock while it runs, so two test runs (two checkouts, a CI run beside a

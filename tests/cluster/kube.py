@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "tools" / "local-cluster" / "local-cluster"
@@ -28,7 +29,7 @@ def cluster_unavailable() -> str:
     return ""
 
 
-def run_tool(*args: str, timeout: float = 3600, env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+def run_tool(*args: str, timeout: float = 3600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Runs ``local-cluster ARGS`` (``env``: extra environment variables); its stderr
     (progress) is kept for the failure message."""
     return subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout,
@@ -51,11 +52,11 @@ class Kube:
     kubeconfig: Path
     namespace: str = "default"
     #: host_sysctls() before the cluster came up
-    host_before: Optional[dict] = None
+    host_before: dict | None = None
     #: host_netns() before the cluster came up
-    netns_before: Optional[set[str]] = None
+    netns_before: set[str] | None = None
 
-    def run(self, *args: str, input_: Optional[str] = None, check: bool = True,
+    def run(self, *args: str, input_: str | None = None, check: bool = True,
             timeout: float = 120) -> subprocess.CompletedProcess:
         proc = subprocess.run([str(self.kubectl_bin), f"--kubeconfig={self.kubeconfig}", "-n", self.namespace,
                                *args], input=input_, capture_output=True, text=True, timeout=timeout)
@@ -90,7 +91,7 @@ def pod_phase(kube: Kube, name: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def job_condition(kube: Kube, name: str) -> Optional[str]:
+def job_condition(kube: Kube, name: str) -> str | None:
     """'Complete' or 'Failed' once the Job has that condition True, else None."""
     status = kube.get("job", name).get("status", {})
     for cond in status.get("conditions", []):

@@ -11,10 +11,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
 
 import pytest
 
@@ -60,7 +60,7 @@ def engine_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Toolchain, Pa
 VOLUME_OWNER = (2000, 3000)
 
 
-def pod_volume(prefix: str, owner: Optional[tuple[int, int]] = None) -> Path:
+def pod_volume(prefix: str, owner: tuple[int, int] | None = None) -> Path:
     """A new empty directory under /var/tmp (name starting ``prefix``), mode 0755, for a hostPath
     volume; the caller removes it.
 

@@ -32,8 +32,8 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -45,8 +45,20 @@ from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 
 from .kube import REPO, Kube
-from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, VOLUME_OWNER, infra_status, on_volume, outputs, port_forward,
-                    rfc3339_s, sha256, stack_on_cluster, stamped_logs, wait_for_tasks)
+from .stack import (
+    LOCAL_CLUSTER_CONFIG,
+    TASKS,
+    VOLUME_OWNER,
+    infra_status,
+    on_volume,
+    outputs,
+    port_forward,
+    rfc3339_s,
+    sha256,
+    stack_on_cluster,
+    stamped_logs,
+    wait_for_tasks,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("TF_MNIST_FULL_E2E") != "1",

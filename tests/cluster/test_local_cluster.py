@@ -16,16 +16,26 @@ import stat
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
 
 import pytest
 
 from infra.settings import DEFAULT_REGISTRY, TRAINER_CPU_TAG
 
-from .kube import (RUN_DIR, STATE_DIR, Kube, cluster_unavailable, host_netns, host_sysctls, job_condition,
-                   pod_phase, processes_mentioning, run_tool)
+from .kube import (
+    RUN_DIR,
+    STATE_DIR,
+    Kube,
+    cluster_unavailable,
+    host_netns,
+    host_sysctls,
+    job_condition,
+    pod_phase,
+    processes_mentioning,
+    run_tool,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -242,14 +252,14 @@ def test_no_key_or_kubeconfig_is_readable_by_others(kube: Kube) -> None:
     assert open_dirs == {}
 
 
-def _tls(ca: Path, cert: Optional[tuple[Path, Path]] = None) -> ssl.SSLContext:
+def _tls(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=str(ca))
     if cert:
         ctx.load_cert_chain(str(cert[0]), str(cert[1]))
     return ctx
 
 
-def _get(host: str, port: int, path: str, ctx: Optional[ssl.SSLContext]) -> tuple[int, str]:
+def _get(host: str, port: int, path: str, ctx: ssl.SSLContext | None) -> tuple[int, str]:
     """(status, body) of one GET; raises what the connection raises (a TLS alert, a reset)."""
     conn = (http.client.HTTPSConnection(host, port, context=ctx, timeout=10) if ctx
             else http.client.HTTPConnection(host, port, timeout=10))

@@ -19,7 +19,7 @@ run's Jobs.
 from __future__ import annotations
 
 import shutil
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

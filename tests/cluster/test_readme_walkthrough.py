@@ -31,9 +31,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -41,8 +41,15 @@ from tests import readme_blocks as rb
 from tests.preview.engine import find_toolchain
 from trainer.data import ALL_IDX_FILES
 
-from .kube import (RUN_DIR, STATE_DIR, cluster_unavailable, host_netns, host_sysctls, processes_mentioning,
-                   run_tool)
+from .kube import (
+    RUN_DIR,
+    STATE_DIR,
+    cluster_unavailable,
+    host_netns,
+    host_sysctls,
+    processes_mentioning,
+    run_tool,
+)
 
 pytestmark = pytest.mark.cluster
 

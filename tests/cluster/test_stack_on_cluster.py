@@ -16,8 +16,8 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,8 +27,19 @@ from trainer.data import ALL_IDX_FILES
 from trainer.servers import marker_run_id
 
 from .kube import REPO, Kube, job_condition
-from .stack import (LOCAL_CLUSTER_CONFIG, TASKS, VOLUME_OWNER, infra_status, on_volume, outputs, port_forward,
-                    rfc3339_s, sha256, stack_on_cluster, wait_for_tasks)
+from .stack import (
+    LOCAL_CLUSTER_CONFIG,
+    TASKS,
+    VOLUME_OWNER,
+    infra_status,
+    on_volume,
+    outputs,
+    port_forward,
+    rfc3339_s,
+    sha256,
+    stack_on_cluster,
+    wait_for_tasks,
+)
 
 pytestmark = pytest.mark.cluster
 

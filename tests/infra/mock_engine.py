@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pulumi
 import yaml
@@ -91,7 +92,7 @@ class FakeCluster:
     """A recorded cluster for the ownership check (infra/ownership.py): ``objects`` are what
     it holds; ``reads`` the refs the program asked for, in order."""
 
-    def __init__(self, objects: Optional[dict] = None, error: Optional[Exception] = None) -> None:
+    def __init__(self, objects: dict | None = None, error: Exception | None = None) -> None:
         self.objects = dict(objects or {})
         self.error = error
         self.reads: list = []
@@ -113,7 +114,7 @@ class Run:
     state: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: dict[str, bool] = field(default_factory=dict)
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
 
     @property
     def calls_besides_state(self) -> list[pulumi_mocks.MockCallArgs]:
@@ -143,7 +144,7 @@ def mock_uid(name: str, inputs: dict, creation: str = "") -> str:
 
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, run: Run, preview: bool, creation: str = "",
-                 unreadable_state: Optional[str] = None) -> None:
+                 unreadable_state: str | None = None) -> None:
         self.run = run
         self.preview = preview
         self.creation = creation
@@ -203,8 +204,8 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
 
 def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
-                secret_keys: tuple[str, ...] = (), creation: str = "", cluster: Optional[FakeCluster] = None,
-                state: Optional[dict[str, Any]] = None, unreadable_state: Optional[str] = None) -> Run:
+                secret_keys: tuple[str, ...] = (), creation: str = "", cluster: FakeCluster | None = None,
+                state: dict[str, Any] | None = None, unreadable_state: str | None = None) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:

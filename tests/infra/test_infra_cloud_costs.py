@@ -8,9 +8,8 @@ from __future__ import annotations
 import importlib
 import inspect
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 POOL = "alicloud:cs/nodePool:NodePool"
 FS = "alicloud:nas/fileSystem:FileSystem"

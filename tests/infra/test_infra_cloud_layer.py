@@ -4,9 +4,8 @@ short-lived kubeconfig, and cloud values ACK would refuse only at `pulumi up`.""
 
 from __future__ import annotations
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 FS = "alicloud:nas/fileSystem:FileSystem"
 MOUNT = "alicloud:nas/mountTarget:MountTarget"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+import mock_engine as me
 import pulumi
 import pytest
 import yaml
 
-import mock_engine as me
 from infra import settings as st
 
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 PROVIDER = "pulumi:providers:kubernetes"
 SERVICE = "kubernetes:core/v1:Service"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 
+import mock_engine as me
 import pytest
 
-import mock_engine as me
 from trainer.contract import exit_codes
 
 JOB = "kubernetes:batch/v1:Job"

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import kubernetes_validate
+import mock_engine as me
 import pulumi
 import pytest
 from pulumi.output import Unknown
-
-import mock_engine as me
 
 #: Kubernetes minor version whose OpenAPI schema the objects must satisfy (strict: no unknown
 #: fields). kubernetes-validate 1.37.0 ships 1.33-1.37; ACK offers 1.33 and later.

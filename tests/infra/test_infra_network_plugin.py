@@ -5,9 +5,8 @@ plugin its state records; and the rules between the keys of each."""
 
 from __future__ import annotations
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 SWITCH = "alicloud:vpc/switch:Switch"

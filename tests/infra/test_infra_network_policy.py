@@ -4,9 +4,8 @@ cluster (tests/cluster/test_network_policy.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JOB = "kubernetes:batch/v1:Job"

@@ -3,9 +3,8 @@ a created namespace enforces it, and TensorBoard is private unless the user open
 
 from __future__ import annotations
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

@@ -6,9 +6,8 @@ from __future__ import annotations
 import base64
 import json
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 JOB = "kubernetes:batch/v1:Job"
 SECRET = "kubernetes:core/v1:Secret"

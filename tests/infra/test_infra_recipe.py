@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+import mock_engine as me
 import pytest
 
-import mock_engine as me
 from infra import settings as st
 from trainer import flags
 from trainer.contract import recipe

@@ -10,9 +10,8 @@ provider is then updated, not replaced, before the deletions).
 
 from __future__ import annotations
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 PROVIDER = "pulumi:providers:kubernetes"
 

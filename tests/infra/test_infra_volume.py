@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
 import mock_engine as me
+import pytest
 
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"

@@ -8,10 +8,10 @@ import json
 import re
 
 import kubernetes_validate
+import mock_engine as me
 import pytest
 from pulumi.output import Unknown
 
-import mock_engine as me
 from infra.components import storage
 
 PV = "kubernetes:core/v1:PersistentVolume"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mock_engine as me
 import pytest
 
-import mock_engine as me
 from infra.settings import KEYS_BY_NAME
 from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
 

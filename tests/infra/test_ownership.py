@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
-
-import pytest
 
 import mock_engine as me
+import pytest
+
 from infra import ownership
 from infra.cluster_objects import KubeconfigCluster, LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import LABEL_VALUE, STACK_LABEL, stack_mark

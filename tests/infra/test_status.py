@@ -7,14 +7,14 @@ Unit tests only: the acceptance is the status command against the real local clu
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from infra import status
 from trainer.contract import progress
 
-NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 CHIEF_LOG_RUNNING = """\
 Training convnet on 60000 examples from /data/mnist (idx); strategy parameter_server; 10 epochs of 3000 batches of 20; adam lr 0.001
 Step: 100,  Epoch: 1,  Batch: 100 of 3000,  Cost: 0.9000,  AvgTime: 10.00ms

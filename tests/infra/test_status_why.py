@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
+from test_status import NOW, Recorded, job, pod
+
 from infra import status
 from infra.run_monitor import ENDED_BECAUSE
-
-from test_status import NOW, Recorded, job, pod
 
 IMAGE = "localhost/tf-mnist/does-not-exist:1"
 PULL_MESSAGE = f'Back-off pulling image "{IMAGE}"'

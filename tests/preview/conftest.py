@@ -13,8 +13,8 @@ builds it from them, so it is expected like any other binary.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

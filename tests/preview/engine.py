@@ -27,9 +27,10 @@ import os
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 #: The binaries tools/pulumi-toolchain/pulumi-toolchain.sh puts in one directory.
 TOOLCHAIN_BINARIES = (
@@ -73,7 +74,7 @@ class Toolchain:
     ``BLOCKED-<name>`` when the Go module proxy refused the module it is built from.
     """
 
-    bin_dir: Optional[Path]
+    bin_dir: Path | None
     missing: tuple[str, ...]
     blocked: Mapping[str, str] = field(default_factory=dict)
 
@@ -81,7 +82,7 @@ class Toolchain:
         return self.bin_dir is not None and name not in self.missing
 
 
-def find_toolchain(path: Optional[str] = None) -> Toolchain:
+def find_toolchain(path: str | None = None) -> Toolchain:
     """Locate the toolchain through the ``pulumi`` on PATH (as scripts/test.sh sets it up)."""
     pulumi = shutil.which("pulumi", path=path)
     if pulumi is None:
@@ -98,7 +99,7 @@ def find_toolchain(path: Optional[str] = None) -> Toolchain:
     return Toolchain(bin_dir, missing, blocked)
 
 
-def alicloud_vendor_dir(repo: Path) -> Optional[Path]:
+def alicloud_vendor_dir(repo: Path) -> Path | None:
     """The vendored pulumi-resource-alicloud sources the toolchain builds from, if present.
 
     Where tools/pulumi-toolchain/pulumi-toolchain.sh looks: ``$ALICLOUD_PROVIDER_VENDOR_DIR``,
@@ -178,7 +179,7 @@ class PulumiProject:
     """A copy of a Pulumi project in ``workdir``, driven through the real CLI."""
 
     def __init__(self, source: Path, workdir: Path, toolchain: Toolchain, *, include: Iterable[str],
-                 pulumi_home: Path, venv: Optional[Path] = None) -> None:
+                 pulumi_home: Path, venv: Path | None = None) -> None:
         """Copy ``include`` (files and directories relative to ``source``) into ``workdir``.
 
         ``venv`` is linked into the copy under the same name (Pulumi.yaml's ``virtualenv``

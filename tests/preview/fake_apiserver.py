@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 #: (group, version, plural, kind, namespaced) of every kind the stack creates, plus the ones the
@@ -60,7 +60,7 @@ VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 WATCH_SECONDS = 5
 
 
-def object_path(api_version: str, kind: str, namespace: Optional[str], name: str) -> str:
+def object_path(api_version: str, kind: str, namespace: str | None, name: str) -> str:
     """The REST path of an object of ``kind`` in ``api_version`` (``batch/v1``, ``v1``).
 
     Raises:
@@ -98,10 +98,10 @@ class FakeApiServer:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server: Optional[ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
 
-    def start(self, tls_dir: Path) -> "FakeApiServer":
+    def start(self, tls_dir: Path) -> FakeApiServer:
         """Serve on a free port of 127.0.0.1 with a new key and certificate written to ``tls_dir``.
 
         Raises:
@@ -150,7 +150,7 @@ class FakeApiServer:
         with self._lock:
             self.requests.append((method, path, token))
 
-    def get(self, path: str) -> Optional[dict]:
+    def get(self, path: str) -> dict | None:
         with self._lock:
             return self.objects.get(path)
 
@@ -163,7 +163,7 @@ class FakeApiServer:
             return [obj for path, obj in self.objects.items()
                     if path.startswith(collection + "/") or ("/namespaces/" not in base and across.fullmatch(path))]
 
-    def delete(self, path: str) -> Optional[dict]:
+    def delete(self, path: str) -> dict | None:
         with self._lock:
             return self.objects.pop(path, None)
 
@@ -171,7 +171,7 @@ class FakeApiServer:
         return self._stop
 
 
-def _discovery(path: str) -> Optional[dict]:
+def _discovery(path: str) -> dict | None:
     """The discovery document at ``path``, None when ``path`` is not a discovery path."""
     if path == "/version":
         return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
@@ -213,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _admitted(self, method: str) -> Optional[str]:
+    def _admitted(self, method: str) -> str | None:
         """The request's path when its token is the good one; else answers 401 and returns None."""
         url = urlsplit(self.path)
         self.api.record(method, url.path, self._token())

@@ -11,8 +11,8 @@ program's logic under the mock engine.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

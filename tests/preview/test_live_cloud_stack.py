@@ -20,7 +20,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -118,7 +119,7 @@ LIVE_RESOURCES = 16
 
 
 def _make_live(project: PulumiProject, rename: Callable[[str], str] = lambda s: s,
-               edit: Optional[Callable[[list[dict]], None]] = None) -> int:
+               edit: Callable[[list[dict]], None] | None = None) -> int:
     """Write the dev stack's cloud layer into the project's state as if it had been deployed
     (names through ``rename``: how an older program named them; ``edit`` changes the entries
     further). Returns the number of resources besides the provider."""

@@ -30,8 +30,8 @@ from collections import Counter
 import pytest
 import yaml
 
-from .conftest import require_binary
 from .cloud_layer import assert_cloud_layer, inputs_of
+from .conftest import require_binary
 from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
 
 pytestmark = pytest.mark.engine

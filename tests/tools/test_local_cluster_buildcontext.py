@@ -11,9 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from localcluster import buildcontext, manifest
-from localcluster.buildcontext import Entry, compile_pattern, context_entries, context_hash, excluded, parse_patterns
+from localcluster.buildcontext import (
+    Entry,
+    compile_pattern,
+    context_entries,
+    context_hash,
+    excluded,
+    parse_patterns,
+)
 
 from .conftest import LOCAL_CLUSTER_DIR
 

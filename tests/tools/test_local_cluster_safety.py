@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from localcluster import cgroups, cluster, components, dirs, layout, pki
 
 OWN = layout.CGROUP_ROOT.lstrip("/")

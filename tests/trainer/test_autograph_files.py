@@ -9,9 +9,9 @@ import types
 from pathlib import Path
 
 import pytest
+from trainer_test_helpers import write_mnist
 
 from trainer import autograph_files
-from trainer_test_helpers import write_mnist
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from trainer_test_helpers import idx_images, idx_labels, write_gz, write_mnist
+
 from trainer import data
 from trainer.flags import BUNDLED_DATA_DIR
 

@@ -124,7 +124,7 @@ def _assert_clean_run(run: Run, tasks: set[str]) -> progress.ParsedLog:
     assert parsed.total_time_s and parsed.total_time_s > 0
     # Exactly the configured epochs: each "Epoch k of N done" once, k = 1..N, in order
     # (epochs redone after a restore appear again, but the last record of each is unique).
-    done = [int(k) for k in re.findall(r"Epoch (\d+) of %d done" % EPOCHS, run.chief_log)]
+    done = [int(k) for k in re.findall(rf"Epoch (\d+) of {EPOCHS} done", run.chief_log)]
     assert done[-EPOCHS:] == list(range(1, EPOCHS + 1)), done
     result = progress.read_result(run.log_dir)
     assert result["epochs"] == EPOCHS

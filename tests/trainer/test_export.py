@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trainer_test_helpers import idx_images, idx_labels, write_gz
 
 from trainer import evaluate
 from trainer.contract import progress
-from trainer_test_helpers import idx_images, idx_labels, write_gz
 
 
 @pytest.fixture(scope="module")

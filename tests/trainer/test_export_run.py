@@ -134,7 +134,7 @@ def test_events_are_in_train_and_validation_with_keras_tags(run):
         result["test_accuracy"], abs=1e-6)  # float32 in the event
     assert values["train", "epoch_loss"][0][1] == pytest.approx(result["final_cost"], rel=1e-5)
     epoch = progress.parse_log("\n".join(
-        l for l in output.splitlines() if l.startswith("[chief-0]"))).epochs[0]
+        line for line in output.splitlines() if line.startswith("[chief-0]"))).epochs[0]
     assert values["validation", "epoch_loss"][0][1] == pytest.approx(epoch["test_cost"],
                                                                      abs=5e-5 + 1e-6)
     assert values["train", "epoch_accuracy"][0][1] == pytest.approx(epoch["train_accuracy"],

@@ -11,9 +11,16 @@ from pathlib import Path
 import pytest
 
 from trainer import flags
-from trainer.contract.cluster_spec import (MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS,
-                                  ClusterSpecError, Replicas, local_cluster_spec,
-                                  parse_tf_config, tf_config_json)
+from trainer.contract.cluster_spec import (
+    MULTI_WORKER_MIRRORED,
+    PARAMETER_SERVER,
+    SINGLE_PROCESS,
+    ClusterSpecError,
+    Replicas,
+    local_cluster_spec,
+    parse_tf_config,
+    tf_config_json,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainer_test_helpers import full_mnist_or_skip
 
 from trainer.contract import progress
-from trainer_test_helpers import full_mnist_or_skip
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-
 from test_distributed import TASKS_PS0, TASKS_PS1, _assert_clean_run, launch
 
 LOCAL = ["--local_steps", "10"]

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from trainer.contract.exit_codes import (EXIT_BAD_DATA, EXIT_CHIEF_FAILED, EXIT_VOLUME_FULL,
-                                         PERMANENT_EXIT_CODES)
+from trainer.contract.exit_codes import (
+    EXIT_BAD_DATA,
+    EXIT_CHIEF_FAILED,
+    EXIT_VOLUME_FULL,
+    PERMANENT_EXIT_CODES,
+)
 from trainer.servers import ClusterFiles, server_decision
 
 REPO = Path(__file__).resolve().parents[2]

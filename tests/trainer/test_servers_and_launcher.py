@@ -12,8 +12,7 @@ import pytest
 
 from trainer.contract.cluster_spec import Replicas
 from trainer.launcher.supervisor import free_ports, intra_op_threads
-from trainer.servers import (CLOCK_SLACK_S, POLL_INTERVAL_S, STALE_GRACE_S, ClusterFiles,
-                             server_decision)
+from trainer.servers import CLOCK_SLACK_S, POLL_INTERVAL_S, STALE_GRACE_S, ClusterFiles, server_decision
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,13 +12,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from trainer_test_helpers import write_mnist
 
 from trainer import data
-from trainer.flags import BUNDLED_DATA_DIR
 from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
+from trainer.flags import BUNDLED_DATA_DIR
 from trainer.stage import KNOWN_SHA256, StageError, VolumeNotWritable, sha256_of, stage
 from trainer.stage import main as stage_main
-from trainer_test_helpers import write_mnist
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 import urllib.error
+import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
@@ -103,7 +103,7 @@ def scalars(run: LiveRun, series: tuple[str, str], points: int = EPOCHS,
 
 def chief_epochs(run: LiveRun) -> list[dict]:
     return progress.parse_log(
-        "\n".join(l for l in run.output.splitlines() if l.startswith("[chief-0]"))).epochs
+        "\n".join(line for line in run.output.splitlines() if line.startswith("[chief-0]"))).epochs
 
 
 def test_url_printed_before_training_and_serving_after_it(run):
@@ -220,8 +220,8 @@ def test_every_task_wrote_its_log_file_on_the_volume(run):
         text = (logs / f"{task}.log").read_text()
         assert text.startswith(f"==== {task} started ")
         # every line the launcher showed for the task is in its file
-        shown = [l[len(f"[{task}] "):] for l in run.output.splitlines()
-                 if l.startswith(f"[{task}] ")]
+        shown = [out[len(f"[{task}] "):] for out in run.output.splitlines()
+                 if out.startswith(f"[{task}] ")]
         assert shown and all(line in text for line in shown), task
     chief = (logs / "chief-0.log").read_text()
     assert f"Epoch {EPOCHS} of {EPOCHS} done" in chief and chief.rstrip().endswith("done")

@@ -37,9 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -69,11 +69,11 @@ class Phase:
     nice: int = 0
     stream: bool = False
     is_pytest: bool = False
-    rc: Optional[int] = None
+    rc: int | None = None
     wall_s: float = 0.0
     cpu_s: float = 0.0
-    log: Optional[Path] = None
-    proc: Optional[subprocess.Popen] = None
+    log: Path | None = None
+    proc: subprocess.Popen | None = None
     started: float = 0.0
 
 
@@ -86,7 +86,7 @@ class CpuAccounting:
     ROOT = Path("/sys/fs/cgroup/cpuacct")
 
     def __init__(self) -> None:
-        self.base: Optional[Path] = None
+        self.base: Path | None = None
         if os.geteuid() == 0 and (self.ROOT / "cgroup.procs").is_file():
             base = self.ROOT / f"tf-mnist-test-pipeline-{os.getpid()}"
             try:
@@ -95,7 +95,7 @@ class CpuAccounting:
             except OSError:
                 self.base = None
 
-    def group(self, name: str) -> Optional[Path]:
+    def group(self, name: str) -> Path | None:
         """A new group for the phase ``name``, or None without cgroups."""
         if self.base is None:
             return None
@@ -201,7 +201,7 @@ class Pipeline:
         if out is not None:
             out.close()
 
-    def _reap(self) -> Optional[Phase]:
+    def _reap(self) -> Phase | None:
         """Waits for any running phase to end; records its status, wall and CPU time."""
         pid, status, usage = os.wait4(-1, 0)
         for phase in self.phases.values():

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
 
 #: Task types in the order TensorFlow documents them.
 TASK_TYPES: tuple[str, ...] = ("chief", "worker", "ps", "evaluator")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2

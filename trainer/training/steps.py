@@ -39,16 +39,16 @@ chief's time before the workers get their first steps, and with ps 0 every task'
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 import tensorflow as tf
 
 from trainer import data as data_mod
 from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, PARAMETER_SERVER, SINGLE_PROCESS
 from trainer.packed import PackedWeights
-from trainer.training.checkpoints import TrainState
 from trainer.training import local_update
 from trainer.training import loss as loss_mod
+from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
 from trainer.training.schedule import WARMUP_FRACTION
 

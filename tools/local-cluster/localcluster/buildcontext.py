@@ -27,9 +27,9 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def parse_patterns(lines: Iterable[str]) -> list[Pattern]:
     return patterns
 
 
-def read_ignorefile(path: Optional[Path]) -> list[Pattern]:
+def read_ignorefile(path: Path | None) -> list[Pattern]:
     """The patterns of the file at ``path``; none when ``path`` is None or does not exist."""
     if path is None or not path.exists():
         return []
@@ -183,7 +183,7 @@ def context_entries(root: Path, patterns: Sequence[Pattern]) -> list[Entry]:
                     keep.append(d)
                 continue
             keep.append(d)
-            entries.append(Entry(rel, "d", "%o" % stat.S_IMODE(os.lstat(full).st_mode)))
+            entries.append(Entry(rel, "d", f"{stat.S_IMODE(os.lstat(full).st_mode):o}"))
         dirs[:] = keep
         for fn in sorted(files):
             rel, full = rel_top + fn, os.path.join(top, fn)
@@ -193,7 +193,7 @@ def context_entries(root: Path, patterns: Sequence[Pattern]) -> list[Entry]:
             if stat.S_ISLNK(st.st_mode):
                 entries.append(Entry(rel, "l", os.readlink(full)))
             elif stat.S_ISREG(st.st_mode):
-                entries.append(Entry(rel, "f%o" % stat.S_IMODE(st.st_mode), _file_sha256(full)))
+                entries.append(Entry(rel, f"f{stat.S_IMODE(st.st_mode):o}", _file_sha256(full)))
     return sorted(entries)
 
 
@@ -205,7 +205,7 @@ def context_hash(entries: Iterable[Entry]) -> str:
     return h.hexdigest()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m localcluster.buildcontext",
                                      description="The build context of a Dockerfile after its .dockerignore.")
     parser.add_argument("mode", choices=("hash", "list"))

@@ -11,9 +11,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
 
 from localcluster import cgroups, components, dirs, layout, network, pki
 from localcluster.layout import Paths
@@ -166,7 +166,7 @@ def _write_configs(p: Paths) -> None:
 SANDBOX_IMAGE = "localhost/tf-mnist/pause:3.10"
 
 
-def kubectl(p: Paths, bins: Path, *args: str, input_: Optional[str] = None, timeout: float = 60) -> str:
+def kubectl(p: Paths, bins: Path, *args: str, input_: str | None = None, timeout: float = 60) -> str:
     proc = subprocess.run([str(bins / "kubectl"), f"--kubeconfig={p.kubeconfig}", *args], input=input_,
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -174,7 +174,7 @@ def kubectl(p: Paths, bins: Path, *args: str, input_: Optional[str] = None, time
     return proc.stdout
 
 
-def _wait(what: str, ok, timeout: float, daemon: Optional[Daemon] = None) -> float:
+def _wait(what: str, ok, timeout: float, daemon: Daemon | None = None) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if daemon is not None and not daemon.running():
@@ -274,7 +274,7 @@ def _mounts_under(*roots: Path) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
-def _remove_pods(p: Paths, bins: Optional[Path]) -> list[str]:
+def _remove_pods(p: Paths, bins: Path | None) -> list[str]:
     done = []
     sock = str(p.containerd_socket)
     crictl = bins / "crictl" if bins else None
@@ -330,7 +330,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     return done
 
 
-def _cached_bin(p: Paths) -> Optional[Path]:
+def _cached_bin(p: Paths) -> Path | None:
     """The binaries `up` used, without building anything: $LOCAL_CLUSTER_BIN, else the cache's
     bin dir if it exists (down and status must work while a build is impossible)."""
     if os.environ.get("LOCAL_CLUSTER_BIN"):

@@ -14,9 +14,9 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 from localcluster import layout
 from localcluster.layout import Paths
@@ -81,8 +81,8 @@ class Component:
     start_timeout: float = 60.0
 
 
-def http_ok(url: str, *, client: Optional[tuple[Path, Path]] = None, ca: Optional[Path] = None,
-            expect: Optional[str] = None, timeout: float = 2.0) -> bool:
+def http_ok(url: str, *, client: tuple[Path, Path] | None = None, ca: Path | None = None,
+            expect: str | None = None, timeout: float = 2.0) -> bool:
     """True when GET ``url`` answers 200 (and its body contains ``expect``, if given); False
     also when the CA or client files cannot be read (the cluster's pki is gone)."""
     ctx = None

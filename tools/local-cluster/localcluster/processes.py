@@ -12,11 +12,11 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 
-def _start_time(pid: int) -> Optional[str]:
+def _start_time(pid: int) -> str | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -41,7 +41,7 @@ class Daemon:
         self.pid_file = pid_dir / f"{name}.pid"
         self.log_file = log_dir / f"{name}.log"
 
-    def start(self, argv: Sequence[str], env: Optional[dict] = None) -> int:
+    def start(self, argv: Sequence[str], env: dict | None = None) -> int:
         """Starts ``argv`` detached, appending to the log file; returns the pid."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ class Daemon:
         self.pid_file.write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
         return proc.pid
 
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         """The pid of our running process, or None (no pid file, exited, or pid reused)."""
         try:
             pid_s, started = self.pid_file.read_text().split()
