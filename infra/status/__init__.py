@@ -9,7 +9,15 @@ shows and its exit status).
 Every public name is importable from ``infra.status`` itself.
 """
 
-from infra.status.cli import PROJECT_DIR, build_parser, main, read_runs, resolve, stack_outputs
+from infra.status.cli import (
+    PROJECT_DIR,
+    build_parser,
+    kubeconfig_file,
+    main,
+    read_runs,
+    resolve,
+    stack_outputs,
+)
 from infra.status.collect import (
     EXIT_FAILED,
     EXIT_FINISHED,
@@ -33,7 +41,7 @@ from infra.status.render import age, as_json, progress_line, render, render_runs
 __all__ = [
     "EXIT_FAILED", "EXIT_FINISHED", "EXIT_RUNNING", "EXIT_UNREADABLE", "INSTANCE_LABEL", "PROJECT_DIR",
     "TASK_INDEX_LABEL", "TASK_ORDER", "TASK_TYPE_LABEL", "Cluster", "EventRow", "Kubectl", "RunStatus",
-    "StatusError", "TaskRow", "age", "as_json", "build_parser", "collect", "job_state", "main", "pod_why",
+    "StatusError", "TaskRow", "age", "as_json", "build_parser", "collect", "job_state", "kubeconfig_file", "main", "pod_why",
     "progress_line", "read_runs", "render", "render_runs", "resolve", "stack_outputs", "time_left",
     "warnings_about",
 ]

@@ -29,6 +29,7 @@ the API server refused, no task Jobs of that prefix); 2 is argparse's bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,9 +86,9 @@ def stack_outputs(cwd: Path = PROJECT_DIR) -> dict:
 def resolve(args: argparse.Namespace,
             outputs: Callable[[], dict] = stack_outputs) -> tuple[str | None, str, str,
                                                                  str | None, str | None]:
-    """(kubeconfig path or None, namespace, prefix, TensorBoard URL, run id) from the flags,
-    the missing ones from the stack's outputs. A kubeconfig output holding the file's content
-    (the stack created the cluster) is written to a private temporary file."""
+    """(kubeconfig or None, namespace, prefix, TensorBoard URL, run id) from the flags, the
+    missing ones from the stack's outputs. The kubeconfig is a path, or the file's content where
+    the stack created the cluster: ``kubeconfig_file`` gives kubectl a file either way."""
     kubeconfig, namespace, prefix = args.kubeconfig, args.namespace, args.prefix
     url = run_id = None
     if kubeconfig is None or namespace is None or prefix is None:
@@ -98,15 +99,27 @@ def resolve(args: argparse.Namespace,
         url, run_id = out.get("tensorboardUrl"), out.get("runId")
         if kubeconfig is None and out.get("kubeconfig"):
             kubeconfig = str(out["kubeconfig"])
-            if "\n" in kubeconfig or kubeconfig.lstrip().startswith(("apiVersion", "{")):
-                fd, path = tempfile.mkstemp(prefix="tf-mnist-kubeconfig-", suffix=".yaml")
-                with os.fdopen(fd, "w") as file:
-                    file.write(kubeconfig)
-                kubeconfig = path
     if not namespace or not prefix:
         raise StatusError("no namespace or prefix: pass --namespace and --prefix (the stack's "
                           "namespace and namePrefix)")
     return kubeconfig, namespace, prefix, url, run_id
+
+
+@contextlib.contextmanager
+def kubeconfig_file(kubeconfig: str | None) -> Iterator[str | None]:
+    """A path kubectl can read for ``kubeconfig`` while the block runs: a path (or None) as it
+    is; a kubeconfig's content (YAML or JSON: it spans lines or starts with ``apiVersion`` or
+    ``{``) in a file only this user can read (0600, in a 0700 temporary directory), removed with
+    its directory when the block ends, however it ends. The content holds the cluster's
+    credential, so no copy of it outlives the command."""
+    if kubeconfig is None or not ("\n" in kubeconfig or kubeconfig.lstrip().startswith(("apiVersion", "{"))):
+        yield kubeconfig
+        return
+    with tempfile.TemporaryDirectory(prefix="tf-mnist-status-") as directory:
+        path = os.path.join(directory, "kubeconfig.yaml")
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(kubeconfig)
+        yield path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,28 +161,35 @@ def main(argv: list[str] | None = None, cluster: Cluster | None = None,
         return _main_runs(args, outputs)
     try:
         kubeconfig, namespace, prefix, url, run_id = resolve(args, outputs)
-        cluster = cluster or Kubectl(kubeconfig, namespace, args.kubectl)
-        started = time.monotonic()
-        while True:
-            status = collect(cluster, prefix, namespace, clock(), url, run_id)
-            if args.output == "json":
-                print(json.dumps(as_json(status), sort_keys=True), flush=True)
-            else:
-                if args.watch and sys.stdout.isatty():
-                    print("\033[H\033[2J", end="")
-                print(render(status), flush=True)
-            if not args.watch or status.exit_code != EXIT_RUNNING:
-                return status.exit_code
-            if args.timeout and time.monotonic() - started > args.timeout:
-                return EXIT_RUNNING
-            sleep(args.interval)
-            if args.output == "text":
-                print(flush=True)
+        with kubeconfig_file(kubeconfig) as kubeconfig_path:
+            return _show(args, cluster or Kubectl(kubeconfig_path, namespace, args.kubectl), prefix, namespace,
+                         url, run_id, clock, sleep)
     except StatusError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_UNREADABLE
     except KeyboardInterrupt:
         return EXIT_RUNNING
+
+
+def _show(args: argparse.Namespace, cluster: Cluster, prefix: str, namespace: str, url: str | None,
+          run_id: str | None, clock: Callable[[], datetime], sleep: Callable[[float], None]) -> int:
+    """Prints the run's status once, or with ``--watch`` until it ends; returns the exit code."""
+    started = time.monotonic()
+    while True:
+        status = collect(cluster, prefix, namespace, clock(), url, run_id)
+        if args.output == "json":
+            print(json.dumps(as_json(status), sort_keys=True), flush=True)
+        else:
+            if args.watch and sys.stdout.isatty():
+                print("\033[H\033[2J", end="")
+            print(render(status), flush=True)
+        if not args.watch or status.exit_code != EXIT_RUNNING:
+            return status.exit_code
+        if args.timeout and time.monotonic() - started > args.timeout:
+            return EXIT_RUNNING
+        sleep(args.interval)
+        if args.output == "text":
+            print(flush=True)
 
 
 def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
@@ -182,10 +202,11 @@ def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
         if not runs_dir:
             raise StatusError("no runs directory: pass --runs_dir (the stack's runsDir output)")
         cluster, prefix = None, args.prefix or ""
-        if from_cluster:
-            kubeconfig, namespace, prefix, _, _ = resolve(args, lambda: out)
-            cluster = Kubectl(kubeconfig, namespace, args.kubectl)
-        print(render_runs(runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")))
+        with contextlib.ExitStack() as scratch:
+            if from_cluster:
+                kubeconfig, namespace, prefix, _, _ = resolve(args, lambda: out)
+                cluster = Kubectl(scratch.enter_context(kubeconfig_file(kubeconfig)), namespace, args.kubectl)
+            print(render_runs(runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")))
         return 0
     except StatusError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -7,11 +7,13 @@ Unit tests only: the acceptance is the status command against the real local clu
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 
 import pytest
 
 from infra import status
+from infra.status import cli
 from trainer.contract import progress
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
@@ -199,15 +201,37 @@ def test_defaults_come_from_the_stack_outputs(tmp_path):
     args = status.build_parser().parse_args([])
     kubeconfig, namespace, prefix, url, run_id = status.resolve(args, lambda: outputs)
     assert (namespace, prefix, url, run_id) == ("team", "exp1", None, "feedbeefcafe")
-    # the content went to a private file kubectl can read
-    assert open(kubeconfig).read() == outputs["kubeconfig"]
-    import os
-    assert os.stat(kubeconfig).st_mode & 0o077 == 0
-    os.remove(kubeconfig)
+    assert kubeconfig == outputs["kubeconfig"]
     # a kubeconfig output that is a path (kubeconfig mode) is used as it is; flags win
     args = status.build_parser().parse_args(["--prefix", "mine"])
     assert status.resolve(args, lambda: {**outputs, "kubeconfig": "/etc/k.yaml"})[:3] == \
         ("/etc/k.yaml", "team", "mine")
+
+
+def test_a_kubeconfig_output_goes_to_a_private_file_removed_after_the_command(monkeypatch):
+    """The stack's kubeconfig output (a credential) reaches kubectl as a 0600 file in a 0700
+    directory, which the command removes when it ends, also when kubectl fails."""
+    seen = []
+
+    class Failing(Recorded):
+        def __init__(self, path: str) -> None:
+            super().__init__([], {})
+            seen.append((path, open(path).read(), os.stat(path).st_mode & 0o777,
+                         os.stat(os.path.dirname(path)).st_mode & 0o777))
+
+        def get(self, kinds: str, selector: str) -> list[dict]:
+            raise status.StatusError("kubectl: the server asked for credentials")
+
+    monkeypatch.setattr(cli, "Kubectl", lambda path, namespace, kubectl: Failing(path))
+    content = "apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: secret}}]\n"
+    outputs = {"namespace": "team", "jobNames": ["exp1-chief-0"], "kubeconfig": content}
+    assert status.main([], outputs=lambda: outputs) == status.EXIT_UNREADABLE
+    [(path, text, file_mode, dir_mode)] = seen
+    assert (text, file_mode, dir_mode) == (content, 0o600, 0o700)
+    assert not os.path.exists(path) and not os.path.exists(os.path.dirname(path))
+    # a path is used as it is, and nothing is written
+    with status.kubeconfig_file("/etc/k.yaml") as given:
+        assert given == "/etc/k.yaml"
 
 
 def test_explicit_arguments_never_ask_pulumi():
