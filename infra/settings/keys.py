@@ -127,6 +127,13 @@ NAS_CREATE_KEYS = ("nas.storageType", "nas.retainOnDestroy")
 #: The range of an ACK temporary credential's lifetime, minutes (cs DescribeClusterUserKubeconfig
 #: TemporaryDurationMinutes: 15 to 4320).
 CREDENTIAL_MINUTES = (15, 4320)
+#: The most workers and ps tasks a stack takes. Each GPU worker is a GPU node (gpuPool grows to
+#: the workers' demand), so a slip such as ``worker.number 200`` would plan a 200-node pool; and
+#: every worker holds a gRPC channel to every ps. 32 workers is past what MNIST gains from (at
+#: 32 x 64 examples a global step, an epoch of 60,000 is 30 steps); 8 ps tasks split the
+#: model's 0.8 M weights into shards of about 100 k. To go further, raise these.
+MAX_WORKERS = 32
+MAX_PS = 8
 #: Roles whose pods take a node selector and tolerations from config (``<role>.nodeSelector``).
 PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
@@ -181,7 +188,8 @@ _VALUE_TYPES: dict[Parser, str] = {
 
 KEYS: tuple[Key, ...] = (
     # The chart's keys with the chart's (GPU example) values.
-    Key("worker.number", 2, integer(1), "2", "integer", "Number of worker tasks."),
+    Key("worker.number", 2, integer(1, MAX_WORKERS), "2", "integer",
+        f"Number of worker tasks (1 to {MAX_WORKERS}; each GPU worker is a GPU node)."),
     Key("worker.gpuCount", 1, integer(0), "1", "integer",
         "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu); 0 runs them on the CPU node pool."),
     Key("worker.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}", None,
@@ -196,8 +204,8 @@ KEYS: tuple[Key, ...] = (
         "ps.number 0 with worker.gpuCount > 0); empty = any node."),
     Key("worker.tolerations", (), tolerations, "'[]'", None,
         "Extra tolerations of the workers (and of a GPU chief); GPU pods tolerate the GPU pool's taint anyway."),
-    Key("ps.number", 2, integer(0), "2", "integer",
-        "Number of parameter servers; 0 trains the workers synchronously."),
+    Key("ps.number", 2, integer(0, MAX_PS), "2", "integer",
+        f"Number of parameter servers (0 to {MAX_PS}); 0 trains the workers synchronously."),
     Key("ps.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}", None,
         "CPU trainer image for ps, chief and data staging; default <imageRegistry>/trainer:2.21.0-cpu."),
     Key("ps.imagePullPolicy", "IfNotPresent", one_of(PULL_POLICIES), "IfNotPresent", "string",

@@ -28,10 +28,12 @@ DATA_SOURCE_FIX = "data.source https://storage.googleapis.com/tensorflow/tf-kera
 
 BAD = [
     # (key, value as the CLI stores a flat key, rule, fix command arguments)
-    ("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
-    ("worker.number", "0", "must be an integer >= 1", "worker.number 2"),
-    ("worker.number", "-1", "must be an integer >= 1", "worker.number 2"),
-    ("worker.number", "4.5", "must be an integer >= 1", "worker.number 2"),
+    ("worker.number", "four", "must be an integer between 1 and 32", "worker.number 2"),
+    ("worker.number", "0", "must be an integer between 1 and 32", "worker.number 2"),
+    ("worker.number", "-1", "must be an integer between 1 and 32", "worker.number 2"),
+    ("worker.number", "4.5", "must be an integer between 1 and 32", "worker.number 2"),
+    ("worker.number", "200", "must be an integer between 1 and 32", "worker.number 2"),
+    ("ps.number", "9", "must be an integer between 0 and 8", "ps.number 2"),
     ("worker.gpuCount", "-1", "must be an integer >= 0", "worker.gpuCount 1"),
     ("worker.gpuCount", "1.5", "must be an integer >= 0", "worker.gpuCount 1"),
     ("worker.port", "0", "must be an integer between 1 and 65535", "worker.port 8000"),
@@ -97,7 +99,7 @@ def test_bad_structured_value_is_reported_as_the_cli_stored_it(dev_config):
     worker = json.loads(dev_config["tf-mnist:worker"])
     worker["number"] = -1  # `pulumi config set --path worker.number -- -1` stores an integer
     run = me.run_program({**dev_config, "tf-mnist:worker": json.dumps(worker)})
-    assert str(run.error) == f"{HEADER_1}\n{_line('worker.number', '-1', 'must be an integer >= 1', '--path worker.number 2')}"
+    assert str(run.error) == f"{HEADER_1}\n{_line('worker.number', '-1', 'must be an integer between 1 and 32', '--path worker.number 2')}"
     assert run.registrations == []
 
 
@@ -108,7 +110,7 @@ def test_every_violation_is_reported_at_once_in_key_order(dev_config):
     run = me.run_program(config)
     assert str(run.error) == "\n".join([
         "4 invalid configuration values; nothing was deployed:",
-        _line("worker.number", "four", "must be an integer >= 1", "worker.number 2"),
+        _line("worker.number", "four", "must be an integer between 1 and 32", "worker.number 2"),
         _line("hyperparams.batchsize", "0", "must be an integer >= 1", "hyperparams.batchsize 64"),
         _line("tensorboard.serviceType", "External", "must be one of ClusterIP, NodePort, LoadBalancer",
               "tensorboard.serviceType ClusterIP"),

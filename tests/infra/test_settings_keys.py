@@ -33,7 +33,7 @@ def test_config_table_rows_show_type_default_and_description():
     def row(name: str) -> str:
         return next(line for line in lines if line.startswith(f"| `{name}` |"))
 
-    assert row("worker.number") == "| `worker.number` | integer | `2` | Number of worker tasks. |"
+    assert row("worker.number") == "| `worker.number` | integer | `2` | Number of worker tasks (1 to 32; each GPU worker is a GPU node). |"
     assert row("hyperparams.learningrate") == (
         "| `hyperparams.learningrate` | number | `0.004` | Learning rate (\\> 0), the peak one with "
         "hyperparams.lrSchedule warmup_cosine. |")
