@@ -103,6 +103,12 @@ class TensorBoard(pulumi.ComponentResource):
         )
         service_type = args.tensorboard.service_type
         source_ranges = args.tensorboard.source_ranges
+        if service_type == "NodePort":
+            pulumi.log.warn(
+                f"TensorBoard ({full_name}) is a NodePort Service: every node serves it, without login, to "
+                "whatever reaches a node's address (the VPC, or the internet where a node has a public IP), and "
+                "a NodePort takes no source ranges. Private: tensorboard.serviceType ClusterIP and kubectl "
+                "port-forward; shared: LoadBalancer with tensorboard.allowedSourceRanges.", resource=self)
         service = k8s.core.v1.Service(
             full_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=full_name, namespace=args.namespace, labels=labels,

@@ -195,6 +195,13 @@ def tensorboard(r: Reading, _: Resolved) -> None:
             "without source ranges the whole internet reaches it); or keep it private with "
             "tensorboard.serviceType ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.\n"
             "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
+    everyone = [r for r in v["tensorboard.allowedSourceRanges"] if r.endswith("/0")]
+    if v["tensorboard.serviceType"] == "LoadBalancer" and everyone:
+        r.problems.append(
+            f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' value {everyone[0]!r} is invalid: a /0 range "
+            "admits every address, so it names no one (TensorBoard has no login); list the addresses that may "
+            "reach it, or keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.\n"
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
 
 
 def task_names(r: Reading, d: Resolved) -> None:

@@ -103,6 +103,31 @@ def test_an_internet_load_balancer_without_source_ranges_is_refused(dev_config, 
     assert run.registrations == [] and run.calls_besides_state == []
 
 
+@pytest.mark.parametrize("ranges", ['["0.0.0.0/0"]', '["198.51.100.7/32", "0.0.0.0/0"]'])
+@pytest.mark.parametrize("address_type", ["internet", "intranet"])
+def test_a_load_balancer_open_to_every_address_is_refused(dev_config, ranges, address_type):
+    run = me.run_program(_set(dev_config, {"tensorboard.serviceType": "LoadBalancer",
+                                           "tensorboard.addressType": address_type,
+                                           "tensorboard.allowedSourceRanges": ranges}))
+    assert str(run.error) == "\n".join([
+        HEADER_1,
+        "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid: a /0 range admits "
+        "every address, so it names no one (TensorBoard has no login); list the addresses that may reach it, or "
+        "keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.",
+        "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"])
+    assert run.registrations == [] and run.calls_besides_state == []
+
+
+def test_a_node_port_tensorboard_is_warned_about(dev_config, caplog):
+    run = me.run_program(_set(dev_config, {"tensorboard.serviceType": "NodePort"}))
+    assert run.error is None, run.error
+    assert ("TensorBoard (mnist-tensorboard) is a NodePort Service: every node serves it, without login, to "
+            "whatever reaches a node's address") in caplog.text
+    caplog.clear()
+    assert me.run_program(dev_config).error is None
+    assert "NodePort Service" not in caplog.text, "the default ClusterIP is warned about"
+
+
 @pytest.mark.parametrize("overrides", [
     {"tensorboard.serviceType": "LoadBalancer", "tensorboard.addressType": "intranet"},
     {"tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["198.51.100.7/32"]'},
