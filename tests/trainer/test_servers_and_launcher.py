@@ -351,24 +351,47 @@ _AFTER_CHIEF_DRIVER = """
 import sys
 from trainer.launcher import supervisor
 from trainer.contract.cluster_spec import Replicas
-supervisor.BACKOFF_BASE_S = 4.0  # worker-0's restart falls after the chief has finished
+# worker-0's restart stays pending for as long as the test runs: only the chief's end cancels it.
+supervisor.BACKOFF_BASE_S = supervisor.BACKOFF_MAX_S = 3600.0
 launcher = supervisor.Launcher(Replicas(chief=1, worker=2, ps=0), [], backoff_limit=3)
-code = {"chief-0": "import time; time.sleep(1.5)", "worker-0": "raise SystemExit(1)",
-        "worker-1": "import time; time.sleep(2.5)"}
+until_go = "import os, time\\nwhile not os.path.exists(%r): time.sleep(0.05)" % sys.argv[1]
+code = {"chief-0": until_go, "worker-0": "raise SystemExit(1)", "worker-1": until_go}
 for task in launcher.tasks.values():
     task.argv = [sys.executable, "-c", code[task.name]]
 sys.exit(launcher.run())
 """
 
 
-def test_no_task_is_restarted_after_the_chief_has_finished():
-    proc = subprocess.run([sys.executable, "-c", _AFTER_CHIEF_DRIVER], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("started worker-0") == 1, proc.stdout
-    assert "worker-0: restart cancelled, the chief has finished" in proc.stdout
-    assert "every task ended; non-zero: worker-0=1" in proc.stdout
-    assert proc.stdout.count("worker-0 exited") == 1, proc.stdout
+def test_no_task_is_restarted_after_the_chief_has_finished(tmp_path):
+    # The chief and worker-1 end when the test creates `go`, which it does once the launcher
+    # has scheduled worker-0's restart: the order is the test's, not the scheduler's (with
+    # timed sleeps a loaded machine could see the chief's and worker-0's exits in one poll).
+    import threading
+
+    go = tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-c", _AFTER_CHIEF_DRIVER, str(go)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    guard = threading.Timer(300, proc.kill)  # a launcher that never says so must not hang the suite
+    guard.start()
+    lines = []
+    try:
+        while "worker-0 exited with code 1; restart 1 of 3" not in "".join(lines):
+            line = proc.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        go.touch()
+        out, _ = proc.communicate()
+    finally:
+        guard.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = "".join(lines) + out
+    assert proc.returncode == 0, out
+    assert out.count("started worker-0") == 1, out
+    assert "worker-0: restart cancelled, the chief has finished" in out
+    assert "every task ended; non-zero: worker-0=1" in out
+    assert out.count("worker-0 exited") == 1, out
 
 
 def test_server_decision_with_a_log_dir_that_is_a_file(tmp_path):
