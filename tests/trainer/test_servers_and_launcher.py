@@ -330,7 +330,7 @@ def test_closing_the_terminal_stops_every_task(tmp_path):
         proc.kill()
     assert proc.returncode == 130, out
     assert "interrupted: stopping every task" in out
-    assert _wait_gone(pids, 1) == []
+    assert _wait_gone(pids, 60) == []  # at once when they are gone; the deadline is for a loaded machine
 
 
 def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
@@ -340,9 +340,9 @@ def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
     proc, pids = _start_driver("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                                + _TIED_TASK)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    proc.wait(60)
     try:
-        assert _wait_gone(pids, 10) == []
+        assert _wait_gone(pids, 60) == []  # at once when they are gone; the deadline is for a loaded machine
     finally:
         _kill(pids)
 
