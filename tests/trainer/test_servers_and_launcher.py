@@ -177,7 +177,7 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
         time.sleep(3 * POLL_INTERVAL_S + 1)  # three polls of the server's loop
         assert proc.poll() is None, "".join(lines) + proc.stdout.read()
         _write_marker(files, files.done, "run-2", time.time())
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=300)  # it ends at its next poll; 300 s for a loaded machine
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -441,7 +441,8 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
     replicas = Replicas(chief=1, worker=1, ps=1)
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
     env = dict(os.environ, TF_CONFIG=tf_config_json(spec, "ps", 0), TF_CPP_MIN_LOG_LEVEL="3")
-    argv = [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--peer_timeout", "120"]
+    peer_timeout_s = 120
+    argv = [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--peer_timeout", str(peer_timeout_s)]
     as_pid_1 = os.geteuid() == 0 and shutil.which("unshare") is not None
     if as_pid_1:
         argv = ["unshare", "--pid", "--fork", "--mount-proc", *argv]
@@ -454,11 +455,16 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
             target = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
         sent = time.monotonic()
         os.kill(target, signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=2 * peer_timeout_s)
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, "".join(lines) + out
     assert "ps 0: stopped by SIGTERM" in out
-    assert took < 10, f"took {took:.1f} s"
+    # Without the handler the signal is dropped and the server serves on until it gives up on
+    # the chief (--peer_timeout): ended by the signal (143, its line), not by that. No "within
+    # 10 s": a TensorFlow process on a loaded 2-core machine can take that long to be scheduled
+    # and torn down; the wait above ends when it exits.
+    assert "lost the chief" not in out, out
+    assert took < peer_timeout_s, f"took {took:.1f} s"
