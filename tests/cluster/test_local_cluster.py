@@ -192,7 +192,7 @@ def test_csi_pv_labelled_train_mnist_binds_to_a_selecting_claim(kube: Kube) -> N
                     "selector": {"matchLabels": {"train": "mnist"}}}}
     kube.apply(pv, pvc)
     kube.wait_for("the claim to bind", lambda: kube.get("pvc", "smoke-nas")["status"].get("phase") == "Bound",
-                  timeout=60)
+                  timeout=180)
     assert kube.get("pvc", "smoke-nas")["spec"]["volumeName"] == "smoke-nas"
     assert kube.get("pv", "smoke-nas")["status"]["phase"] == "Bound"
     kube.run("delete", "pvc", "smoke-nas", "--wait=true")
