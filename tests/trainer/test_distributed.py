@@ -325,12 +325,15 @@ def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.
 
 
 def test_a_ps_without_a_chief_exits_1_after_the_peer_timeout(tmp_path):
-    start = time.monotonic()
     proc = _lone_task(tmp_path, "ps", peer_timeout=5)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for \d+s "
-                     r"\(--peer_timeout 5s\)", proc.stderr), proc.stderr[-2000:]
-    assert time.monotonic() - start < 60
+    lost = re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for (\d+)s "
+                     r"\(--peer_timeout 5s\)", proc.stderr)
+    assert lost, proc.stderr[-2000:]
+    # It gave up after the timeout, by its own clock from when it began to serve: not the
+    # wall time of the whole process, which on a loaded 2-core machine is mostly the import
+    # of TensorFlow.
+    assert 5 <= int(lost[1]) < 60, lost[0]
 
 
 def test_a_chief_without_its_peers_exits_1_after_the_peer_timeout(tmp_path):
