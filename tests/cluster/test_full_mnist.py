@@ -295,10 +295,10 @@ def test_a_changed_learning_rate_is_a_second_run_that_tensorboard_and_status_lis
             found = _tensorboard("/data/plugin/scalars/tags", port)
             return found if all(scalars <= set(found.get(run, {})) for run in wanted) else None
         kube.wait_for("TensorBoard to read epoch_loss and epoch_accuracy of every run",
-                      every_run_read, timeout=60, every=2)
+                      every_run_read, timeout=180, every=2)
         for run_dir, epochs, result in ((first, EPOCHS, results["first"]), (second, 1, results["second"])):
             series = kube.wait_for(f"{run_dir.name}'s {epochs} validation points",
-                                   lambda: _series(port, f"{run_dir.name}/validation", epochs), timeout=60, every=2)
+                                   lambda: _series(port, f"{run_dir.name}/validation", epochs), timeout=180, every=2)
             assert [step for _, step, _ in series] == list(range(1, epochs + 1)), series
             assert abs(series[-1][2] - result["test_accuracy"]) < 1e-4, (series, result)
     finally:

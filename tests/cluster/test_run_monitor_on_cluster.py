@@ -85,7 +85,7 @@ def test_a_chief_that_fails_for_good_ends_every_task_within_30_s(stack, kube: Ku
         assert [c["reason"] for c in job["status"]["conditions"] if c["type"] == "Failed"] == ["DeadlineExceeded"]
     assert _live_task_pods(kube) == []
     kube.wait_for("the monitor Job to complete", lambda: job_condition(kube, f"{PREFIX}-monitor") == "Complete",
-                  timeout=60)
+                  timeout=180)
     shown = _status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout, shown.stdout + shown.stderr
     assert f"worker-0: ended by the run monitor: the chief's Job {chief} failed: BackoffLimitExceeded" in shown.stdout

@@ -39,8 +39,25 @@ class Run:
     output: str
     log_dir: Path
     pids: dict[str, list[int]] = field(default_factory=dict)
+    #: pid -> the time (time.time()) its "started" line was read: the process existed then.
+    seen_at: dict[int, float] = field(default_factory=dict)
     killed: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+
+    def left_behind(self) -> list[int]:
+        """The started processes still alive (not zombies). A pid the kernel has since given to
+        another process (pids wrap at pid_max, 32768 on many machines, and Go builds beside the
+        tests start thousands) is not ours: that process was created after the task's start
+        line. One that ends while it is looked at is gone."""
+        alive = []
+        for pid, seen in self.seen_at.items():
+            try:
+                process = psutil.Process(pid)
+                if process.status() != psutil.STATUS_ZOMBIE and process.create_time() <= seen + 1.0:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                continue
+        return alive
 
     @property
     def chief_log(self) -> str:
@@ -65,6 +82,7 @@ def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = (),
             match = re.search(r"\[local\] started (\S+) \(pid (\d+)\)", line)
             if match:
                 run.pids.setdefault(match[1], []).append(int(match[2]))
+                run.seen_at[int(match[2])] = time.time()
             if pending and re.search(pending[0][0], line):
                 _, task = pending.pop(0)
                 if task == "launcher":  # as Ctrl-C would
@@ -116,8 +134,7 @@ def _assert_clean_run(run: Run, tasks: set[str]) -> progress.ParsedLog:
         assert f"[local] {task} exited 0" in run.output, tail
     assert "[local] every task exited 0" in run.output, tail
     # No process left behind.
-    alive = [pid for pids in run.pids.values() for pid in pids
-             if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    alive = run.left_behind()
     assert alive == [], f"processes left behind: {alive}"
     parsed = progress.parse_log(run.chief_log)
     assert parsed.done and parsed.test_accuracy is not None and parsed.final_cost is not None
@@ -283,9 +300,8 @@ def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
     match = re.search(r"SIGTERM: saved checkpoint \S+ at epoch 2, batch (\d+); exiting",
                       stopped.chief_log)
     assert match, stopped.output[-3000:]
-    alive = [pid for pids in stopped.pids.values() for pid in pids
-             if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    assert alive == []
+    alive = stopped.left_behind()
+    assert alive == [], f"processes left behind: {alive}"
     resumed = launch(tmp_path, "--ps", "1", common=common)
     assert resumed.returncode == 0, resumed.output[-3000:]
     assert f"1 of 2 epochs done; continuing epoch 2 at batch {int(match[1]) + 1}" in resumed.chief_log
@@ -309,12 +325,15 @@ def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.
 
 
 def test_a_ps_without_a_chief_exits_1_after_the_peer_timeout(tmp_path):
-    start = time.monotonic()
     proc = _lone_task(tmp_path, "ps", peer_timeout=5)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for \d+s "
-                     r"\(--peer_timeout 5s\)", proc.stderr), proc.stderr[-2000:]
-    assert time.monotonic() - start < 60
+    lost = re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for (\d+)s "
+                     r"\(--peer_timeout 5s\)", proc.stderr)
+    assert lost, proc.stderr[-2000:]
+    # It gave up after the timeout, by its own clock from when it began to serve: not the
+    # wall time of the whole process, which on a loaded 2-core machine is mostly the import
+    # of TensorFlow.
+    assert 5 <= int(lost[1]) < 60, lost[0]
 
 
 def test_a_chief_without_its_peers_exits_1_after_the_peer_timeout(tmp_path):

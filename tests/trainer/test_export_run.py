@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -181,18 +182,28 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert [line.split(": ")[1] for line in proc.stdout.splitlines()] == ["run-a", "run-b"]
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    expected_runs = ["run-a/train", "run-a/validation", "run-b/train", "run-b/validation"]
     board = TensorBoardServer(runs)
     try:
         board.start()
-        with urllib.request.urlopen(board.url + "data/runs", timeout=10) as response:
-            listed = json.loads(response.read())
-        with urllib.request.urlopen(board.url + "data/plugin/scalars/tags",
-                                    timeout=10) as response:
-            tags = json.loads(response.read())
+        # TensorBoard answers before it has read the event files (a thread loads them, then
+        # rereads every few seconds): wait until it lists both runs with their tags, then assert.
+        deadline = time.monotonic() + 180
+        while True:
+            with urllib.request.urlopen(board.url + "data/runs", timeout=30) as response:
+                listed = json.loads(response.read())
+            with urllib.request.urlopen(board.url + "data/plugin/scalars/tags",
+                                        timeout=30) as response:
+                tags = json.loads(response.read())
+            loaded = sorted(listed) == expected_runs and all(
+                {"epoch_loss", "epoch_accuracy", *(["batch_loss"] if name.endswith("/train") else [])}
+                <= set(tags.get(name, {})) for name in expected_runs)
+            if loaded or time.monotonic() > deadline:
+                break
+            time.sleep(1)
     finally:
         board.stop()
-    assert sorted(listed) == ["run-a/train", "run-a/validation", "run-b/train",
-                              "run-b/validation"]
+    assert sorted(listed) == expected_runs
     for name in ("run-a", "run-b"):
         assert {"epoch_loss", "epoch_accuracy"} <= set(tags[f"{name}/validation"])
         assert {"epoch_loss", "epoch_accuracy", "batch_loss"} <= set(tags[f"{name}/train"])
