@@ -73,7 +73,12 @@ EPOCHS = KEYS_BY_NAME["hyperparams.epochs"].default
 #: The second run's learning rate (the default's 0.004 less a quarter) and its one epoch, to
 #: keep the module short; the epochs are not part of the run key, the rate is.
 SECOND_RATE, SHORT_EPOCHS = "0.003", "1"
-TARGET = 0.99
+#: What one run must reach. The recipe's 0.99 is the benchmark's target over 25 seeds
+#: (benchmarks/trainer_benchmark.py), not one run's: the workers are asynchronous, so no seed
+#: fixes the result, and 25-seed benchmarks measured a lowest run of 0.9892 (bfloat16) with a
+#: standard deviation of about 0.0006; 0.985, about 10 of them below the means, fails only a
+#: recipe that trains worse (tests/trainer/test_full_mnist.py says the same of the launcher).
+TARGET = 0.985
 #: Where the launcher comparison leaves its measurement for the benchmark's local-cluster row
 #: (benchmarks/trainer_benchmark.py: DEFAULT_CLUSTER_RESULT): TF_MNIST_CLUSTER_RESULT, else
 #: runs/benchmarks/local-cluster.json in the checkout (runs/ is not committed).
