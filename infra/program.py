@@ -19,7 +19,7 @@ from infra.components.network_policy import RunNetworkPolicies, RunNetworkPolici
 from infra.components.registry import SECRET, PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
-from infra.components.training import TrainingJob, TrainingJobArgs
+from infra.components.training import TrainingJob, TrainingJobArgs, task_names
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
 from infra.target import deploy_target, existing_volume_server
 
@@ -98,6 +98,7 @@ def build(settings: Settings) -> dict[str, Any]:
     # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
     monitor = RunMonitor(prefix, RunMonitorArgs(
         namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
+        task_job_names=task_names(prefix, settings.training.replicas),
         schedule_timeout_seconds=settings.training.schedule_timeout_seconds,
         api_server=settings.training.monitor_api_server, image=settings.training.staging_image,
         image_pull_policy=settings.training.ps.image_pull_policy, placement=settings.placement["stage-data"],

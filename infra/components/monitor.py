@@ -20,7 +20,10 @@ SCRIPT_KEY = "run_monitor.py"
 SCRIPT_DIR = "/monitor"
 #: What the script reads and changes, and nothing else: the run's Jobs (listed, and patched to
 #: end them) and its pods (listed, for the scheduler's verdict).
-RULES = (("batch", "jobs", ("get", "list", "patch")), ("", "pods", ("get", "list")))
+#: What infra/run_monitor.py calls: it lists the run's Jobs and pods (by label) and patches a
+#: task Job to end it; the patch is granted on the run's own task Jobs only (``resourceNames``),
+#: so the monitor cannot end any other Job in the namespace. No ``get``: it reads nothing by name.
+LIST_RULES = (("batch", "jobs"), ("", "pods"))
 #: The monitor pod's requests: Python's standard library polling two lists every few seconds
 #: (about 20 MB resident, next to no CPU).
 REQUESTS = {"cpu": "10m", "memory": "64Mi"}
@@ -41,6 +44,8 @@ class RunMonitorArgs:
         namespace_name: the same as plain text (the script's MONITOR_NAMESPACE).
         run_id: the run's id: only Jobs with this ``--run_id`` count, and a new id (a new run)
             replaces the monitor Job, so each run gets a monitor of its own.
+        task_job_names: the run's task Jobs (``<prefix>-<type>-<index>``), the only Jobs the
+            monitor may patch.
         schedule_timeout_seconds: job.scheduleTimeoutSeconds (0 = never).
         api_server: monitor.apiServer, or None for the in-cluster address.
         image: the CPU trainer image (it has python3), pulled with ``image_pull_policy``.
@@ -54,6 +59,7 @@ class RunMonitorArgs:
     namespace: pulumi.Input[str]
     namespace_name: str
     run_id: pulumi.Input[str]
+    task_job_names: Sequence[str]
     schedule_timeout_seconds: int
     api_server: str | None
     image: str
@@ -100,8 +106,10 @@ class RunMonitor(pulumi.ComponentResource):
             automount_service_account_token=False, opts=child)
         role = k8s.rbac.v1.Role(
             object_name, metadata=self._metadata(object_name),
-            rules=[k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=list(verbs))
-                   for group, resource, verbs in RULES], opts=child)
+            rules=[*(k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=["list"])
+                     for group, resource in LIST_RULES),
+                   k8s.rbac.v1.PolicyRuleArgs(api_groups=["batch"], resources=["jobs"], verbs=["patch"],
+                                              resource_names=list(args.task_job_names))], opts=child)
         binding = k8s.rbac.v1.RoleBinding(
             object_name, metadata=self._metadata(object_name),
             role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",

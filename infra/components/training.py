@@ -71,10 +71,15 @@ def object_names(name: str, replicas: cs.Replicas) -> list[tuple[str, str]]:
     namespace: the cluster-spec and run ConfigMaps, the staging Job, and per task (chief-0,
     worker-i, ps-i) a Service and a Job, both ``<name>-<task_type>-<index>``."""
     objects = [(CONFIG_MAP, cluster_spec_name(name)), (CONFIG_MAP, run_name(name)), (JOB, staging_name(name))]
-    for task_type, index in replicas.tasks():
-        task = cs.task_name(name, task_type, index)
+    for task in task_names(name, replicas):
         objects += [(SERVICE, task), (JOB, task)]
     return objects
+
+
+def task_names(name: str, replicas: cs.Replicas) -> list[str]:
+    """The names of the task Jobs (and of their Services), ``<name>-<task_type>-<index>``,
+    chief first, then the workers and the ps tasks in index order."""
+    return [cs.task_name(name, task_type, index) for task_type, index in replicas.tasks()]
 
 
 def task_precision(precision: str, gpu_count: int) -> str:

@@ -56,9 +56,13 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     assert account["automountServiceAccountToken"] is False
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
     assert role.inputs["metadata"]["namespace"] == "default"
+    # run_monitor.py lists Jobs and pods by label and patches a task Job to end it: the patch
+    # names the run's own task Jobs, so no other Job in the namespace can be ended.
     assert role.inputs["rules"] == [
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"],
+         "resourceNames": ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1"]}]
     binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", NAME)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "default"}]
