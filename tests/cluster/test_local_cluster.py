@@ -449,6 +449,25 @@ def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None
     kube.run("delete", "pod", "knocker", "second-server", "second-knocker", "--grace-period=0", "--force")
 
 
+def test_down_of_directories_that_do_not_exist_leaves_the_running_cluster_alone(kube: Kube, tmp_path: Path) -> None:
+    """The cgroup root, the bridge and its nftables table have fixed names: a `down` for state
+    and run directories that do not exist (no cluster of theirs runs) must not take them from
+    the cluster that does."""
+    kube.apply(_pod("survivor", ["sleep", "3600"]))
+    kube.wait_for("pod survivor to run", lambda: pod_phase(kube, "survivor") == "Running")
+    absent = {"LOCAL_CLUSTER_STATE": str(tmp_path / "absent-state"), "LOCAL_CLUSTER_RUN": str(tmp_path / "absent-run")}
+    down = run_tool("down", env=absent, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert f"down: nothing was running ({tmp_path / 'absent-state'} and {tmp_path / 'absent-run'} do not exist)" \
+        in down.stderr, down.stderr
+    assert "removed" not in down.stderr, down.stderr
+    assert not (tmp_path / "absent-state").exists() and not (tmp_path / "absent-run").exists()
+    assert Path("/sys/class/net/tf-mnist0").exists(), "the running cluster's bridge was deleted"
+    assert run_tool("status").returncode == 0, "the running cluster is no longer healthy"
+    assert kube.run("exec", "survivor", "--", "true", check=False).returncode == 0, "its pod's process was killed"
+    kube.run("delete", "pod", "survivor", "--wait=false")
+
+
 def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
     with foreign_kubepods() as (foreign, sleeper):
         down = run_tool("down")

@@ -355,8 +355,16 @@ def _clear_state(p: Paths) -> None:
 
 
 def down() -> int:
-    """Stops every component by pid and removes pods, namespaces, the bridge and mounts."""
+    """Stops every component by pid and removes pods, namespaces, the bridge and mounts.
+
+    With neither the state nor the run directory present, no cluster of these directories runs
+    and nothing is touched: the cgroup root, the bridge and its nftables table have fixed names,
+    so they belong to whichever cluster is up (one started with other LOCAL_CLUSTER_STATE and
+    LOCAL_CLUSTER_RUN), not to this one."""
     p = checked_paths(claim=False)
+    if not p.state.exists() and not p.run.exists():
+        say(f"down: nothing was running ({p.state} and {p.run} do not exist)")
+        return 0
     with locked(p):
         done = _down(p)
         say("down: nothing was running" if not done else "down: done")
