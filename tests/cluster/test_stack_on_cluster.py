@@ -17,6 +17,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -122,8 +123,9 @@ def test_up_stages_the_data(stack, kube: Kube) -> None:
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     timings["up_s"] = time.monotonic() - start
     timings["up_done"] = time.monotonic()
-    # (Whether `up` waits for training is checked on the longer second run: this 3-epoch run can
-    # end while `up` still waits for the TensorBoard Deployment.)
+    # (That `up` does not wait for the training is the task Jobs' waitFor annotation, checked in
+    # tests/infra/test_infra_topology.py: a short run can end while `up` still waits for the
+    # TensorBoard Deployment, so no timing here can tell.)
     _assert_every_object_is_live(project, kube)
     claims = kube.get("pvc")["items"]
     assert len(claims) == 1 and claims[0]["status"]["phase"] == "Bound", claims
@@ -385,7 +387,7 @@ def _chief_epochs(kube: Kube, prefix: str) -> set[int]:
     return {s["epoch"] for s in parse_log(proc.stdout).steps} if proc.returncode == 0 else set()
 
 
-SECOND_EPOCHS = 12  # long enough that `pulumi up` (which waits for TensorBoard) returns mid-run
+SECOND_EPOCHS = 12
 
 
 def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epochs(stack, kube: Kube) -> None:
@@ -393,23 +395,31 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     prefix = "mnist2"
     project.set_config("namePrefix", prefix)
     project.set_config("hyperparams.epochs", str(SECOND_EPOCHS), path=True)
-    project.pulumi("up", "--yes", "--skip-preview", timeout=900)
-    assert job_condition(kube, f"{prefix}-chief-0") is None, "pulumi up waited for the training"
+    # `pulumi up` waits for TensorBoard, not for the training (the task Jobs are ready once
+    # created), so the run may train while `up` still runs, or even end before it returns: the
+    # deletion follows the chief's progress, not `up`'s return.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        up = pool.submit(project.pulumi, "up", "--yes", "--skip-preview", timeout=900)
+
+        def chief_reached(epoch: int) -> bool:
+            if up.done():
+                up.result()  # a failed `up` fails the test now, not after the wait's timeout
+            return max(_chief_epochs(kube, prefix), default=0) >= epoch
+
+        kube.wait_for("the chief's first epoch", lambda: chief_reached(1), timeout=900)
+        going = _status(kube, prefix)
+        assert going.returncode == 3 and "RUNNING" in going.stdout, going.stdout + going.stderr
+        # The deletion follows the second epoch's line at once (a pod listing, then the delete):
+        # the run has 10 epochs left, so the worker is surely still training when it goes.
+        kube.wait_for("the chief's second epoch", lambda: chief_reached(2), timeout=300)
+        selector = f"job-name={prefix}-worker-0"
+        victim = kube.get("pods", "")["items"]
+        victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
+        kube.run("delete", "pod", "-l", selector, "--wait=false")
+        assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
+        up.result()
     # Another prefix is another stack's worth of runs: its own directory on the same volume.
     assert _run_dir(project, volume, prefix).parent != run_dirs[PREFIX].parent
-    kube.wait_for("the chief's first epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 1,
-                  timeout=300)
-    going = _status(kube, prefix)
-    assert going.returncode == 3 and "RUNNING" in going.stdout, going.stdout + going.stderr
-    # The deletion follows the second epoch's line at once (a pod listing, then the delete):
-    # the run has 10 epochs left, so the worker is surely still training when it goes.
-    kube.wait_for("the chief's second epoch", lambda: max(_chief_epochs(kube, prefix), default=0) >= 2,
-                  timeout=300)
-    selector = f"job-name={prefix}-worker-0"
-    victim = kube.get("pods", "")["items"]
-    victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
-    kube.run("delete", "pod", "-l", selector, "--wait=false")
-    assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
     outcomes = wait_for_tasks(kube, prefix)
     assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
     pods = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
