@@ -212,8 +212,12 @@ def test_ps_run_with_a_worker_and_then_the_ps_killed(ps1, ps1_faults):
         "a ps was lost: restarting the chief" in ps1_faults.output
     assert re.search(r"Restored checkpoint \S+ckpt-2: 2 of 4 epochs done; continuing from "
                      r"epoch 3", log), log[-3000:]
-    # Steps of the interrupted epoch are redone from the checkpoint: exactly the configured run.
-    assert progress.read_result(ps1_faults.log_dir)["global_step"] == EPOCHS * (8000 // BATCH)
+    # Steps of the interrupted epoch are redone from the checkpoint. The coordinator runs a
+    # function at least once: one the killed worker had finished, unheard, runs again, so the
+    # count is the configured run plus at most one function (40 steps, --log_interval) per
+    # killed worker (ckpt-2 was saved after the worker kill, so it holds any such extra).
+    configured = EPOCHS * (8000 // BATCH)
+    assert configured <= progress.read_result(ps1_faults.log_dir)["global_step"] <= configured + 40
     assert abs(parsed.test_accuracy - progress.parse_log(ps1.chief_log).test_accuracy) <= 0.02
 
 

@@ -14,7 +14,10 @@ One loop serves all three cases:
 - no TF_CONFIG -> the default strategy in one process.
 
 An epoch is ``train_examples // (batch_size x replicas)`` steps in every case, so a run
-does exactly ``--epochs`` epochs of updates however often it is interrupted.
+schedules exactly ``--epochs`` epochs of updates however often it is interrupted. With ps,
+the coordinator runs each function at least once (TensorFlow's ClusterCoordinator): a
+function a lost worker had finished but not yet reported runs again, so each lost worker
+can add up to one function's steps (``--steps_per_execution``, cut at ``--log_interval``).
 
 The parts, in the order ``run.run`` uses them: ``distribution`` (the strategy), ``schedule``
 (the optimizer and its learning rate), ``checkpoints`` (the run's variables, save and
