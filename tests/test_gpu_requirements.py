@@ -1,7 +1,7 @@
 """The GPU image's pins (docker/trainer-gpu-requirements.txt) without network or build: every
 package exact and hashed, the same TensorFlow and TensorBoard as trainer/requirements.txt,
 CUDA 12 only, cuDNN at the release that still runs on the P100, the file in the generator's
-own form."""
+own form, and the Dockerfile installing it with --require-hashes."""
 
 from __future__ import annotations
 
@@ -77,3 +77,10 @@ def test_a_report_entry_without_a_sha256_is_refused() -> None:
     with pytest.raises(ValueError, match=r"six 1.17.0: pip's report gives no sha256"):
         pin.render(report, [])
 
+
+def test_the_image_installs_the_file_with_hashes_required() -> None:
+    dockerfile = (REPO / "docker" / "trainer-gpu.Dockerfile").read_text()
+    assert "FROM python:3.11-slim" in dockerfile
+    assert "COPY docker/trainer-gpu-requirements.txt /tmp/requirements.txt" in dockerfile
+    assert "pip install --require-hashes -r /tmp/requirements.txt" in dockerfile
+    assert "!docker/trainer-gpu-requirements.txt" in (REPO / "docker" / "trainer-gpu.Dockerfile.dockerignore").read_text()
