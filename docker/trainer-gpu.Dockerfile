@@ -1,32 +1,56 @@
-# <registry>/trainer:2.21.0-gpu: workers with gpuCount > 0 (GN5 = NVIDIA P100, compute 6.0).
-# Build from the repository root:
+# <registry>/trainer:2.21.0-gpu: workers with gpuCount > 0 (and the chief with ps.number 0).
+# Build from the repository root, for linux/amd64 (the pinned hashes are of x86_64 wheels):
 #   docker build -f docker/trainer-gpu.Dockerfile -t <registry>/trainer:2.21.0-gpu .
 #
-# CUDA 12.x on purpose: CUDA 13 drops Pascal (P100), whose last driver branch is R580.
-# tensorflow[and-cuda] brings its own CUDA 12 / cuDNN 9 user-space libraries as pip wheels;
-# the base image supplies the NVIDIA container runtime's CUDA requirement. 12.2 keeps that
-# requirement low (driver >= 535): CUDA 12 minor-version compatibility lets the newer 12.x
-# libraries run on any 12.x-capable driver.
-FROM nvidia/cuda:12.2.2-base-ubuntu22.04
+# The same base and layout as the CPU image; only the packages differ. No CUDA base image is
+# needed: tensorflow[and-cuda] brings the CUDA 12 and cuDNN 9 user-space libraries as pip
+# wheels (nvidia-*-cu12, under site-packages/nvidia/, which TensorFlow's libraries name in
+# their RUNPATH as $ORIGIN/../nvidia/<library>/lib). The one part that must match the node,
+# the NVIDIA driver (libcuda.so and the device files), is mounted into the container by the
+# node's NVIDIA container runtime, which ACK's GPU nodes run. That runtime acts on the two
+# NVIDIA_* variables below: which GPUs to expose (all the container is given; Kubernetes'
+# device plugin narrows it to the pod's nvidia.com/gpu) and which driver libraries to mount
+# (compute: libcuda; utility: nvidia-smi and NVML).
+#
+# Why these versions work on the stack's GPU nodes (infra/settings/keys.py):
+# - GN5 is the NVIDIA P100, compute capability 6.0. TensorFlow 2.21's wheel is built with
+#   CUDA 12.5 for sm_60, sm_70, sm_80, sm_89 and compute_90 (tf.sysconfig.get_build_info()),
+#   so the P100 runs TensorFlow's own kernels as shipped machine code.
+# - CUDA 12, not 13: CUDA 13 drops Pascal and Volta (P100, V100), and their last driver branch
+#   is R580. The wheels are CUDA 12.9 (cuBLAS 12.9 still carries sm_60 code).
+# - cuDNN is held at 9.10.2.21, the last release whose kernels cover compute capability 6.0
+#   and 7.0; later 9.x releases build their ops for 7.5 and newer only
+#   (docker/pin_gpu_requirements.py, CUDNN_PIN).
+# - The driver: the stack pins R550 on the GPU pool (gpuPool.driverVersion 550.163.01, ACK's
+#   node label ack.aliyun.com/nvidia-driver-version), a CUDA 12.4 driver. CUDA 12's
+#   minor-version compatibility runs libraries of any later 12.x release on a driver of
+#   R525 or newer (cuDNN 9.10 for CUDA 12 asks >= 525.60.13 too); what it does not cover is
+#   JIT-compiling PTX made by a newer toolkit, which the sm_60 machine code above avoids.
+FROM python:3.11-slim
 
+# GRPC_FAIL_FAST=use_caller: TensorFlow's advice for ParameterServerStrategy on every task.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     GRPC_FAIL_FAST=use_caller \
     TF_CPP_MIN_LOG_LEVEL=2 \
-    PATH=/opt/venv/bin:$PATH
-
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv \
-    && rm -rf /var/lib/apt/lists/* \
-    && python3 -m venv /opt/venv \
-    && pip install "tensorflow[and-cuda]==2.21.0"
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 WORKDIR /app
+# Every package at an exact version with its wheel's sha256 (docker/pin_gpu_requirements.py
+# writes the file from trainer/requirements.txt's pins): pip refuses any other file, and any
+# package the file does not list.
+COPY docker/trainer-gpu-requirements.txt /tmp/requirements.txt
+RUN pip install --require-hashes -r /tmp/requirements.txt && rm /tmp/requirements.txt
+# The trainer package, including the bundled mnist-10k sample that `python -m trainer.stage`
+# copies by default.
 COPY trainer/ /app/trainer/
 
-# uid/gid 1000 and no ENTRYPOINT for the same reasons as the CPU image.
+# uid/gid 1000, no home directory: the stack's pods run as 1000:1000 with a read-only root
+# filesystem, HOME and TMPDIR on an emptyDir at /tmp (infra/components/pods.py).
 RUN groupadd --gid 1000 trainer && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp trainer
 USER 1000:1000
+# No ENTRYPOINT: the stack gives the whole command (python -m trainer ...).
 CMD ["python", "-m", "trainer", "--help"]

@@ -100,8 +100,9 @@ DEFAULT_GPU_INSTANCE_TYPES = ("ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ec
 #: for clusters of 1.28 and later when this was written), which ACK changes over time and which
 #: could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
 #: the branch ACK recommends (its fixes for XID 119/120/31 errors), drives P100, V100, T4 and A10,
-#: and its CUDA 12.4 covers the GPU image's CUDA 12.2 base; 550.163.01 is the newest 550 release in
-#: ACK's list of supported driver versions (ACK installs its default for any version not listed).
+#: and, a CUDA 12.4 driver, runs the GPU image's CUDA 12.9 wheels through CUDA 12's minor-version
+#: compatibility (docker/trainer-gpu.Dockerfile); 550.163.01 is the newest 550 release in ACK's list
+#: of supported driver versions (ACK installs its default for any version not listed).
 GPU_DRIVER_VERSION = "550.163.01"
 #: Node OS images a GPU pool may use: ACK's own Linux images, on which it installs the driver
 #: that the driver label names.
