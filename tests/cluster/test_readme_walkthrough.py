@@ -61,10 +61,12 @@ JOBS = {f"{PREFIX}-{name}" for name in ("chief-0", "ps-0", "stage-data", "worker
 #: task and exits within its 5 s poll of the chief's completion, so the listing right after
 #: may catch it still running.
 MONITOR = f"{PREFIX}-monitor"
-#: "a test accuracy of about 0.97 after 3 epochs" (0.9730 seen at the launcher's recipe, the
-#: program's default): the bounds leave room for the ps strategy's asynchronous updates, which
-#: vary from run to run.
-ACCURACY = (0.96, 0.99)
+#: "a test accuracy of about 0.97 after 3 epochs": one asynchronous run of the program's
+#: default recipe, whose spread was measured with the launcher (2 workers + 1 ps, 3 epochs,
+#: seeds 1-4, AMD EPYC, 2026-12-05): float32 0.9640-0.9770, bfloat16 0.9740-0.9765. The floor
+#: is 0.014 under the lowest of those eight (about 3 standard deviations), the ceiling far
+#: above what 3 epochs reach.
+ACCURACY = (0.95, 0.99)
 #: The whole walk-through with warm caches takes minutes; an images rebuild adds up to 10.
 TIMEOUT_S = 3600
 

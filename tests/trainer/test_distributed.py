@@ -174,6 +174,8 @@ TASKS_PS0 = {"chief-0", "worker-0", "worker-1"}
 
 def test_ps_run_trains_and_ends_cleanly(ps1):
     parsed = _assert_clean_run(ps1, TASKS_PS1)
+    # One run of 4 epochs: seeds 1-4 reached 0.9815-0.9860 in float32 and 0.9770-0.9850 in
+    # bfloat16 (AMD EPYC, 2026-12-05); ps 0 0.9790-0.9840 and 0.9790-0.9835. 0.95 is 0.027 under.
     assert parsed.test_accuracy >= 0.95, ps1.chief_log[-2000:]
     assert "strategy parameter_server" in ps1.chief_log
     # The launcher's rate, not scaled: each worker's batch is applied alone.

@@ -20,7 +20,8 @@ def test_a_run_exchanging_every_10_steps_trains_and_ends_cleanly(tmp_path, ps, t
     run = launch(tmp_path, "--workers", "2", "--ps", ps, *LOCAL)
     parsed = _assert_clean_run(run, tasks)
     assert "exchanging every 10 steps" in run.chief_log
-    # 4 epochs of the 8,000-digit sample: every step exchanging reaches 0.96-0.98 here.
+    # 4 epochs of the 8,000-digit sample, one run: with ps 1 seeds 1-4 reached 0.9805-0.9845
+    # in float32 and 0.9795-0.9820 in bfloat16 (AMD EPYC, 2026-12-05); 0.95 is 0.03 under.
     assert parsed.test_accuracy >= 0.95, run.chief_log[-2000:]
 
 
