@@ -44,13 +44,11 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from account.roles import BY_NAME, ROLES, ServiceRole
+from infra.stack_state import StateUnreadable, read_stack_resources
 
 PROJECT = "tf-mnist-account"
 #: The roles the account lookup asks RAM for (every name in ROLES matches it).
 ROLE_NAME_REGEX = "^(AliyunCS|AliyunCIS|AliyunOOSLifecycleHook4CS)"
-#: The engine's built-in function that returns a stack's state (pulumi/pulumi
-#: pkg/resource/deploy/builtins.go); infra/ownership.py reads it the same way.
-READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
 ROLE_TYPE = "alicloud:ram/role:Role"
 #: OpenAckService's type for ACK Pro, pay-as-you-go (the main stack's cluster_spec ack.pro.small).
 ACK_PRO = "propayasgo"
@@ -114,14 +112,13 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
 
 
 def held_roles() -> frozenset[str] | None:
-    """The roles this stack's state holds (it created them), from the engine; None with a
-    warning when the engine cannot give the state."""
-    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    """The roles this stack's state holds (it created them), from the engine
+    (infra/stack_state.py, as the main project reads its state); None with a warning when the
+    engine cannot give the state."""
     try:
-        result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": name})
-        resources = (result.value or {}).get("outputs") or {}
-    except Exception as error:  # an engine or backend without the function
-        pulumi.log.warn(f"could not read this stack's state ({type(error).__name__}): roles found in the account "
+        resources = read_stack_resources()
+    except StateUnreadable as error:
+        pulumi.log.warn(f"could not read this stack's state ({error}): roles found in the account "
                         "count as created elsewhere, and this stack stops managing them (they stay)")
         return None
     return frozenset(str((entry.get("outputs") or {}).get("roleName"))

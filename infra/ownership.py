@@ -13,8 +13,10 @@ it would anyway). The state, not the ``tf-mnist.io/stack`` label, decides: two s
 ``dev`` in two local file backends carry the same label (``organization.tf-mnist.dev``), and
 their states still tell them apart. Objects created by a version of the program from before
 the label are in their stack's state, so that stack updates them. The label names the owner in
-the error. Only where the state cannot be read does the label decide (this stack's label
-passes), with a warning.
+the error. Where the state cannot be read (infra/stack_state.py reads it, again while a
+concurrent write of the engine spoils a read), an up refuses to deploy, since the label alone
+cannot tell this stack from one of the same name in another backend; a preview warns and lets
+the label decide (this stack's label passes).
 
 Where the cluster does not answer, a preview or an up only warns: nothing can be created on a
 cluster that does not answer, and an offline preview (tests/preview) must still show the plan.
@@ -32,12 +34,8 @@ import pulumi
 
 from infra.cluster_objects import LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import APP_NAME, STACK_LABEL, current_stack_mark
+from infra.stack_state import StateUnreadable, read_stack_resources
 
-#: The engine's built-in function that returns every resource of a stack's state as the backend
-#: holds it (urn -> {type, outputs}; pulumi/pulumi pkg/resource/deploy/builtins.go). Calling it
-#: makes the engine add its default ``pulumi`` provider to the state, an internal step that no
-#: preview counts as a change.
-READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
 
 
@@ -73,7 +71,7 @@ def held_objects(resources: Mapping[str, Any]) -> dict[ObjectRef, str]:
     """The Kubernetes objects a stack's state holds: ref -> uid.
 
     Args:
-        resources: READ_STACK_RESOURCES's ``outputs``: urn -> ``{"type": ..., "outputs": {...}}``,
+        resources: infra.stack_state.read_stack_resources(): urn -> ``{"type": ..., "outputs": {...}}``,
             a Kubernetes object's outputs holding its ``metadata`` (name, namespace, uid).
     """
     held: dict[ObjectRef, str] = {}
@@ -150,18 +148,23 @@ def refusal_message(found: Sequence[Refusal], *, stack: str) -> str:
     return "\n".join(lines)
 
 
-def read_own_state() -> dict[ObjectRef, str] | None:
-    """This stack's state as ``held_objects``, from the engine (READ_STACK_RESOURCES); None,
-    with a warning, when the engine or backend cannot give it."""
-    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+def read_own_state(*, dry_run: bool) -> dict[ObjectRef, str] | None:
+    """This stack's state as ``held_objects`` (infra/stack_state.py); None, with a warning, when
+    a preview cannot read it.
+
+    Raises:
+        OwnershipError: an up cannot read it (nothing was deployed), with the engine's reason.
+    """
     try:
-        result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": name})
-        resources = (result.value or {}).get("outputs") or {}
-    except Exception as error:  # an engine or backend without the function
-        pulumi.log.warn(f"could not read this stack's state to check object ownership ({type(error).__name__}); "
-                        f"objects labelled {STACK_LABEL}={current_stack_mark()} count as this stack's")
+        return held_objects(read_stack_resources())
+    except StateUnreadable as error:
+        why = f"could not read this stack's state to check that the existing objects are its own ({error})"
+        if not dry_run:
+            raise OwnershipError(f"{why}; nothing was deployed. Run `pulumi up` again; if the state stays "
+                                 "unreadable, `pulumi stack export` shows whether the backend can read it.") from None
+        pulumi.log.warn(f"{why}; objects labelled {STACK_LABEL}={current_stack_mark()} count as this stack's "
+                        "here, and `pulumi up` refuses to deploy until it can read the state")
         return None
-    return held_objects(resources)
 
 
 def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry_run: bool) -> None:
@@ -172,7 +175,8 @@ def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry
 
     Raises:
         OwnershipError: an object that is not this stack's (every one named), or, on up, an
-            answer from the API server that is neither the object nor 404.
+            answer from the API server that is neither the object nor 404, or a state that
+            cannot be read while objects exist.
     """
     live: dict[ObjectRef, LiveObject | None] = {}
     for ref in planned:
@@ -192,6 +196,6 @@ def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry
             raise OwnershipError(message + "; nothing was deployed") from None
     if not any(obj is not None for obj in live.values()):
         return
-    found = refusals(planned, live, read_own_state(), current_stack_mark())
+    found = refusals(planned, live, read_own_state(dry_run=dry_run), current_stack_mark())
     if found:
         raise OwnershipError(refusal_message(found, stack=stack))

@@ -14,17 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pulumi
+from infra.stack_state import read_stack_resources
 
-#: The engine's built-in function that returns every resource of a stack's state (urn ->
-#: {type, outputs}; pulumi/pulumi pkg/resource/deploy/builtins.go), as infra/ownership.py uses it.
-READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
 CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 FILE_SYSTEM_TYPE = "alicloud:nas/fileSystem:FileSystem"
-
-
-class StateUnreadable(Exception):
-    """The engine or backend could not give this stack's state; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,8 @@ def network_plugin_of(outputs: Mapping[str, Any]) -> str:
 
 
 def deployed_from(resources: Mapping[str, Any]) -> Deployed:
-    """``Deployed`` from READ_STACK_RESOURCES's ``outputs`` (urn -> {"type", "outputs"})."""
+    """``Deployed`` from this stack's resources (infra.stack_state.read_stack_resources: urn ->
+    {"type", "outputs"})."""
     plugin: str | None = None
     storage_type: str | None = None
     for entry in resources.values():
@@ -68,15 +62,9 @@ def deployed_from(resources: Mapping[str, Any]) -> Deployed:
 
 
 def read_deployed() -> Deployed:
-    """``deployed_from`` this stack's state, through the engine.
+    """``deployed_from`` this stack's state, through the engine (infra/stack_state.py).
 
     Raises:
         StateUnreadable: the engine or backend has no such function, or it failed.
     """
-    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    try:
-        result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": name})
-        resources = (result.value or {}).get("outputs") or {}
-    except Exception as error:  # an engine or backend without the function
-        raise StateUnreadable(f"{type(error).__name__}: {error}") from None
-    return deployed_from(resources)
+    return deployed_from(read_stack_resources())

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from infra.settings.deployed import Deployed, StateUnreadable
+from infra.settings.deployed import Deployed
 from infra.settings.keys import (
     NEW_CLUSTER_NETWORK_PLUGIN,
     NEW_NAS_STORAGE_TYPE,
@@ -35,6 +35,7 @@ from infra.settings.model import (
 )
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
+from infra.stack_state import StateUnreadable
 from trainer.contract import cluster_spec as cs
 
 

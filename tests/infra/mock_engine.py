@@ -144,11 +144,12 @@ def mock_uid(name: str, inputs: dict, creation: str = "") -> str:
 
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, run: Run, preview: bool, creation: str = "",
-                 unreadable_state: str | None = None) -> None:
+                 unreadable_state: str | None = None, unreadable_reads: int | None = None) -> None:
         self.run = run
         self.preview = preview
         self.creation = creation
         self.unreadable_state = unreadable_state
+        self.unreadable_reads = unreadable_reads
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
         state = dict(args.inputs)
@@ -170,11 +171,16 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.token == CREDENTIAL_TOKEN:
             return {"clusterId": args.args.get("clusterId"), "kubeConfig": KUBECONFIG}
         if args.token == STATE_TOKEN:
-            if self.unreadable_state is not None:
+            failing = self.unreadable_reads is None or self.state_reads() <= self.unreadable_reads
+            if self.unreadable_state is not None and failing:
                 # An invoke the engine fails: the program's invoke raises with this reason.
                 return {}, [("stackName", str(self.unreadable_state))]
             return {"name": args.args.get("stackName"), "outputs": self.run.state}
         raise AssertionError(f"unexpected invoke {args.token}: the program must call no other data source")
+
+    def state_reads(self) -> int:
+        """How many times the program has asked for its state, this ask included."""
+        return sum(1 for c in self.run.calls if c.token == STATE_TOKEN)
 
 
 class _Monitor(pulumi_mocks.MockMonitor):
@@ -205,7 +211,8 @@ class _Monitor(pulumi_mocks.MockMonitor):
 
 def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
                 secret_keys: tuple[str, ...] = (), creation: str = "", cluster: FakeCluster | None = None,
-                state: dict[str, Any] | None = None, unreadable_state: str | None = None) -> Run:
+                state: dict[str, Any] | None = None, unreadable_state: str | None = None,
+                unreadable_reads: int | None = None) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
@@ -221,12 +228,14 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
         state: this stack's state as the engine gives it to the program (``Run.state``).
         unreadable_state: why reading the state fails, as it does on an engine or backend without
             the function; None: it succeeds.
+        unreadable_reads: how many reads of the state fail with ``unreadable_state`` before one
+            succeeds; None: every one.
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
     run = Run(state=dict(state or {}))
-    mocks = _Mocks(run, preview, creation, unreadable_state)
+    mocks = _Mocks(run, preview, creation, unreadable_state, unreadable_reads)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     pulumi.runtime.set_all_config(dict(config), list(secret_keys))
 

@@ -85,7 +85,7 @@ def test_flannel_set_on_a_new_stack_uses_the_pod_cidr(dev_config, caplog):
 def test_an_unreadable_state_needs_the_plugin_set(dev_config):
     run = me.run_program(dev_config, unreadable_state="no backend client is available")
     assert ("Configuration 'tf-mnist:cluster.networkPlugin' is missing: this stack's state could not be read "
-            "(Exception: invoke of pulumi:pulumi:readStackResourceOutputs failed: no backend client is available "
+            "(invoke of pulumi:pulumi:readStackResourceOutputs failed: no backend client is available "
             "(stackName)), and the default depends on whether the stack already "
             "has its ACK cluster (a change replaces it): set the value it has, or terway for a new one.\n"
             "    fix: pulumi config set cluster.networkPlugin terway") in _errors(run)

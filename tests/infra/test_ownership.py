@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import mock_engine as me
 import pytest
 
-from infra import ownership
+from infra import ownership, stack_state
 from infra.cluster_objects import KubeconfigCluster, LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import LABEL_VALUE, STACK_LABEL, stack_mark
 
@@ -151,7 +151,7 @@ def test_another_stacks_object_refuses_the_deployment_before_anything_is_registe
         assert isinstance(run.error, ownership.OwnershipError), run.error
         assert f"  ConfigMap default/mnist-run: created by stack {OTHER}" in str(run.error)
         assert run.registrations == []
-        assert [c.token for c in run.calls] == [ownership.READ_STACK_RESOURCES]
+        assert [c.token for c in run.calls] == [me.STATE_TOKEN]
 
 
 def test_the_stacks_own_objects_pass(dev_config):
@@ -179,6 +179,37 @@ def test_a_cluster_that_cannot_be_read(dev_config, error, preview, refused):
         assert run.registrations == []
     else:
         assert run.error is None and _registered_objects(run)
+
+
+#: The engine's reason when a read of the file backend meets its own write of the checkpoint.
+CHECKPOINT_RACE = "invocation of pulumi:pulumi:readStackResourceOutputs returned an error: failed to load checkpoint: EOF"
+
+
+def test_a_checkpoint_read_during_a_write_is_read_again(dev_config, monkeypatch):
+    monkeypatch.setattr(stack_state, "READ_PAUSE_S", 0.0)
+    cluster = me.FakeCluster({RUN_CM: LiveObject("uid-1", {STACK_LABEL: MARK})})
+    run = me.run_program(_kubeconfig_mode(dev_config), cluster=cluster, state=_state((RUN_CM, "uid-1")),
+                         unreadable_state=CHECKPOINT_RACE, unreadable_reads=3)
+    assert run.error is None, run.error
+    assert [c.token for c in run.calls] == [me.STATE_TOKEN] * 4
+
+
+@pytest.mark.parametrize("reason", [CHECKPOINT_RACE, "no backend client is available"],
+                         ids=["checkpoint-past-the-deadline", "another-failure"])
+def test_an_up_refuses_while_the_state_cannot_be_read_and_a_preview_warns(dev_config, monkeypatch, caplog, reason):
+    monkeypatch.setattr(stack_state, "READ_DEADLINE_S", 0.0)  # a backend that never gives the state
+    # This stack's label but not this stack's uid: only the state can tell.
+    cluster = me.FakeCluster({RUN_CM: LiveObject("uid-9", {STACK_LABEL: MARK})})
+    up = me.run_program(_kubeconfig_mode(dev_config), cluster=cluster, unreadable_state=reason)
+    assert isinstance(up.error, ownership.OwnershipError), up.error
+    assert str(up.error) == (
+        f"could not read this stack's state to check that the existing objects are its own (invoke of "
+        f"{me.STATE_TOKEN} failed: {reason} (stackName)); nothing was deployed. Run `pulumi up` again; if the "
+        "state stays unreadable, `pulumi stack export` shows whether the backend can read it.")
+    assert up.registrations == [] and [c.token for c in up.calls] == [me.STATE_TOKEN]
+    preview = me.run_program(_kubeconfig_mode(dev_config), cluster=cluster, preview=True, unreadable_state=reason)
+    assert preview.error is None and RUN_CM in _registered_objects(preview)
+    assert f"objects labelled {STACK_LABEL}={MARK} count as this stack's here" in caplog.text
 
 
 def test_a_stack_that_creates_its_cluster_reads_nothing(dev_config):

@@ -32,10 +32,11 @@ QUICK = sorted(role.name for role in ROLES if role.quick)
 def account_project(toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> Iterator[PulumiProject]:
     """A copy of account/ with a stack ``acct`` and the offline alicloud provider settings."""
     require_binary(toolchain, "pulumi-resource-alicloud")
-    project = PulumiProject(REPO, tmp_path, toolchain, include=("account",), pulumi_home=pulumi_home,
+    project = PulumiProject(REPO, tmp_path, toolchain, include=("account", "infra"), pulumi_home=pulumi_home,
                             venv=REPO / ".venv")
     # The project is account/ in the copy; its Pulumi.yaml finds the venv at ../.venv, where
-    # PulumiProject linked it, and its __main__ finds the account package one level up.
+    # PulumiProject linked it, and its __main__ finds the account package (and infra, whose
+    # stack_state.py it uses) one level up.
     project.dir = project.dir / "account"
     project.init_stack("acct")
     for key, value in alicloud_offline_config().items():
