@@ -17,7 +17,7 @@ import sys
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from trainer import flags, tasklog  # noqa: E402
+from trainer import flags, log_dir_lock, tasklog  # noqa: E402
 from trainer.autograph_files import remove_autograph_files  # noqa: E402
 from trainer.contract.cluster_spec import PARAMETER_SERVER, ClusterSpecError, TaskConfig, parse_tf_config  # noqa: E402
 from trainer.contract.exit_codes import (  # noqa: E402
@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the evaluator task type is not supported by this trainer (the chief "
               "evaluates after every epoch)", file=sys.stderr)
         return EXIT_BAD_FLAGS
+    if log_dir_lock.wanted() and os.path.isdir(args.log_dir):  # else taken where it is made (run.py)
+        try:
+            log_dir_lock.hold(args.log_dir, "python -m trainer")
+        except log_dir_lock.LogDirRefused as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_BAD_FLAGS
     # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
     tasklog.start(args.log_dir, f"{task.task_type}-{task.task_index}",
                   f" run_id {args.run_id}" if args.run_id else "")

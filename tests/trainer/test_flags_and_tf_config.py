@@ -198,4 +198,4 @@ def test_a_log_dir_that_cannot_be_written_is_a_bad_flag(tmp_path):
     proc = run_trainer("--log_dir", str(tmp_path / "afile"))
     assert proc.returncode == 2  # permanent: the launcher and a podFailurePolicy do not retry
     assert proc.stderr == (f"error: --log_dir {tmp_path / 'afile'} is invalid: cannot create "
-                           f"{tmp_path / 'afile' / 'cluster'}: Not a directory\n")
+                           f"{tmp_path / 'afile'}: File exists\n")

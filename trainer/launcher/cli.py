@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainer import flags
+from trainer import flags, log_dir_lock
 from trainer.contract.cluster_spec import Replicas
-from trainer.contract.exit_codes import EXIT_MISSING_PACKAGES
+from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_MISSING_PACKAGES
 from trainer.launcher.supervisor import Launcher, install_signal_handlers
 from trainer.packages import first_missing, missing_package_message
 
@@ -92,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {missing_package_message(*missing, 'python -m trainer.local')}",
               file=sys.stderr)
         return EXIT_MISSING_PACKAGES
+    try:  # one run at a time in --log_dir (trainer/log_dir_lock.py); its tasks take no lock
+        log_dir_lock.hold(args.log_dir, "python -m trainer.local")
+    except log_dir_lock.LogDirRefused as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_FLAGS
     trainer_argv = []
     for action in flags.build_parser()._actions:
         if action.dest != "help":

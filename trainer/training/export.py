@@ -88,7 +88,9 @@ def export_model(model, log_dir: str | Path, version: int) -> Export:
     if (final / "saved_model.pb").is_file():
         return paths
     root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".*.tmp-*"):  # left by a chief killed while exporting
+    # Left by a chief killed while exporting: a --log_dir holds one run at a time
+    # (trainer/log_dir_lock.py; on the stack every run has a directory of its own).
+    for stale in root.glob(".*.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = root / f".{version}.tmp-{os.getpid()}"
     write_saved_model(model, tmp)

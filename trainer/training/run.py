@@ -7,6 +7,7 @@ import argparse
 import time
 
 from trainer import data as data_mod
+from trainer import log_dir_lock
 from trainer.contract.cluster_spec import MULTI_WORKER_MIRRORED, SINGLE_PROCESS, TaskConfig
 from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
@@ -105,6 +106,11 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
     replicas = (len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
                 if task.strategy_kind == MULTI_WORKER_MIRRORED else 1)
     check_batch_size(args.batch_size, replicas, len(dataset.x_train), args.data_dir)
+    if log_dir_lock.wanted():  # one run at a time in --log_dir (raises FlagError when in use)
+        try:
+            log_dir_lock.hold(args.log_dir, "python -m trainer")
+        except log_dir_lock.LogDirRefused as err:
+            raise FlagError(str(err)) from None
     try:
         files.dir.mkdir(parents=True, exist_ok=True)  # also makes --log_dir itself
         if task.is_chief:
