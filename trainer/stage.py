@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import stat
 import sys
@@ -322,6 +323,23 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
     return names
 
 
+#: A URL's credentials in what staging prints: the user info before ``@`` and the query string
+#: (a presigned URL's signature and key id, e.g. OSS's ``?Expires=..&OSSAccessKeyId=..&Signature=..``),
+#: up to the whitespace, or the ``:``, ``,`` or ``)`` before whitespace, that ends the URL in a line.
+URL_SECRETS = re.compile(r"(?P<scheme>https?://)(?P<userinfo>[^/\s@]+@)?(?P<rest>[^\s?#]*)(?P<query>\?[^\s#]*?)?"
+                         r"(?=[:,)]?(?:\s|$))")
+
+
+def hide_url_secrets(text: str) -> str:
+    """``text`` with the credentials of every http(s) URL in it hidden (URL_SECRETS): the
+    user info becomes ``<hidden>@``, the query string ``?<hidden>``; the host and path stay,
+    which say which file it is. Logs and pod termination messages outlive the URL's validity."""
+    def hide(match: re.Match) -> str:
+        return (match["scheme"] + ("<hidden>@" if match["userinfo"] else "") + match["rest"]
+                + ("?<hidden>" if match["query"] else ""))
+    return URL_SECRETS.sub(hide, text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.stage",
@@ -342,13 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         stage(args.dest, args.source or [str(BUNDLED_DATA_DIR)], args.allow_unknown,
-              volume_hint=args.volume_hint)
+              log=lambda line: print(hide_url_secrets(line)), volume_hint=args.volume_hint)
     except VolumeNotWritable as err:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
         return EXIT_VOLUME_NOT_WRITABLE
     except (StageError, DataError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
         return 1
     print(f"staged in {args.dest}")
     return 0

@@ -17,7 +17,7 @@ from trainer_test_helpers import write_mnist
 from trainer import data
 from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
 from trainer.flags import BUNDLED_DATA_DIR
-from trainer.stage import KNOWN_SHA256, StageError, VolumeNotWritable, sha256_of, stage
+from trainer.stage import KNOWN_SHA256, StageError, VolumeNotWritable, hide_url_secrets, sha256_of, stage
 from trainer.stage import main as stage_main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,6 +235,40 @@ def test_the_command_takes_one_source_per_file(tmp_path, http_source):
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == sorted(data.ALL_IDX_FILES)
+
+
+#: A presigned URL's query as OSS writes one (not a real key or signature).
+PRESIGNED = "?Expires=1798761600&OSSAccessKeyId=LTAI5tFakeKeyId&Signature=c2lnbmF0dXJl%3D"
+
+
+def test_the_command_prints_no_url_credentials(tmp_path, http_source):
+    argv = [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "dest")]
+    for name in data.ALL_IDX_FILES:
+        argv += ["--source", f"{http_source}/{name}{PRESIGNED}"]
+    staged = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert staged.returncode == 0, staged.stderr
+    assert f"staged from {http_source}/train-images-idx3-ubyte.gz?<hidden> (mnist-10k" in staged.stdout
+    # A download that fails: the pod's termination message.
+    failed = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "npz"),
+                             "--source", f"{http_source}/mnist.npz{PRESIGNED}"],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr == f"error: {http_source}/mnist.npz?<hidden>: download failed: HTTP Error 404: File not found\n"
+    for output in (staged.stdout, staged.stderr, failed.stdout, failed.stderr):
+        assert "LTAI5tFakeKeyId" not in output and "c2lnbmF0dXJl" not in output
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?Expires=1&Signature=a%2Bb: download failed",
+     "https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?<hidden>: download failed"),
+    ("files https://h/a.gz?x=1, https://h/b.gz?y=2 (two)", "files https://h/a.gz?<hidden>, https://h/b.gz?<hidden> (two)"),
+    ("from https://u:p@h/mnist.npz.", "from https://<hidden>@h/mnist.npz."),
+    ("https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok",
+     "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok"),
+    ("/data/mnist/abc: already staged", "/data/mnist/abc: already staged"),
+])
+def test_url_credentials_are_hidden_and_the_rest_kept(text, shown):
+    assert hide_url_secrets(text) == shown
 
 
 def test_a_directory_on_the_volume_is_a_source(tmp_path):
