@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from infra import ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
-from infra.components import network_policy, pods, storage, tensorboard, training
+from infra.components import network_policy, pods, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
@@ -94,6 +94,7 @@ def build(settings: Settings) -> dict[str, Any]:
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
         data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
         image_pull_secret=registry.image_pull_secret, identity=settings.pods,
+        data_source_secret="data.source" in settings.secret_keys,
         volume_hint=_volume_hint(settings), after=[*pods_after, volume.pvc]), opts=k8s_opts)
     # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
     monitor = RunMonitor(prefix, RunMonitorArgs(
@@ -192,6 +193,8 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
     registry = settings.registry
     if registry.credentials is not None and registry.image_pull_secret is not None:
         objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
+    if "data.source" in settings.secret_keys:
+        objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
     named = (training.object_names(prefix, settings.training.replicas) + tensorboard.object_names(prefix)
              + monitor_object_names(prefix)
              + (network_policy.object_names(prefix) if settings.network_policy else []))

@@ -64,7 +64,7 @@ def test_defaults_as_pulumi_config_set_takes_them(name, default):
 
 def test_secret_column_marks_exactly_the_secret_capable_keys():
     marked = {k.name for k in KEYS if _row(k.name)[2] == "yes"}
-    assert marked == {"kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path",
+    assert marked == {"kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path", "data.source",
                       "registryCredentials.server", "registryCredentials.username",
                       "registryCredentials.password"}
 

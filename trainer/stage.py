@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -340,6 +341,27 @@ def hide_url_secrets(text: str) -> str:
     return URL_SECRETS.sub(hide, text)
 
 
+def sources_from_env(name: str) -> list[str]:
+    """The sources in the environment variable ``name``: a JSON list of strings (an empty list:
+    the bundled sample).
+
+    Raises:
+        StageError: the variable is unset, or not such a list (its value is not shown: it may
+            hold credentials).
+    """
+    text = os.environ.get(name)
+    if text is None:
+        raise StageError(f"--sources_env {name}: the environment variable {name} is not set")
+    try:
+        sources = json.loads(text)
+    except ValueError:
+        sources = None
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise StageError(f"--sources_env {name}: the environment variable {name} must hold a JSON list of "
+                         "strings (its value is not shown)")
+    return sources
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.stage",
@@ -350,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="directory or http(s) URL (of mnist.npz, or of a directory "
                              "with the four IDX files); given four times, the URLs of the four "
                              "IDX .gz files; default: the bundled mnist-10k sample")
+    parser.add_argument("--sources_env", metavar="NAME",
+                        help="take the sources from the environment variable NAME, a JSON list of "
+                             "strings, instead of --source: how the stack passes a data source that "
+                             "holds credentials (from a Kubernetes Secret, never in the command)")
     parser.add_argument("--allow_unknown", action="store_true",
                         help="accept checksums not in the known list if the files pass the "
                              "trainer's data checks")
@@ -358,8 +384,15 @@ def main(argv: list[str] | None = None) -> int:
                              "volume lives and how to fix it (exit code "
                              f"{EXIT_VOLUME_NOT_WRITABLE})")
     args = parser.parse_args(argv)
+    if args.sources_env and args.source:
+        parser.error("--sources_env and --source exclude each other")
     try:
-        stage(args.dest, args.source or [str(BUNDLED_DATA_DIR)], args.allow_unknown,
+        sources = sources_from_env(args.sources_env) if args.sources_env else args.source
+    except StageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    try:
+        stage(args.dest, sources or [str(BUNDLED_DATA_DIR)], args.allow_unknown,
               log=lambda line: print(hide_url_secrets(line)), volume_hint=args.volume_hint)
     except VolumeNotWritable as err:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).

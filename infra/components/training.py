@@ -12,7 +12,7 @@ import pulumi
 import pulumi._types as pulumi_types
 import pulumi_kubernetes as k8s
 
-from infra.components import pods
+from infra.components import pods, staging
 from infra.components.labels import recommended_labels, task_selector
 from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
@@ -120,16 +120,6 @@ def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> lis
     return flags if run_id is None else [*flags, "--run_id", run_id]
 
 
-def stage_command(data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "") -> list[str]:
-    """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
-    per URL of a list, the one source, or none (the sample in the image), and ``--volume_hint``
-    when given (the end of its error on a volume it cannot write)."""
-    sources = [] if source is None else [source] if isinstance(source, str) else list(source)
-    hint = ["--volume_hint", volume_hint] if volume_hint else []
-    return ["python", "-m", "trainer.stage", "--dest", data_dir, *[a for s in sources for a in ("--source", s)],
-            *hint]
-
-
 def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: dict | None = None) -> str:
     """12 hex digits of the SHA-256 of every task's pod template (without the run id): what
     decides whether `pulumi up` replaces the Jobs, and so starts a new run (see TrainingJob).
@@ -222,6 +212,8 @@ class TrainingJobArgs:
         run_key: the run directory's key (``Settings.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
         identity: the uid and gid every pod runs as (pods.*).
+        data_source_secret: data.source was set with ``--secret``: staging reads it from a
+            Secret (infra/components/staging.py), not from its command.
         volume_hint: where the volume lives and how to make it writable, which the staging
             Job's error ends with (``storage.unwritable_hint``).
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
@@ -238,6 +230,7 @@ class TrainingJobArgs:
     run_key: str
     image_pull_secret: str | None
     identity: PodIdentity = pods.IMAGE_IDENTITY
+    data_source_secret: bool = False
     volume_hint: str = ""
     after: Sequence[pulumi.Resource] = ()
 
@@ -343,9 +336,11 @@ class TrainingJob(pulumi.ComponentResource):
         error as the container's termination message, which `pulumi up` prints; the next
         `pulumi up` replaces the failed Job (REPLACE_UNREADY)."""
         args, training = self._args, self._args.training
-        name = staging_name(self._name)
+        name, secret_name = staging_name(self._name), staging.source_secret_name(self._name)
         placement = args.placement["stage-data"]
         annotations = {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
+        secret = (staging.source_secret(secret_name, training.data_source, self._metadata(secret_name, "stage-data"),
+                                        self) if args.data_source_secret else None)
         return k8s.batch.v1.Job(
             name,
             metadata=self._metadata(name, "stage-data", annotations),
@@ -366,13 +361,14 @@ class TrainingJob(pulumi.ComponentResource):
                             name=STAGE_CONTAINER,
                             image=training.staging_image,
                             image_pull_policy=training.ps.image_pull_policy,
-                            command=stage_command(args.data_dir, training.data_source, args.volume_hint),
+                            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
+                                                          from_secret=secret is not None),
                             # The stager's last line on failure is its error: the message
                             # the pod's status, and so `pulumi up`, shows.
                             termination_message_policy="FallbackToLogsOnError",
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "512Mi"}),
-                            env=pods.scratch_env(),
+                            env=pods.scratch_env() + (staging.source_env(secret_name) if secret else []),
                             security_context=pods.container_security_context(),
                             volume_mounts=[self._volume_mount(), pods.scratch_mount()],
                         )],
@@ -381,7 +377,7 @@ class TrainingJob(pulumi.ComponentResource):
                 ),
             ),
             # Pulumi waits for this Job: its pod needs the node pools (`after`) to exist.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])]),
         )
 
     def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],

@@ -140,10 +140,10 @@ PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
 #: other value goes into object names, labels, pod specs or plain outputs, so a secret there
 #: is refused rather than written out in plain text.
-SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path",
+SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path", "data.source",
                        "registryCredentials.server", "registryCredentials.username", "registryCredentials.password")
 #: SECRET_CAPABLE_KEYS as the refusal message lists them.
-SECRET_CAPABLE_SHOWN = ("kubeconfig", "nas.mountTargetDomain", "nfs.*", "registryCredentials.*")
+SECRET_CAPABLE_SHOWN = ("kubeconfig", "nas.mountTargetDomain", "nfs.*", "data.source", "registryCredentials.*")
 
 
 @dataclass(frozen=True)
@@ -290,8 +290,9 @@ KEYS: tuple[Key, ...] = (
     Key("data.source", None, data_source, "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
         None, "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX files, a "
               "directory on the volume (under mountPath) or in the image, or a list of the files' URLs "
-              "(checksums verified); a new source stages into a new directory and starts a new run; default: "
-              "the 10,000-digit sample in the trainer image."),
+              "(checksums verified); a new source stages into a new directory and starts a new run (a presigned URL "
+              "signed again is the same source); a URL with credentials (user info, a presigned URL's signature) "
+              "must be set with --secret; default: the 10,000-digit sample in the trainer image."),
     Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
     Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, "mnist", None,
         "Labels on the PV that the PVC selects.", "--path persistence.pvc.matchLabels.train"),

@@ -114,3 +114,12 @@ def password_not_secret(key: str, form: str | None) -> str:
     return (f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "
             "in plain text.\n"
             f"    fix: pulumi config set --secret {path}{key} <password>")
+
+
+def source_credentials_not_secret(key: str, what: str, form: str | None) -> str:
+    """The violation of a data source URL with credentials set without ``--secret`` (its value
+    is not shown: ``what`` names the credential, e.g. "the query parameter 'Signature'")."""
+    path = "--path " if form == PATH else ""
+    return (f"Configuration '{PROJECT}:{key}' holds a credential ({what}) but is not a secret: the stack file, "
+            "the staging Job and the state would hold it in plain text.\n"
+            f"    fix: pulumi config set --secret {path}{key} <the same value>")

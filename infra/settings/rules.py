@@ -14,9 +14,10 @@ from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.derive import Resolved
 from infra.settings.keys import PROJECT, VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
-from infra.settings.messages import password_not_secret
+from infra.settings.messages import password_not_secret, source_credentials_not_secret
 from infra.settings.parsers import image_host
 from infra.settings.read import Reading
+from infra.settings.url_credentials import credentials_in
 from trainer.contract import cluster_spec as cs
 
 #: Namespaces every cluster has: the stack must never create (and on destroy delete) them.
@@ -204,6 +205,17 @@ def tensorboard(r: Reading, _: Resolved) -> None:
             "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
 
 
+def data_source_credentials(r: Reading, _: Resolved) -> None:
+    """A data.source URL with credentials (user info, a presigned URL's signature: see
+    url_credentials) is set with ``--secret``; the stack then hands it to staging through a
+    Kubernetes Secret (infra/components/staging.py)."""
+    source = r.values["data.source"]
+    sources = [] if source is None else [source] if isinstance(source, str) else list(source)
+    found = [what for what in map(credentials_in, sources) if what is not None]
+    if found and "data.source" not in r.secrets:
+        r.problems.append(source_credentials_not_secret("data.source", found[0], r.forms["data.source"]))
+
+
 def task_names(r: Reading, d: Resolved) -> None:
     """The longest object name must still be a DNS label: checked through the shared module."""
     try:
@@ -214,7 +226,7 @@ def task_names(r: Reading, d: Resolved) -> None:
 
 #: Every rule, in the order its violations are reported.
 RULES: tuple[Rule, ...] = (ports, cloud_layer, *CLOUD_RULES, volume, namespace, cidrs, registry_credentials,
-                           cluster_identity, tensorboard, task_names)
+                           data_source_credentials, cluster_identity, tensorboard, task_names)
 
 
 def cross_check(reading: Reading, resolved: Resolved) -> None:

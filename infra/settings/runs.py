@@ -19,6 +19,7 @@ import hashlib
 import json
 from typing import Any
 
+from infra.settings.url_credentials import without_credentials
 from trainer.contract import cluster_spec as cs
 
 #: Hex digits of a directory key: 48 bits, so two configurations of one stack collide with a
@@ -33,8 +34,12 @@ def _digest(value: Any) -> str:
 
 def source_key(source: str | tuple[str, ...] | None) -> str:
     """The data directory's key: 12 hex digits of the SHA-256 of data.source as JSON (null for
-    the sample in the image; a list of URLs as that list, in its order)."""
-    return _digest(list(source) if isinstance(source, tuple) else source)
+    the sample in the image; a list of URLs as that list, in its order), each URL without its
+    credentials (``url_credentials.without_credentials``): a presigned URL signed again names
+    the same files, so it keeps the data directory and the run."""
+    if isinstance(source, tuple):
+        return _digest([without_credentials(url) for url in source])
+    return _digest(source if source is None else without_credentials(source))
 
 
 def layout(replicas: cs.Replicas, gpu_count: int) -> dict[str, Any]:

@@ -329,7 +329,7 @@ def test_a_secret_that_would_go_into_specs_in_plain_text_is_rejected_without_its
         HEADER_1,
         "Configuration 'tf-mnist:worker.memory' is a secret: the stack writes this value into Kubernetes "
         "objects and stack outputs in plain text, so it cannot stay secret "
-        "(only kubeconfig, nas.mountTargetDomain, nfs.* and registryCredentials.* can).",
+        "(only kubeconfig, nas.mountTargetDomain, nfs.*, data.source and registryCredentials.* can).",
         "    fix: pulumi config set worker.memory <value> (again, without --secret)",
     ])
     assert "9Gi" not in str(run.error)
@@ -344,7 +344,7 @@ def test_a_structured_secret_is_reported_once_for_its_top_level_key(dev_config):
         HEADER_1,
         "Configuration 'tf-mnist:worker' holds a secret: the stack writes worker.* values into Kubernetes "
         "objects and stack outputs in plain text, so they cannot stay secret "
-        "(only kubeconfig, nas.mountTargetDomain, nfs.* and registryCredentials.* can).",
+        "(only kubeconfig, nas.mountTargetDomain, nfs.*, data.source and registryCredentials.* can).",
         "    fix: pulumi config set --path worker.<key> <value> (again, without --secret)",
     ])
 

@@ -126,15 +126,16 @@ def _registered_objects(run: me.Run) -> set[ObjectRef]:
 @pytest.mark.parametrize("extra", [
     {},
     {"createNamespace": "true", "namespace": "team-a", "namePrefix": "exp", "persistence__volume__type": "hostPath",
-     "registryCredentials__username": "u", "registryCredentials__password": "p", "ps__number": "0"},
-], ids=["dev", "namespace-hostPath-registry"])
+     "registryCredentials__username": "u", "registryCredentials__password": "p", "ps__number": "0",
+     "data__source": "https://b.example.com/mnist.npz?Expires=1&Signature=x"},
+], ids=["dev", "namespace-hostPath-registry-secret-source"])
 def test_the_check_reads_exactly_the_objects_the_program_creates(dev_config, extra):
     config = _kubeconfig_mode(dev_config, **extra)
     if extra:
         config.pop("tf-mnist:nas.mountTargetDomain")
         config["tf-mnist:hostPath.path"] = "/var/tmp/tf-mnist"
     cluster = me.FakeCluster()
-    secret = ("tf-mnist:registryCredentials.password",) if extra else ()
+    secret = ("tf-mnist:registryCredentials.password", "tf-mnist:data.source") if extra else ()
     run = me.run_program(config, cluster=cluster, secret_keys=secret)
     assert run.error is None, run.error
     assert len(cluster.reads) == len(set(cluster.reads)) > 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -269,6 +270,29 @@ def test_the_command_prints_no_url_credentials(tmp_path, http_source):
 ])
 def test_url_credentials_are_hidden_and_the_rest_kept(text, shown):
     assert hide_url_secrets(text) == shown
+
+
+def test_sources_from_the_environment_stage_and_are_never_printed(tmp_path, http_source):
+    # How the stack passes a presigned data.source: a JSON list in an environment variable
+    # (from a Kubernetes Secret); the query is the signature, which nothing prints.
+    signed = [f"{http_source}/{name}?Expires=1&Signature=s3cr3t" for name in data.ALL_IDX_FILES]
+    env = {**os.environ, "DATA_SOURCES": json.dumps(signed)}
+    ok = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "ok"),
+                         "--sources_env", "DATA_SOURCES"], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert len(data.load(tmp_path / "ok").x_test) == 2000
+    assert "s3cr3t" not in ok.stdout + ok.stderr and "?<hidden>" in ok.stdout
+    for value, says in [(None, "the environment variable DATA_SOURCES is not set"),
+                        ('{"url": "s3cr3t"}', "the environment variable DATA_SOURCES must hold a JSON list of strings "
+                         "(its value is not shown)")]:
+        bad_env = {k: v for k, v in env.items() if k != "DATA_SOURCES"}
+        bad_env.update({} if value is None else {"DATA_SOURCES": value})
+        bad = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "bad"),
+                              "--sources_env", "DATA_SOURCES"], cwd=REPO, env=bad_env, capture_output=True,
+                             text=True, timeout=120)
+        assert (bad.returncode, bad.stderr.strip()) == (1, f"error: --sources_env DATA_SOURCES: {says}")
+        assert not (tmp_path / "bad").exists()
 
 
 def test_a_directory_on_the_volume_is_a_source(tmp_path):
