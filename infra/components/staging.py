@@ -15,6 +15,8 @@ import json
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.settings.parsers import source_list
+
 #: The environment variable that holds the sources as a JSON list of strings.
 SOURCES_ENV = "DATA_SOURCES"
 #: The Secret's key that holds them.
@@ -27,17 +29,13 @@ def source_secret_name(name: str) -> str:
     return f"{name}-data-source"
 
 
-def _sources(source: str | tuple[str, ...] | None) -> list[str]:
-    return [] if source is None else [source] if isinstance(source, str) else list(source)
-
-
 def stage_command(data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "",
                   from_secret: bool = False) -> list[str]:
     """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
     per URL of a list, the one source, or none (the sample in the image), or, ``from_secret``,
     ``--sources_env DATA_SOURCES`` instead of them; and ``--volume_hint`` when given (the end of
     its error on a volume it cannot write)."""
-    sources = ["--sources_env", SOURCES_ENV] if from_secret else [a for s in _sources(source) for a in ("--source", s)]
+    sources = ["--sources_env", SOURCES_ENV] if from_secret else [a for s in source_list(source) for a in ("--source", s)]
     hint = ["--volume_hint", volume_hint] if volume_hint else []
     return ["python", "-m", "trainer.stage", "--dest", data_dir, *sources, *hint]
 
@@ -48,7 +46,7 @@ def source_secret(name: str, source: str | tuple[str, ...], metadata: k8s.meta.v
     value a Pulumi secret (encrypted in the state, hidden in the preview)."""
     return k8s.core.v1.Secret(
         name, metadata=metadata, type="Opaque",
-        string_data=pulumi.Output.secret({SOURCES_KEY: json.dumps(_sources(source))}),
+        string_data=pulumi.Output.secret({SOURCES_KEY: json.dumps(source_list(source))}),
         opts=pulumi.ResourceOptions(parent=parent))
 
 

@@ -134,6 +134,11 @@ def data_source(raw: Any) -> str | tuple[str, ...] | None:
     return tuple(raw)
 
 
+def source_list(source: str | tuple[str, ...] | None) -> list[str]:
+    """A parsed data.source (``data_source``) as the list of its sources: [] for None."""
+    return [] if source is None else [source] if isinstance(source, str) else list(source)
+
+
 # Kubernetes resource.Quantity (k8s.io/apimachinery/pkg/api/resource), restricted to the
 # plain forms people write: a non-negative decimal and an optional SI or binary suffix.
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")

@@ -15,7 +15,7 @@ from infra.settings.derive import Resolved
 from infra.settings.keys import PROJECT, VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
 from infra.settings.messages import password_not_secret, source_credentials_not_secret
-from infra.settings.parsers import image_host
+from infra.settings.parsers import image_host, source_list
 from infra.settings.read import Reading
 from infra.settings.url_credentials import credentials_in
 from trainer.contract import cluster_spec as cs
@@ -209,9 +209,7 @@ def data_source_credentials(r: Reading, _: Resolved) -> None:
     """A data.source URL with credentials (user info, a presigned URL's signature: see
     url_credentials) is set with ``--secret``; the stack then hands it to staging through a
     Kubernetes Secret (infra/components/staging.py)."""
-    source = r.values["data.source"]
-    sources = [] if source is None else [source] if isinstance(source, str) else list(source)
-    found = [what for what in map(credentials_in, sources) if what is not None]
+    found = [what for what in map(credentials_in, source_list(r.values["data.source"])) if what is not None]
     if found and "data.source" not in r.secrets:
         r.problems.append(source_credentials_not_secret("data.source", found[0], r.forms["data.source"]))
 
