@@ -101,6 +101,7 @@ def build(settings: Settings) -> dict[str, Any]:
         namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
         task_job_names=task_names(prefix, settings.training.replicas),
         schedule_timeout_seconds=settings.training.schedule_timeout_seconds,
+        start_timeout_seconds=settings.training.start_timeout_seconds,
         api_server=settings.training.monitor_api_server, image=settings.training.staging_image,
         image_pull_policy=settings.training.ps.image_pull_policy, placement=settings.placement["stage-data"],
         image_pull_secret=registry.image_pull_secret,

@@ -16,6 +16,10 @@ Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
 * a task pod has been unschedulable (PodScheduled False, reason Unschedulable) for longer
   than ``MONITOR_SCHEDULE_TIMEOUT_S`` (0 = never): every task Job is ended, the scheduler's
   message in the reason;
+* a scheduled task pod has not started (its container waiting: ImagePullBackOff,
+  CreateContainerConfigError, ContainerCreating on a volume that does not mount...) for longer
+  than ``MONITOR_START_TIMEOUT_S`` since it was scheduled (0 = never): every task Job is
+  ended, the container's waiting reason, image and message in the reason;
 * the chief's Job completed, or every task Job has ended: exit 0.
 
 A Job is ended by setting ``spec.activeDeadlineSeconds`` to 1 (a field Kubernetes lets change
@@ -25,12 +29,14 @@ infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
 ``MONITOR_RUN_ID``), so a monitor never ends a later run's Jobs.
 
 Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
-MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
+MONITOR_START_TIMEOUT_S, MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
 ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``). It authenticates with the
 pod's service-account token and trusts the service-account CA.
 
-Exit status: 0 the run is over; 1 the API server could not be read MAX_FAILURES times in a row
-(the message says why); 2 bad environment.
+Exit status: 0 the run is over; 1 the API server could not be read (or what it answered could
+not be understood) MAX_FAILURES times in a row (the message says why); 2 bad environment
+(EXIT_BAD_ENVIRONMENT). A poll that fails, for any reason, is tried again: the monitor keeps no
+state between polls, so a new pod (after a kill) takes over where the last one stopped.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: longer than an API server restart or a control-plane upgrade's blip.
 MAX_FAILURES = 60
 DEFAULT_POLL_S = 5.0
+EXIT_BAD_ENVIRONMENT = 2
 
 
 @dataclass
@@ -118,8 +125,72 @@ def unschedulable_since(pod: Mapping) -> tuple[float, str] | None:
     return None
 
 
+def not_started_since(pod: Mapping) -> tuple[float, str] | None:
+    """(since when, why) for a scheduled pod whose containers have not all started: since the
+    pod was scheduled (PodScheduled True), why its first waiting container waits, in the
+    kubelet's words (``ImagePullBackOff (image x): Back-off pulling image "x"``); a pod without
+    container statuses yet waits in ContainerCreating. A running, finished or unscheduled pod:
+    None."""
+    status = pod.get("status", {})
+    if status.get("phase") != "Pending":
+        return None
+    scheduled = next((c for c in status.get("conditions") or []
+                      if (c.get("type"), c.get("status")) == ("PodScheduled", "True")), None)
+    since = parse_time(scheduled.get("lastTransitionTime")) if scheduled else None
+    if since is None:
+        return None
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            message = f": {waiting['message']}" if waiting.get("message") else ""
+            return since, f"{waiting.get('reason') or 'Waiting'} (image {container.get('image')}){message}"
+    if not status.get("containerStatuses"):
+        return since, "ContainerCreating"
+    return None
+
+
+@dataclass(frozen=True)
+class StartLimit:
+    """How long a task pod may fail ``test`` (a function of the pod that returns (since when,
+    why) or None), and how the verdict says it: ``pod P of Job J <verb> for N s (<key> T): why``,
+    short of the limit ``pod P <note> for N s: why``. A timeout of 0: for ever."""
+
+    test: Callable[[Mapping], tuple[float, str] | None]
+    timeout_s: float
+    verb: str
+    note: str
+    key: str
+
+
+def _stuck(tasks: Mapping[str, Mapping], pods: list[Mapping], now: float, limits: list[StartLimit]) -> Decision | None:
+    """The run's verdict on pods that cannot start: for each limit, the pod of a going task Job
+    that has failed its test the longest; past the limit every going task Job is ended; short
+    of it, a note (the first limit's); None when no pod fails a test."""
+    notes = []
+    for limit in limits:
+        if limit.timeout_s <= 0:
+            continue
+        stuck = []
+        for pod in pods:
+            job = _labels(pod).get("job-name")
+            found = limit.test(pod) if job in tasks and not ended(tasks[job]) else None
+            if found is not None:
+                stuck.append((found[0], pod["metadata"]["name"], job, found[1]))
+        if not stuck:
+            continue
+        since, pod_name, job, message = min(stuck)
+        if now - since >= limit.timeout_s:
+            reason = (f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s "
+                      f"({limit.key} {limit.timeout_s:g}): {message}")
+            return Decision(end={n: reason for n, j in tasks.items()
+                                 if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})},
+                            why=reason)
+        notes.append(f"pod {pod_name} {limit.note} for {now - since:.0f} s: {message}")
+    return Decision(why=notes[0]) if notes else None
+
+
 def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: float,
-           schedule_timeout_s: float) -> Decision:
+           schedule_timeout_s: float, start_timeout_s: float = 0) -> Decision:
     """What to do about the run, from its Jobs and pods as the API server lists them.
 
     Args:
@@ -129,6 +200,7 @@ def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: fl
         run_id: the run's id; only task Jobs with that ``--run_id`` count (None: all).
         now: seconds since the epoch.
         schedule_timeout_s: how long a task pod may stay unschedulable; 0 = for ever.
+        start_timeout_s: how long a scheduled task pod may stay unstarted; 0 = for ever.
 
     Returns:
         The Jobs to end (each with its reason) and whether the run is over. A Job already
@@ -153,21 +225,12 @@ def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: fl
             f"the chief's Job {name} failed: {failed.get('reason') or 'Failed'}: "
             f"{failed.get('message') or 'no message'}")
         return Decision(end={n: reason for n in to_end if n != name}, why=reason)
-    if schedule_timeout_s > 0:
-        stuck = []
-        for pod in pods:
-            job = _labels(pod).get("job-name")
-            found = unschedulable_since(pod) if job in tasks and not ended(tasks[job]) else None
-            if found is not None:
-                stuck.append((found[0], pod["metadata"]["name"], job, found[1]))
-        stuck.sort()
-        if stuck and now - stuck[0][0] >= schedule_timeout_s:
-            since, pod_name, job, message = stuck[0]
-            reason = (f"pod {pod_name} of Job {job} could not be scheduled for {now - since:.0f} s "
-                      f"(job.scheduleTimeoutSeconds {schedule_timeout_s:g}): {message}")
-            return Decision(end={n: reason for n in to_end}, why=reason)
-        if stuck:
-            return Decision(why=f"pod {stuck[0][1]} unschedulable for {now - stuck[0][0]:.0f} s: {stuck[0][3]}")
+    stuck = _stuck(tasks, pods, now, [
+        StartLimit(unschedulable_since, schedule_timeout_s, "could not be scheduled", "unschedulable",
+                   "job.scheduleTimeoutSeconds"),
+        StartLimit(not_started_since, start_timeout_s, "did not start", "not started", "job.startTimeoutSeconds")])
+    if stuck is not None:
+        return stuck
     return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
 
 
@@ -230,24 +293,29 @@ def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
         namespace, prefix = env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"]
         run_id = env.get("MONITOR_RUN_ID") or None
         timeout_s = float(env.get("MONITOR_SCHEDULE_TIMEOUT_S") or 0)
+        start_timeout_s = float(env.get("MONITOR_START_TIMEOUT_S") or 0)
         poll_s = float(env.get("MONITOR_POLL_S") or DEFAULT_POLL_S)
     except (KeyError, ValueError) as err:
         print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_ENVIRONMENT
     api = api or Api(api_server(env), f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     selector = f"{INSTANCE_LABEL}={prefix}"
-    log(f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s)")
+    log(f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s, "
+        f"start timeout {start_timeout_s:g} s)")
     failures, last_why = 0, ""
     while True:
         try:
             jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
             pods = api.items(f"/api/v1/namespaces/{namespace}/pods", f"{selector},{TASK_TYPE_LABEL}")
-            decision = decide(jobs, pods, run_id, clock(), timeout_s)
+            decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s)
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)
                 log(f"ended Job {name}: {reason}")
             failures = 0
-        except ApiError as err:
+        except Exception as err:  # noqa: BLE001 - any failed poll is tried again, up to MAX_FAILURES
+            # ApiError (the API server refused or was out of reach), or an answer this script
+            # could not understand: either may pass; a watcher that dies leaves the run unwatched.
+            err = err if isinstance(err, ApiError) else ApiError(f"{type(err).__name__}: {err}")
             failures += 1
             log(f"cannot read the run ({failures} of {MAX_FAILURES}): {err}")
             if failures >= MAX_FAILURES:

@@ -30,9 +30,14 @@ REQUESTS = {"cpu": "10m", "memory": "64Mi"}
 LIMITS = {"memory": "128Mi"}
 #: Ready for Pulumi once the API server has it (the task Jobs' await; infra/components/training.py).
 AWAIT = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
-#: Restarts of the monitor pod that count: an API server out of reach for MAX_FAILURES polls
-#: (the script exits 1) gets two more tries before the Job fails.
+#: Failed monitor pods that count: an API server out of reach for MAX_FAILURES polls (the
+#: script exits 1) gets two more pods before the Job fails. Kills do not count
+#: (failure_policy).
 BACKOFF_LIMIT = 2
+#: A container killed by SIGKILL or SIGTERM (128 + the signal): the node's OOM killer, a
+#: person's or a script's ``kill`` of the node's processes, a drained node. The monitor keeps no
+#: state between polls, so a new pod takes over where the killed one stopped.
+EXIT_KILLED = (137, 143)
 
 
 @dataclass
@@ -47,6 +52,7 @@ class RunMonitorArgs:
         task_job_names: the run's task Jobs (``<prefix>-<type>-<index>``), the only Jobs the
             monitor may patch.
         schedule_timeout_seconds: job.scheduleTimeoutSeconds (0 = never).
+        start_timeout_seconds: job.startTimeoutSeconds (0 = never).
         api_server: monitor.apiServer, or None for the in-cluster address.
         image: the CPU trainer image (it has python3), pulled with ``image_pull_policy``.
         image_pull_policy: ps.imagePullPolicy.
@@ -61,6 +67,7 @@ class RunMonitorArgs:
     run_id: pulumi.Input[str]
     task_job_names: Sequence[str]
     schedule_timeout_seconds: int
+    start_timeout_seconds: int
     api_server: str | None
     image: str
     image_pull_policy: str
@@ -68,6 +75,25 @@ class RunMonitorArgs:
     image_pull_secret: str | None
     priority_class_name: str | None = None
     after: Sequence[pulumi.Resource] = ()
+
+
+def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
+    """How the monitor Job treats a failed pod: a bad environment (exit 2) fails the Job at
+    once; a killed container (EXIT_KILLED) or a disruption (DisruptionTarget) gets a new pod
+    that does not count; anything else (exit 1: the API server out of reach) counts against
+    BACKOFF_LIMIT. A run is then never left unwatched because its monitor was killed."""
+    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
+        return k8s.batch.v1.PodFailurePolicyRuleArgs(
+            action=action, on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                container_name=COMPONENT, operator="In", values=sorted(codes)))
+
+    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
+        # A bad environment: no new pod mends it.
+        exit_codes("FailJob", [run_monitor.EXIT_BAD_ENVIRONMENT]),
+        exit_codes("Ignore", EXIT_KILLED),
+        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
+            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")]),
+    ])
 
 
 def object_names(name: str) -> list[tuple[str, str]]:
@@ -121,9 +147,11 @@ class RunMonitor(pulumi.ComponentResource):
             data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")}, opts=child)
         job = k8s.batch.v1.Job(
             object_name, metadata=self._metadata(object_name, AWAIT),
-            spec=k8s.batch.v1.JobSpecArgs(backoff_limit=BACKOFF_LIMIT, template=k8s.core.v1.PodTemplateSpecArgs(
-                metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(name, COMPONENT)),
-                spec=self._pod(account.metadata.name, script.metadata.name))),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=BACKOFF_LIMIT, pod_failure_policy=failure_policy(),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(name, COMPONENT)),
+                    spec=self._pod(account.metadata.name, script.metadata.name))),
             # The Role's binding first: a pod started before it is refused every call.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *args.after]))
         self.job_name = job.metadata.name
@@ -138,6 +166,7 @@ class RunMonitor(pulumi.ComponentResource):
         values: dict[str, pulumi.Input[str]] = {
             "MONITOR_NAMESPACE": args.namespace_name, "MONITOR_PREFIX": self._name, "MONITOR_RUN_ID": args.run_id,
             "MONITOR_SCHEDULE_TIMEOUT_S": str(args.schedule_timeout_seconds),
+            "MONITOR_START_TIMEOUT_S": str(args.start_timeout_seconds),
             # The script is run from a read-only ConfigMap volume: no .pyc to write.
             "PYTHONDONTWRITEBYTECODE": "1"}
         if args.api_server:
@@ -147,7 +176,11 @@ class RunMonitor(pulumi.ComponentResource):
     def _pod(self, account: pulumi.Input[str], config_map: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:
         args = self._args
         return k8s.core.v1.PodSpecArgs(
-            restart_policy="OnFailure",
+            # Never, not OnFailure: a podFailurePolicy needs it, and under OnFailure every
+            # in-place restart counts against backoffLimit (the Job fails once the restarts
+            # *reach* it), so two kills of the node's processes failed a monitor whose run
+            # then trained to the end.
+            restart_policy="Never",
             service_account_name=account,
             # The one pod of the stack with a token: it calls the API (RULES, this namespace only).
             automount_service_account_token=True,

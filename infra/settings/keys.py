@@ -335,6 +335,13 @@ KEYS: tuple[Key, ...] = (
     Key("job.scheduleTimeoutSeconds", 1800, integer(0), "1800", "integer",
         "Seconds a task pod may stay unschedulable before the run monitor fails the run with the scheduler's "
         "message; 0 = wait for ever."),
+    # 900 s: a first pull of the 6.7 GB GPU image from a registry in the cluster's region takes
+    # minutes; a pull that fails (ImagePullBackOff), a missing Secret or ConfigMap
+    # (CreateContainerConfigError) or a volume that does not mount (ContainerCreating) does not
+    # mend by waiting, and would hold its node (a GPU) until the Job's deadline.
+    Key("job.startTimeoutSeconds", 900, integer(0), "900", "integer",
+        "Seconds a scheduled task pod may stay unstarted (its image not pulled, its container not created, its "
+        "volume not mounted) before the run monitor fails the run with the container's reason; 0 = wait for ever."),
     Key("monitor.apiServer", None, https_url, "https://10.244.0.1:6443", None,
         "API server URL the run monitor calls, for clusters whose pods cannot reach the kubernetes Service "
         "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address."),

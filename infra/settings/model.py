@@ -228,6 +228,7 @@ class TrainingSettings:
     priority_class_name: str | None = from_key("job.priorityClassName")
     #: Seconds a task pod may stay unschedulable before the run monitor ends the run; 0 = never.
     schedule_timeout_seconds: int = from_key("job.scheduleTimeoutSeconds")
+    start_timeout_seconds: int = from_key("job.startTimeoutSeconds")
     #: The API server URL the run monitor calls; None = the in-cluster address.
     monitor_api_server: str | None = from_key("monitor.apiServer")
 

@@ -32,7 +32,13 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     assert job.inputs["spec"]["backoffLimit"] == 2
     pod = _pod(run)
     assert pod["serviceAccountName"] == NAME and pod["automountServiceAccountToken"] is True
-    assert pod["restartPolicy"] == "OnFailure"
+    # Never: under OnFailure each in-place restart counts against backoffLimit (two kills of the
+    # node's processes failed the Job of a run that trained to the end); kills get new pods.
+    assert pod["restartPolicy"] == "Never"
+    assert job.inputs["spec"]["podFailurePolicy"] == {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [2]}},
+        {"action": "Ignore", "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [137, 143]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
     (container,) = pod["containers"]
     assert container["image"] == "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
     assert container["command"] == ["python", "/monitor/run_monitor.py"]
@@ -42,8 +48,8 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     env = _env(run)
     chief_args = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert env["MONITOR_RUN_ID"] == run.outputs["runId"] == chief_args[chief_args.index("--run_id") + 1]
-    assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"]) == (
-        "default", "mnist", "1800")
+    assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"],
+            env["MONITOR_START_TIMEOUT_S"]) == ("default", "mnist", "1800", "900")
     assert "MONITOR_API_SERVER" not in env
     assert run.outputs["monitorJobName"] == NAME
     # Ready once created, like the task Jobs: `pulumi up` does not wait for the run.

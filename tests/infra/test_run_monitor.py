@@ -106,6 +106,50 @@ def test_only_this_runs_jobs_count():
         f"no task Jobs of run {RUN_ID} yet"
 
 
+PULL_IMAGE = "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu"
+
+
+def unstarted_pod(task_type: str, index: int = 0, *, scheduled: str = "2026-01-02T11:58:20Z",
+                  waiting: dict | None = None, phase: str = "Pending") -> dict:
+    """A scheduled pod whose container waits (``waiting``: the state's waiting object; None: no
+    container status yet)."""
+    statuses = [] if waiting is None else [{"name": "tensorflow", "image": PULL_IMAGE, "state": {"waiting": waiting}}]
+    return {"metadata": {"name": f"mnist-{task_type}-{index}-x1", "creationTimestamp": "2026-01-02T11:58:19Z",
+                         "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type}},
+            "status": {"phase": phase, "containerStatuses": statuses, "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled}]}}
+
+
+BACK_OFF = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{PULL_IMAGE}"'}
+
+
+def test_a_pull_stuck_past_the_start_timeout_ends_every_task_with_the_containers_reason():
+    # Scheduled at 11:58:20, now 12:00:00: 100 s.
+    pods = [unstarted_pod("worker", 1, waiting=BACK_OFF)]
+    reason = (f"pod mnist-worker-1-x1 of Job mnist-worker-1 did not start for 100 s (job.startTimeoutSeconds 90): "
+              f'ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling image "{PULL_IMAGE}"')
+    decision = rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=90)
+    assert decision.end == {n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")}
+    short = rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=120)
+    assert short.end == {} and short.why == (
+        f'pod mnist-worker-1-x1 not started for 100 s: ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling '
+        f'image "{PULL_IMAGE}"')
+    assert rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=0).end == {}
+
+
+def test_a_pod_without_container_statuses_waits_in_container_creating_and_running_pods_do_not_count():
+    creating = [unstarted_pod("ps", 0, scheduled="2026-01-02T11:40:00Z")]  # a volume that does not mount
+    decision = rm.decide(run_of(), creating, RUN_ID, NOW, 1800, start_timeout_s=900)
+    assert decision.end["mnist-chief-0"] == (
+        "pod mnist-ps-0-x1 of Job mnist-ps-0 did not start for 1200 s (job.startTimeoutSeconds 900): ContainerCreating")
+    running = [unstarted_pod("ps", 0, scheduled="2026-01-02T11:40:00Z", waiting=None, phase="Running")]
+    assert rm.decide(run_of(), running, RUN_ID, NOW, 1800, start_timeout_s=900).end == {}
+    config = [unstarted_pod("worker", 0, scheduled="2026-01-02T11:40:00Z", waiting={
+        "reason": "CreateContainerConfigError", "message": 'secret "acr-pull" not found'})]
+    assert rm.decide(run_of(), config, RUN_ID, NOW, 1800, start_timeout_s=900).why.endswith(
+        f'CreateContainerConfigError (image {PULL_IMAGE}): secret "acr-pull" not found')
+
+
 class RecordedApi:
     """The Api's calls answered from lists of objects; patches change the recorded Jobs."""
 
@@ -144,11 +188,27 @@ def test_the_loop_ends_the_run_once_and_exits_0(capsys):
     assert "ended Job mnist-ps-0: " + reason in out and out.rstrip().endswith("every task Job has ended")
 
 
+def test_a_poll_that_cannot_understand_an_answer_is_tried_again(capsys):
+    # A watcher that dies on one odd object leaves the run unwatched: the poll is retried.
+    jobs = run_of(chief=job("chief", condition="Complete"))
+    api = RecordedApi(jobs, [])
+    nameless = job("chief")
+    del nameless["metadata"]["name"]
+    answers = iter([[nameless], jobs])  # a Job without a name, then the real list
+    recorded_items = api.items
+    api.items = lambda path, selector: next(answers) if path.endswith("/jobs") else recorded_items(path, selector)
+    assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 0
+    out = capsys.readouterr().out
+    assert "cannot read the run (1 of 60): KeyError: 'name'" in out
+    assert out.rstrip().endswith("the chief's Job mnist-chief-0 completed")
+
+
 def test_the_loop_gives_up_after_max_failures_and_refuses_a_bad_environment(capsys):
     api = RecordedApi([], [], fail_first=10 ** 6)
     assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 1
     assert "giving up after 60 failed polls" in capsys.readouterr().err
-    assert rm.main({**ENV, "MONITOR_SCHEDULE_TIMEOUT_S": "soon"}, api=api) == 2
+    assert rm.main({**ENV, "MONITOR_SCHEDULE_TIMEOUT_S": "soon"}, api=api) == rm.EXIT_BAD_ENVIRONMENT == 2
+    assert rm.main({**ENV, "MONITOR_START_TIMEOUT_S": "soon"}, api=api) == 2
 
 
 def test_the_api_address_is_the_setting_or_the_in_cluster_service():
