@@ -4,6 +4,7 @@ signatures, its idempotence, and the evaluator's own reading of the data and the
 from __future__ import annotations
 
 import gzip
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,19 +79,55 @@ def test_the_keras_file_loads_without_the_trainer_and_gives_the_probabilities(mo
     np.testing.assert_allclose(loaded(pixels).numpy(), want, rtol=1e-5, atol=1e-7)
 
 
-def test_an_existing_version_is_kept_and_stale_temporaries_removed(model, tmp_path):
+def _tmp_name(version: int, pid: int, boot: str | None = None) -> str:
+    """A temporary export directory's name as a process ``pid`` of this machine's boot and
+    pid namespace (or of boot ``boot``) writes it."""
+    here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    pidns = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").removesuffix("]")
+    return f".{version}.tmp-{boot or here}-{pidns}-{pid}"
+
+
+def _half_export(root: Path, name: str) -> Path:
+    path = root / name
+    path.mkdir(parents=True)
+    (path / "saved_model.pb").write_bytes(b"half")
+    return path
+
+
+def test_an_existing_version_is_kept_and_nothing_else_written(model, tmp_path):
     from trainer.training.export import export_model
 
     first = export_model(model, tmp_path, 1)
     pb = tmp_path / first.saved_model / "saved_model.pb"
     before = (pb.stat().st_ino, pb.stat().st_mtime_ns)
-    stale = tmp_path / "export" / ".2.tmp-99999"
-    stale.mkdir()
-    (stale / "saved_model.pb").write_bytes(b"half")
     assert export_model(model, tmp_path, 1) == first
-    assert (pb.stat().st_ino, pb.stat().st_mtime_ns) == before and stale.exists()
+    assert (pb.stat().st_ino, pb.stat().st_mtime_ns) == before
     export_model(model, tmp_path, 2)
     assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["1", "2"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/ns/pid").exists(), reason="Linux's /proc names the pid namespace")
+def test_another_process_s_export_in_progress_is_left_and_a_dead_one_s_removed(model, tmp_path):
+    """Two chiefs exporting into one export/ at once: neither removes the other's temporary
+    directory; one left by a process that has ended (same boot, same pid namespace) goes."""
+    from trainer.training.export import export_model
+
+    root = tmp_path / "export"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        live = _half_export(root, _tmp_name(2, other.pid))
+        elsewhere = _half_export(root, _tmp_name(2, other.pid, boot="0" * 8 + "-1111-2222-3333-" + "4" * 12))
+        older_form = _half_export(root, ".2.tmp-99999")  # no owner: cannot be proved dead
+        export_model(model, tmp_path, 1)
+        for kept in (live, elsewhere, older_form):
+            assert (kept / "saved_model.pb").read_bytes() == b"half", kept
+    finally:
+        other.kill()
+        other.wait()
+    export_model(model, tmp_path, 3)  # the pid is gone now (reaped above)
+    assert not live.exists()
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        ["1", "3", elsewhere.name, older_form.name])
 
 
 def test_version_0_is_refused(model, tmp_path):

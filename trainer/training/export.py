@@ -13,6 +13,14 @@ directory is written whole under a temporary name in ``export/`` and renamed int
 a reader never sees half an export, and an existing version is left as it is (a resumed
 finished run exports nothing new).
 
+Temporary directories are ``.<version>.tmp-<boot id>-<pid namespace>-<pid>`` (``owner_tag``).
+A chief removes its own, and another one only when that is provably abandoned
+(``abandoned``): written on this boot of this kernel, in this pid namespace, by a process
+that no longer exists. Anything else may be another chief's export in progress (two runs
+sharing a --log_dir, or a Job's replacement pod started while the old one still runs on
+another node) and is left alone: a leftover costs one model's size on the volume, while
+removing a live one would fail that run's rename.
+
 Input scale: float32 pixels in [0, 1] (the uint8 value / 255), as the trainer's input
 pipeline feeds the network (trainer.data.make_dataset_fn); raw 0-255 values would be
 predicted badly without any error.
@@ -29,8 +37,11 @@ Keras' built-in layers, so ``keras.saving.load_model`` reads it without this tra
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,15 +99,86 @@ def export_model(model, log_dir: str | Path, version: int) -> Export:
     if (final / "saved_model.pb").is_file():
         return paths
     root.mkdir(parents=True, exist_ok=True)
-    # Left by a chief killed while exporting: a --log_dir holds one run at a time
-    # (trainer/log_dir_lock.py; on the stack every run has a directory of its own).
-    for stale in root.glob(".*.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = root / f".{version}.tmp-{os.getpid()}"
-    write_saved_model(model, tmp)
-    serving_model(model).save(tmp / KERAS_MODEL_FILE)
-    os.rename(tmp, final)
+    remove_abandoned(root)
+    tmp = root / f".{version}.tmp-{owner_tag()}"
+    try:
+        write_saved_model(model, tmp)
+        serving_model(model).save(tmp / KERAS_MODEL_FILE)
+        os.rename(tmp, final)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        # Another chief renamed the same version into place first (rename(2) refuses a
+        # non-empty target): that export stands, as an existing version always does.
+        if err.errno in (errno.ENOTEMPTY, errno.EEXIST) and (final / "saved_model.pb").is_file():
+            return paths
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return paths
+
+
+#: A temporary export directory's name: version, boot id, pid namespace inode, pid.
+TMP_NAME = re.compile(r"\.(\d+)\.tmp-([0-9a-f-]+)-(\d+)-(\d+)")
+
+
+def _identity() -> tuple[str, str]:
+    """(boot id, pid namespace inode) of this process, or ("", "") where Linux's /proc does
+    not say: then no other process's directory is ever taken for abandoned."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pidns = re.fullmatch(r"pid:\[(\d+)\]", os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        return "", ""
+    return (boot, pidns[1]) if pidns and re.fullmatch(r"[0-9a-f-]+", boot) else ("", "")
+
+
+def owner_tag() -> str:
+    """``<boot id>-<pid namespace inode>-<pid>`` of this process (``unknown-0-<pid>`` off
+    Linux): the tail of its temporary export directory's name."""
+    boot, pidns = _identity()
+    return f"{boot or 'unknown'}-{pidns or 0}-{os.getpid()}"
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def abandoned(name: str) -> bool:
+    """Whether the temporary export directory ``name`` (TMP_NAME) is provably abandoned: its
+    boot id and pid namespace are this process's (so its pid means the same process here)
+    and that pid is this process's own (an earlier, failed export of this process) or no
+    process's. A pid reused since by another process keeps the directory: a leftover, never
+    a loss. Names of another form are never abandoned."""
+    match = TMP_NAME.fullmatch(name)
+    boot, pidns = _identity()
+    if not match or not boot or (match[2], match[3]) != (boot, pidns):
+        return False
+    pid = int(match[4])
+    return pid == os.getpid() or not _process_exists(pid)
+
+
+def remove_abandoned(root: Path) -> list[Path]:
+    """Remove the provably abandoned temporary export directories in ``root`` (``abandoned``)
+    and return them; say on stderr which others are left (another chief's export in
+    progress, or a leftover this process cannot prove dead)."""
+    removed = []
+    for path in sorted(root.glob(".*.tmp-*")):
+        if abandoned(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        else:
+            print(f"note: {path} is another process's export, in progress or left by one "
+                  "this chief cannot prove has ended (another node or container); left as it "
+                  "is (remove it by hand once no run uses this --log_dir)", file=sys.stderr,
+                  flush=True)
+    return removed
 
 
 def write_saved_model(model, directory: Path) -> None:
