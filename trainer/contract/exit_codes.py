@@ -3,9 +3,10 @@
 0 success; 1 lost peers or another failure worth a restart; 143 stopped by SIGTERM after
 saving a checkpoint. The permanent ones, which a restart cannot cure (the local launcher
 does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on them):
-2 bad flags or TF_CONFIG, or a Python without the trainer's packages; 3 bad data; 4 the
-volume holding --log_dir is full; 5 a ps or worker whose chief ended with one of these (it
-left a ``failed`` marker, trainer/servers.py), so that every task of the run ends at once.
+2 bad flags or TF_CONFIG, a --log_dir whose checkpoints are all damaged, or a Python
+without the trainer's packages; 3 bad data; 4 the volume holding --log_dir is full; 5 a ps
+or worker whose chief ended with one of these (it left a ``failed`` marker,
+trainer/servers.py), so that every task of the run ends at once.
 
 ``python -m trainer.stage`` (the staging Job, which fails on its first failed pod) exits 0, 1
 (a download, a checksum, a source) or 6: its directory on the volume is not writable by the

@@ -1,11 +1,13 @@
 """The run's state and its checkpoints: the variables a checkpoint holds, where each task
-saves, restoring the latest, and refusing a checkpoint that another model or optimizer
-layout wrote."""
+saves, restoring the newest one that can be read (an older one when the newest is damaged),
+and refusing a checkpoint that another model or optimizer layout wrote."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +26,63 @@ from trainer.training.storage import is_no_space, volume_full
 CHECKPOINT_SUBDIR = "checkpoints"
 #: Checkpoints kept in <log_dir>/checkpoints: the newest ones.
 MAX_TO_KEEP = 3
+#: A checkpoint's files as tf.train.CheckpointManager names them: ckpt-<N>.index and
+#: ckpt-<N>.data-<shard>-of-<shards>.
+CHECKPOINT_FILE = re.compile(r"(ckpt-(\d+))\.(?:index|data-\d+-of-\d+)")
+#: What TensorFlow 2.21's checkpoint reader says of damaged or incomplete files (it reports
+#: them all as UNKNOWN, so the text is what tells them from a failing volume): a truncated
+#: data file ("Read less bytes than requested"), a changed byte in the data ("Checksum does
+#: not match") or in the index ("block checksum mismatch"), a truncated or empty index ("not
+#: an sstable", "too short to be an sstable"), a missing data file ("No such file or
+#: directory") or index ("Failed to find any matching files").
+DAMAGED = ("Read less bytes than requested", "Checksum does not match", "checksum mismatch",
+           "sstable", "No such file or directory", "Failed to find any matching files",
+           "Data loss", "corrupt")
+
+
+class CheckpointsUnreadable(FlagError):
+    """Every checkpoint in ``<log_dir>/checkpoints`` is damaged: no restart can read them, so
+    the task ends with the bad-flags code (a --log_dir that cannot be resumed)."""
+
+
+def damage(err: BaseException) -> str | None:
+    """The first line of ``err`` when it says a checkpoint's files are damaged (DAMAGED),
+    else None (another failure, e.g. of the volume, which a restart may cure)."""
+    text = str(err).strip()
+    if not isinstance(err, tf.errors.DataLossError) and not any(d in text for d in DAMAGED):
+        return None
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def checkpoint_candidates(directory: Path) -> list[str]:
+    """The checkpoints in ``directory`` with at least one file there, newest (highest N) first,
+    as paths without suffix (``<directory>/ckpt-<N>``); an index or data file without the
+    other is a candidate too, found damaged when read. [] when there is no directory."""
+    found: dict[int, str] = {}
+    for path in directory.glob("ckpt-*") if directory.is_dir() else ():
+        match = CHECKPOINT_FILE.fullmatch(path.name)
+        if match:
+            found[int(match[2])] = str(directory / match[1])
+    return [found[n] for n in sorted(found, reverse=True)]
+
+
+def unreadable(path: str) -> str | None:
+    """Why checkpoint ``path`` cannot be read (``damage``), or None once every tensor of it
+    has been read back whole: the reader checks each tensor's CRC32C against the index.
+
+    Raises:
+        tf.errors.OpError: a failure that does not say the files are damaged.
+    """
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)
+    except (tf.errors.OpError, IndexError, ValueError) as err:  # IndexError: out of range
+        reason = damage(err)
+        if reason is None:
+            raise
+        return reason
+    return None
 
 
 class TrainState:
@@ -74,25 +133,50 @@ class TrainState:
         self.latest: str | None = None
 
     def restore_latest(self, args: argparse.Namespace) -> str | None:
-        """Restore the run's latest checkpoint, once ``check_checkpoint_matches`` has found it
-        written by this model and optimizer layout; return its path, or None when there is
-        none (a new run).
+        """Restore the run's newest checkpoint that can be read, once
+        ``check_checkpoint_matches`` has found it written by this model and optimizer layout;
+        return its path, or None when there is none (a new run).
+
+        A damaged checkpoint (``unreadable``, or a restore that fails with ``damage``) is
+        skipped with a warning on stderr naming it and why, and the next older one tried:
+        the run repeats the epochs since, instead of failing on every restart.
 
         Raises:
             FlagError: the checkpoint was written by another model or optimizer layout.
+            CheckpointsUnreadable: there are checkpoints and every one is damaged.
+            tf.errors.OpError: a read failed for another reason (a restart may cure it).
         """
-        self.latest = tf.train.latest_checkpoint(str(self.dir))
-        if self.latest:
-            # Not before the strategy: Keras variables made first would stop
-            # MultiWorkerMirroredStrategy configuring its collectives at startup.
-            check_checkpoint_matches(self.latest, args, self.weights, self.optimizer)
-            self.checkpoint.restore(self.latest).expect_partial()
+        skipped: list[str] = []
+        for path in checkpoint_candidates(self.dir):
+            reason = unreadable(path)
+            if reason is None:
+                # Not before the strategy: Keras variables made first would stop
+                # MultiWorkerMirroredStrategy configuring its collectives at startup.
+                check_checkpoint_matches(path, args, self.weights, self.optimizer)
+                try:
+                    self.checkpoint.restore(path).expect_partial()
+                except (tf.errors.OpError, IndexError) as err:
+                    reason = damage(err)
+                    if reason is None:
+                        raise
+            if reason is not None:
+                skipped.append(f"{path}: {reason}")
+                print(f"warning: {self.task_name}: checkpoint {path} cannot be read ({reason}); "
+                      "skipped: trying the next older one", file=sys.stderr, flush=True)
+                continue
+            self.latest = path
             if args.lr_schedule == "constant":
                 # A constant rate is an optimizer variable, so the checkpoint brought back the
                 # earlier run's: this run's --learning_rate (and --lr_scaling) applies, as it
                 # does with a schedule, which is not saved.
                 self.optimizer.learning_rate = args.learning_rate
-        return self.latest
+            return path
+        if skipped:
+            raise CheckpointsUnreadable(
+                f"--log_dir {args.log_dir}: none of the {len(skipped)} checkpoints in "
+                f"{self.dir} can be read ({'; '.join(skipped)}): move {self.dir} away to "
+                "train this run again from epoch 1, or use a new --log_dir")
+        return None
 
     def resume_point(self) -> tuple[int, int]:
         """(completed epochs, completed batches of the next epoch), and from now on the

@@ -1,0 +1,151 @@
+"""A damaged newest checkpoint is skipped for the next older one that reads
+(trainer.training.checkpoints.TrainState.restore_latest): real checkpoints written by
+TrainState, then truncated, altered or removed on disk; and a --log_dir whose checkpoints are
+all damaged is a permanent error naming it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainer.contract.exit_codes import EXIT_BAD_FLAGS
+from trainer.flags import BUNDLED_DATA_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _args(log_dir: Path) -> argparse.Namespace:
+    return argparse.Namespace(log_dir=str(log_dir), learning_rate=0.01, lr_schedule="constant",
+                              optimizer="sgd", epochs=3, model="mlp", dropout=0.0)
+
+
+def _state(log_dir: Path):
+    """A TrainState of the mlp (79,510 packed weights) with sgd, as trainer.training.run
+    builds one for a single process."""
+    import tensorflow as tf
+
+    from trainer.contract.cluster_spec import TaskConfig
+    from trainer.model import build_model
+    from trainer.packed import PackedWeights
+    from trainer.training.checkpoints import TrainState
+
+    return TrainState(tf.distribute.get_strategy(),
+                      PackedWeights(build_model("mlp", 0.0)).initial_value(), _args(log_dir),
+                      30, TaskConfig({}), time.time())
+
+
+@pytest.fixture
+def two_checkpoints(tmp_path) -> tuple[Path, list[np.ndarray]]:
+    """ckpt-1 at epoch 1 and ckpt-2 at epoch 2, with weights 1.0 and 2.0 everywhere."""
+    state = _state(tmp_path)
+    values = []
+    for epoch in (1, 2):
+        values.append(np.full(state.weights.shape, float(epoch), np.float32))
+        state.weights.assign(values[-1])
+        assert state.save(epoch, 0) == str(tmp_path / "checkpoints" / f"ckpt-{epoch}")
+    return tmp_path, values
+
+
+def _truncate(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+DATA, INDEX = "ckpt-2.data-00000-of-00001", "ckpt-2.index"
+DAMAGES = {
+    "truncated data": (DATA, _truncate, "Read less bytes than requested"),
+    "altered data": (DATA, _flip_middle_byte, "Checksum does not match"),
+    "truncated index": (INDEX, _truncate, "sstable"),
+    "altered index": (INDEX, _flip_middle_byte, "checksum mismatch"),
+    "no data file": (DATA, Path.unlink, "No such file or directory"),
+    "no index": (INDEX, Path.unlink, "Failed to find any matching files"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(two_checkpoints, damage,
+                                                                   capsys):
+    log_dir, values = two_checkpoints
+    name, spoil, says = DAMAGES[damage]
+    spoil(log_dir / "checkpoints" / name)
+    state = _state(log_dir)
+    newest, older = (str(log_dir / "checkpoints" / f"ckpt-{n}") for n in (2, 1))
+    assert state.restore_latest(_args(log_dir)) == older == state.latest
+    assert state.resume_point() == (1, 0)
+    np.testing.assert_array_equal(state.weights.numpy(), values[0])
+    err = capsys.readouterr().err
+    assert f"warning: chief-0: checkpoint {newest} cannot be read (" in err, err
+    assert says in err and "skipped: trying the next older one" in err, err
+    assert older not in err  # the one restored is not called unreadable
+
+
+def test_an_intact_newest_checkpoint_is_restored_without_a_warning(two_checkpoints, capsys):
+    log_dir, values = two_checkpoints
+    state = _state(log_dir)
+    assert state.restore_latest(_args(log_dir)) == str(log_dir / "checkpoints" / "ckpt-2")
+    assert state.resume_point() == (2, 0)
+    np.testing.assert_array_equal(state.weights.numpy(), values[1])
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_every_checkpoint_damaged_is_a_permanent_error_naming_the_directory(two_checkpoints):
+    from trainer.training.checkpoints import CheckpointsUnreadable
+
+    log_dir, _ = two_checkpoints
+    checkpoints = log_dir / "checkpoints"
+    _truncate(checkpoints / DATA)
+    (checkpoints / "ckpt-1.index").unlink()
+    with pytest.raises(CheckpointsUnreadable) as caught:
+        _state(log_dir).restore_latest(_args(log_dir))
+    message = str(caught.value)
+    assert message.startswith(f"--log_dir {log_dir}: none of the 2 checkpoints in {checkpoints} "
+                              f"can be read ({checkpoints}/ckpt-2: Read less bytes than "
+                              f"requested; {checkpoints}/ckpt-1: ")
+    assert message.endswith(f"): move {checkpoints} away to train this run again from epoch 1, "
+                            "or use a new --log_dir")
+
+
+def _train(log_dir: Path, epochs: int) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--model", "mlp",
+         "--batch_size", "500", "--epochs", str(epochs), "--data_dir", str(BUNDLED_DATA_DIR)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_run_resumes_from_the_older_checkpoint_and_fails_for_good_without_one(tmp_path):
+    """``python -m trainer`` itself: a truncated newest checkpoint costs an epoch, not the run;
+    with every checkpoint damaged the task exits 2 with one line and no traceback."""
+    first = _train(tmp_path, 2)
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoints = tmp_path / "checkpoints"
+    _truncate(checkpoints / DATA)
+    resumed = _train(tmp_path, 3)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (f"warning: chief-0: checkpoint {checkpoints}/ckpt-2 cannot be read (Read less bytes "
+            "than requested); skipped: trying the next older one") in resumed.stderr
+    assert (f"Restored checkpoint {checkpoints}/ckpt-1: 1 of 3 epochs done; continuing from "
+            "epoch 2") in resumed.stdout, resumed.stdout
+    assert "Epoch 3 of 3 done" in resumed.stdout
+    for path in checkpoints.glob("ckpt-*.data-*"):
+        _truncate(path)
+    failed = _train(tmp_path, 4)
+    assert failed.returncode == EXIT_BAD_FLAGS, failed.stderr[-3000:]
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: --log_dir {tmp_path}: none of the 3 checkpoints in {checkpoints} can be read"), \
+        failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
