@@ -123,8 +123,12 @@ class ClusterFiles:
         # the old file or the new one, never a partial id.
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / f".{path.name}.{os.getpid()}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full volume: no empty file left behind
+            raise
 
     def _mtime(self, path: Path) -> float | None:
         """The file's mtime if it exists and belongs to this run, else None."""

@@ -184,12 +184,20 @@ class Result:
 
 
 def write_result(log_dir: str | Path, result: Result) -> Path:
-    """Write result.json atomically (temporary name, then rename); return its path."""
+    """Write result.json atomically (temporary name, then rename); return its path.
+
+    Raises:
+        OSError: it cannot be written (the temporary file is removed).
+    """
     path = Path(log_dir) / RESULT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{RESULT_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full volume: no partial file left behind
+        raise
     return path
 
 

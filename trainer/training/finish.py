@@ -17,6 +17,7 @@ from trainer.servers import ClusterFiles
 from trainer.training.evaluation import evaluate
 from trainer.training.export import Export, export_model
 from trainer.training.loop import Outcome, TrainingLoop
+from trainer.training.storage import full_is_permanent
 
 #: What the chief holds on to from telling the servers "done" until the process exits: a
 #: tf.function, variable or dataset freed after that would be removed on the ps and workers
@@ -64,12 +65,12 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
         strategy=loop.dist.kind, model=args.model,
         global_step=int(loop.state.global_step.numpy()),
         saved_model=exported.saved_model, keras_model=exported.keras_model)
-    progress.write_result(args.log_dir, result)
+    write_result(args, result)
     for line in progress.final_lines(test_accuracy, total_time, outcome.last_cost):
         print(line, flush=True)
     keep_until_exit(loop, result)
     release_remote_work()
-    files.mark_done()
+    mark_done(args, files)
 
 
 def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: str,
@@ -88,7 +89,7 @@ def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: s
             exported.saved_model, exported.keras_model):
         # A result written before the export was (a chief stopped in between, or an older
         # trainer): the same weights, so the same result, now naming its export.
-        progress.write_result(args.log_dir, progress.Result(**{
+        write_result(args, progress.Result(**{
             **{k: v for k, v in previous.items() if k in fields},
             **dataclasses.asdict(exported)}))
     if previous:
@@ -100,17 +101,43 @@ def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: s
         print(line, flush=True)
     keep_until_exit(model)
     release_remote_work()
-    files.mark_done()
+    mark_done(args, files)
 
 
 def export(args: argparse.Namespace, model, epochs: int) -> Export:
     """Export ``model`` (holding the weights after ``epochs`` epochs) under --log_dir as
-    version ``epochs`` (trainer/training/export.py) and say where; return its paths."""
-    exported = export_model(model, args.log_dir, epochs)
+    version ``epochs`` (trainer/training/export.py) and say where; return its paths.
+
+    Raises:
+        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+    """
+    version_dir = Path(args.log_dir) / progress.EXPORT_SUBDIR / str(epochs)
+    with full_is_permanent(args.log_dir, f"writing the export {version_dir}"):
+        exported = export_model(model, args.log_dir, epochs)
     print(f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} "
           f"(serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
           f"{Path(args.log_dir) / exported.keras_model}", flush=True)
     return exported
+
+
+def write_result(args: argparse.Namespace, result: progress.Result) -> None:
+    """Write ``<log_dir>/result.json``.
+
+    Raises:
+        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+    """
+    with full_is_permanent(args.log_dir, f"writing {Path(args.log_dir) / progress.RESULT_FILE}"):
+        progress.write_result(args.log_dir, result)
+
+
+def mark_done(args: argparse.Namespace, files: ClusterFiles) -> None:
+    """Write the done marker that lets the ps and workers go.
+
+    Raises:
+        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+    """
+    with full_is_permanent(args.log_dir, f"writing the done marker {files.done}"):
+        files.mark_done()
 
 
 def finish_worker(loop: TrainingLoop) -> None:

@@ -13,6 +13,7 @@ from trainer.contract.exit_codes import EXIT_SIGTERM
 from trainer.flags import FlagError, check_batch_size, scaled_learning_rate
 from trainer.servers import ClusterFiles, exit_when_chief_fails, start_heartbeat
 from trainer.training.liveness import SigtermFlag, Watchdog
+from trainer.training.storage import is_no_space, volume_full
 
 
 def run(args: argparse.Namespace, task: TaskConfig) -> int:
@@ -100,6 +101,7 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
         trainer.data.DataError: the data cannot be read.
         trainer.flags.FlagError: one global batch is larger than the training set, or
             --log_dir cannot be made.
+        trainer.training.storage.VolumeFull: no space for the heartbeat on --log_dir's volume.
     """
     dataset = data_mod.load(args.data_dir)
     # MultiWorkerMirroredStrategy: one replica per task (chief + workers), CPU or one GPU.
@@ -118,6 +120,9 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
         else:  # a synchronous worker: a chief that ends for good would leave it waiting
             exit_when_chief_fails(files, f"{task.task_type} {task.task_index}")
     except OSError as err:
+        if is_no_space(err):
+            raise volume_full(err, args.log_dir, f"writing the heartbeat {files.heartbeat}"
+                              ) from None
         raise FlagError(f"--log_dir {args.log_dir} is invalid: cannot create "
                         f"{err.filename or files.dir}: {err.strerror or err}") from None
     return dataset
