@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainer.contract.exit_codes import EXIT_VOLUME_NOT_WRITABLE
+from trainer.contract.exit_codes import EXIT_VOLUME_FULL, EXIT_VOLUME_NOT_WRITABLE
 from trainer.data import (
     ALL_IDX_FILES,
     NPZ_FILE,
@@ -43,6 +43,7 @@ from trainer.data import (
     raw_name,
 )
 from trainer.flags import BUNDLED_DATA_DIR
+from trainer.training.storage import VolumeFull, full_is_permanent, is_no_space
 
 #: File name -> {sha256: data set}. Sources: trainer/data/mnist-10k/README.md (the bundled
 #: sample); Keras' keras.datasets.mnist (mnist.npz, the full 60,000 + 10,000 MNIST);
@@ -182,6 +183,8 @@ def _fetch(source: str, name: str, tmp: Path, url: str | None = None) -> None:
             with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
                 shutil.copyfileobj(response, out)
         except OSError as err:
+            if is_no_space(err):  # our write, not the download: the caller says whose volume
+                raise
             raise StageError(f"{url}: download failed: {err}") from None
     else:
         path = Path(source) / name
@@ -235,6 +238,8 @@ def _make_dest(dest: Path, hint: str = "") -> None:
     except PermissionError:
         raise VolumeNotWritable(not_writable_message(dest, _nearest_existing(dest), hint)) from None
     except OSError as err:
+        if is_no_space(err):
+            raise
         raise StageError(f"--dest {dest}: cannot create the directory: "
                          f"{err.strerror or err}") from None
     # The staging files are made in dest itself: fail here, before anything is fetched.
@@ -254,6 +259,8 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
 
     Raises:
         VolumeNotWritable: this uid cannot create or write ``dest`` (ends with ``volume_hint``).
+        trainer.training.storage.VolumeFull: a write in ``dest`` failed with ENOSPC or EDQUOT
+            (``dest`` is left as it was).
         StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source file,
             or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``: then the data checks).
         DataError: with ``allow_unknown``, files that the trainer could not read.
@@ -270,6 +277,15 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
             known, expected[name] = _source_identity(source, name)
             if known is None and not allow_unknown:
                 raise StageError(_unknown_message(source, name, Path(source) / name))
+    with full_is_permanent(dest, f"staging into {dest}", flag="--dest"):
+        return _stage_into(dest, source, urls, names, expected, allow_unknown, log, volume_hint)
+
+
+def _stage_into(dest: Path, source: str, urls: dict[str, str], names: list[str],
+                expected: dict[str, str | None], allow_unknown: bool, log, volume_hint: str
+                ) -> list[str]:
+    """``stage``'s writes, once every source file is checked: make ``dest``, fetch and check
+    into a temporary directory, rename into place (see ``stage``)."""
     _make_dest(dest, volume_hint)
     for name in names:  # the trainer reads the .gz when both forms are there
         other = dest / (raw_name(name) if name.endswith(".gz") else f"{name}.gz")
@@ -398,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).
         print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
         return EXIT_VOLUME_NOT_WRITABLE
+    except VolumeFull as err:
+        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
+        return EXIT_VOLUME_FULL
     except (StageError, DataError, OSError) as err:
         print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
         return 1

@@ -1,5 +1,5 @@
 """A full volume is a permanent error in every write of a run, not only its checkpoints
-(trainer/training/storage.py): the first heartbeat, the export, result.json and the
+(trainer/training/storage.py): staging, the first heartbeat, the export, result.json and the
 done marker each end the process with EXIT_VOLUME_FULL and one line naming the path, without
 a traceback.
 
@@ -84,6 +84,16 @@ def assert_one_error_line(stderr: str, directory: Path, writing: str, flag: str 
         errors[0]
     assert errors[0].endswith(HINT), errors[0]
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_staging_into_a_full_volume_exits_4_and_leaves_the_directory_as_it_was(tmp_path):
+    dest = tmp_path / "volume" / "data"
+    rc, _, stderr, left = in_private_mounts(
+        tmp_path, tmpfs(tmp_path / "volume", "64k"),
+        [sys.executable, "-m", "trainer.stage", "--dest", str(dest)], dest)
+    assert rc == EXIT_VOLUME_FULL, stderr
+    assert_one_error_line(stderr, dest, f"staging into {dest}", flag="--dest")
+    assert left == []  # the bundled sample (about 1.7 MB) did not fit; no temporary left
 
 
 def _trainer(log_dir: Path) -> list[str]:

@@ -9,8 +9,9 @@ or worker whose chief ended with one of these (it left a ``failed`` marker,
 trainer/servers.py), so that every task of the run ends at once.
 
 ``python -m trainer.stage`` (the staging Job, which fails on its first failed pod) exits 0, 1
-(a download, a checksum, a source) or 6: its directory on the volume is not writable by the
-pod's uid, which only a change of owner or uid cures. 6 is not among the task Jobs' permanent
+(a download, a checksum, a source), 4 (the volume is full, as for the tasks) or 6: its
+directory on the volume is not writable by the pod's uid, which only a change of owner or uid
+cures. 6 is not among the task Jobs' permanent
 codes: no task exits with it.
 """
 
