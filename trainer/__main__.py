@@ -31,6 +31,7 @@ from trainer.contract.exit_codes import (  # noqa: E402
 from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.packages import import_error_message  # noqa: E402
 from trainer.servers import ClusterFiles, use_run_id  # noqa: E402
+from trainer.training.storage import VolumeFull  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         except log_dir_lock.LogDirRefused as err:
             print(f"error: {err}", file=sys.stderr)
             return EXIT_BAD_FLAGS
+        except VolumeFull as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_VOLUME_FULL
     # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
     tasklog.start(args.log_dir, f"{task.task_type}-{task.task_index}",
                   f" run_id {args.run_id}" if args.run_id else "")
@@ -85,7 +89,6 @@ def train(args: argparse.Namespace, task: TaskConfig) -> int:
         from trainer.data import DataError
         from trainer.training.liveness import PeerLost
         from trainer.training.run import run
-        from trainer.training.storage import VolumeFull
     except ImportError as err:  # this Python lacks a package: no restart can cure that
         print(f"error: {import_error_message(err, 'python -m trainer')}", file=sys.stderr)
         return EXIT_MISSING_PACKAGES

@@ -17,11 +17,14 @@ network file system the lock of a killed pod can outlive the pod by the server's
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from pathlib import Path
 from typing import IO
+
+from trainer.training.storage import is_no_space, volume_full
 
 #: The lock file, in --log_dir. It holds the holder's pid and start time, for the message.
 LOCK_FILE = ".run.lock"
@@ -51,6 +54,8 @@ def hold(log_dir: str | Path, command: str) -> None:
 
     Raises:
         LogDirRefused: another process holds it, or ``log_dir`` or its lock file cannot be made.
+        trainer.training.storage.VolumeFull: the volume holding ``log_dir`` has no space for
+            the lock file or its holder line (ENOSPC, EDQUOT).
     """
     path = Path(log_dir) / LOCK_FILE
     if str(path.resolve()) in _HELD:
@@ -59,6 +64,8 @@ def hold(log_dir: str | Path, command: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open until the process ends
     except OSError as err:
+        if is_no_space(err):
+            raise volume_full(err, str(log_dir), f"writing the run lock {path}") from None
         raise LogDirRefused(f"--log_dir {log_dir} is invalid: cannot create {err.filename or path}: "
                             f"{err.strerror or err}") from None
     try:
@@ -73,6 +80,13 @@ def hold(log_dir: str | Path, command: str) -> None:
     lock.seek(0)
     lock.truncate()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    lock.write(f"{command}, pid {os.getpid()}, started {started}\n")
-    lock.flush()
+    try:
+        lock.write(f"{command}, pid {os.getpid()}, started {started}\n")
+        lock.flush()
+    except OSError as err:
+        with contextlib.suppress(OSError):  # close flushes the unwritten line again; the fd goes
+            lock.close()
+        if is_no_space(err):
+            raise volume_full(err, str(log_dir), f"writing the run lock {path}") from None
+        raise
     _HELD[str(path.resolve())] = lock

@@ -113,6 +113,19 @@ def test_no_room_for_the_first_heartbeat_exits_4_before_training(tmp_path):
     assert "Training" not in stdout
 
 
+@pytest.mark.parametrize("command", ["trainer", "trainer.local"])
+def test_no_room_for_the_run_lock_exits_4_before_anything_else(tmp_path, command):
+    """A local run's first write in --log_dir is its lock file's holder line."""
+    log_dir = tmp_path / "run"
+    fill = f'head -c 4096 /dev/zero >"{log_dir}/filler"'
+    argv = [sys.executable, "-m", command, "--log_dir", str(log_dir), "--epochs", "1"]
+    rc, stdout, stderr, left = in_private_mounts(
+        tmp_path, f"{tmpfs(log_dir, '4k')}\n{fill}", argv, log_dir)
+    assert rc == EXIT_VOLUME_FULL, stderr
+    assert_one_error_line(stderr, log_dir, f"writing the run lock {log_dir / '.run.lock'}")
+    assert sorted(left) == [".run.lock", "filler"] and stdout == ""
+
+
 @pytest.mark.slow
 def test_no_room_for_the_export_exits_4_and_leaves_no_temporary(tmp_path):
     log_dir = tmp_path / "run"

@@ -12,9 +12,10 @@ import sys
 
 from trainer import flags, log_dir_lock
 from trainer.contract.cluster_spec import Replicas
-from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_MISSING_PACKAGES
+from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_MISSING_PACKAGES, EXIT_VOLUME_FULL
 from trainer.launcher.supervisor import Launcher, install_signal_handlers
 from trainer.packages import first_missing, missing_package_message
+from trainer.training.storage import VolumeFull
 
 #: The launcher's recipe: 0.99 test accuracy on full MNIST in about 10-11 s from launch to
 #: exit on 2 CPU cores with 2 workers + 1 ps (the measurements are in docs/benchmarks.md).
@@ -97,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except log_dir_lock.LogDirRefused as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_FLAGS
+    except VolumeFull as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_VOLUME_FULL
     trainer_argv = []
     for action in flags.build_parser()._actions:
         if action.dest != "help":
