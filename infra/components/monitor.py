@@ -27,7 +27,8 @@ LIST_RULES = (("batch", "jobs"), ("", "pods"))
 #: The monitor pod's requests: Python's standard library polling two lists every few seconds
 #: (about 20 MB resident, next to no CPU).
 REQUESTS = {"cpu": "10m", "memory": "64Mi"}
-LIMITS = {"memory": "128Mi"}
+#: Half a core: it starts Python and makes a TLS call every few seconds.
+LIMITS = {"cpu": "500m", "memory": "128Mi"}
 #: Ready for Pulumi once the API server has it (the task Jobs' await; infra/components/training.py).
 AWAIT = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 #: Failed monitor pods that count: an API server out of reach for MAX_FAILURES polls (the
@@ -192,7 +193,7 @@ class RunMonitor(pulumi.ComponentResource):
             containers=[k8s.core.v1.ContainerArgs(
                 name=COMPONENT, image=args.image, image_pull_policy=args.image_pull_policy,
                 command=["python", f"{SCRIPT_DIR}/{SCRIPT_KEY}"], env=self._env(),
-                resources=k8s.core.v1.ResourceRequirementsArgs(requests=REQUESTS, limits=LIMITS),
+                resources=pods.resources(REQUESTS, LIMITS),
                 security_context=pods.container_security_context(),
                 volume_mounts=[k8s.core.v1.VolumeMountArgs(name="script", mount_path=SCRIPT_DIR, read_only=True),
                                pods.scratch_mount()])],

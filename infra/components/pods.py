@@ -73,6 +73,24 @@ def container_security_context() -> k8s.core.v1.SecurityContextArgs:
         capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]))
 
 
+#: Every container's ephemeral-storage request and limit. What counts against them: the
+#: container's logs (the root filesystem is read-only, so no writable layer), which the kubelet
+#: rotates at 10 MiB x 5 files by default, and the pod's scratch emptyDir (SCRATCH_SIZE, which
+#: its own sizeLimit caps first). The request is what a pod typically uses (a few MB of logs
+#: and temporary files); the limit leaves room for SCRATCH_SIZE plus full logs, so it never
+#: evicts a pod that the sizeLimit and the log rotation let run.
+EPHEMERAL_STORAGE_REQUEST = "64Mi"
+EPHEMERAL_STORAGE_LIMIT = "512Mi"
+
+
+def resources(requests: dict[str, str], limits: dict[str, str]) -> k8s.core.v1.ResourceRequirementsArgs:
+    """A container's resources: ``requests`` and ``limits`` (cpu, memory, nvidia.com/gpu as
+    Kubernetes quantities) with the ephemeral storage of EPHEMERAL_STORAGE_*."""
+    return k8s.core.v1.ResourceRequirementsArgs(
+        requests={**requests, "ephemeral-storage": EPHEMERAL_STORAGE_REQUEST},
+        limits={**limits, "ephemeral-storage": EPHEMERAL_STORAGE_LIMIT})
+
+
 def scratch_volume() -> k8s.core.v1.VolumeArgs:
     """The emptyDir mounted at SCRATCH_PATH."""
     return k8s.core.v1.VolumeArgs(name=SCRATCH_VOLUME,

@@ -15,6 +15,15 @@ from infra.components.tags import cloud_tags
 from infra.settings import Placement, PodIdentity, TensorBoardSettings
 
 TENSORBOARD_PORT = 6006
+REQUESTS = {"cpu": "250m", "memory": "512Mi"}
+#: One core: TensorBoard's server and its event-file reader are Python threads.
+LIMITS = {"cpu": "1", "memory": "2Gi"}
+#: Restarts a TensorBoard whose port stays closed for 2 minutes (6 x 20 s). A TCP check, not
+#: the readiness probe's HTTP one: a page served slowly while a large log directory loads
+#: makes TensorBoard unready, never restarted.
+LIVENESS_PROBE = k8s.core.v1.ProbeArgs(tcp_socket=k8s.core.v1.TCPSocketActionArgs(port="http"),
+                                       initial_delay_seconds=20, period_seconds=20, timeout_seconds=5,
+                                       failure_threshold=6)
 SERVICE_PORT = 80
 #: ACK cloud-controller-manager annotations for CLB Services.
 LB_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
@@ -169,8 +178,8 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
             args=["--logdir", args.log_dir, "--bind_all", "--port", str(TENSORBOARD_PORT)],
             ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=TENSORBOARD_PORT)],
             readiness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/", port="http")),
-            resources=k8s.core.v1.ResourceRequirementsArgs(
-                requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+            liveness_probe=LIVENESS_PROBE,
+            resources=pods.resources(REQUESTS, LIMITS),
             env=pods.scratch_env(),
             security_context=pods.container_security_context(),
             volume_mounts=[k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True),

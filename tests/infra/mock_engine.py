@@ -305,6 +305,11 @@ def to_manifest(inputs: Any) -> Any:
     return inputs
 
 
+#: What infra/components/pods.resources adds to every container's requests and limits.
+EPHEMERAL_REQUEST = {"ephemeral-storage": "64Mi"}
+EPHEMERAL_LIMIT = {"ephemeral-storage": "512Mi"}
+
+
 # --- configuration in the CLI's forms -----------------------------------------------------
 
 

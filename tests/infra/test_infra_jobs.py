@@ -217,8 +217,9 @@ def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(de
     for job in (chief, worker):
         container, pod = _container(job), _pod(job)
         assert container["image"] == f"{REGISTRY}/trainer:2.21.0-gpu", job.name
-        assert container["resources"]["limits"] == {"memory": "8Gi", "nvidia.com/gpu": "1"}, job.name
-        assert container["resources"]["requests"] == {"cpu": "2", "memory": "8Gi"}, job.name
+        assert container["resources"]["limits"] == {"memory": "8Gi", "nvidia.com/gpu": "1", **me.EPHEMERAL_LIMIT}, \
+            job.name
+        assert container["resources"]["requests"] == {"cpu": "2", "memory": "8Gi", **me.EPHEMERAL_REQUEST}, job.name
         assert pod["tolerations"] == [GPU_TOLERATION, {"key": "team", "operator": "Equal", "value": "ml"}], job.name
         assert pod["nodeSelector"] == {"gpu": "p100"}, job.name
         assert "NVIDIA_VISIBLE_DEVICES" not in _env(container) and "CUDA_VISIBLE_DEVICES" not in _env(container)
@@ -246,7 +247,7 @@ def test_otherwise_the_chief_stays_on_cpu(dev_config, changes):
     container = _container(chief)
     assert container["image"] == f"{REGISTRY}/trainer:2.21.0-cpu"
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
-    assert container["resources"]["requests"] == {"cpu": "1", "memory": "2Gi"}
+    assert container["resources"]["requests"] == {"cpu": "1", "memory": "2Gi", **me.EPHEMERAL_REQUEST}
     assert "tolerations" not in _pod(chief)
     assert _env(container)["NVIDIA_VISIBLE_DEVICES"] == "void"
 

@@ -44,7 +44,8 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     assert container["command"] == ["python", "/monitor/run_monitor.py"]
     assert {"name": "script", "configMap": {"name": NAME}} in pod["volumes"]
     assert {"name": "script", "mountPath": "/monitor", "readOnly": True} in container["volumeMounts"]
-    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
+    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi", **me.EPHEMERAL_REQUEST},
+                                      "limits": {"cpu": "500m", "memory": "128Mi", **me.EPHEMERAL_LIMIT}}
     env = _env(run)
     chief_args = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert env["MONITOR_RUN_ID"] == run.outputs["runId"] == chief_args[chief_args.index("--run_id") + 1]

@@ -137,3 +137,25 @@ def test_a_load_balancer_that_names_who_reaches_it_is_accepted(dev_config, overr
     run = me.run_program(_set(dev_config, overrides))
     assert run.error is None, run.error
     assert run.one(SERVICE, "mnist-tensorboard").inputs["spec"]["type"] == overrides["tensorboard.serviceType"]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_container_has_ephemeral_storage_and_helpers_a_cpu_limit(dev_config, name):
+    run = me.run_program(_set(dev_config, CONFIGS[name]))
+    for pod_name, pod in _pod_specs(run).items():
+        task = pod_name.split("-")[1] in ("chief", "worker", "ps")
+        for container in pod["containers"]:
+            resources = container["resources"]
+            assert resources["requests"]["ephemeral-storage"] == "64Mi", pod_name
+            assert resources["limits"]["ephemeral-storage"] == "512Mi", pod_name
+            # A task has none: a CPU limit throttles TensorFlow's thread pools.
+            assert ("cpu" in resources["limits"]) is not task, pod_name
+
+
+def test_tensorboard_is_restarted_when_its_port_stays_closed(dev_config):
+    pod = _pod_specs(me.run_program(dev_config))["mnist-tensorboard"]
+    container = pod["containers"][0]
+    assert container["livenessProbe"] == {"tcpSocket": {"port": "http"}, "initialDelaySeconds": 20,
+                                          "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6}
+    # Unlike readiness (an HTTP page), which a slow load may fail without a restart.
+    assert container["readinessProbe"] == {"httpGet": {"path": "/", "port": "http"}}
