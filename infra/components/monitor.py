@@ -11,6 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra import run_monitor
+from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.settings import Placement
@@ -147,7 +148,7 @@ class RunMonitor(pulumi.ComponentResource):
             object_name, metadata=self._metadata(object_name),
             data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")}, opts=child)
         job = k8s.batch.v1.Job(
-            object_name, metadata=self._metadata(object_name, AWAIT),
+            object_name, metadata=self._metadata(object_name, AWAIT, role=suppress.MONITOR),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=BACKOFF_LIMIT, pod_failure_policy=failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
@@ -158,9 +159,12 @@ class RunMonitor(pulumi.ComponentResource):
         self.job_name = job.metadata.name
         self.register_outputs({"job_name": self.job_name})
 
-    def _metadata(self, name: str, annotations: dict | None = None) -> k8s.meta.v1.ObjectMetaArgs:
-        return k8s.meta.v1.ObjectMetaArgs(name=name, namespace=self._args.namespace,
-                                          labels=recommended_labels(self._name, COMPONENT), annotations=annotations)
+    def _metadata(self, name: str, annotations: dict | None = None,
+                  role: str = suppress.OBJECT) -> k8s.meta.v1.ObjectMetaArgs:
+        """An object's metadata; ``role`` picks the checkers' suppressions it carries."""
+        return k8s.meta.v1.ObjectMetaArgs(
+            name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
+            annotations=suppress.merged(annotations, role, self._args.namespace_name))
 
     def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
         args = self._args

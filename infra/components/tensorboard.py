@@ -9,6 +9,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
+from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.components.tags import cloud_tags
@@ -52,6 +53,7 @@ class TensorBoardArgs:
     Attributes:
         tensorboard: its image, pull policy and Service (tensorboard.*).
         namespace: the namespace (an Output when the stack creates it).
+        namespace_name: the same as plain text (which checker suppressions apply).
         pvc_name: the run's claim, mounted read-only (its plain name: known at preview).
         mount_path: where the claim is mounted.
         log_dir: the run's directory on it (``--logdir``).
@@ -65,6 +67,7 @@ class TensorBoardArgs:
 
     tensorboard: TensorBoardSettings
     namespace: pulumi.Input[str]
+    namespace_name: str
     pvc_name: pulumi.Input[str]
     mount_path: str
     log_dir: str
@@ -100,7 +103,9 @@ class TensorBoard(pulumi.ComponentResource):
         selector = {"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "tensorboard"}
         k8s.apps.v1.Deployment(
             full_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=full_name, namespace=args.namespace, labels=labels),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=full_name, namespace=args.namespace, labels=labels,
+                annotations=suppress.merged(None, suppress.TENSORBOARD, args.namespace_name)),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
@@ -121,7 +126,10 @@ class TensorBoard(pulumi.ComponentResource):
         service = k8s.core.v1.Service(
             full_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(name=full_name, namespace=args.namespace, labels=labels,
-                                                annotations=self._annotations(full_name, args) or None),
+                                                annotations=suppress.merged(
+                                                    self._annotations(full_name, args),
+                                                    suppress.NODE_PORT_SERVICE if service_type == "NodePort"
+                                                    else suppress.OBJECT, args.namespace_name)),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
                 selector=selector,

@@ -12,6 +12,7 @@ import pulumi
 import pulumi._types as pulumi_types
 import pulumi_kubernetes as k8s
 
+from infra.components import checker_suppressions as suppress
 from infra.components import pods, staging
 from infra.components.labels import recommended_labels, task_selector
 from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
@@ -346,7 +347,7 @@ class TrainingJob(pulumi.ComponentResource):
                                         self) if args.data_source_secret else None)
         return k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, "stage-data", annotations),
+            metadata=self._metadata(name, "stage-data", annotations, role=suppress.STAGE),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=STAGE_BACKOFF_LIMIT,
                 pod_failure_policy=stage_failure_policy(),
@@ -408,7 +409,7 @@ class TrainingJob(pulumi.ComponentResource):
         annotations = {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60)} if waits else TASK_JOB_AWAIT
         k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, task_type, annotations, selector),
+            metadata=self._metadata(name, task_type, annotations, selector, role=suppress.TASK),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=training.backoff_limit,
                 active_deadline_seconds=training.active_deadline_seconds,
@@ -424,12 +425,13 @@ class TrainingJob(pulumi.ComponentResource):
         return name
 
     def _metadata(self, name: str, component: str, annotations: dict | None = None,
-                  extra_labels: dict | None = None) -> k8s.meta.v1.ObjectMetaArgs:
+                  extra_labels: dict | None = None, role: str = suppress.OBJECT) -> k8s.meta.v1.ObjectMetaArgs:
+        """An object's metadata; ``role`` picks the checkers' suppressions it carries."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name,
             namespace=self._args.namespace,
             labels={**recommended_labels(self._name, component), **(extra_labels or {})},
-            annotations=annotations,
+            annotations=suppress.merged(annotations, role, self._args.namespace_name),
         )
 
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:

@@ -305,6 +305,13 @@ def to_manifest(inputs: Any) -> Any:
     return inputs
 
 
+def own_annotations(metadata: dict) -> dict:
+    """An object's annotations without the policy checkers' suppressions (``checkov.io/skip*``,
+    ``kube-score/ignore``: infra/components/checker_suppressions.py, tested on their own)."""
+    return {k: v for k, v in (metadata.get("annotations") or {}).items()
+            if not k.startswith("checkov.io/skip") and k != "kube-score/ignore"}
+
+
 #: What infra/components/pods.resources adds to every container's requests and limits.
 EPHEMERAL_REQUEST = {"ephemeral-storage": "64Mi"}
 EPHEMERAL_LIMIT = {"ephemeral-storage": "512Mi"}

@@ -173,7 +173,7 @@ def test_tensorboard_allowlist_uses_an_slb_acl_and_no_warning(dev_config, caplog
     assert entries == ["198.51.100.7/32", "203.0.113.0/24"]
     svc = run.one("kubernetes:core/v1:Service", "mnist-tensorboard")
     prefix = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
-    assert svc.inputs["metadata"]["annotations"] == {
+    assert me.own_annotations(svc.inputs["metadata"]) == {
         prefix + "address-type": "internet", prefix + "acl-status": "on",
         prefix + "acl-id": "mnist-tensorboard-acl-id", prefix + "acl-type": "white"}
     assert acl.urn in svc.dependencies
@@ -183,9 +183,9 @@ def test_tensorboard_allowlist_uses_an_slb_acl_and_no_warning(dev_config, caplog
 def test_wait_for_chief_awaits_only_the_chief(dev_config):
     run = me.run_program(_set(dev_config, job__waitForChief="true", job__waitTimeoutMinutes="90"))
     chief = run.one("kubernetes:batch/v1:Job", "mnist-chief-0")
-    assert chief.inputs["metadata"]["annotations"] == {"pulumi.com/timeoutSeconds": "5400"}
+    assert me.own_annotations(chief.inputs["metadata"]) == {"pulumi.com/timeoutSeconds": "5400"}
     worker = run.one("kubernetes:batch/v1:Job", "mnist-worker-0")
-    assert worker.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+    assert me.own_annotations(worker.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 
 
 def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):

@@ -54,7 +54,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     assert "MONITOR_API_SERVER" not in env
     assert run.outputs["monitorJobName"] == NAME
     # Ready once created, like the task Jobs: `pulumi up` does not wait for the run.
-    assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
+    assert me.own_annotations(job.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 
 
 def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_config):

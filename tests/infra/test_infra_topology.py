@@ -202,12 +202,12 @@ def test_task_jobs_do_not_await_training_and_wait_for_staging(topology):
     for job in _training_jobs(run):
         if job.name != "mnist-stage-data":
             # Ready once created (no wait for training), and deletion is awaited (not skipAwait).
-            assert job.inputs["metadata"]["annotations"] == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}, \
+            assert me.own_annotations(job.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}, \
                 job.name
             assert staging.urn in job.dependencies, job.name
     for svc in run.of_type(SERVICE):
         if svc.name != "mnist-tensorboard":
-            assert svc.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}, svc.name
+            assert me.own_annotations(svc.inputs["metadata"]) == {"pulumi.com/skipAwait": "true"}, svc.name
 
 
 def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
@@ -313,7 +313,7 @@ def test_tensorboard(dev_config):
     assert svc.inputs["spec"]["type"] == "ClusterIP"
     assert svc.inputs["spec"]["selector"].items() <= \
         deployment.inputs["spec"]["template"]["metadata"]["labels"].items()
-    assert "annotations" not in svc.inputs["metadata"]
+    assert me.own_annotations(svc.inputs["metadata"]) == {}
     assert run.outputs["tensorboardUrl"] is None
 
 

@@ -1,0 +1,127 @@
+"""The findings of the Kubernetes policy checkers that platform teams run (checkov 3.3.30
+``--framework kubernetes`` and kube-score v1.20.0, installed by tools/checkers) that are right
+for this workload, each with its reason, as the annotations both checkers read on an object.
+
+This table is the one place they are decided; the components put ``annotations(role,
+namespace)`` on the objects they create, and docs/checkers.md lists every entry with its longer
+reason (tests/tools/test_checkers.py runs both checkers over every configuration that
+tools/render-manifests renders and fails on any finding left).
+
+The annotations (both checkers read them on the object's own metadata; for a Job or a
+Deployment that covers its pod template's containers):
+- checkov: ``checkov.io/skip<N>: <check id>=<reason>``, N counting from 1;
+- kube-score: ``kube-score/ignore: <check id>,<check id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+
+#: Roles: the objects a suppression applies to. A task's Job (chief, worker, ps), the staging
+#: Job, the run monitor's Job, TensorBoard's Deployment; OBJECT is any other namespaced object
+#: (ConfigMaps, Services, the monitor's ServiceAccount, Role and RoleBinding, NetworkPolicies);
+#: NODE_PORT_SERVICE is TensorBoard's Service when tensorboard.serviceType is NodePort.
+TASK = "task"
+STAGE = "stage-data"
+MONITOR = "monitor"
+TENSORBOARD = "tensorboard"
+OBJECT = "object"
+NODE_PORT_SERVICE = "node-port-service"
+WORKLOADS = frozenset({TASK, STAGE, MONITOR, TENSORBOARD})
+ALL = WORKLOADS | {OBJECT, NODE_PORT_SERVICE}
+#: The namespace that checkov's CKV_K8S_21 flags.
+DEFAULT_NAMESPACE = "default"
+CHECKOV_PREFIX = "checkov.io/skip"
+KUBE_SCORE_IGNORE = "kube-score/ignore"
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """One finding that is right for this workload.
+
+    Attributes:
+        name: what it is about (docs/checkers.md's first column).
+        roles: the roles whose objects carry it.
+        checkov: checkov check ids it skips.
+        kube_score: kube-score check ids it ignores.
+        reason: why, in one line (it is the checkov annotation's text, so no ``=`` or ``,``).
+        default_namespace_only: applies only to objects in the namespace ``default``.
+    """
+
+    name: str
+    roles: frozenset[str]
+    checkov: tuple[str, ...]
+    kube_score: tuple[str, ...]
+    reason: str
+    default_namespace_only: bool = False
+
+
+SUPPRESSIONS: tuple[Suppression, ...] = (
+    Suppression(
+        "default namespace", ALL, ("CKV_K8S_21",), (),
+        "the stack's namespace defaults to default as the guide deploys it; "
+        "set namespace (and createNamespace) to use another", default_namespace_only=True),
+    Suppression(
+        "image without digest", WORKLOADS, ("CKV_K8S_43",), (),
+        "the images are built from docker/ by the user and named by versioned tags; "
+        "worker.image ps.image and tensorboard.image take an @sha256 reference"),
+    Suppression(
+        "pull policy not Always", WORKLOADS, ("CKV_K8S_15",), ("container-image-pull-policy",),
+        "IfNotPresent (worker.imagePullPolicy and ps.imagePullPolicy) runs images preloaded on nodes "
+        "without a registry (tools/local-cluster); the tags are versioned; set Always for a moving tag"),
+    Suppression(
+        "low uid and gid", WORKLOADS, ("CKV_K8S_40",), ("container-security-context-user-group-id",),
+        "pods run as the images' USER 1000:1000 (non-root) which must own the shared volume's directory; "
+        "pods.runAsUser and pods.runAsGroup choose another"),
+    Suppression(
+        "no CPU limit on a training task", frozenset({TASK}), ("CKV_K8S_11",), ("container-resources",),
+        "a CPU limit throttles TensorFlow's thread pools (sized to the node's cores) under the CFS quota; "
+        "a task requests worker.cpu or ps.cpu and its memory limit equals its request"),
+    Suppression(
+        "service-account token mounted", frozenset({MONITOR}), ("CKV_K8S_38",), (),
+        "the run monitor lists and patches the run's Jobs through the API: its token is what it works with "
+        "(a Role of this namespace on this run's Jobs only)"),
+    Suppression(
+        "one-replica Deployment", frozenset({TENSORBOARD}), (), ("deployment-replicas",),
+        "TensorBoard is a viewer of one run's log directory: one replica serves it and a second would read "
+        "every event file again"),
+    Suppression(
+        "NodePort Service", frozenset({NODE_PORT_SERVICE}), (), ("service-type",),
+        "only with tensorboard.serviceType NodePort which the user chose and `pulumi up` warns about "
+        "(no login and no source ranges); the default is ClusterIP"),
+)
+
+
+def suppressions(role: str, namespace: str) -> list[Suppression]:
+    """The entries of SUPPRESSIONS for an object of ``role`` in ``namespace``, in table order.
+
+    Raises:
+        ValueError: ``role`` is not one of ALL.
+    """
+    if role not in ALL:
+        raise ValueError(f"role {role!r}: must be one of {', '.join(sorted(ALL))}")
+    return [s for s in SUPPRESSIONS
+            if role in s.roles and (not s.default_namespace_only or namespace == DEFAULT_NAMESPACE)]
+
+
+def annotations(role: str, namespace: str) -> dict[str, str]:
+    """The checkers' annotations for an object of ``role`` in ``namespace`` (the plain name):
+    ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty when nothing applies."""
+    found = suppressions(role, namespace)
+    checkov = [f"{check}={s.reason}" for s in found for check in s.checkov]
+    out = {f"{CHECKOV_PREFIX}{i}": text for i, text in enumerate(checkov, start=1)}
+    ignored = [check for s in found for check in s.kube_score]
+    if ignored:
+        out[KUBE_SCORE_IGNORE] = ",".join(ignored)
+    return out
+
+
+def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str,
+           namespace: str) -> dict[str, pulumi.Input[str]] | None:
+    """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
+    field) when both are empty."""
+    out = {**(own or {}), **annotations(role, namespace)}
+    return out or None

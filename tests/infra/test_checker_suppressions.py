@@ -1,0 +1,64 @@
+"""The table of checker findings that are right for this workload
+(infra/components/checker_suppressions.py): the annotations it makes, and which objects carry
+them under the mock engine. That checkov and kube-score then find nothing is
+tests/tools/test_checkers.py."""
+
+from __future__ import annotations
+
+import mock_engine as me
+import pytest
+
+from infra.components import checker_suppressions as suppress
+
+JOB = "kubernetes:batch/v1:Job"
+
+
+def test_every_reason_fits_a_checkov_annotation():
+    # checkov reads "<id>=<reason>"; kube-score's list is comma-separated.
+    for entry in suppress.SUPPRESSIONS:
+        assert "=" not in entry.reason and "," not in entry.reason, entry.name
+        assert entry.checkov or entry.kube_score, entry.name
+        assert entry.roles <= suppress.ALL, entry.name
+
+
+def test_a_task_in_the_default_namespace():
+    assert suppress.annotations(suppress.TASK, "default") == {
+        "checkov.io/skip1": "CKV_K8S_21=" + suppress.SUPPRESSIONS[0].reason,
+        "checkov.io/skip2": "CKV_K8S_43=" + suppress.SUPPRESSIONS[1].reason,
+        "checkov.io/skip3": "CKV_K8S_15=" + suppress.SUPPRESSIONS[2].reason,
+        "checkov.io/skip4": "CKV_K8S_40=" + suppress.SUPPRESSIONS[3].reason,
+        "checkov.io/skip5": "CKV_K8S_11=" + suppress.SUPPRESSIONS[4].reason,
+        "kube-score/ignore": "container-image-pull-policy,container-security-context-user-group-id,"
+                             "container-resources",
+    }
+
+
+def test_the_default_namespace_entry_needs_the_default_namespace():
+    assert suppress.annotations(suppress.OBJECT, "training") == {}
+    assert list(suppress.annotations(suppress.OBJECT, "default")) == ["checkov.io/skip1"]
+    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE, "training"))
+
+
+def test_merged_keeps_the_objects_own_annotations():
+    assert suppress.merged(None, suppress.OBJECT, "training") is None
+    assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE, "training") == {
+        "a": "1", "kube-score/ignore": "service-type"}
+
+
+def test_an_unknown_role_is_refused():
+    with pytest.raises(ValueError, match="role 'pod': must be one of"):
+        suppress.annotations("pod", "default")
+
+
+@pytest.mark.parametrize("namespace", ["default", "training"])
+def test_each_job_carries_its_roles_annotations(dev_config, namespace):
+    run = me.run_program({**dev_config, "tf-mnist:namespace": namespace})
+    assert run.error is None, run.error
+    roles = {"mnist-stage-data": suppress.STAGE, "mnist-monitor": suppress.MONITOR}
+    jobs = run.of_type(JOB)
+    assert len(jobs) == 7
+    for job in jobs:
+        role = roles.get(job.name, suppress.TASK)
+        annotations = job.inputs["metadata"]["annotations"]
+        assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
+            suppress.annotations(role, namespace), job.name
