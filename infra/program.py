@@ -87,7 +87,9 @@ def build(settings: Settings) -> dict[str, Any]:
         # Before the task pods: their ports are closed to other pods from their first packet.
         policies = RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
             namespace=namespace, task_ports=list(settings.training.ports.values()),
-            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP"), opts=k8s_opts)
+            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
+            namespace_name=settings.namespace, source_ports=_source_ports(settings),
+            api_server_ports=_api_server_ports(settings)), opts=k8s_opts)
         pods_after.append(policies)
     training = TrainingJob(prefix, TrainingJobArgs(
         training=settings.training, placement=settings.placement, namespace=namespace,
@@ -166,6 +168,20 @@ def _volume_args(settings: Settings, server: pulumi.Input[str] | None, server_ke
         namespace=namespace, namespace_name=settings.namespace, volume_type=storage.volume_type, server=server,
         server_key=server_key, path=path, path_key=path_key, storage=storage.capacity,
         match_labels=storage.match_labels, after=after)
+
+
+def _source_ports(settings: Settings) -> list[int]:
+    """The ports the staging Job fetches data.source on (network_policy.url_ports)."""
+    source = settings.training.data_source
+    return network_policy.url_ports([] if source is None else [source] if isinstance(source, str) else list(source))
+
+
+def _api_server_ports(settings: Settings) -> list[int]:
+    """The ports the run monitor reaches the API server on: network_policy.API_SERVER_PORTS
+    and monitor.apiServer's (its explicit port, or its scheme's)."""
+    url = settings.training.monitor_api_server
+    port = network_policy.url_port(url) if url else None
+    return sorted({*network_policy.API_SERVER_PORTS, *([port] if port else [])})
 
 
 def _volume_hint(settings: Settings) -> str:

@@ -271,7 +271,8 @@ KEYS: tuple[Key, ...] = (
         "--path 'tensorboard.allowedSourceRanges[0]'"),
     Key("networkPolicy.enabled", True, boolean, "false", "boolean",
         "Create the run's NetworkPolicies: its tasks' gRPC ports admit only its own tasks, TensorBoard only "
-        "what tensorboard.serviceType exposes (enforced by NetworkPolicy-capable network plugins: on ACK "
+        "what tensorboard.serviceType exposes, and each pod opens only DNS and what it needs (its peers, "
+        "data.source, the API server) (enforced by NetworkPolicy-capable network plugins: on ACK "
         "Terway, not Flannel)."),
     Key("tensorboard.nodeSelector", {}, node_selector, "'{}'", None,
         "Node labels TensorBoard must run on (pod nodeSelector); empty = any node."),

@@ -146,7 +146,8 @@ def test_only_the_runs_own_pods_reach_its_grpc_ports(cluster) -> None:
                   lambda: _connect(kube, "outsider", target, port) == "connected", timeout=180, every=2)
 
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
-    assert _policies(kube) == [f"{PREFIX}-tasks", f"{PREFIX}-tensorboard"]
+    assert _policies(kube) == [f"{PREFIX}-monitor", f"{PREFIX}-stage-data", f"{PREFIX}-tasks",
+                               f"{PREFIX}-tensorboard"]
     # The agent applies a new policy to running pods within moments: wait for each denial
     # (a denied probe times out after 4 s), then ask each probe once more with all in place.
     for probe in ("outsider", "other-run", "other-stack"):

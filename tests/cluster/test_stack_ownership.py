@@ -120,11 +120,11 @@ def test_the_same_prefix_is_refused_and_another_prefix_trains_beside_it(stacks) 
     before = _uids(first, kube)
     kinds = sorted(key.split()[0] for key in before)
     # The run's objects, the run monitor's ServiceAccount, Role, RoleBinding, ConfigMap, Job,
-    # and the run's two NetworkPolicies.
+    # and the run's four NetworkPolicies.
     assert kinds == sorted(["Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ConfigMap",
                             "Job", "Job", "Job", "Service", "Service", "Service", "Deployment",
                             "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job",
-                            "NetworkPolicy", "NetworkPolicy"]), before
+                            "NetworkPolicy", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]), before
     first_run_id = json.loads(first.pulumi("stack", "output", "--json").stdout)["runId"]
     config_map = f"ConfigMap {NAMESPACE}/{PREFIX}-run"
     fix = "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace <another namespace>`"

@@ -76,8 +76,8 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
         "kubernetes:core/v1:PersistentVolume": 1,
         "kubernetes:core/v1:PersistentVolumeClaim": 1,
         "kubernetes:apps/v1:Deployment": 1,
-        # The run's tasks' and TensorBoard's (networkPolicy.enabled).
-        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 2,
+        # The run's tasks', TensorBoard's, the staging Job's and the monitor's (networkPolicy.enabled).
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 4,
     }
 
 
