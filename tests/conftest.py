@@ -1,9 +1,9 @@
 """Suite-wide hooks.
 
 With ``TF_MNIST_NEEDS_FILE`` set (tools/test-pipeline/pipeline.py, for a selection of tests),
-the markers ``engine`` and ``cluster`` that the selected tests carry are written to that file,
-one a line, so that the run builds the Pulumi engine or the local cluster only when a selected
-test needs it.
+the markers ``engine``, ``cluster`` and ``checkers`` that the selected tests carry are written
+to that file, one a line, so that the run builds the Pulumi engine, the local cluster or the
+policy checkers only when a selected test needs it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-#: The markers whose tests need something built first: the Pulumi engine, the local cluster.
-_BUILD_MARKERS = ("engine", "cluster")
+#: The markers whose tests need something built first: the Pulumi engine, the local cluster,
+#: the policy checkers.
+_BUILD_MARKERS = ("engine", "cluster", "checkers")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -16,6 +16,9 @@
 # once pip has finished in it.
 # Progress and the time of each install go to stderr and to <cache>/logs/install-times.txt.
 #
+# With --cached it installs nothing: it prints the paths when both are cached and exits 3
+# otherwise (what the tests use to skip, or fail, without installing).
+#
 # Exit status: non-zero, naming the step and its log, when pip or go fails (a registry that
 # refuses the version, no Go on PATH) or a result does not print its pinned version.
 set -euo pipefail
@@ -99,7 +102,15 @@ install_kube_score() {
   mv "$tmp" "$out"
 }
 
-install_checkov
-install_kube_score
+if [ "${1:-}" = --cached ]; then
+  checkov_ok "$cache/checkov/$CHECKOV_VERSION/venv" &&
+    kube_score_ok "$cache/kube-score/$KUBE_SCORE_VERSION/kube-score" || {
+    log "checkov $CHECKOV_VERSION or kube-score $KUBE_SCORE_VERSION is not in $cache: run bash tools/checkers/checkers.sh"
+    exit 3
+  }
+else
+  install_checkov
+  install_kube_score
+fi
 printf 'checkov=%s\n' "$cache/checkov/$CHECKOV_VERSION/venv/bin/checkov"
 printf 'kube-score=%s\n' "$cache/kube-score/$KUBE_SCORE_VERSION/kube-score"

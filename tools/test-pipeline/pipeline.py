@@ -9,7 +9,8 @@ So the phases run as soon as what they need is there, instead of one after anoth
     venv ──┬── build:engine (CLI + kubernetes provider) ──┬── build:alicloud ── tests:engine
            ├── build:cluster (Kubernetes, etcd, ...) ─────┤
            ├── build:images (the local cluster's images) ─┴── tests:cluster
-           └── tests (neither engine nor cluster)
+           ├── build:checkers (checkov, kube-score) ───────── tests:checkers
+           └── tests (none of engine, cluster, checkers)
 
 The builds and the cluster tests are the longest chain, so they keep the normal priority and
 ``tests`` runs at nice 10, taking the cores the builds leave idle (linking, module downloads)
@@ -146,7 +147,7 @@ def is_selection(args: Sequence[str]) -> bool:
 
 
 def selected_markers(args: Sequence[str]) -> set[str]:
-    """The markers among ``engine`` and ``cluster`` that the tests ``args`` select carry
+    """The markers among ``engine``, ``cluster`` and ``checkers`` that the tests ``args`` select carry
     (pytest --collect-only with tests/conftest.py's hook writing them to a file)."""
     with tempfile.NamedTemporaryFile("r", prefix="tf-mnist-needs-", suffix=".txt") as out:
         proc = subprocess.run([str(VENV_PYTHON), "-m", "pytest", "--collect-only", "-q", "-p",
@@ -154,7 +155,7 @@ def selected_markers(args: Sequence[str]) -> set[str]:
                               stderr=subprocess.DEVNULL, env={**os.environ, NEEDS_ENV: out.name})
         found = set(Path(out.name).read_text().split())
     if proc.returncode not in (0, 5):
-        return {"engine", "cluster"}  # collection failed: build everything, pytest will say why
+        return {"engine", "cluster", "checkers"}  # collection failed: build everything, pytest will say why
     return found
 
 
@@ -301,6 +302,8 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
     python = str(VENV_PYTHON)
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "--durations=15"]
     toolchain = ["bash", "tools/pulumi-toolchain/pulumi-toolchain.sh"]
+    checkers = ["bash", "tools/checkers/checkers.sh"]
+    checkers_env = {"CHECKERS_NICE": "0"}
     builds_env = {"PULUMI_TOOLCHAIN_NICE": "0", "LOCAL_CLUSTER_NICE": "0"}
     engine_env = {"REQUIRE_PULUMI_ENGINE": "1"}
     venv = Phase("venv", ["bash", "scripts/bootstrap.sh"])
@@ -320,15 +323,21 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             phases.append(Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], env=builds_env))
             phases.append(Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"]))
             needs += ["build:cluster", "build:images"]
-        env = {**engine_env, **({"REQUIRE_LOCAL_CLUSTER": "1"} if as_root else {})}
+        if "checkers" in wanted:
+            phases.append(Phase("build:checkers", checkers, env=checkers_env))
+            needs.append("build:checkers")
+        env = {**engine_env, "REQUIRE_CHECKERS": "1", **({"REQUIRE_LOCAL_CLUSTER": "1"} if as_root else {})}
         phases.append(Phase("tests", [*pytest, *pytest_args], needs=needs, env=env, stream=True, is_pytest=True))
         return phases
     phases += [
         Phase("build:engine", toolchain, needs=["venv"],
               env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"}),
         Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}),
-        Phase("tests", [*pytest, "-m", "not engine and not cluster", *pytest_args], needs=["venv"],
-              nice=10, stream=True, is_pytest=True),
+        Phase("build:checkers", checkers, needs=["venv"], env=checkers_env),
+        Phase("tests", [*pytest, "-m", "not engine and not cluster and not checkers", *pytest_args],
+              needs=["venv"], nice=10, stream=True, is_pytest=True),
+        Phase("tests:checkers", [*pytest, "-m", "checkers and not engine and not cluster", *pytest_args],
+              needs=["build:checkers"], env={"REQUIRE_CHECKERS": "1"}, is_pytest=True),
         Phase("tests:engine", [*pytest, "-m", "engine and not cluster", *pytest_args],
               needs=["build:alicloud"], env=engine_env, is_pytest=True),
     ]

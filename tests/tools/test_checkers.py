@@ -1,0 +1,69 @@
+"""checkov 3.3.30 and kube-score v1.20.0, the checkers platform teams run on what they deploy,
+find nothing in any Kubernetes object the stack creates (marker ``checkers``).
+
+The objects come from tools/render-manifests (the program under the mock engine, every
+configuration of its CONFIGS), the checkers from tools/checkers/checkers.sh; what each finds is
+tools/checkers/run_checkers.py's. What is right for this workload and still flagged is
+suppressed by an annotation from infra/components/checker_suppressions.py (docs/checkers.md).
+
+Missing checkers skip the test with the command that installs them, except with
+``REQUIRE_CHECKERS=1`` (scripts/test.sh, which installs them first in its build:checkers phase,
+and so CI): then it fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.checkers
+
+
+def _load(path: Path) -> ModuleType:
+    """A tool's module by its file (the tools' folders have hyphens: no package names)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+render_manifests = _load(REPO / "tools" / "render-manifests" / "render_manifests.py")
+run_checkers = _load(REPO / "tools" / "checkers" / "run_checkers.py")
+
+
+@pytest.fixture(scope="module")
+def binaries() -> dict[str, Path]:
+    """The cached checkers (checkers.sh --cached); skip, or fail with REQUIRE_CHECKERS=1."""
+    try:
+        return run_checkers.install(cached_only=True)
+    except RuntimeError as error:
+        message = f"{error}\n(install them: bash tools/checkers/checkers.sh)"
+        if os.environ.get("REQUIRE_CHECKERS") == "1":
+            pytest.fail(message + "; REQUIRE_CHECKERS=1")
+        pytest.skip(message)
+
+
+def test_the_checkers_find_nothing_in_any_configuration(binaries, tmp_path):
+    files = render_manifests.write(tmp_path)
+    assert sorted(files) == sorted(render_manifests.CONFIGS)
+    kinds = {line.split(":", 1)[1].strip() for path in files.values()
+             for line in path.read_text().splitlines() if line.startswith("kind:")}
+    # Every kind the stack creates is checked.
+    assert kinds == {"ConfigMap", "Deployment", "Job", "Namespace", "NetworkPolicy", "PersistentVolume",
+                     "PersistentVolumeClaim", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"}
+    found = run_checkers.run(tmp_path, binaries)
+    for checker, findings in found.items():
+        print(f"{checker}: {len(findings)} findings over {len(files)} configurations")
+    listed = "\n".join(str(f) for findings in found.values() for f in findings)
+    assert not any(found.values()), (
+        "fix the objects, or where the finding is right for this workload add it with its reason to "
+        f"infra/components/checker_suppressions.py and docs/checkers.md:\n{listed}")
