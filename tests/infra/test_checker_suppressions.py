@@ -62,3 +62,13 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
         annotations = job.inputs["metadata"]["annotations"]
         assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
             suppress.annotations(role, namespace), job.name
+
+
+def test_docs_list_every_suppression_with_its_ids():
+    page = (me.REPO / "docs" / "checkers.md").read_text()
+    table = page[page.index("## What is suppressed, and why"):]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert set(rows) - {"suppression"} == {s.name for s in suppress.SUPPRESSIONS}
+    for entry in suppress.SUPPRESSIONS:
+        cells = [c.strip() for c in rows[entry.name].split("|")]
+        assert cells[2] == " ".join(entry.checkov) and cells[3] == " ".join(entry.kube_score), entry.name
