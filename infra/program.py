@@ -77,20 +77,8 @@ def build(settings: Settings) -> dict[str, Any]:
     volume_args = _volume_args(settings, target.volume_server, target.volume_server_key, namespace,
                                after=target.volume_after)
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
-    pods_after = list(target.pods_after)
+    pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
     registry = settings.registry
-    if registry.credentials is not None and registry.image_pull_secret is not None:
-        # Pods would pull before the Secret exists and back off: create it first.
-        pods_after.append(PullSecret(registry.image_pull_secret, PullSecretArgs(
-            namespace=namespace, credentials=registry.credentials, name_prefix=prefix), opts=k8s_opts))
-    if settings.network_policy:
-        # Before the task pods: their ports are closed to other pods from their first packet.
-        policies = RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
-            namespace=namespace, task_ports=list(settings.training.ports.values()),
-            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
-            namespace_name=settings.namespace, source_ports=_source_ports(settings),
-            api_server_ports=_api_server_ports(settings)), opts=k8s_opts)
-        pods_after.append(policies)
     training = TrainingJob(prefix, TrainingJobArgs(
         training=settings.training, placement=settings.placement, namespace=namespace,
         namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
@@ -137,6 +125,25 @@ def build(settings: Settings) -> dict[str, Any]:
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }
+
+
+def _before_pods(settings: Settings, namespace: pulumi.Input[str],
+                 k8s_opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+    """What every pod of the stack waits for: the image pull Secret (a pod started before it
+    pulls, is refused and backs off) and the NetworkPolicies (the task pods' ports are closed
+    to other pods from their first packet)."""
+    prefix, registry = settings.name_prefix, settings.registry
+    before: list[pulumi.Resource] = []
+    if registry.credentials is not None and registry.image_pull_secret is not None:
+        before.append(PullSecret(registry.image_pull_secret, PullSecretArgs(
+            namespace=namespace, credentials=registry.credentials, name_prefix=prefix), opts=k8s_opts))
+    if settings.network_policy:
+        before.append(RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
+            namespace=namespace, task_ports=list(settings.training.ports.values()),
+            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
+            namespace_name=settings.namespace, source_ports=_source_ports(settings),
+            api_server_ports=_api_server_ports(settings)), opts=k8s_opts))
+    return before
 
 
 def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
