@@ -24,6 +24,8 @@ ENDED_BECAUSE = "tf-mnist.io/ended-because"
 MISSING_IMAGE = "localhost/tf-mnist/does-not-exist:1"
 #: The schedule timeout of the GPU test: long enough for the scheduler's first verdicts.
 SCHEDULE_TIMEOUT_S = 20
+#: The start timeout of the stuck-pull test: past the kubelet's first pull attempts.
+START_TIMEOUT_S = 30
 
 
 def _up(project, settings: dict[str, str]) -> None:
@@ -105,6 +107,30 @@ def test_a_missing_image_shows_as_image_pull_back_off_with_its_name(stack, kube:
     worker = next(t for t in facts["tasks"] if t["task"] == "worker-0")
     assert any(w.startswith("ImagePullBackOff") and MISSING_IMAGE in w for w in worker["why"]), worker
     assert any(MISSING_IMAGE in w["message"] for w in facts["warnings"]), facts["warnings"]
+
+
+def test_a_pull_that_never_succeeds_ends_the_run_after_the_start_timeout(stack, kube: Kube) -> None:
+    # The workers' pods are scheduled but their image never pulls: without a start timeout
+    # they would hold their nodes until the Jobs' deadline (about an hour).
+    project, _ = stack
+    started = time.time()
+    _up(project, {"worker.image": MISSING_IMAGE, "job.startTimeoutSeconds": str(START_TIMEOUT_S)})
+    try:
+        jobs = kube.wait_for("the monitor to end every task Job", lambda: _every_task_ended_by_the_monitor(kube),
+                             timeout=START_TIMEOUT_S + 120, every=1)
+    finally:
+        project.pulumi("config", "rm", "--path", "job.startTimeoutSeconds", check=False)
+    ended = time.time()
+    reasons = {n: j["metadata"]["annotations"][ENDED_BECAUSE] for n, j in jobs.items()}
+    for name, reason in reasons.items():
+        assert "did not start" in reason and MISSING_IMAGE in reason, (name, reason)
+        assert f"(job.startTimeoutSeconds {START_TIMEOUT_S})" in reason, reason
+    kube.wait_for("every task Job to fail", lambda: _every_task_failed(kube), timeout=180, every=2)
+    assert _live_task_pods(kube) == []
+    shown = _status(kube, PREFIX)
+    assert shown.returncode == 1 and "FAILED" in shown.stdout and MISSING_IMAGE in shown.stdout, shown.stdout
+    print(f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started: "
+          f"{next(iter(reasons.values()))}")
 
 
 def _every_task_ended_by_the_monitor(kube: Kube) -> dict[str, dict] | None:
