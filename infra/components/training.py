@@ -38,6 +38,7 @@ TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 #: instead of being awaited again as Failed. A complete one is left alone.
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 STAGE_CONTAINER = "stage"
+#: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
 DISRUPTION_TARGET = staging.DISRUPTION_TARGET
 #: A replacement pod starts only once the failed one is gone (see TrainingJob).
 POD_REPLACEMENT_POLICY = "Failed"
