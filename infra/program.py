@@ -19,7 +19,7 @@ from infra.components.network_policy import RunNetworkPolicies, RunNetworkPolici
 from infra.components.registry import SECRET, PullSecret, PullSecretArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
-from infra.components.training import TrainingJob, TrainingJobArgs, task_names
+from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
 from infra.target import deploy_target, existing_volume_server
 
@@ -95,7 +95,8 @@ def build(settings: Settings) -> dict[str, Any]:
         api_server=settings.training.monitor_api_server, image=settings.training.staging_image,
         image_pull_policy=settings.training.ps.image_pull_policy, placement=settings.placement["stage-data"],
         image_pull_secret=registry.image_pull_secret,
-        priority_class_name=settings.training.priority_class_name, after=pods_after), opts=k8s_opts)
+        priority_class_name=settings.training.priority_class_name, after=pods_after,
+        staging_job_name=staging_name(prefix), staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS), opts=k8s_opts)
     tensorboard = TensorBoard(prefix, TensorBoardArgs(
         tensorboard=settings.tensorboard, namespace=namespace, namespace_name=settings.namespace,
         pvc_name=volume.claim_name,

@@ -22,6 +22,12 @@ Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
   ended, the container's waiting reason, image and message in the reason;
 * the chief's Job completed, or every task Job has ended: exit 0.
 
+It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the stack creates
+with a short ``activeDeadlineSeconds`` (data.startTimeoutSeconds), so that a staging pod that never
+starts fails it: once a pod of that Job runs, the monitor raises the deadline to
+``MONITOR_STAGING_DEADLINE_S`` (``staging_deadline``), the bound of the whole staging, so a long
+download is not cut. A monitor that cannot run leaves the short deadline in force.
+
 A Job is ended by setting ``spec.activeDeadlineSeconds`` to 1 (a field Kubernetes lets change
 on a running Job): the Job controller then fails it (reason DeadlineExceeded) and deletes
 its pods. The Job is annotated ``ENDED_BECAUSE`` with the reason, which ``python -m
@@ -29,7 +35,8 @@ infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
 ``MONITOR_RUN_ID``), so a monitor never ends a later run's Jobs.
 
 Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
-MONITOR_START_TIMEOUT_S, MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
+MONITOR_START_TIMEOUT_S, MONITOR_STAGING_JOB and MONITOR_STAGING_DEADLINE_S (unset: staging is not
+watched), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
 ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``). It authenticates with the
 pod's service-account token and trusts the service-account CA.
 
@@ -234,6 +241,26 @@ def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: fl
     return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
 
 
+def staging_deadline(jobs: list[Mapping], pods: list[Mapping], name: str | None, deadline_s: int) -> dict[str, int]:
+    """{the staging Job's name: ``deadline_s``} when that Job has not ended, a pod of it runs
+    (phase Running: its container started, so it is past scheduling, the image pull and the
+    volume's mount) and its ``activeDeadlineSeconds`` is shorter; else {} (nothing to patch).
+
+    Args:
+        jobs: the run's Jobs, as listed.
+        pods: the run's pods, as listed (a pod's Job is its ``job-name`` label).
+        name: the staging Job's name; None: staging is not watched.
+        deadline_s: the deadline of a staging pod that runs (seconds from the Job's start).
+    """
+    job = next((j for j in jobs if name is not None and j["metadata"]["name"] == name), None)
+    if job is None or ended(job) or deadline_s <= 0:
+        return {}
+    if (job.get("spec", {}).get("activeDeadlineSeconds") or deadline_s) >= deadline_s:
+        return {}
+    running = any(_labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running" for p in pods)
+    return {name: deadline_s} if running else {}
+
+
 class ApiError(RuntimeError):
     """The API server refused a request or could not be reached."""
 
@@ -265,6 +292,12 @@ class Api:
         """The ``items`` of a list call with a label selector."""
         return self._call("GET", f"{path}?{urllib.parse.urlencode({'labelSelector': selector})}")["items"]
 
+    def set_deadline(self, namespace: str, name: str, seconds: int) -> None:
+        """Set the Job's ``spec.activeDeadlineSeconds``."""
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
+        self._call("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
+                   {"spec": {"activeDeadlineSeconds": seconds}})
+
     def end_job(self, namespace: str, name: str, reason: str) -> None:
         """Annotate the Job with ``reason`` and give it a deadline already past."""
         query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
@@ -295,6 +328,8 @@ def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
         timeout_s = float(env.get("MONITOR_SCHEDULE_TIMEOUT_S") or 0)
         start_timeout_s = float(env.get("MONITOR_START_TIMEOUT_S") or 0)
         poll_s = float(env.get("MONITOR_POLL_S") or DEFAULT_POLL_S)
+        staging_job = env.get("MONITOR_STAGING_JOB") or None
+        staging_deadline_s = int(env.get("MONITOR_STAGING_DEADLINE_S") or 0)
     except (KeyError, ValueError) as err:
         print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
         return EXIT_BAD_ENVIRONMENT
@@ -306,7 +341,10 @@ def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
     while True:
         try:
             jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
-            pods = api.items(f"/api/v1/namespaces/{namespace}/pods", f"{selector},{TASK_TYPE_LABEL}")
+            pods = api.items(f"/api/v1/namespaces/{namespace}/pods", selector)
+            for name, seconds in staging_deadline(jobs, pods, staging_job, staging_deadline_s).items():
+                api.set_deadline(namespace, name, seconds)
+                log(f"the pod of Job {name} runs: its activeDeadlineSeconds is now {seconds}")
             decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s)
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)

@@ -27,7 +27,6 @@ import shutil
 import stat
 import sys
 import tempfile
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from trainer.data import (
     load,
     raw_name,
 )
+from trainer.download import DownloadError, download
 from trainer.flags import BUNDLED_DATA_DIR
 from trainer.training.storage import VolumeFull, full_is_permanent, is_no_space
 
@@ -174,18 +174,20 @@ def identify(name: str, path: Path) -> tuple[str | None, str]:
 
 def _fetch(source: str, name: str, tmp: Path, url: str | None = None) -> None:
     """Copy or download one file of ``source`` to ``tmp`` (from ``url`` when given: a file of
-    a URL list)."""
+    a URL list); a download gives up at once on a permanent error, and tries a transient one
+    again for about a minute at most (trainer.download).
+
+    Raises:
+        StageError: the file is missing, or its download failed (one line: the URL and why).
+    """
     if url is not None or _is_url(source):
         if url is None:
             url = source if name == NPZ_FILE and source.endswith(".npz") else \
                 f"{source.rstrip('/')}/{name}"
         try:
-            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-                shutil.copyfileobj(response, out)
-        except OSError as err:
-            if is_no_space(err):  # our write, not the download: the caller says whose volume
-                raise
-            raise StageError(f"{url}: download failed: {err}") from None
+            download(url, tmp)  # ENOSPC passes: the caller says whose volume is full
+        except DownloadError as err:
+            raise StageError(str(err)) from None
     else:
         path = Path(source) / name
         if not path.is_file():

@@ -62,6 +62,9 @@ class RunMonitorArgs:
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
         priority_class_name: job.priorityClassName (the monitor is part of the run).
         after: resources the Job waits for (the node pools, the pull Secret).
+        staging_job_name: the run's data staging Job, whose activeDeadlineSeconds the monitor
+            raises to ``staging_deadline_seconds`` once its pod runs (run_monitor.staging_deadline;
+            None: not watched).
     """
 
     namespace: pulumi.Input[str]
@@ -77,6 +80,8 @@ class RunMonitorArgs:
     image_pull_secret: str | None
     priority_class_name: str | None = None
     after: Sequence[pulumi.Resource] = ()
+    staging_job_name: str | None = None
+    staging_deadline_seconds: int = 0
 
 
 def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
@@ -137,7 +142,7 @@ class RunMonitor(pulumi.ComponentResource):
             rules=[*(k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=["list"])
                      for group, resource in LIST_RULES),
                    k8s.rbac.v1.PolicyRuleArgs(api_groups=["batch"], resources=["jobs"], verbs=["patch"],
-                                              resource_names=list(args.task_job_names))], opts=child)
+                                              resource_names=self._patched())], opts=child)
         binding = k8s.rbac.v1.RoleBinding(
             object_name, metadata=self._metadata(object_name),
             role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
@@ -166,6 +171,11 @@ class RunMonitor(pulumi.ComponentResource):
             name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
             annotations=suppress.merged(annotations, role, self._args.namespace_name))
 
+    def _patched(self) -> list[str]:
+        """The Jobs the Role lets the monitor patch: the run's task Jobs and its staging Job."""
+        staging = [self._args.staging_job_name] if self._args.staging_job_name else []
+        return [*self._args.task_job_names, *staging]
+
     def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
         args = self._args
         values: dict[str, pulumi.Input[str]] = {
@@ -176,6 +186,9 @@ class RunMonitor(pulumi.ComponentResource):
             "PYTHONDONTWRITEBYTECODE": "1"}
         if args.api_server:
             values["MONITOR_API_SERVER"] = args.api_server
+        if args.staging_job_name:
+            values["MONITOR_STAGING_JOB"] = args.staging_job_name
+            values["MONITOR_STAGING_DEADLINE_S"] = str(args.staging_deadline_seconds)
         return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()] + pods.scratch_env()
 
     def _pod(self, account: pulumi.Input[str], config_map: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:

@@ -1,4 +1,15 @@
-"""What the data staging Job runs: its command, and the data source it reads from a Secret.
+"""What the data staging Job runs and how long it may take: its command, its limits and
+deadlines, and the data source it reads from a Secret.
+
+How long: a stager that fails exits at once (trainer/stage.py; a permanent download error is not
+tried again, a transient one for about a minute), and its first failed pod fails the Job
+(STAGE_BACKOFF_LIMIT). A pod that never starts (it cannot be scheduled, its claim is not bound, its
+image cannot be pulled, its volume does not mount) fails the Job through its
+activeDeadlineSeconds, data.startTimeoutSeconds (``start_deadline``); once the pod runs, the run
+monitor (infra/run_monitor.py ``staging_deadline``) raises the deadline to
+STAGING_TIMEOUT_SECONDS, the bound of `pulumi up`'s wait, so that a long download is not cut.
+Either way the Job fails with reason BackoffLimitExceeded or DeadlineExceeded, the two that
+pulumi-kubernetes's Job await reports at once, printing the pod's messages with it.
 
 A data.source set with ``--secret`` (a presigned URL: infra/settings/url_credentials.py) never
 enters the Job's command, which ``kubectl get job -o yaml`` shows and the state stores in plain
@@ -17,11 +28,50 @@ import pulumi_kubernetes as k8s
 
 from infra.settings.parsers import source_list
 
+#: Staging copies or downloads about 11 MB (55 MB for the full set) with one Python thread.
+STAGE_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
+STAGE_LIMITS = {"cpu": "1", "memory": "512Mi"}
+#: How long `pulumi up` waits for staging as a whole (pulumi.com/timeoutSeconds), and the Job's
+#: activeDeadlineSeconds once its pod runs: room for a large data set over a slow link.
+STAGING_TIMEOUT_SECONDS = 1200
+#: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
+DISRUPTION_TARGET = "DisruptionTarget"
+#: The staging Job's backoffLimit: its first failed pod fails it. A podFailurePolicy FailJob
+#: rule would too, but its Failed condition has reason PodFailurePolicy, which the Job await of
+#: pulumi-kubernetes (4.25, cloud-ready-checks' job checker) does not take for a failure: it
+#: reports only BackoffLimitExceeded and DeadlineExceeded, and waited out STAGING_TIMEOUT_SECONDS
+#: (seen on the local cluster). What fails staging (a volume it cannot write, exit 6; a checksum;
+#: a source) fails it again at once, and the next `pulumi up` retries it anyway (REPLACE_UNREADY).
+STAGE_BACKOFF_LIMIT = 0
 #: The environment variable that holds the sources as a JSON list of strings.
 SOURCES_ENV = "DATA_SOURCES"
 #: The Secret's key that holds them.
 SOURCES_KEY = "sources"
 SECRET = "kubernetes:core/v1:Secret"
+
+
+def start_deadline(start_timeout_seconds: int) -> int:
+    """The staging Job's activeDeadlineSeconds as created: data.startTimeoutSeconds, so a pod that
+    never starts fails the Job then (seconds from the Job's start, which the Job controller sets
+    when it creates the first pod).
+
+    Raises:
+        ValueError: outside 1..STAGING_TIMEOUT_SECONDS (the key's parser already refuses it).
+    """
+    if not 0 < start_timeout_seconds <= STAGING_TIMEOUT_SECONDS:
+        raise ValueError(f"data.startTimeoutSeconds {start_timeout_seconds}: must be between 1 and "
+                         f"{STAGING_TIMEOUT_SECONDS}")
+    return start_timeout_seconds
+
+
+def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
+    """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
+    preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
+    other failure fails the Job."""
+    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
+        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
+            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
+    ])
 
 
 def source_secret_name(name: str) -> str:

@@ -38,13 +38,8 @@ TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 #: instead of being awaited again as Failed. A complete one is left alone.
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 STAGE_CONTAINER = "stage"
-#: Staging copies or downloads about 11 MB (55 MB for the full set) with one Python thread.
-STAGE_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
-STAGE_LIMITS = {"cpu": "1", "memory": "512Mi"}
-#: Staging copies about 11 MB from the image: ten minutes covers node start and image pull.
-STAGING_TIMEOUT_SECONDS = 1200
 #: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
-DISRUPTION_TARGET = "DisruptionTarget"
+DISRUPTION_TARGET = staging.DISRUPTION_TARGET
 #: A replacement pod starts only once the failed one is gone (see TrainingJob).
 POD_REPLACEMENT_POLICY = "Failed"
 
@@ -174,25 +169,6 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     return k8s.batch.v1.PodFailurePolicyArgs(rules=[
         exit_codes("FailJob", PERMANENT_EXIT_CODES),
         exit_codes("Ignore", [EXIT_SIGTERM]),
-        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
-            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
-    ])
-
-
-#: The staging Job's backoffLimit: its first failed pod fails it. A podFailurePolicy FailJob
-#: rule would too, but its Failed condition has reason PodFailurePolicy, which the Job await of
-#: pulumi-kubernetes (4.25, pkg/await/checker/job) does not take for a failure: it reports only
-#: BackoffLimitExceeded and DeadlineExceeded, and waited out STAGING_TIMEOUT_SECONDS (seen on
-#: the local cluster). What fails staging (a volume it cannot write, exit 6; a checksum; a
-#: source) fails it again at once, and the next `pulumi up` retries it anyway (REPLACE_UNREADY).
-STAGE_BACKOFF_LIMIT = 0
-
-
-def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
-    """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
-    preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
-    other failure fails the Job."""
-    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
         k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
             k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
     ])
@@ -335,22 +311,27 @@ class TrainingJob(pulumi.ComponentResource):
     def _staging_job(self) -> k8s.batch.v1.Job:
         """``<prefix>-stage-data``: ``python -m trainer.stage`` puts MNIST on the volume.
 
-        A pod that cannot write the volume exits 6, which fails the Job at once
-        (STAGE_BACKOFF_LIMIT; restartPolicy Never, which a podFailurePolicy needs), with its
-        error as the container's termination message, which `pulumi up` prints; the next
-        `pulumi up` replaces the failed Job (REPLACE_UNREADY)."""
+        A stager that fails (a volume it cannot write, exit 6; a source that answers 404) fails
+        the Job at once (staging.STAGE_BACKOFF_LIMIT; restartPolicy Never, which a
+        podFailurePolicy needs), with its error as the container's termination message, which
+        `pulumi up` prints. A pod that never starts (unschedulable, an unbound claim, an image
+        it cannot pull, a volume that does not mount) fails it after data.startTimeoutSeconds
+        (its activeDeadlineSeconds, which the run monitor raises to STAGING_TIMEOUT_SECONDS
+        once the pod runs; staging.start_deadline). The next `pulumi up` replaces a failed Job
+        (REPLACE_UNREADY)."""
         args, training = self._args, self._args.training
         name, secret_name = staging_name(self._name), staging.source_secret_name(self._name)
         placement = args.placement["stage-data"]
-        annotations = {TIMEOUT_SECONDS: str(STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
+        annotations = {TIMEOUT_SECONDS: str(staging.STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
         secret = (staging.source_secret(secret_name, training.data_source, self._metadata(secret_name, "stage-data"),
                                         self) if args.data_source_secret else None)
         return k8s.batch.v1.Job(
             name,
             metadata=self._metadata(name, "stage-data", annotations, role=suppress.STAGE),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=STAGE_BACKOFF_LIMIT,
-                pod_failure_policy=stage_failure_policy(),
+                backoff_limit=staging.STAGE_BACKOFF_LIMIT,
+                active_deadline_seconds=staging.start_deadline(training.staging_start_timeout_seconds),
+                pod_failure_policy=staging.stage_failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, "stage-data")),
                     spec=k8s.core.v1.PodSpecArgs(
@@ -370,7 +351,7 @@ class TrainingJob(pulumi.ComponentResource):
                             # The stager's last line on failure is its error: the message
                             # the pod's status, and so `pulumi up`, shows.
                             termination_message_policy="FallbackToLogsOnError",
-                            resources=pods.resources(STAGE_REQUESTS, STAGE_LIMITS),
+                            resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
                             env=pods.scratch_env() + (staging.source_env(secret_name) if secret else []),
                             security_context=pods.container_security_context(),
                             volume_mounts=[self._volume_mount(), pods.scratch_mount()],

@@ -294,6 +294,11 @@ KEYS: tuple[Key, ...] = (
               "(checksums verified); a new source stages into a new directory and starts a new run (a presigned URL "
               "signed again is the same source); a URL with credentials (user info, a presigned URL's signature) "
               "must be set with --secret; default: the 10,000-digit sample in the trainer image."),
+    # 600 s: a node's start and a first pull of the CPU trainer image; at most the whole staging's
+    # 1200 s (infra/components/staging.py STAGING_TIMEOUT_SECONDS), which bounds a running download.
+    Key("data.startTimeoutSeconds", 600, integer(10, 1200), "600", "integer",
+        "Seconds the staging pod may take to start (be scheduled, pull its image, mount the volume) before its Job "
+        "fails (activeDeadlineSeconds, raised by the run monitor once the pod runs) and `pulumi up` with it."),
     Key("persistence.pvc.storage", "5Gi", quantity, "5Gi", "string", "PV capacity and PVC request."),
     Key("persistence.pvc.matchLabels", {"train": "mnist"}, label_map, "mnist", None,
         "Labels on the PV that the PVC selects.", "--path persistence.pvc.matchLabels.train"),

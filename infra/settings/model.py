@@ -204,6 +204,8 @@ class TrainingSettings:
     #: ``trainer.stage --source``: a URL or path, a tuple of file URLs, or None = the sample in
     #: the trainer image.
     data_source: str | tuple[str, ...] | None = from_key("data.source")
+    #: Seconds the staging pod may take to start before its Job fails (data.startTimeoutSeconds).
+    staging_start_timeout_seconds: int = from_key("data.startTimeoutSeconds")
     epochs: int = from_key("hyperparams.epochs")
     batch_size: int = from_key("hyperparams.batchsize")
     learning_rate: float = from_key("hyperparams.learningrate")

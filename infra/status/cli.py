@@ -19,10 +19,16 @@ training configuration; infra/settings/runs.py) with its state, test accuracy an
 through the TensorBoard pod (``kubectl exec``; infra/runs_scan.py) or, with ``--volume DIR``,
 from a local directory that holds the volume's files (a hostPath, a mounted NFS export).
 
+Before the task Jobs exist (they wait for the data staging Job), the view shows the staging Job
+instead: STAGING PENDING (its pod not running yet, with the scheduler's or the kubelet's reason),
+STAGING RUNNING, or STAGING FAILED (with the stager's error or the Job's deadline, and the warnings
+of its pods).
+
 Exit status: 0 the run finished (every task Job completed), 1 it failed (a task Job
-failed), 3 it is still going (pending, running, or finishing: the chief's Job completed and a
+failed, or the staging Job failed: the run cannot start), 3 it is still going (staging pending
+or running, pending, running, or finishing: the chief's Job completed and a
 ps or worker has yet to end), 4 the run could not be read (no kubectl,
-the API server refused, no task Jobs of that prefix); 2 is argparse's bad usage.
+the API server refused, no task or staging Jobs of that prefix); 2 is argparse's bad usage.
 """
 
 
@@ -126,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m infra.status",
         description="Show a stack's training run: its tasks, the chief's progress, logs and "
-                    "TensorBoard, and why a task waits. Exit status: 0 finished, 1 failed, 3 still going, 4 "
+                    "TensorBoard, and why a task waits. Exit status: 0 finished, 1 failed (staging included), 3 still "
+                    "going (staging included), 4 "
                     "unreadable.")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's output)")
     parser.add_argument("--namespace", help="namespace (default: the stack's output)")

@@ -18,6 +18,10 @@ TASK_INDEX_LABEL = "tf-replica-index"
 TASK_ORDER = {"chief": 0, "worker": 1, "ps": 2}
 #: Waiting reasons of a container that is merely on its way (not a reason it cannot start).
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+#: The staging Job's component label (infra/components/training.py) and the run's states
+#: before any task Job exists: its Job pending (no pod running yet), running, failed.
+STAGE_COMPONENT = "stage-data"
+STAGING_PENDING, STAGING_RUNNING, STAGING_FAILED = "Staging pending", "Staging running", "Staging failed"
 #: How many of the newest Warning events the view shows.
 NEWEST_EVENTS = 5
 
@@ -71,10 +75,14 @@ class RunStatus:
     claims: dict[str, str] = field(default_factory=dict)
     #: The newest Warning events about the run's pods, Jobs and claims, newest first.
     warnings: list[EventRow] = field(default_factory=list)
+    #: The data staging Job (task ``stage-data``), None without one.
+    staging: TaskRow | None = None
 
     @property
     def exit_code(self) -> int:
-        return {"Finished": EXIT_FINISHED, "Failed": EXIT_FAILED}.get(self.state, EXIT_RUNNING)
+        """0 Finished, 1 Failed or Staging failed (the run cannot start), 3 anything else."""
+        return {"Finished": EXIT_FINISHED, "Failed": EXIT_FAILED, STAGING_FAILED: EXIT_FAILED}.get(
+            self.state, EXIT_RUNNING)
 
 
 def _time(stamp: str | None) -> datetime | None:
@@ -115,7 +123,10 @@ def pod_why(pod: dict, claims: dict[str, str]) -> list[str]:
             found.append(f"{waiting.get('reason')} (image {image}){message}")
         terminated = (status.get("state") or {}).get("terminated") or {}
         if terminated.get("exitCode"):
-            found.append(f"exited {terminated['exitCode']} ({terminated.get('reason') or 'Error'})")
+            # The termination message's last line: the stager's error (FallbackToLogsOnError).
+            lines = (terminated.get("message") or "").strip().splitlines()
+            found.append(f"exited {terminated['exitCode']} ({terminated.get('reason') or 'Error'})"
+                         + (f": {lines[-1]}" if lines else ""))
     for volume in pod.get("spec", {}).get("volumes") or []:
         claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if claim and claims.get(claim, "missing") != "Bound":
@@ -125,6 +136,8 @@ def pod_why(pod: dict, claims: dict[str, str]) -> list[str]:
 
 def _task_row(name: str, job: dict, mine: list[dict], claims: dict[str, str], now: datetime) -> TaskRow:
     labels = job["metadata"]["labels"]
+    task = f"{labels[TASK_TYPE_LABEL]}-{labels.get(TASK_INDEX_LABEL, '0')}" if TASK_TYPE_LABEL in labels else \
+        STAGE_COMPONENT
     newest = mine[-1] if mine else None
     restarts = int(job.get("status", {}).get("failed") or 0) + sum(
         int(c.get("restartCount") or 0) for p in mine
@@ -135,20 +148,25 @@ def _task_row(name: str, job: dict, mine: list[dict], claims: dict[str, str], no
     if failed:
         why.append(f"Job failed: {failed.get('reason') or 'Failed'}: {failed.get('message') or 'no message'}")
     return TaskRow(
-        task=f"{labels[TASK_TYPE_LABEL]}-{labels.get(TASK_INDEX_LABEL, '0')}", job=name, state=job_state(job),
+        task=task, job=name, state=job_state(job),
         phase=newest["status"].get("phase", "-") if newest else "-", restarts=restarts,
         node=(newest or {}).get("spec", {}).get("nodeName") or "-",
         age_s=(now - started).total_seconds() if started else None, why=why,
         ended_because=(job["metadata"].get("annotations") or {}).get(ENDED_BECAUSE))
 
 
-def warnings_about(events: list[dict], names: set[str], now: datetime) -> list[EventRow]:
-    """The NEWEST_EVENTS newest Warning events whose object is one of ``names``, newest first."""
+def warnings_about(events: list[dict], names: set[str], now: datetime, pods_of: str | None = None) -> list[EventRow]:
+    """The NEWEST_EVENTS newest Warning events whose object is one of ``names`` or, with
+    ``pods_of`` (a Job's name), a pod of that Job gone since (``<job>-<suffix>``), newest first."""
     def when(event: dict) -> str:
         return (event.get("lastTimestamp") or event.get("eventTime") or
                 event.get("metadata", {}).get("creationTimestamp") or "")
+
+    def about(involved: dict) -> bool:
+        name = involved.get("name") or ""
+        return name in names or bool(pods_of and involved.get("kind") == "Pod" and name.startswith(f"{pods_of}-"))
     mine = sorted((e for e in events if e.get("type", "Warning") == "Warning"
-                   and e.get("involvedObject", {}).get("name") in names), key=when, reverse=True)
+                   and about(e.get("involvedObject", {}))), key=when, reverse=True)
     out = []
     for event in mine[:NEWEST_EVENTS]:
         at = _time(when(event))
@@ -164,14 +182,21 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
             tensorboard_url: str | None = None, run_id: str | None = None) -> RunStatus:
     """Read the run of ``prefix`` through ``cluster``.
 
+    Before the task Jobs exist (staging runs first, and they wait for it), the run's state is
+    its staging Job's (``_staging_state``): Staging pending, running or failed, with the staging
+    pod's reasons (``pod_why``: the scheduler's message, a waiting container, the stager's
+    error) and the Warning events of its pods, gone ones included.
+
     Raises:
-        StatusError: no task Job carries the prefix's instance label.
+        StatusError: no task or staging Job carries the prefix's instance label.
     """
     objects = cluster.get("jobs,pods,pvc", f"{INSTANCE_LABEL}={prefix}")
     all_jobs = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Job"}
     jobs = {n: o for n, o in all_jobs.items() if TASK_TYPE_LABEL in o["metadata"].get("labels", {})}
-    if not jobs:
-        raise StatusError(f"no task Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
+    staging_job = next((o for o in all_jobs.values()
+                        if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) == STAGE_COMPONENT), None)
+    if not jobs and staging_job is None:
+        raise StatusError(f"no task or staging Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
                           f"{namespace}: check --prefix, --namespace and --kubeconfig (or "
                           "whether `pulumi up` has run)")
     claims = {o["metadata"]["name"]: o.get("status", {}).get("phase", "Pending")
@@ -199,10 +224,27 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
     names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
     tensorboard = tensorboard_url or (f"kubectl --namespace {namespace} port-forward "
                                       f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/")
-    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows), tasks=rows,
-                     progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
+    staging = None
+    if staging_job is not None:
+        staging_name = staging_job["metadata"]["name"]
+        staging = _task_row(staging_name, staging_job, pods.get(staging_name, []), claims, now)
+        if staging.state == "Running" and staging.phase != "Running":  # the Job counts a waiting pod as active
+            staging.state = "Pending"
+    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows) if rows else _staging_state(staging),
+                     tasks=rows, progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
                      run_id=run_id, monitor=monitor, claims=dict(sorted(claims.items())),
-                     warnings=warnings_about(cluster.events(), names, now))
+                     warnings=warnings_about(cluster.events(), names, now,
+                                             staging.job if staging and staging.state != "Complete" else None),
+                     staging=staging)
+
+
+def _staging_state(staging: TaskRow | None) -> str:
+    """The run's state before any task Job exists, from its staging row (whose state is Running
+    only while its pod runs): failed, running, pending; Pending once it completed (the task
+    Jobs are about to be created)."""
+    if staging is None or staging.state == "Complete":
+        return "Pending"
+    return {"Failed": STAGING_FAILED, "Running": STAGING_RUNNING}.get(staging.state, STAGING_PENDING)
 
 
 def _run_state(rows: list[TaskRow]) -> str:

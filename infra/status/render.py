@@ -87,11 +87,13 @@ def render(status: RunStatus) -> str:
     head = f"Run {status.prefix} (namespace {status.namespace}"
     head += f", run id {status.run_id})" if status.run_id else ")"
     lines = [f"{head}: {status.state.upper()}", ""]
+    # The staging Job heads the table until it completes: before that no task Job exists.
+    staging = [status.staging] if status.staging is not None and status.staging.state != "Complete" else []
     table = [("TASK", "JOB", "STATUS", "POD", "RESTARTS", "NODE", "AGE")]
     table += [(r.task, r.job, r.state, r.phase, str(r.restarts), r.node, age(r.age_s))
-              for r in status.tasks]
+              for r in staging + status.tasks]
     lines += _columns(table)
-    why = [f"  {r.task}: {w}" for r in status.tasks for w in r.why]
+    why = [f"  {r.task}: {w}" for r in staging + status.tasks for w in r.why]
     why += [f"  {r.task}: ended by the run monitor: {r.ended_because}" for r in status.tasks if r.ended_because]
     if why:
         lines += ["", "Why:", *why]
@@ -107,6 +109,8 @@ def render(status: RunStatus) -> str:
     if status.monitor:
         lines.append(f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "
                      f"{status.namespace} logs job/{status.prefix}-monitor)")
+    if staging:
+        lines.append(f"Staging:     kubectl --namespace {status.namespace} logs job/{staging[0].job}")
     if status.log_dir:
         lines.append(f"Logs:        {status.log_dir}/logs/<task>.log on the shared volume; "
                      f"kubectl --namespace {status.namespace} logs job/{status.prefix}-chief-0")

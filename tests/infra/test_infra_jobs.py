@@ -93,7 +93,21 @@ def test_deadline_is_set_on_every_training_job(dev_config):
     run = me.run_program(_set(dev_config, job__activeDeadlineSeconds="86400"))
     for name in TASKS:
         assert run.one(JOB, name).inputs["spec"]["activeDeadlineSeconds"] == 86400, name
-    assert "activeDeadlineSeconds" not in run.one(JOB, "mnist-stage-data").inputs["spec"]
+    # The staging Job's deadline is its own: data.startTimeoutSeconds (test_staging_start_timeout).
+    assert run.one(JOB, "mnist-stage-data").inputs["spec"]["activeDeadlineSeconds"] == 600
+
+
+def test_staging_start_timeout(dev_config):
+    # A staging pod that never starts fails its Job after data.startTimeoutSeconds (the run
+    # monitor raises the deadline to the await's 1200 s once the pod runs); `pulumi up` waits
+    # 1200 s at most either way.
+    run = me.run_program(_set(dev_config, data__startTimeoutSeconds="45"))
+    staging = run.one(JOB, "mnist-stage-data").inputs
+    assert staging["spec"]["activeDeadlineSeconds"] == 45
+    assert me.own_annotations(staging["metadata"])["pulumi.com/timeoutSeconds"] == "1200"
+    for bad, rule in (("0", "between 10 and 1200"), ("1201", "between 10 and 1200")):
+        error = str(me.run_program(_set(dev_config, data__startTimeoutSeconds=bad)).error)
+        assert f"'tf-mnist:data.startTimeoutSeconds' value '{bad}' is invalid: must be an integer {rule}" in error
 
 
 def test_peer_timeout_reaches_every_task(dev_config):

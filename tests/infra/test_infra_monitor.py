@@ -52,6 +52,8 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"],
             env["MONITOR_START_TIMEOUT_S"]) == ("default", "mnist", "1800", "900")
     assert "MONITOR_API_SERVER" not in env
+    # The staging Job's deadline, raised once its pod runs (run_monitor.staging_deadline).
+    assert (env["MONITOR_STAGING_JOB"], env["MONITOR_STAGING_DEADLINE_S"]) == ("mnist-stage-data", "1200")
     assert run.outputs["monitorJobName"] == NAME
     # Ready once created, like the task Jobs: `pulumi up` does not wait for the run.
     assert me.own_annotations(job.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
@@ -63,13 +65,15 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     assert account["automountServiceAccountToken"] is False
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
     assert role.inputs["metadata"]["namespace"] == "default"
-    # run_monitor.py lists Jobs and pods by label and patches a task Job to end it: the patch
-    # names the run's own task Jobs, so no other Job in the namespace can be ended.
+    # run_monitor.py lists Jobs and pods by label, patches a task Job to end it and the staging
+    # Job to raise its deadline: the patch names the run's own Jobs, so no other Job in the
+    # namespace can be changed.
     assert role.inputs["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"],
-         "resourceNames": ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1"]}]
+         "resourceNames": ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1",
+                           "mnist-stage-data"]}]
     binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", NAME)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "default"}]

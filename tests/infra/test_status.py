@@ -191,7 +191,7 @@ def test_no_jobs_of_the_prefix_is_unreadable(capsys):
     code = status.main(["--namespace", "default", "--prefix", "other", "--kubeconfig", "k"],
                        cluster=Recorded([], {}))
     assert code == status.EXIT_UNREADABLE == 4
-    assert "no task Jobs labelled app.kubernetes.io/instance=other" in capsys.readouterr().err
+    assert "no task or staging Jobs labelled app.kubernetes.io/instance=other" in capsys.readouterr().err
 
 
 def test_defaults_come_from_the_stack_outputs(tmp_path):

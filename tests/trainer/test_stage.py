@@ -143,7 +143,7 @@ def test_stage_from_a_url(tmp_path, http_source):
     names = stage(tmp_path, http_source + "/", log=_quiet)
     assert names == list(data.ALL_IDX_FILES)
     assert len(data.load(tmp_path).x_test) == 2000
-    with pytest.raises(StageError, match=r"mnist\.npz: download failed: HTTP Error 404"):
+    with pytest.raises(StageError, match=r"mnist\.npz: not found \(HTTP 404\); not tried again"):
         stage(tmp_path / "npz", http_source + "/mnist.npz", log=_quiet)
 
 
@@ -254,7 +254,7 @@ def test_the_command_prints_no_url_credentials(tmp_path, http_source):
                              "--source", f"{http_source}/mnist.npz{PRESIGNED}"],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1
-    assert failed.stderr == f"error: {http_source}/mnist.npz?<hidden>: download failed: HTTP Error 404: File not found\n"
+    assert failed.stderr == f"error: {http_source}/mnist.npz?<hidden>: not found (HTTP 404); not tried again (a permanent error: check data.source)\n"
     for output in (staged.stdout, staged.stderr, failed.stdout, failed.stderr):
         assert "LTAI5tFakeKeyId" not in output and "c2lnbmF0dXJl" not in output
 

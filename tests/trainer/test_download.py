@@ -1,0 +1,130 @@
+"""trainer.download: a permanent error ends a download at once, a transient one is tried again
+within RETRY_WINDOW_S, and the error is one line naming the URL and why."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import socket
+import threading
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainer import download as dl
+from trainer.download import DownloadError, classify, download
+
+URL = "http://data.example/mnist.npz"
+
+
+class _Clock:
+    """A clock that the fake sleep advances, and the opener's tries by ``per_try`` seconds."""
+
+    def __init__(self, per_try: float = 0.0) -> None:
+        self.now, self.per_try, self.slept = 0.0, per_try, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _failing(clock: _Clock, errors: list[OSError]):
+    """An opener that raises ``errors`` in turn (each try costing clock.per_try seconds)."""
+    tries = iter(errors)
+
+    def opener(url: str, timeout: float):
+        assert timeout == dl.SOCKET_TIMEOUT_S
+        clock.now += clock.per_try
+        raise next(tries)
+    return opener
+
+
+def _http(code: int, reason: str = "x") -> urllib.error.HTTPError:
+    return urllib.error.HTTPError(URL, code, reason, {}, None)
+
+
+@pytest.mark.parametrize("err,line,permanent", [
+    (_http(404, "File not found"), f"{URL}: not found (HTTP 404)", True),
+    (_http(403), f"{URL}: access denied (HTTP 403): a presigned URL may have expired, or the object is private", True),
+    (_http(400, "Bad Request"), f"{URL}: HTTP 400 Bad Request", True),
+    (_http(429, "Too Many Requests"), f"{URL}: HTTP 429 Too Many Requests", False),
+    (_http(503, "Service Unavailable"), f"{URL}: HTTP 503 Service Unavailable", False),
+    (urllib.error.URLError(socket.gaierror(socket.EAI_NONAME, "Name or service not known")),
+     f"{URL}: no such host data.example (Name or service not known)", True),
+    (urllib.error.URLError(socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")),
+     f"{URL}: Temporary failure in name resolution", False),
+    (urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")), f"{URL}: Connection refused", False),
+    (urllib.error.URLError(TimeoutError("timed out")), f"{URL}: no answer in 30 s", False),
+    (ConnectionResetError(104, "Connection reset by peer"), f"{URL}: Connection reset by peer", False),
+])
+def test_each_error_is_one_line_and_permanent_or_not(err, line, permanent):
+    found = classify(URL, err)
+    assert (str(found), found.permanent) == (line, permanent)
+
+
+def test_a_permanent_error_is_not_tried_again(tmp_path):
+    clock = _Clock()
+    with pytest.raises(DownloadError) as raised:
+        download(URL, tmp_path / "f", clock=clock, sleep=clock.sleep, opener=_failing(clock, [_http(404)]))
+    assert str(raised.value) == f"{URL}: not found (HTTP 404); not tried again (a permanent error: check data.source)"
+    assert raised.value.permanent and clock.slept == []
+
+
+def test_a_transient_error_is_tried_again_then_named_with_the_tries():
+    clock = _Clock(per_try=1.0)
+    refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+    with pytest.raises(DownloadError) as raised:
+        download(URL, Path("/nonexistent/never-opened"), clock=clock, sleep=clock.sleep,
+                 opener=_failing(clock, [refused] * dl.ATTEMPTS))
+    assert clock.slept == list(dl.BACKOFF_S)
+    assert str(raised.value) == f"{URL}: Connection refused; gave up after 3 tries in 10 s"
+
+
+def test_no_try_starts_after_the_retry_window():
+    # A host that never answers: each try waits the socket timeout; the second ends past the window.
+    clock = _Clock(per_try=dl.SOCKET_TIMEOUT_S)
+    silent = urllib.error.URLError(TimeoutError("timed out"))
+    with pytest.raises(DownloadError, match=r"no answer in 30 s; gave up after 2 tries in 62 s"):
+        download(URL, Path("/nonexistent/never-opened"), clock=clock, sleep=clock.sleep,
+                 opener=_failing(clock, [silent] * dl.ATTEMPTS))
+    assert clock.now < 70  # about a minute, however many tries ATTEMPTS allows
+
+
+@pytest.fixture()
+def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
+    """A server of tmp_path whose first GET answers 503; yields its URL and the statuses it sent."""
+    (tmp_path / "f.bin").write_bytes(b"x" * 1000)
+    sent: list[int] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            if not sent:
+                sent.append(503)
+                self.send_error(503)
+                return
+            sent.append(200)
+            super().do_GET()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", sent
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+def test_a_503_then_the_file_is_downloaded(tmp_path, flaky_server):
+    url, sent = flaky_server
+    clock = _Clock()
+    download(f"{url}/f.bin", tmp_path / "out", clock=clock, sleep=clock.sleep)
+    assert sent == [503, 200] and clock.slept == [dl.BACKOFF_S[0]]
+    assert (tmp_path / "out").read_bytes() == b"x" * 1000
