@@ -314,7 +314,8 @@ class Settings:
                   "lr_schedule": t.lr_schedule, "lr_scaling": t.lr_scaling, "dropout": t.dropout,
                   "label_smoothing": t.label_smoothing,
                   "augment_shift": t.augment_shift, "seed": t.seed, "batch_size": t.batch_size}
-        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count))
+        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count),
+                            runs.trainer_images(t.worker.image, t.ps.image))
 
     @property
     def log_dir(self) -> str:
