@@ -1,7 +1,22 @@
 # <registry>/trainer:2.21.0-cpu: ps, chief (coordinator), data staging and gpuCount-0 workers.
-# Build from the repository root:
+# Build from the repository root, for linux/amd64 (the pinned hashes are of x86_64 wheels):
 #   docker build -f docker/trainer-cpu.Dockerfile -t <registry>/trainer:2.21.0-cpu .
-FROM python:3.11-slim
+
+# The base, python:3.11-slim, is a build argument: Docker Hub's digest of it is not written
+# here (it was not reachable where this file was written, and no digest is invented), so the
+# default is the tag. For a build whose base cannot change under the same tag, pass its digest:
+#   --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest>
+# and add --build-arg REQUIRE_BASE_DIGEST=1 to refuse any base without one (docker/README.md,
+# "Pinned builds", says how to look the digest up).
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE}
+ARG PYTHON_IMAGE
+ARG REQUIRE_BASE_DIGEST=0
+# The build-time check: the pinned wheels are CPython 3.11 x86_64 ones, so any other base is
+# refused here, by name, before pip; and with REQUIRE_BASE_DIGEST=1 a base named by tag.
+RUN python -c 'import platform, sys; sys.exit(None if sys.version_info[:2] == (3, 11) and platform.machine() == "x86_64" else "base image: CPython 3.11 on x86_64 needed (the pinned wheels are cp311 x86_64), found " + platform.python_version() + " on " + platform.machine())' \
+    && case "$PYTHON_IMAGE" in *@sha256:*) ;; *) if [ "$REQUIRE_BASE_DIGEST" = 1 ]; then \
+        echo "PYTHON_IMAGE=$PYTHON_IMAGE names no digest and REQUIRE_BASE_DIGEST=1: pass --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest>" >&2; exit 1; fi ;; esac
 
 # GRPC_FAIL_FAST=use_caller: TensorFlow's advice for ParameterServerStrategy on every task.
 ENV PYTHONUNBUFFERED=1 \
@@ -12,8 +27,11 @@ ENV PYTHONUNBUFFERED=1 \
     TF_CPP_MIN_LOG_LEVEL=2
 
 WORKDIR /app
-COPY trainer/requirements.txt /tmp/requirements.txt
-RUN pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
+# Every package at an exact version with its wheel's sha256 (docker/pin_requirements.py
+# writes the file from trainer/requirements.txt's pins): pip refuses any other file, and any
+# package the file does not list.
+COPY docker/trainer-cpu-requirements.txt /tmp/requirements.txt
+RUN pip install --require-hashes -r /tmp/requirements.txt && rm /tmp/requirements.txt
 # The trainer package, including the bundled mnist-10k sample that `python -m trainer.stage`
 # copies by default.
 COPY trainer/ /app/trainer/

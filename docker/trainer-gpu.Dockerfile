@@ -20,13 +20,27 @@
 #   is R580. The wheels are CUDA 12.9 (cuBLAS 12.9 still carries sm_60 code).
 # - cuDNN is held at 9.10.2.21, the last release whose kernels cover compute capability 6.0
 #   and 7.0; later 9.x releases build their ops for 7.5 and newer only
-#   (docker/pin_gpu_requirements.py, CUDNN_PIN).
+#   (docker/pin_requirements.py, CUDNN_PIN).
 # - The driver: the stack pins R550 on the GPU pool (gpuPool.driverVersion 550.163.01, ACK's
 #   node label ack.aliyun.com/nvidia-driver-version), a CUDA 12.4 driver. CUDA 12's
 #   minor-version compatibility runs libraries of any later 12.x release on a driver of
 #   R525 or newer (cuDNN 9.10 for CUDA 12 asks >= 525.60.13 too); what it does not cover is
 #   JIT-compiling PTX made by a newer toolkit, which the sm_60 machine code above avoids.
-FROM python:3.11-slim
+# The base, python:3.11-slim, is a build argument: Docker Hub's digest of it is not written
+# here (it was not reachable where this file was written, and no digest is invented), so the
+# default is the tag. For a build whose base cannot change under the same tag, pass its digest:
+#   --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest>
+# and add --build-arg REQUIRE_BASE_DIGEST=1 to refuse any base without one (docker/README.md,
+# "Pinned builds", says how to look the digest up).
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE}
+ARG PYTHON_IMAGE
+ARG REQUIRE_BASE_DIGEST=0
+# The build-time check: the pinned wheels are CPython 3.11 x86_64 ones, so any other base is
+# refused here, by name, before pip; and with REQUIRE_BASE_DIGEST=1 a base named by tag.
+RUN python -c 'import platform, sys; sys.exit(None if sys.version_info[:2] == (3, 11) and platform.machine() == "x86_64" else "base image: CPython 3.11 on x86_64 needed (the pinned wheels are cp311 x86_64), found " + platform.python_version() + " on " + platform.machine())' \
+    && case "$PYTHON_IMAGE" in *@sha256:*) ;; *) if [ "$REQUIRE_BASE_DIGEST" = 1 ]; then \
+        echo "PYTHON_IMAGE=$PYTHON_IMAGE names no digest and REQUIRE_BASE_DIGEST=1: pass --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest>" >&2; exit 1; fi ;; esac
 
 # GRPC_FAIL_FAST=use_caller: TensorFlow's advice for ParameterServerStrategy on every task.
 ENV PYTHONUNBUFFERED=1 \
@@ -39,7 +53,7 @@ ENV PYTHONUNBUFFERED=1 \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 
 WORKDIR /app
-# Every package at an exact version with its wheel's sha256 (docker/pin_gpu_requirements.py
+# Every package at an exact version with its wheel's sha256 (docker/pin_requirements.py
 # writes the file from trainer/requirements.txt's pins): pip refuses any other file, and any
 # package the file does not list.
 COPY docker/trainer-gpu-requirements.txt /tmp/requirements.txt

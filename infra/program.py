@@ -21,6 +21,7 @@ from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
+from infra.settings.images import stale_tag_warnings
 from infra.target import deploy_target, existing_volume_server
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
@@ -63,6 +64,8 @@ def build(settings: Settings) -> dict[str, Any]:
         The stack outputs by name.
     """
     prefix = settings.name_prefix
+    for message in stale_tag_warnings(image_pulls(settings)):
+        pulumi.log.warn(message)
     target = deploy_target(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[target.provider])
     namespace = _namespace(settings, target.provider)
@@ -126,6 +129,16 @@ def build(settings: Settings) -> dict[str, Any]:
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }
+
+
+def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
+    """``(key, image, pull policy)`` of every kind of container the stack creates, the key being
+    the one that sets its policy: the workers (and a GPU chief), the CPU trainer image's pods
+    (ps, a CPU chief, staging, the run monitor) and TensorBoard."""
+    t = settings.training
+    return [("worker.imagePullPolicy", t.worker.image, t.worker.image_pull_policy),
+            ("ps.imagePullPolicy", t.ps.image, t.ps.image_pull_policy),
+            ("ps.imagePullPolicy", settings.tensorboard.image, settings.tensorboard.image_pull_policy)]
 
 
 def _before_pods(settings: Settings, namespace: pulumi.Input[str],

@@ -17,7 +17,7 @@ CPU_REQUIREMENTS = REPO / "trainer" / "requirements.txt"
 ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)(?P<extras>\[[a-z-]+\])?==(?P<version>\S+) \\\n"
                    r"    --hash=sha256:(?P<sha256>[0-9a-f]{64})$", re.MULTILINE)
 
-_spec = importlib.util.spec_from_file_location("pin_gpu_requirements", REPO / "docker" / "pin_gpu_requirements.py")
+_spec = importlib.util.spec_from_file_location("pin_requirements", REPO / "docker" / "pin_requirements.py")
 pin = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pin)
 
@@ -80,7 +80,7 @@ def test_a_report_entry_without_a_sha256_is_refused() -> None:
 
 def test_the_image_installs_the_file_with_hashes_required() -> None:
     dockerfile = (REPO / "docker" / "trainer-gpu.Dockerfile").read_text()
-    assert "FROM python:3.11-slim" in dockerfile
+    assert "ARG PYTHON_IMAGE=python:3.11-slim\nFROM ${PYTHON_IMAGE}\n" in dockerfile
     assert "COPY docker/trainer-gpu-requirements.txt /tmp/requirements.txt" in dockerfile
     assert "pip install --require-hashes -r /tmp/requirements.txt" in dockerfile
     assert "!docker/trainer-gpu-requirements.txt" in (REPO / "docker" / "trainer-gpu.Dockerfile.dockerignore").read_text()

@@ -15,10 +15,12 @@ Deployment that covers its pod template's containers):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
+
+from infra.settings.images import ALWAYS, has_digest
 
 #: Roles: the objects a suppression applies to. A task's Job (chief, worker, ps), the staging
 #: Job, the run monitor's Job, TensorBoard's Deployment; OBJECT is any other namespaced object
@@ -37,6 +39,25 @@ DEFAULT_NAMESPACE = "default"
 CHECKOV_PREFIX = "checkov.io/skip"
 KUBE_SCORE_IGNORE = "kube-score/ignore"
 
+#: ``(image, imagePullPolicy)`` of each container of a workload.
+Pull = tuple[str, str]
+
+
+def any_tag(pulls: Sequence[Pull]) -> bool:
+    """Whether some container names its image by tag only (no ``@sha256:`` digest)."""
+    return any(not has_digest(image) for image, _ in pulls)
+
+
+def any_not_always(pulls: Sequence[Pull]) -> bool:
+    """Whether some container's pull policy is not ``Always`` (kube-score flags any such)."""
+    return any(policy != ALWAYS for _, policy in pulls)
+
+
+def any_tag_not_always(pulls: Sequence[Pull]) -> bool:
+    """Whether some container pulls a tag other than ``Always`` (checkov's CKV_K8S_15 passes a
+    digest with any policy)."""
+    return any(not has_digest(image) and policy != ALWAYS for image, policy in pulls)
+
 
 @dataclass(frozen=True)
 class Suppression:
@@ -49,6 +70,8 @@ class Suppression:
         kube_score: kube-score check ids it ignores.
         reason: why, in one line (it is the checkov annotation's text, so no ``=`` or ``,``).
         default_namespace_only: applies only to objects in the namespace ``default``.
+        only_if: applies only to a workload whose containers' ``(image, pull policy)`` make
+            this true (``any_tag``, ``any_not_always``); None = always.
     """
 
     name: str
@@ -57,6 +80,7 @@ class Suppression:
     kube_score: tuple[str, ...]
     reason: str
     default_namespace_only: bool = False
+    only_if: Callable[[Sequence[Pull]], bool] | None = None
 
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
@@ -65,13 +89,21 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "the stack's namespace defaults to default as the guide deploys it; "
         "set namespace (and createNamespace) to use another", default_namespace_only=True),
     Suppression(
-        "image without digest", WORKLOADS, ("CKV_K8S_43",), (),
-        "the images are built from docker/ by the user and named by versioned tags; "
-        "worker.image ps.image and tensorboard.image take an @sha256 reference"),
+        "image by tag", WORKLOADS, ("CKV_K8S_43",), (),
+        "only on a workload whose image is a tag: the default images are built from docker/ by the user "
+        "whose digest exists only after that build; a tag is pulled Always unless set otherwise and "
+        "worker.image ps.image and tensorboard.image take an @sha256 reference", only_if=any_tag),
     Suppression(
-        "pull policy not Always", WORKLOADS, ("CKV_K8S_15",), ("container-image-pull-policy",),
-        "IfNotPresent (worker.imagePullPolicy and ps.imagePullPolicy) runs images preloaded on nodes "
-        "without a registry (tools/local-cluster); the tags are versioned; set Always for a moving tag"),
+        "pull policy not Always", WORKLOADS, (), ("container-image-pull-policy",),
+        "only on a workload pulled other than Always: an image by @sha256 digest (IfNotPresent by default: "
+        "its content cannot change) or IfNotPresent or Never set for nodes with preloaded images "
+        "(pulumi up warns about a tag)", only_if=any_not_always),
+    Suppression(
+        "tag not pulled Always", WORKLOADS, ("CKV_K8S_15",), (),
+        "only on a workload whose tag is pulled other than Always: worker.imagePullPolicy or "
+        "ps.imagePullPolicy set to IfNotPresent or Never for nodes with preloaded images and no registry "
+        "(pulumi up warns); unset they pull a tag Always",
+        only_if=any_tag_not_always),
     Suppression(
         "low uid and gid", WORKLOADS, ("CKV_K8S_40",), ("container-security-context-user-group-id",),
         "pods run as the images' USER 1000:1000 (non-root) which must own the shared volume's directory; "
@@ -95,8 +127,12 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
 )
 
 
-def suppressions(role: str, namespace: str) -> list[Suppression]:
+def suppressions(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> list[Suppression]:
     """The entries of SUPPRESSIONS for an object of ``role`` in ``namespace``, in table order.
+
+    Args:
+        pulls: ``(image, imagePullPolicy)`` of the object's containers (none for an object
+            that has no pod template); an entry with ``only_if`` applies where it holds.
 
     Raises:
         ValueError: ``role`` is not one of ALL.
@@ -104,13 +140,15 @@ def suppressions(role: str, namespace: str) -> list[Suppression]:
     if role not in ALL:
         raise ValueError(f"role {role!r}: must be one of {', '.join(sorted(ALL))}")
     return [s for s in SUPPRESSIONS
-            if role in s.roles and (not s.default_namespace_only or namespace == DEFAULT_NAMESPACE)]
+            if role in s.roles and (not s.default_namespace_only or namespace == DEFAULT_NAMESPACE)
+            and (s.only_if is None or s.only_if(pulls))]
 
 
-def annotations(role: str, namespace: str) -> dict[str, str]:
-    """The checkers' annotations for an object of ``role`` in ``namespace`` (the plain name):
-    ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty when nothing applies."""
-    found = suppressions(role, namespace)
+def annotations(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
+    """The checkers' annotations for an object of ``role`` in ``namespace`` (the plain name)
+    whose containers pull ``pulls``: ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty
+    when nothing applies."""
+    found = suppressions(role, namespace, pulls)
     checkov = [f"{check}={s.reason}" for s in found for check in s.checkov]
     out = {f"{CHECKOV_PREFIX}{i}": text for i, text in enumerate(checkov, start=1)}
     ignored = [check for s in found for check in s.kube_score]
@@ -120,8 +158,8 @@ def annotations(role: str, namespace: str) -> dict[str, str]:
 
 
 def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str,
-           namespace: str) -> dict[str, pulumi.Input[str]] | None:
+           namespace: str, pulls: Sequence[Pull] = ()) -> dict[str, pulumi.Input[str]] | None:
     """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
     field) when both are empty."""
-    out = {**(own or {}), **annotations(role, namespace)}
+    out = {**(own or {}), **annotations(role, namespace, pulls)}
     return out or None

@@ -153,7 +153,8 @@ class RunMonitor(pulumi.ComponentResource):
             object_name, metadata=self._metadata(object_name),
             data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")}, opts=child)
         job = k8s.batch.v1.Job(
-            object_name, metadata=self._metadata(object_name, AWAIT, role=suppress.MONITOR),
+            object_name, metadata=self._metadata(object_name, AWAIT, role=suppress.MONITOR,
+                                                 pulls=[(args.image, args.image_pull_policy)]),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=BACKOFF_LIMIT, pod_failure_policy=failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
@@ -165,11 +166,12 @@ class RunMonitor(pulumi.ComponentResource):
         self.register_outputs({"job_name": self.job_name})
 
     def _metadata(self, name: str, annotations: dict | None = None,
-                  role: str = suppress.OBJECT) -> k8s.meta.v1.ObjectMetaArgs:
-        """An object's metadata; ``role`` picks the checkers' suppressions it carries."""
+                  role: str = suppress.OBJECT, pulls: Sequence[suppress.Pull] = ()) -> k8s.meta.v1.ObjectMetaArgs:
+        """An object's metadata; ``role`` and its containers' ``pulls`` (image, pull policy)
+        pick the checkers' suppressions it carries."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
-            annotations=suppress.merged(annotations, role, self._args.namespace_name))
+            annotations=suppress.merged(annotations, role, self._args.namespace_name, pulls))
 
     def _patched(self) -> list[str]:
         """The Jobs the Role lets the monitor patch: the run's task Jobs and its staging Job."""

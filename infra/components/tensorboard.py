@@ -105,7 +105,8 @@ class TensorBoard(pulumi.ComponentResource):
             full_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=full_name, namespace=args.namespace, labels=labels,
-                annotations=suppress.merged(None, suppress.TENSORBOARD, args.namespace_name)),
+                annotations=suppress.merged(None, suppress.TENSORBOARD, args.namespace_name,
+                                            [(args.tensorboard.image, args.tensorboard.image_pull_policy)])),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),

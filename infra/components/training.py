@@ -327,7 +327,8 @@ class TrainingJob(pulumi.ComponentResource):
                                         self) if args.data_source_secret else None)
         return k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, "stage-data", annotations, role=suppress.STAGE),
+            metadata=self._metadata(name, "stage-data", annotations, role=suppress.STAGE,
+                                    pulls=[(training.staging_image, training.ps.image_pull_policy)]),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=staging.STAGE_BACKOFF_LIMIT,
                 active_deadline_seconds=staging.start_deadline(training.staging_start_timeout_seconds),
@@ -370,7 +371,8 @@ class TrainingJob(pulumi.ComponentResource):
         returns the name. The Job waits for ``after`` (the staging Job)."""
         training = self._args.training
         name = cs.task_name(self._name, task_type, index)
-        port = training.task(task_type).port
+        task = training.task(task_type)
+        port = task.port
         selector = task_selector(self._name, task_type, index)
         k8s.core.v1.Service(
             name,
@@ -390,7 +392,8 @@ class TrainingJob(pulumi.ComponentResource):
         annotations = {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60)} if waits else TASK_JOB_AWAIT
         k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, task_type, annotations, selector, role=suppress.TASK),
+            metadata=self._metadata(name, task_type, annotations, selector, role=suppress.TASK,
+                                    pulls=[(task.image, task.image_pull_policy)]),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=training.backoff_limit,
                 active_deadline_seconds=training.active_deadline_seconds,
@@ -406,13 +409,14 @@ class TrainingJob(pulumi.ComponentResource):
         return name
 
     def _metadata(self, name: str, component: str, annotations: dict | None = None,
-                  extra_labels: dict | None = None, role: str = suppress.OBJECT) -> k8s.meta.v1.ObjectMetaArgs:
-        """An object's metadata; ``role`` picks the checkers' suppressions it carries."""
+                  extra_labels: dict | None = None, role: str = suppress.OBJECT,
+                  pulls: Sequence[suppress.Pull] = ()) -> k8s.meta.v1.ObjectMetaArgs:
+        """An object's metadata; ``role`` and its containers' ``pulls`` pick its checkers' suppressions."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name,
             namespace=self._args.namespace,
             labels={**recommended_labels(self._name, component), **(extra_labels or {})},
-            annotations=suppress.merged(annotations, role, self._args.namespace_name),
+            annotations=suppress.merged(annotations, role, self._args.namespace_name, pulls),
         )
 
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:

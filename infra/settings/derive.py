@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.settings.deployed import Deployed
+from infra.settings.images import pull_policy
 from infra.settings.keys import (
     NEW_CLUSTER_NETWORK_PLUGIN,
     NEW_NAS_STORAGE_TYPE,
@@ -155,7 +156,8 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
         storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
         pods=section(PodIdentity, v),
         training=training,
-        tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image),
+        tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image,
+                            image_pull_policy=pull_policy(v["ps.imagePullPolicy"], resolved.tensorboard_image)),
         registry=_registry(v, resolved),
         placement=_placement(v, training.chief_uses_gpu),
         secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
@@ -166,9 +168,10 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
     # With ps.number 0 the chief is one of the synchronous replicas (MultiWorkerMirroredStrategy),
     # whose collectives refuse a group mixing CPU and GPU devices: it then runs like a worker.
     chief_uses_gpu = v["ps.number"] == 0 and v["worker.gpuCount"] > 0
-    ps = TaskSettings(resolved.cpu_image, v["ps.imagePullPolicy"], v["ps.port"], v["ps.cpu"], v["ps.memory"])
-    worker = TaskSettings(resolved.worker_image, v["worker.imagePullPolicy"], v["worker.port"], v["worker.cpu"],
-                          v["worker.memory"])
+    ps = TaskSettings(resolved.cpu_image, pull_policy(v["ps.imagePullPolicy"], resolved.cpu_image), v["ps.port"],
+                      v["ps.cpu"], v["ps.memory"])
+    worker = TaskSettings(resolved.worker_image, pull_policy(v["worker.imagePullPolicy"], resolved.worker_image),
+                          v["worker.port"], v["worker.cpu"], v["worker.memory"])
     # A CPU chief runs the ps image and resources, on the workers' port.
     chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
     return section(TrainingSettings, v, replicas=resolved.replicas, ports=resolved.ports, chief=chief,

@@ -40,7 +40,8 @@ def section(cls: type[T], values: Mapping[str, Any], **derived: Any) -> T:
 
 @dataclass(frozen=True)
 class TaskSettings:
-    """One task type's container settings (image already resolved)."""
+    """One task type's container settings, the image and its pull policy resolved
+    (derive.py; infra/settings/images.py: pull_policy)."""
 
     image: str
     image_pull_policy: str
@@ -249,8 +250,8 @@ class TensorBoardSettings:
     """TensorBoard and its Service (tensorboard.*)."""
 
     image: str
-    #: TensorBoard pulls like the CPU tasks.
-    image_pull_policy: str = from_key("ps.imagePullPolicy")
+    #: ps.imagePullPolicy, or derived from ``image`` (infra/settings/images.py: pull_policy).
+    image_pull_policy: str
     service_type: str = from_key("tensorboard.serviceType")
     address_type: str = from_key("tensorboard.addressType")
     source_ranges: tuple[str, ...] = from_key("tensorboard.allowedSourceRanges")
@@ -316,7 +317,8 @@ class Settings:
                   "lr_schedule": t.lr_schedule, "lr_scaling": t.lr_scaling, "dropout": t.dropout,
                   "label_smoothing": t.label_smoothing,
                   "augment_shift": t.augment_shift, "seed": t.seed, "batch_size": t.batch_size}
-        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count))
+        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count),
+                            runs.trainer_images(t.worker.image, t.ps.image))
 
     @property
     def log_dir(self) -> str:

@@ -10,7 +10,9 @@ apart (neither restores nor prunes the other's checkpoints).
 
 The data lives in ``<mountPath>/mnist/<source key>``, keyed by the source (``source_key``): a
 changed data.source stages into a new directory, and so (the data key is part of the run key)
-makes a new run, never training on the files an earlier source left.
+makes a new run, never training on the files an earlier source left. The trainer images are
+part of the run key too (``trainer_images``): an image named by digest that is built and pushed
+again is a new reference, so it starts a new run instead of resuming one with other code.
 """
 
 from __future__ import annotations
@@ -57,13 +59,27 @@ def layout(replicas: cs.Replicas, gpu_count: int) -> dict[str, Any]:
             "gpusPerReplica": gpu_count}
 
 
-def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any]) -> str:
+def trainer_images(worker_image: str, cpu_image: str) -> dict[str, str]:
+    """The images whose code trains, as the run key holds them: the workers' and the CPU
+    trainer image (ps, a CPU chief, staging). TensorBoard's is left out: it only shows the run.
+
+    A digest (``@sha256:``) names the image's content, so a push that changes the code makes a
+    new reference and a new run; a tag pushed again keeps the reference, the key and the run
+    (infra/settings/images.py: such a tag is pulled Always, so every task that starts after
+    the push runs the new code).
+    """
+    return {"worker": worker_image, "ps": cpu_image}
+
+
+def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any], images: dict[str, str]) -> str:
     """The run directory's key: 12 hex digits of the SHA-256 of the recipe (every trainer flag
-    that changes what is learnt, except the epochs), the data key and the layout.
+    that changes what is learnt, except the epochs), the data key, the layout and the trainer
+    images.
 
     Args:
         recipe: trainer flag -> value (``--model`` ... as ``model`` ...).
         data_key: ``source_key`` of the data.
         run_layout: ``layout``.
+        images: ``trainer_images``: the code that trains is part of what is learnt.
     """
-    return _digest({"recipe": recipe, "data": data_key, "layout": run_layout})
+    return _digest({"recipe": recipe, "data": data_key, "layout": run_layout, "images": images})

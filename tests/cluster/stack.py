@@ -29,13 +29,13 @@ PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 #: What every stack needs to run on the local cluster, whatever the test: no GPU, requests that
 #: fit one 2-core node, 1 ps (the guide's 2 would only share the same cores), a hostPath
-#: volume (this kernel has no NFS server or client). Structured keys, as Pulumi.dev.yaml
-#: holds them.
+#: volume (this kernel has no NFS server or client), the images tools/local-cluster preloads
+#: pulled IfNotPresent (no registry). Structured keys, as Pulumi.dev.yaml holds them.
 LOCAL_CLUSTER_CONFIG = {
     # The API server where pods reach it (tools/local-cluster's relay on its bridge: no
     # kube-proxy routes the kubernetes Service), for the run monitor.
     "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0", "worker.cpu": "100m", "worker.memory": "2Gi",
+    "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.cpu": "100m", "worker.memory": "2Gi",
     "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
     "createNamespace": "true", "persistence.volume.type": "hostPath",
 }

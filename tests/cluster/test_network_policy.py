@@ -38,7 +38,7 @@ MARK = f"organization.tf-mnist.{STACK}"
 IMAGE = "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
 #: A chief and one worker exchanging every step over gRPC (one epoch of the 10,000-digit
 #: sample, about 60 steps), so the run trains only if the policies let its tasks reach each other.
-RUN = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1",
+RUN = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.number": "1",
        "worker.cpu": "100m", "worker.memory": "2Gi", "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi",
        "hyperparams.epochs": "1", "hyperparams.batchsize": "128", "hyperparams.localSteps": "1",
        "namespace": NAMESPACE,

@@ -36,7 +36,7 @@ TASKS = ("chief-0", "worker-0")
 #: The smallest run the stack makes: a chief and one worker (synchronous, no ps), one epoch of
 #: the sample in the image at batch 128 (about 80 steps), requests that fit twice on one node
 #: (ps.* are the chief's).
-TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1", "worker.cpu": "100m", "worker.memory": "2Gi",
+TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.number": "1", "worker.cpu": "100m", "worker.memory": "2Gi",
         "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi", "hyperparams.epochs": "1",
         "hyperparams.batchsize": "128",
         "namespace": NAMESPACE, "persistence.volume.type": "hostPath",

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.cluster
 
 #: The smallest run: a chief and one worker, one epoch of the image's sample (as
 #: test_stack_ownership.py's), each test in a namespace of its own.
-TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1",
+TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.number": "1",
         "worker.cpu": "100m", "worker.memory": "2Gi", "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi",
         "hyperparams.epochs": "1", "hyperparams.batchsize": "128", "createNamespace": "true",
         "persistence.volume.type": "hostPath"}

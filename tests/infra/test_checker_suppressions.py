@@ -21,16 +21,38 @@ def test_every_reason_fits_a_checkov_annotation():
         assert entry.roles <= suppress.ALL, entry.name
 
 
-def test_a_task_in_the_default_namespace():
-    assert suppress.annotations(suppress.TASK, "default") == {
-        "checkov.io/skip1": "CKV_K8S_21=" + suppress.SUPPRESSIONS[0].reason,
-        "checkov.io/skip2": "CKV_K8S_43=" + suppress.SUPPRESSIONS[1].reason,
-        "checkov.io/skip3": "CKV_K8S_15=" + suppress.SUPPRESSIONS[2].reason,
-        "checkov.io/skip4": "CKV_K8S_40=" + suppress.SUPPRESSIONS[3].reason,
-        "checkov.io/skip5": "CKV_K8S_11=" + suppress.SUPPRESSIONS[4].reason,
-        "kube-score/ignore": "container-image-pull-policy,container-security-context-user-group-id,"
-                             "container-resources",
+def by_name(name: str) -> suppress.Suppression:
+    return next(s for s in suppress.SUPPRESSIONS if s.name == name)
+
+
+TAG = "registry.example.com/team/trainer:2.21.0-cpu"
+DIGEST = "registry.example.com/team/trainer@sha256:" + "ab" * 32
+
+
+def test_a_task_in_the_default_namespace_pulling_a_tag_always():
+    # A tag pulled Always: only the digest check is left, the pull-policy ones do not apply.
+    assert suppress.annotations(suppress.TASK, "default", [(TAG, "Always")]) == {
+        "checkov.io/skip1": "CKV_K8S_21=" + by_name("default namespace").reason,
+        "checkov.io/skip2": "CKV_K8S_43=" + by_name("image by tag").reason,
+        "checkov.io/skip3": "CKV_K8S_40=" + by_name("low uid and gid").reason,
+        "checkov.io/skip4": "CKV_K8S_11=" + by_name("no CPU limit on a training task").reason,
+        "kube-score/ignore": "container-security-context-user-group-id,container-resources",
     }
+
+
+def test_a_digest_pulled_if_not_present_is_suppressed_for_kube_score_only():
+    # checkov's CKV_K8S_15 and CKV_K8S_43 pass a digest; kube-score wants Always for any image.
+    found = {s.name for s in suppress.suppressions(suppress.TASK, "training", [(DIGEST, "IfNotPresent")])}
+    assert found == {"pull policy not Always", "low uid and gid", "no CPU limit on a training task"}
+    assert suppress.suppressions(suppress.STAGE, "training", [(DIGEST, "Always")]) == [by_name("low uid and gid")]
+
+
+def test_a_tag_pulled_if_not_present_carries_both_pull_policy_entries():
+    found = [s.name for s in suppress.suppressions(suppress.MONITOR, "training", [(TAG, "Never")])]
+    assert found == ["image by tag", "pull policy not Always", "tag not pulled Always", "low uid and gid",
+                     "service-account token mounted"]
+    assert "CKV_K8S_15=" in str(suppress.annotations(suppress.MONITOR, "training", [(TAG, "IfNotPresent")]))
+    assert "CKV_K8S_15=" not in str(suppress.annotations(suppress.MONITOR, "training", [(TAG, "Always")]))
 
 
 def test_the_default_namespace_entry_needs_the_default_namespace():
@@ -60,8 +82,12 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
     for job in jobs:
         role = roles.get(job.name, suppress.TASK)
         annotations = job.inputs["metadata"]["annotations"]
+        containers = job.inputs["spec"]["template"]["spec"]["containers"]
+        pulls = [(c["image"], c["imagePullPolicy"]) for c in containers]
+        assert [policy for _, policy in pulls] == ["Always"], job.name
         assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
-            suppress.annotations(role, namespace), job.name
+            suppress.annotations(role, namespace, pulls), job.name
+        assert "CKV_K8S_15" not in str(annotations) and "container-image-pull-policy" not in str(annotations)
 
 
 def test_docs_list_every_suppression_with_its_ids():
