@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from test_distributed import TASKS_PS0, TASKS_PS1, _assert_clean_run, launch
 
+from trainer.contract import recipe
+
 LOCAL = ["--local_steps", "10"]
 
 
@@ -37,8 +39,8 @@ def test_a_worker_killed_between_exchanges_loses_only_its_round(tmp_path):
 def _optimizer(name: str, schedule: str = "constant"):
     from trainer.training.schedule import make_optimizer
 
-    return make_optimizer(argparse.Namespace(optimizer=name, learning_rate=0.01,
-                                             lr_schedule=schedule), 100)
+    return make_optimizer(argparse.Namespace(**(recipe.defaults() | dict(
+        optimizer=name, learning_rate=0.01, lr_schedule=schedule))), 100)
 
 
 @pytest.mark.parametrize("name", ["adam", "sgd"])
