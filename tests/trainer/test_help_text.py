@@ -52,7 +52,9 @@ def test_both_helps_show_the_one_recipe():
                 "local_steps": ["50"]}
     for module in ("trainer", "trainer.local"):
         shown = _help(module)
-        assert {row.dest: _defaults_shown(shown[row.dest]) for row in recipe.HYPERPARAMETERS} == expected, module
+        assert {dest: _defaults_shown(shown[dest]) for dest in expected} == expected, module
+        # And every row, a newer one too, shows its default.
+        assert all(_defaults_shown(shown[row.dest]) == [_shown(row.default)] for row in recipe.HYPERPARAMETERS)
 
 
 def test_every_flag_s_help_shows_the_default_its_parser_uses():
