@@ -217,6 +217,11 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
                    f"at once; at most --steps_per_execution ({DEFAULT_STEPS_PER_EXECUTION} on the stack)",
                    run_key=False, minimum=1, maximum=DEFAULT_STEPS_PER_EXECUTION,
                    maximum_flag="--steps_per_execution"),
+    Hyperparameter("hyperparams.weightDecay", "--weight_decay", float, 0.0,
+                   "Decoupled weight decay (>= 0): every step first shrinks the weights by learning rate x this "
+                   "x the weights, then applies the optimizer's update (Loshchilov & Hutter 2019, \"Decoupled "
+                   "Weight Decay Regularization\"; Keras' weight_decay); 0 = none", run_key=True, minimum=0,
+                   neutral_default=True),
 )
 
 BY_KEY: dict[str, Hyperparameter] = {row.key: row for row in HYPERPARAMETERS}
