@@ -20,13 +20,14 @@ from pathlib import Path
 
 import psutil
 
+from trainer.contract import recipe
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET = 0.99
 #: The trainer flags every run passes on (``trainer_flags``) and the benchmark's command line
-#: takes, with the launcher's defaults (trainer_benchmark.build_parser).
-RECIPE_FLAGS = ("epochs", "batch_size", "learning_rate", "optimizer", "lr_schedule", "lr_scaling",
-                "dropout", "label_smoothing", "model", "seed", "steps_per_execution",
-                "augment_shift", "precision", "local_steps")
+#: takes, with the trainer's defaults (trainer_benchmark.build_parser): every row of the
+#: recipe's table, and the steps per tf.function call.
+RECIPE_FLAGS = (*(row.dest for row in recipe.HYPERPARAMETERS), "steps_per_execution")
 _EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0-9.]+),")
 
 

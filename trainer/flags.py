@@ -9,8 +9,9 @@ import secrets
 import time
 from pathlib import Path
 
-# The recipe's choices (re-exported as trainer.flags.MODELS, ...) live in the contract, which
-# the stack validates its hyperparams.* keys with.
+# The recipe's table and choices (re-exported as trainer.flags.MODELS, ...) live in the
+# contract, which the stack derives its hyperparams.* keys from.
+from trainer.contract import recipe
 from trainer.contract.recipe import (
     LR_SCALINGS,
     LR_SCHEDULES,
@@ -20,19 +21,13 @@ from trainer.contract.recipe import (
     PRECISIONS,
 )
 
-__all__ = ["BUNDLED_DATA_DIR", "DEFAULT_BATCH_SIZE", "DEFAULT_EPOCHS", "DEFAULT_LEARNING_RATE", "FlagError",
+__all__ = ["BUNDLED_DATA_DIR", "FlagError",
            "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "PRECISIONS", "RUN_ID",
            "add_trainer_flags", "build_parser", "check_batch_size", "new_run_id", "parse",
            "scaled_learning_rate", "validate"]
 
 #: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
 BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data" / "mnist-10k"
-
-#: The chart's hyperparameters (ack-tensorflow-training values: epochs 100, batchsize 20,
-#: learningrate 0.001), kept as defaults so the stack and users' habits carry over.
-DEFAULT_EPOCHS = 100
-DEFAULT_BATCH_SIZE = 20
-DEFAULT_LEARNING_RATE = 0.001
 
 #: A run id: it is compared as text and goes into Kubernetes pod args, so a plain token.
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -50,56 +45,15 @@ def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log_dir", default="runs/local",
                         help="shared directory for checkpoints, TensorBoard events, result.json "
                              "(default: %(default)s)")
-    parser.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
-                        help="passes over the training set (default %(default)s)")
-    parser.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help="examples per step and replica (default %(default)s); with "
-                             "ps 0 the global batch is batch_size x replicas")
-    parser.add_argument("--learning_rate", type=float, default=DEFAULT_LEARNING_RATE,
-                        help="learning rate, the peak one with a schedule (default "
-                             "%(default)s)")
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
-                        help="adam, or sgd (plain gradient descent, the guide's) "
-                             "(default %(default)s)")
-    parser.add_argument("--lr_schedule", choices=LR_SCHEDULES, default="constant",
-                        help="constant, or warmup_cosine (warm-up over 15%% of the steps, "
-                             "then cosine decay to 0) (default %(default)s)")
-    parser.add_argument("--lr_scaling", choices=LR_SCALINGS, default="none",
-                        help="with N synchronous replicas (ps 0), multiply the learning "
-                             "rate by sqrt(N) (Adam's rule), by N (SGD's), or not: none "
-                             "(default %(default)s)")
-    parser.add_argument("--model", choices=MODELS, default="convnet",
-                        help="convnet (about 99%% on full MNIST), convnet_fc (the same with "
-                             "a 128-unit hidden layer; learns faster), convnet_fc_slim "
-                             "(convnet_fc with half the filters in its second convolution "
-                             "and 256 hidden units: about 20%% faster) or the guide's "
-                             "784-100-10 sigmoid mlp (default %(default)s)")
-    parser.add_argument("--dropout", type=float, default=0.5,
-                        help="convnet(_fc) dropout rate before the last layer (default "
-                             "%(default)s; keras-io's is 0.5)")
-    parser.add_argument("--label_smoothing", type=float, default=0.0,
-                        help="train against labels smoothed by this much: the one-hot target "
-                             "x (1 - this) + this / 10 on every class; the reported costs stay "
-                             "the cross-entropy against the labels; 0: none (default "
-                             "%(default)g)")
-    parser.add_argument("--precision", choices=PRECISIONS, default="float32",
-                        help="arithmetic: float32, mixed_bfloat16 (bfloat16 layers, float32 "
-                             "weights), or auto: mixed_bfloat16 on a CPU with native bfloat16 "
-                             "and no GPU, else float32 (default %(default)s)")
-    parser.add_argument("--augment_shift", type=int, default=0,
-                        help="move each training image by a random 0 to this many pixels "
-                             "in each direction; 0: no augmentation (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=42, help="random seed (default %(default)s)")
+    # The recipe's flags, one per row of the table, with its one default, help and choices.
+    for row in recipe.HYPERPARAMETERS:
+        parser.add_argument(row.flag, type=row.type, default=row.default, help=row.flag_help,
+                            choices=row.choices or None)
     # 50: one scheduled function per 50 steps amortises the coordinator's round trip; on 2
     # cores it raised ParameterServerStrategy's throughput by about 20% over 20.
-    parser.add_argument("--steps_per_execution", type=int, default=50,
+    parser.add_argument("--steps_per_execution", type=int, default=recipe.DEFAULT_STEPS_PER_EXECUTION,
                         help="training steps per tf.function call; with ps, per scheduled "
                              "function on a worker (default %(default)s)")
-    parser.add_argument("--local_steps", type=int, default=1,
-                        help="steps each worker (with ps 0, each replica) takes on its own copy "
-                             "of the weights between exchanges: 1 exchanges every step; k > 1 "
-                             "adds k steps' change to the ps (or averages the replicas) at once "
-                             "(default %(default)s; at most --steps_per_execution)")
     parser.add_argument("--log_interval", type=int, default=100,
                         help="print a Step line every this many batches (default "
                              "%(default)s; with a ps, once the next interval's steps are "
@@ -130,34 +84,20 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
 
 
 def validate(args: argparse.Namespace) -> None:
-    """Check every flag's rule; raise one FlagError listing every violation.
+    """Check every flag's rule; raise one FlagError listing every violation: the recipe's
+    limits (trainer.contract.recipe's table) first, then the other flags'.
 
     The batch size against the training-set size is checked later, once the data is
     read (``check_batch_size``).
     """
-    problems = []
-    positive = {"epochs": args.epochs, "batch_size": args.batch_size,
-                "steps_per_execution": args.steps_per_execution,
-                "local_steps": args.local_steps,
-                "log_interval": args.log_interval}
-    for name, value in positive.items():
-        if value < 1:
-            problems.append(f"--{name} {value} is invalid: must be an integer >= 1")
+    problems = recipe.problems(vars(args))
+    for name in ("steps_per_execution", "log_interval"):
+        if getattr(args, name) < 1:
+            problems.append(f"--{name} {getattr(args, name)} is invalid: must be an integer >= 1")
     if args.local_steps > args.steps_per_execution >= 1:
         problems.append(f"--local_steps {args.local_steps} is invalid: must be at most "
                         f"--steps_per_execution ({args.steps_per_execution}), as an exchange "
                         "ends every tf.function call")
-    if not 0 < args.learning_rate < math.inf:  # inf would turn every weight into nan
-        problems.append(f"--learning_rate {args.learning_rate} is invalid: must be > 0 "
-                        "and finite")
-    if not 0 <= args.dropout < 1:
-        problems.append(f"--dropout {args.dropout} is invalid: must be >= 0 and < 1")
-    if not 0 <= args.label_smoothing < 1:
-        problems.append(f"--label_smoothing {args.label_smoothing} is invalid: must be >= 0 "
-                        "and < 1")
-    if not 0 <= args.augment_shift <= MAX_AUGMENT_SHIFT:
-        problems.append(f"--augment_shift {args.augment_shift} is invalid: must be an integer "
-                        f"from 0 to {MAX_AUGMENT_SHIFT} pixels")
     if not args.peer_timeout > 0:
         problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
     if args.run_id and not RUN_ID.match(args.run_id):

@@ -17,6 +17,7 @@ from infra.components import pods, staging
 from infra.components.labels import recommended_labels, task_selector
 from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
+from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
 CONTAINER_NAME = "tensorflow"
@@ -90,7 +91,8 @@ def task_precision(precision: str, gpu_count: int) -> str:
 
 
 def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> list[pulumi.Input[str]]:
-    """Container args of every task: the trainer's flags, as trainer/flags.py defines them.
+    """Container args of every task: the trainer's flags, as trainer/flags.py defines them; the
+    recipe's in its table's order (``recipe.flag_args``).
 
     Args:
         args: the run (its directories, hyperparameters and recipe).
@@ -101,19 +103,8 @@ def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> lis
     flags: list[pulumi.Input[str]] = [
         "--data_dir", args.data_dir,
         "--log_dir", args.log_dir,
-        "--epochs", str(training.epochs),
-        "--batch_size", str(training.batch_size),
-        "--learning_rate", repr(training.learning_rate),
-        "--model", training.model,
-        "--optimizer", training.optimizer,
-        "--lr_schedule", training.lr_schedule,
-        "--lr_scaling", training.lr_scaling,
-        "--dropout", repr(training.dropout),
-        "--label_smoothing", repr(training.label_smoothing),
-        "--augment_shift", str(training.augment_shift),
-        "--seed", str(training.seed),
-        "--precision", task_precision(training.precision, training.gpu_count),
-        "--local_steps", str(training.local_steps),
+        *recipe.flag_args({**training.recipe,
+                           "precision": task_precision(training.recipe["precision"], training.gpu_count)}),
         "--peer_timeout", str(training.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]

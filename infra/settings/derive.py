@@ -38,6 +38,7 @@ from infra.settings.parsers import image_host
 from infra.settings.read import Reading
 from infra.stack_state import StateUnreadable
 from trainer.contract import cluster_spec as cs
+from trainer.contract import recipe
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
     # A CPU chief runs the ps image and resources, on the workers' port.
     chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
     return section(TrainingSettings, v, replicas=resolved.replicas, ports=resolved.ports, chief=chief,
-                   worker=worker, ps=ps, chief_uses_gpu=chief_uses_gpu, staging_image=resolved.cpu_image)
+                   worker=worker, ps=ps, chief_uses_gpu=chief_uses_gpu, staging_image=resolved.cpu_image,
+                   recipe={row.dest: v[row.key] for row in recipe.HYPERPARAMETERS})
 
 
 def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSettings) -> ClusterSettings:

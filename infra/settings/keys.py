@@ -3,8 +3,9 @@
 Defaults live only in ``KEYS`` (``Pulumi.yaml`` mirrors the scalar ones, written by
 ``python -m infra.schema``, and a test keeps the two equal).
 
-A new key is an entry in ``KEYS`` and a field of its section in model.py,
-``name: type = from_key("the.key")``; then ``python -m infra.schema`` for Pulumi.yaml. A rule
+A hyperparameter of the recipe is a row of trainer/contract/recipe.py's table, not an entry here
+(``recipe_key`` makes its key). Any other new key is an entry in ``KEYS`` and a field of its
+section in model.py, ``name: type = from_key("the.key")``; then ``python -m infra.schema`` for Pulumi.yaml. A rule
 between keys goes in rules.py, a value worked out from several keys in derive.py.
 """
 
@@ -33,7 +34,6 @@ from infra.settings.parsers import (
     dns_label,
     dns_subdomain,
     export_path,
-    fraction,
     https_url,
     image_reference,
     integer,
@@ -41,12 +41,12 @@ from infra.settings.parsers import (
     namespace,
     nfs_server,
     node_selector,
+    number,
     one_of,
     optional_positive_int,
     optional_string,
     pod_gid,
     pod_uid,
-    positive_number,
     quantity,
     registry,
     registry_host,
@@ -162,6 +162,8 @@ class Key:
         fix_key: for a list or a map, the ``--path`` arguments of the fix when the bad value
             was set with ``--path``; set flat, the fix is the key with a JSON value
             (see ``fix_args``).
+        kind: the value's type in words where neither schema_type nor the parser tells it
+            (a recipe number's parser is made per key).
     """
 
     name: str
@@ -171,17 +173,32 @@ class Key:
     schema_type: str | None
     description: str
     fix_key: str | None = None
+    kind: str | None = None
 
     @property
     def value_type(self) -> str:
         """The value's type in words: the schema type, else number, list, map or string."""
-        return self.schema_type or _VALUE_TYPES.get(self.parse, "string")
+        return self.schema_type or self.kind or _VALUE_TYPES.get(self.parse, "string")
+
+
+def recipe_key(row: recipe.Hyperparameter) -> Key:
+    """The ``hyperparams.*`` key of one row of the recipe's table: its default (also the fix's
+    value), description, and a parser from its type and limits: ``one_of`` its choices, an
+    ``integer`` or a ``number`` within its limits. Pulumi.yaml declares the integer and string
+    keys (it has no float type)."""
+    if row.choices:
+        return Key(row.key, row.default, one_of(row.choices), str(row.default), "string", row.description)
+    if row.type is int:
+        parse = integer(int(row.minimum), None if row.maximum is None else int(row.maximum))
+        return Key(row.key, row.default, parse, str(row.default), "integer", row.description)
+    parse = number(row.minimum, row.maximum, above=row.above, below=row.below)
+    return Key(row.key, row.default, parse, str(row.default), None, row.description, kind="number")
 
 
 #: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
 #: key holds a string.
 _VALUE_TYPES: dict[Parser, str] = {
-    positive_number: "number", fraction: "number", optional_positive_int: "integer", data_source: "string or list",
+    optional_positive_int: "integer", data_source: "string or list",
     cidr_list: "list", string_list: "list", instance_types: "list", tolerations: "list", label_map: "map",
     node_selector: "map",
 }
@@ -223,41 +240,8 @@ KEYS: tuple[Key, ...] = (
         "worker.gpuCount > 0, takes worker.nodeSelector instead); empty = any node."),
     Key("chief.tolerations", (), tolerations, "'[]'", None,
         "Extra tolerations of the chief and the data-staging Job (a GPU chief takes worker.tolerations)."),
-    # The recipe: the launcher's (python -m trainer.local), the best one measured (0.99 on full
-    # MNIST in about 13-14 s on 2 cores with 2 workers + 1 ps; trainer/launcher/cli.py says why
-    # each value), so that `pulumi up` with nothing set trains well; Pulumi.dev.yaml sets the guide's
-    # example (epochs 100, batch 20, learning rate 0.001) instead.
-    Key("hyperparams.epochs", 2, integer(1), "2", "integer",
-        "Training epochs; raising only this continues the run from its checkpoint."),
-    Key("hyperparams.batchsize", 64, integer(1), "64", "integer",
-        "Batch size per worker step (with ps.number 0 the global batch is this x chief and workers)."),
-    Key("hyperparams.learningrate", 0.004, positive_number, "0.004", None,
-        "Learning rate (> 0), the peak one with hyperparams.lrSchedule warmup_cosine."),
-    Key("hyperparams.model", "convnet_fc_slim", one_of(recipe.MODELS), "convnet_fc_slim", "string",
-        "Model (trainer --model): convnet, convnet_fc, convnet_fc_slim or the guide's mlp."),
-    Key("hyperparams.optimizer", "adam", one_of(recipe.OPTIMIZERS), "adam", "string",
-        "Optimizer (trainer --optimizer): adam, or sgd (the guide's)."),
-    Key("hyperparams.lrSchedule", "warmup_cosine", one_of(recipe.LR_SCHEDULES), "warmup_cosine", "string",
-        "Learning-rate schedule (trainer --lr_schedule): constant, or warmup_cosine (warm-up over 15% of the "
-        "steps, then cosine decay to 0)."),
-    Key("hyperparams.lrScaling", "sqrt", one_of(recipe.LR_SCALINGS), "sqrt", "string",
-        "Learning-rate scaling with N synchronous replicas (ps.number 0; trainer --lr_scaling): none, sqrt "
-        "(x sqrt(N), Adam's rule) or linear (x N, SGD's)."),
-    Key("hyperparams.dropout", 0.1, fraction, "0.1", None,
-        "Dropout rate before the last layer of the convnets (>= 0, < 1; trainer --dropout)."),
-    Key("hyperparams.labelSmoothing", 0.1, fraction, "0.1", None,
-        "Train against labels smoothed by this much (>= 0, < 1): the one-hot target x (1 - this) + this / 10 "
-        "on every class; 0 = the labels themselves (trainer --label_smoothing)."),
-    Key("hyperparams.augmentShift", 0, integer(0, recipe.MAX_AUGMENT_SHIFT), "0", "integer",
-        "Shift each training image by a random 0 to this many pixels each way; 0 = no augmentation "
-        "(trainer --augment_shift)."),
-    Key("hyperparams.seed", 42, integer(0, 2**31 - 1), "42", "integer", "Random seed (trainer --seed)."),
-    Key("hyperparams.precision", "auto", one_of(recipe.PRECISIONS), "auto", "string",
-        "Arithmetic (trainer --precision): float32, mixed_bfloat16 (bfloat16 layers, float32 weights), or "
-        "auto: mixed_bfloat16 on a CPU with native bfloat16 (AMX or AVX512-BF16) and no GPU, else float32."),
-    Key("hyperparams.localSteps", 50, integer(1, 50), "50", "integer",
-        "Steps each worker takes on its own copy of the weights between exchanges with the ps (ps.number 0: "
-        "between averagings of the replicas); 1 = every step (trainer --local_steps, at most 50)."),
+    # The recipe: one key per row of trainer/contract/recipe.py's table, which says why each default.
+    *(recipe_key(row) for row in recipe.HYPERPARAMETERS),
     Key("tensorboard.image", None, image_reference, f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}", None,
         "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0."),
     Key("tensorboard.serviceType", "ClusterIP", one_of(SERVICE_TYPES), "ClusterIP", "string",

@@ -1,7 +1,7 @@
 """The validated settings: ``Settings`` and its sections, frozen dataclasses the program reads.
 
 A section field that holds one key's value as parsed is declared with ``from_key``
-(``epochs: int = from_key("hyperparams.epochs")``) and filled by ``section``; the other
+(``port: int = from_key("worker.port")``) and filled by ``section``; the other
 fields are worked out from several keys (infra/settings/derive.py).
 """
 
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from infra.settings import runs
 from trainer.contract import cluster_spec as cs
+from trainer.contract import recipe
 
 #: The field metadata entry that names a field's key.
 KEY = "key"
@@ -201,25 +202,14 @@ class TrainingSettings:
     chief_uses_gpu: bool
     #: The data-staging Job's image: the CPU trainer's (it pulls with ps.imagePullPolicy).
     staging_image: str
-    #: ``trainer.stage --source``; None = the sample in the trainer image.
     #: ``trainer.stage --source``: a URL or path, a tuple of file URLs, or None = the sample in
     #: the trainer image.
     data_source: str | tuple[str, ...] | None = from_key("data.source")
     #: Seconds the staging pod may take to start before its Job fails (data.startTimeoutSeconds).
     staging_start_timeout_seconds: int = from_key("data.startTimeoutSeconds")
-    epochs: int = from_key("hyperparams.epochs")
-    batch_size: int = from_key("hyperparams.batchsize")
-    learning_rate: float = from_key("hyperparams.learningrate")
-    model: str = from_key("hyperparams.model")
-    optimizer: str = from_key("hyperparams.optimizer")
-    lr_schedule: str = from_key("hyperparams.lrSchedule")
-    lr_scaling: str = from_key("hyperparams.lrScaling")
-    dropout: float = from_key("hyperparams.dropout")
-    label_smoothing: float = from_key("hyperparams.labelSmoothing")
-    augment_shift: int = from_key("hyperparams.augmentShift")
-    seed: int = from_key("hyperparams.seed")
-    precision: str = from_key("hyperparams.precision")
-    local_steps: int = from_key("hyperparams.localSteps")
+    #: The recipe: argparse dest -> parsed value, one per row of trainer/contract/recipe.py's
+    #: table (``recipe["learning_rate"]`` is hyperparams.learningrate's value).
+    recipe: Mapping[str, Any]
     backoff_limit: int = from_key("job.backoffLimit")
     wait_for_chief: bool = from_key("job.waitForChief")
     wait_timeout_minutes: int = from_key("job.waitTimeoutMinutes")
@@ -313,12 +303,8 @@ class Settings:
     def run_key(self) -> str:
         """The key of this configuration's run directory (``runs.run_key``)."""
         t = self.training
-        recipe = {"model": t.model, "optimizer": t.optimizer, "learning_rate": t.learning_rate,
-                  "lr_schedule": t.lr_schedule, "lr_scaling": t.lr_scaling, "dropout": t.dropout,
-                  "label_smoothing": t.label_smoothing,
-                  "augment_shift": t.augment_shift, "seed": t.seed, "batch_size": t.batch_size}
-        return runs.run_key(recipe, runs.source_key(t.data_source), runs.layout(t.replicas, t.gpu_count),
-                            runs.trainer_images(t.worker.image, t.ps.image))
+        return runs.run_key(recipe.run_key_recipe(t.recipe), runs.source_key(t.data_source),
+                            runs.layout(t.replicas, t.gpu_count), runs.trainer_images(t.worker.image, t.ps.image))
 
     @property
     def log_dir(self) -> str:

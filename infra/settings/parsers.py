@@ -66,6 +66,23 @@ def positive_number(raw: Any) -> float:
     return _number(raw, "must be a number > 0", lambda value: math.isfinite(value) and value > 0)
 
 
+def number(minimum: float | None = None, maximum: float | None = None, *, above: bool = False,
+           below: bool = False) -> Parser:
+    """A parser of finite numbers (floats or numeric strings) within the limits: ``minimum``
+    (``above``: excluded), ``maximum`` (``below``: excluded); None is no limit. The rule reads
+    ``must be a number >= 0 and < 1`` (the recipe's numbers, trainer/contract/recipe.py)."""
+    bounds = ([f"{'>' if above else '>='} {minimum:g}"] if minimum is not None else []) + (
+        [f"{'<' if below else '<='} {maximum:g}"] if maximum is not None else [])
+    rule = " and ".join(["must be a number", *bounds]).replace("number and", "number", 1)
+
+    def accept(value: float) -> bool:
+        low = minimum is None or (value > minimum if above else value >= minimum)
+        high = maximum is None or (value < maximum if below else value <= maximum)
+        return math.isfinite(value) and low and high
+
+    return lambda raw: _number(raw, rule, accept)
+
+
 def boolean(raw: Any) -> bool:
     """true/false as a bool or the strings the CLI stores."""
     if isinstance(raw, bool):

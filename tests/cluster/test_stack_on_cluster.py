@@ -312,8 +312,9 @@ def test_a_changed_learning_rate_is_a_second_run_beside_the_first(stack, kube: K
         assert rows[first.name][0] == "finished" and rows[second.name][0] == "finished", listed.stdout
         timings["second_run_result"] = result["test_accuracy"]
     finally:
-        # Back to the first configuration (Pulumi.dev.yaml's rate) for the tests that follow.
-        project.set_config("hyperparams.learningrate", "0.001", path=True)
+        # Back to the first configuration (the recipe's rate: Pulumi.dev.yaml sets none) for the
+        # tests that follow.
+        project.pulumi("config", "rm", "--path", "hyperparams.learningrate")
 
 
 def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: Kube) -> None:

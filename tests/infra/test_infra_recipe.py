@@ -1,5 +1,6 @@
-"""The training recipe as stack keys: the trainer's own parser accepts every task's args, the
-program's defaults are the launcher's recipe, and the run directory follows the configuration."""
+"""The training recipe as stack keys: the trainer's own parser accepts every task's args, every
+row of the recipe's table reaches the pods and (where it says so) the run key, the program's
+defaults are the trainer's and the launcher's, and the run directory follows the configuration."""
 
 from __future__ import annotations
 
@@ -11,18 +12,12 @@ import pytest
 from infra import settings as st
 from trainer import flags
 from trainer.contract import recipe
-from trainer.launcher.cli import LOCAL_DEFAULTS
+from trainer.launcher import cli
 
 JOB = "kubernetes:batch/v1:Job"
 
-#: Stack key -> the trainer flag (argparse dest) it becomes.
-RECIPE_KEYS = {"hyperparams.epochs": "epochs", "hyperparams.batchsize": "batch_size",
-               "hyperparams.learningrate": "learning_rate", "hyperparams.model": "model",
-               "hyperparams.optimizer": "optimizer", "hyperparams.lrSchedule": "lr_schedule",
-               "hyperparams.lrScaling": "lr_scaling", "hyperparams.dropout": "dropout",
-               "hyperparams.labelSmoothing": "label_smoothing",
-               "hyperparams.augmentShift": "augment_shift", "hyperparams.seed": "seed",
-               "hyperparams.precision": "precision", "hyperparams.localSteps": "local_steps"}
+#: Stack key -> the trainer flag (argparse dest) it becomes: the recipe's table.
+RECIPE_KEYS = {row.key: row.dest for row in recipe.HYPERPARAMETERS}
 
 
 def _args(job: me.Registration) -> list[str]:
@@ -81,17 +76,43 @@ def test_every_trainer_flag_a_user_tunes_is_a_key():
     assert {a.dest for a in flags.build_parser()._actions} == tuned | not_keys
 
 
-def test_the_program_defaults_are_the_launchers_recipe(dev_config):
+def test_the_program_defaults_are_the_trainers_and_the_launchers(dev_config):
     # On CPU workers, as the launcher's (a GPU stack's auto precision is float32: see below).
     run = me.run_program(me.set_flat(_recipe_config(dev_config), "worker.gpuCount", "0"))
     assert run.error is None, run.error
     parsed = flags.build_parser().parse_args(_args(run.one(JOB, "mnist-chief-0")))
-    launcher = {**{dest: flags.build_parser().get_default(dest) for dest in RECIPE_KEYS.values()}, **LOCAL_DEFAULTS}
-    assert {dest: getattr(parsed, dest) for dest in RECIPE_KEYS.values()} == launcher
-    assert launcher == {"epochs": 2, "batch_size": 64, "learning_rate": 0.004, "model": "convnet_fc_slim",
-                        "optimizer": "adam", "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.1,
-                        "label_smoothing": 0.1, "augment_shift": 0, "seed": 42, "precision": "auto",
-                        "local_steps": 50}
+    launcher = cli.build_parser().parse_args([])
+    trainer = flags.build_parser().parse_args([])
+    for args in (parsed, launcher, trainer):
+        assert {dest: getattr(args, dest) for dest in RECIPE_KEYS.values()} == recipe.defaults()
+    # The measured recipe's values (a row added later pins its own in its tests).
+    measured = {"epochs": 2, "batch_size": 64, "learning_rate": 0.004, "model": "convnet_fc_slim", "optimizer": "adam",
+                "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.1, "label_smoothing": 0.1,
+                "augment_shift": 0, "seed": 42, "precision": "auto", "local_steps": 50}
+    assert {dest: recipe.defaults()[dest] for dest in measured} == measured
+
+
+def _other_value(row: recipe.Hyperparameter):
+    """A value of ``row`` other than its default that its limits take."""
+    if row.choices:
+        return next(choice for choice in row.choices if choice != row.default)
+    if row.type is int:
+        return row.default + 1 if row.maximum is None or row.default < row.maximum else row.default - 1
+    return row.default / 2 or 0.01
+
+
+@pytest.mark.parametrize("row", recipe.HYPERPARAMETERS, ids=lambda row: row.key)
+def test_every_row_reaches_every_task_and_the_run_key_as_its_table_says(dev_config, row):
+    value = _other_value(row)
+    assert row.accepts(value) and st.KEYS_BY_NAME[row.key].parse(row.arg(value)) == value
+    base = me.run_program(dev_config)
+    run = me.run_program(me.set_flat(dev_config, row.key, row.arg(value)))
+    assert base.error is None and run.error is None, run.error
+    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
+    assert len(jobs) == 5  # chief, 2 workers, 2 ps: every task's command
+    for job in jobs:
+        assert getattr(flags.build_parser().parse_args(_args(job)), row.dest) == value, job.name
+    assert (run.outputs["runDir"] != base.outputs["runDir"]) == row.run_key
 
 
 def test_the_recipe_choices_are_the_trainers():

@@ -179,9 +179,9 @@ def test_trainer_and_staging_commands(topology):
             continue
         assert container["command"] == ["python", "-m", "trainer"]
         assert re.fullmatch(r"/data/runs/dev-default-mnist/[0-9a-f]{12}", run.outputs["runDir"])
-        # The dev stack's hyperparams (the guide's three) and the program's recipe defaults.
+        # The dev stack sets no hyperparams: the program's recipe defaults.
         assert container["args"] == ["--data_dir", data_dir, "--log_dir", run.outputs["runDir"],
-                                     "--epochs", "100", "--batch_size", "20", "--learning_rate", "0.001",
+                                     "--epochs", "2", "--batch_size", "64", "--learning_rate", "0.004",
                                      "--model", "convnet_fc_slim", "--optimizer", "adam",
                                      "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.1",
                                      "--label_smoothing", "0.1", "--augment_shift", "0", "--seed", "42",

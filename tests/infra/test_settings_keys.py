@@ -35,8 +35,8 @@ def test_config_table_rows_show_type_default_and_description():
 
     assert row("worker.number") == "| `worker.number` | integer | `2` | Number of worker tasks (1 to 32; each GPU worker is a GPU node). |"
     assert row("hyperparams.learningrate") == (
-        "| `hyperparams.learningrate` | number | `0.004` | Learning rate (\\> 0), the peak one with "
-        "hyperparams.lrSchedule warmup_cosine. |")
+        "| `hyperparams.learningrate` | number | `0.004` | Learning rate (\\> 0), the peak one with the "
+        "warmup_cosine schedule; trainer --learning_rate. |")
     assert row("persistence.pvc.matchLabels") == (
         '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |')
     assert row("gpuPool.instanceTypes") == (

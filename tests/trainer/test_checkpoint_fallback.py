@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_BAD_FLAGS
 from trainer.flags import BUNDLED_DATA_DIR
 
@@ -22,8 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _args(log_dir: Path) -> argparse.Namespace:
-    return argparse.Namespace(log_dir=str(log_dir), learning_rate=0.01, lr_schedule="constant",
-                              optimizer="sgd", epochs=3, model="mlp", dropout=0.0)
+    return argparse.Namespace(**(recipe.defaults() | dict(
+        log_dir=str(log_dir), learning_rate=0.01, lr_schedule="constant", optimizer="sgd", epochs=3, model="mlp",
+        dropout=0.0)))
 
 
 def _state(log_dir: Path):

@@ -5,10 +5,12 @@ error naming --log_dir and the flags, found before training
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
 
+from trainer.contract import recipe
 from trainer.flags import FlagError
 
 
@@ -33,8 +35,8 @@ def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str
     optimizer, counters)."""
     import tensorflow as tf
 
-    weights, opt = _packed(model_name, dropout, argparse.Namespace(
-        learning_rate=0.003, lr_schedule=lr_schedule, optimizer=optimizer))
+    weights, opt = _packed(model_name, dropout, argparse.Namespace(**(recipe.defaults() | dict(
+        learning_rate=0.003, lr_schedule=lr_schedule, optimizer=optimizer))))
     checkpoint = tf.train.Checkpoint(weights=weights, optimizer=opt,
                                      position=tf.Variable([2, 0], dtype=tf.int64),
                                      global_step=tf.Variable(0, dtype=tf.int64))
@@ -43,9 +45,9 @@ def _save(tmp_path: Path, model_name: str, dropout: float = 0.25, optimizer: str
 
 def _args(tmp_path: Path, model: str, dropout: float = 0.25, optimizer: str = "adam",
           lr_schedule: str = "warmup_cosine", learning_rate: float = 0.003) -> argparse.Namespace:
-    return argparse.Namespace(log_dir=str(tmp_path), model=model, dropout=dropout,
-                              optimizer=optimizer, lr_schedule=lr_schedule,
-                              learning_rate=learning_rate)
+    return argparse.Namespace(**(recipe.defaults() | dict(
+        log_dir=str(tmp_path), model=model, dropout=dropout, optimizer=optimizer, lr_schedule=lr_schedule,
+        learning_rate=learning_rate)))
 
 
 def check_checkpoint_model(path: str, args: argparse.Namespace) -> None:
@@ -145,7 +147,8 @@ def test_a_resumed_run_with_a_constant_rate_trains_at_its_own_rate(tmp_path):
                                "--learning_rate", rate], cwd=repo, env=env,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Restored checkpoint" in proc.stdout and "adam lr 0.002\n" in proc.stdout
+    # The line goes on with the recipe's other settings ("; label smoothing 0.1; ...").
+    assert "Restored checkpoint" in proc.stdout and re.search(r"adam lr 0\.002[;\n]", proc.stdout)
     checkpoints = tmp_path / "checkpoints"
     assert _saved_learning_rate(str(checkpoints / "ckpt-1")) == pytest.approx(0.001)
     assert _saved_learning_rate(tf.train.latest_checkpoint(str(checkpoints))) == \

@@ -257,12 +257,9 @@ def _rerun_single_process(log_dir: Path, *flags: str) -> subprocess.CompletedPro
 
 
 def test_a_finished_run_does_not_train_again(ps1):
-    # The launcher's recipe (its defaults differ from python -m trainer's), so the same run:
-    # a rerun with another model or optimizer layout is refused (next test).
-    from trainer.launcher.cli import LOCAL_DEFAULTS
-
-    recipe = [f"--{k}={v}" for k, v in LOCAL_DEFAULTS.items() if k not in ("epochs", "batch_size")]
-    proc = _rerun_single_process(ps1.log_dir, *recipe)
+    # The launcher's recipe is python -m trainer's (one table), so the same run: a rerun with
+    # another model or optimizer layout is refused (next test).
+    proc = _rerun_single_process(ps1.log_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Run already finished: checkpoint" in proc.stdout
     assert "Step:" not in proc.stdout
@@ -271,9 +268,9 @@ def test_a_finished_run_does_not_train_again(ps1):
 
 
 def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
-    from trainer.launcher.cli import LOCAL_DEFAULTS
+    from trainer.contract import recipe
 
-    assert LOCAL_DEFAULTS["model"] == "convnet_fc_slim"  # python -m trainer's default is convnet
+    assert recipe.BY_DEST["model"].default == "convnet_fc_slim"
     for model in ("convnet", "convnet_fc", "mlp"):
         before = sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir())
         proc = _rerun_single_process(ps1.log_dir, "--model", model)
@@ -285,8 +282,8 @@ def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
         assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
         assert "Training " not in proc.stdout  # refused before any training starts
         assert sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir()) == before
-    # The launcher's model, python -m trainer's constant rate (a variable of the optimizer).
-    proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc_slim")
+    # The run's model with a constant rate (a variable of the optimizer) instead of its schedule.
+    proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc_slim", "--lr_schedule", "constant")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert re.search(r"holds checkpoints of a run with --optimizer adam --lr_schedule "
                      r"warmup_cosine \(\S+\); this run's are --optimizer adam --lr_schedule "

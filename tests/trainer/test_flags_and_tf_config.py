@@ -32,14 +32,14 @@ def run_trainer(*args: str, env_extra: dict | None = None) -> subprocess.Complet
                           capture_output=True, text=True, timeout=120)
 
 
-def test_defaults_are_the_charts_hyperparameters():
+def test_defaults_are_the_recipes():
     args = flags.parse([])
-    assert (args.epochs, args.batch_size, args.learning_rate) == (100, 20, 0.001)
-    assert Path(args.data_dir) == flags.BUNDLED_DATA_DIR and args.model == "convnet"
+    assert (args.epochs, args.batch_size, args.learning_rate) == (2, 64, 0.004)
+    assert Path(args.data_dir) == flags.BUNDLED_DATA_DIR and args.model == "convnet_fc_slim"
 
 
 def test_the_learning_rate_scales_with_synchronous_replicas_as_asked():
-    assert flags.parse([]).lr_scaling == "none"
+    assert flags.parse([]).lr_scaling == "sqrt"
     assert flags.scaled_learning_rate(0.004, "none", 3) == 0.004
     assert flags.scaled_learning_rate(0.004, "sqrt", 3) == pytest.approx(0.004 * 3 ** 0.5)
     assert flags.scaled_learning_rate(0.004, "linear", 3) == pytest.approx(0.012)
@@ -65,6 +65,9 @@ def test_the_learning_rate_scales_with_synchronous_replicas_as_asked():
     (["--label_smoothing", "1"], "--label_smoothing 1.0 is invalid: must be >= 0 and < 1"),
     (["--label_smoothing", "-0.1"], "--label_smoothing -0.1 is invalid: must be >= 0 and < 1"),
     (["--label_smoothing", "nan"], "--label_smoothing nan is invalid: must be >= 0 and < 1"),
+    (["--dropout", "1"], "--dropout 1.0 is invalid: must be >= 0 and < 1"),
+    (["--seed", "-1"], "--seed -1 is invalid: must be an integer from 0 to 2147483647"),
+    (["--local_steps", "0"], "--local_steps 0 is invalid: must be an integer >= 1"),
 ])
 def test_invalid_flag_is_named(argv, message):
     args = flags.build_parser().parse_args(argv)

@@ -1,5 +1,5 @@
-"""``--help`` of ``python -m trainer`` and ``python -m trainer.local`` shows each command's own
-defaults: the launcher's fast recipe is not the trainer's (the chart's)."""
+"""``--help`` of ``python -m trainer`` and ``python -m trainer.local`` shows the defaults each
+command's parser uses: the one recipe for both."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from trainer import flags
-from trainer.launcher.cli import LOCAL_DEFAULTS, build_parser
+from trainer.contract import recipe
+from trainer.launcher.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 #: Flags whose help describes the default instead of printing it (an absolute path, "a free
@@ -43,26 +44,17 @@ def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def test_the_launcher_s_help_shows_its_fast_recipe():
-    shown = _help("trainer.local")
-    assert {dest: _defaults_shown(shown[dest]) for dest in LOCAL_DEFAULTS} == {
-        "epochs": ["2"], "batch_size": ["64"], "learning_rate": ["0.004"],
-        "lr_schedule": ["warmup_cosine"], "lr_scaling": ["sqrt"],
-        "model": ["convnet_fc_slim"], "dropout": ["0.1"], "label_smoothing": ["0.1"],
-        "local_steps": ["50"], "precision": ["auto"]}
-    assert LOCAL_DEFAULTS == {"epochs": 2, "batch_size": 64, "learning_rate": 0.004,
-                              "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt",
-                              "model": "convnet_fc_slim", "dropout": 0.1, "label_smoothing": 0.1,
-                              "local_steps": 50, "precision": "auto"}
-
-
-def test_the_trainer_s_help_shows_the_chart_s_defaults():
-    shown = _help("trainer")
-    assert {dest: _defaults_shown(shown[dest]) for dest in LOCAL_DEFAULTS} == {
-        "epochs": ["100"], "batch_size": ["20"], "learning_rate": ["0.001"],
-        "lr_schedule": ["constant"], "lr_scaling": ["none"], "model": ["convnet"],
-        "dropout": ["0.5"], "label_smoothing": ["0"], "local_steps": ["1"],
-        "precision": ["float32"]}
+def test_both_helps_show_the_one_recipe():
+    # The launcher and the task take the one recipe of trainer/contract/recipe.py.
+    expected = {"epochs": ["2"], "batch_size": ["64"], "learning_rate": ["0.004"], "model": ["convnet_fc_slim"],
+                "optimizer": ["adam"], "lr_schedule": ["warmup_cosine"], "lr_scaling": ["sqrt"], "dropout": ["0.1"],
+                "label_smoothing": ["0.1"], "augment_shift": ["0"], "seed": ["42"], "precision": ["auto"],
+                "local_steps": ["50"]}
+    for module in ("trainer", "trainer.local"):
+        shown = _help(module)
+        assert {dest: _defaults_shown(shown[dest]) for dest in expected} == expected, module
+        # And every row, a newer one too, shows its default.
+        assert all(_defaults_shown(shown[row.dest]) == [_shown(row.default)] for row in recipe.HYPERPARAMETERS)
 
 
 def test_every_flag_s_help_shows_the_default_its_parser_uses():

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from test_distributed import TASKS_PS0, TASKS_PS1, _assert_clean_run, launch
 
+from trainer.contract import recipe
+
 LOCAL = ["--local_steps", "10"]
 
 
@@ -34,15 +36,21 @@ def test_a_worker_killed_between_exchanges_loses_only_its_round(tmp_path):
     assert parsed.test_accuracy >= 0.95, run.chief_log[-2000:]
 
 
-def _optimizer(name: str, schedule: str = "constant"):
+def _optimizer(name: str, schedule: str = "constant", weight_decay: float = 0.0):
     from trainer.training.schedule import make_optimizer
 
-    return make_optimizer(argparse.Namespace(optimizer=name, learning_rate=0.01,
-                                             lr_schedule=schedule), 100)
+    return make_optimizer(argparse.Namespace(**(recipe.defaults() | dict(
+        optimizer=name, learning_rate=0.01, lr_schedule=schedule, weight_decay=weight_decay))), 100)
 
 
+def test_a_weight_decay_of_0_is_none():
+    # Keras then adds no decay step: the default trains exactly as before the flag existed.
+    assert _optimizer("adam").weight_decay is None and _optimizer("sgd", weight_decay=0.5).weight_decay == 0.5
+
+
+@pytest.mark.parametrize("decay", [0.0, 4.0])
 @pytest.mark.parametrize("name", ["adam", "sgd"])
-def test_three_local_steps_match_the_keras_optimizer(name):
+def test_three_local_steps_match_the_keras_optimizer(name, decay):
     import keras
     import tensorflow as tf
 
@@ -52,11 +60,11 @@ def test_three_local_steps_match_the_keras_optimizer(name):
     start = rng.normal(size=50).astype(np.float32)
     gradients = [rng.normal(size=50).astype(np.float32) for _ in range(3)]
     variable = keras.Variable(start)
-    keras_optimizer = _optimizer(name)
+    keras_optimizer = _optimizer(name, weight_decay=decay)
     keras_optimizer.build([variable])
     for gradient in gradients:
         keras_optimizer.apply_gradients([(tf.constant(gradient), variable)])
-    optimizer = _optimizer(name)
+    optimizer = _optimizer(name, weight_decay=decay)
     optimizer.build([keras.Variable(start)])
     weights = tf.constant(start)
     slots = [tf.identity(v.value) for v in local_update.slot_variables(optimizer)]

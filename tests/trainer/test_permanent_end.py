@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer.contract import recipe
 from trainer.contract.exit_codes import (
     EXIT_BAD_DATA,
     EXIT_CHIEF_FAILED,
@@ -67,8 +68,8 @@ def _train_state(tmp_path: Path):
     from trainer.packed import PackedWeights
     from trainer.training.checkpoints import TrainState
 
-    args = argparse.Namespace(log_dir=str(tmp_path / "run"), learning_rate=0.01,
-                              lr_schedule="constant", optimizer="sgd", epochs=1)
+    args = argparse.Namespace(**(recipe.defaults() | dict(
+        log_dir=str(tmp_path / "run"), learning_rate=0.01, lr_schedule="constant", optimizer="sgd", epochs=1)))
     return TrainState(tf.distribute.get_strategy(),
                       PackedWeights(build_model("mlp", 0.0)).initial_value(), args, 10,
                       TaskConfig({}), time.time())

@@ -1,6 +1,6 @@
 """The local launcher, ``python -m trainer.local``: a whole distributed run on one machine.
 
-- ``cli``: the command line, its defaults (the fast recipe) and ``--tensorboard``.
+- ``cli``: the command line (the trainer's flags and defaults) and ``--tensorboard``.
 - ``supervisor``: the tasks of the run, started, watched, restarted and stopped as
   Kubernetes' Job controller would.
 - ``forkserver`` and ``preload``: every task forked from one process that has imported

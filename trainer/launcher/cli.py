@@ -1,5 +1,6 @@
-"""``python -m trainer.local``: the launcher's command line, its defaults (the fast recipe)
-and the run it starts, with TensorBoard beside it on ``--tensorboard``.
+"""``python -m trainer.local``: the launcher's command line (every trainer flag with the
+trainer's defaults: the one recipe, trainer/contract/recipe.py) and the run it starts, with
+TensorBoard beside it on ``--tensorboard``.
 
 The exit code is the chief's final status (130 after Ctrl-C; 2 for bad flags or a Python
 without the tasks' packages).
@@ -17,33 +18,10 @@ from trainer.launcher.supervisor import Launcher, install_signal_handlers
 from trainer.packages import first_missing, missing_package_message
 from trainer.training.storage import VolumeFull
 
-#: The launcher's recipe: 0.99 test accuracy on full MNIST in about 10-11 s from launch to
-#: exit on 2 CPU cores with 2 workers + 1 ps (the measurements are in docs/benchmarks.md).
-#: Two epochs; batch 64 (twice the updates of 128 in two epochs: 128 stopped at 0.989-0.990);
-#: Adam warmed up over 15% of the steps to 0.004, then cosine-decayed to 0 (the large early
-#: rate learns fast, the decay settles it; 0.005 ended under 0.99 once in seven runs);
-#: convnet_fc_slim. --local_steps 50: each worker takes 50 steps on its own copy between
-#: exchanges with the ps (after an every-step warm-up; with ps 0 the replicas are averaged
-#: every 50 steps from the first), which lifts 2 workers + 1 ps from about 0.6x of one
-#: process' examples/s to about 0.9x (trainer/training/steps.py). Those rounds cost about 0.002
-#: of test accuracy (9 of 25 seeds at 0.99 with dropout 0.25); --label_smoothing 0.1 with
-#: dropout 0.1 gives it back (24-25 of 25 seeds; Szegedy et al. 2016: the smoothed targets
-#: keep the logits from growing without bound; docs/benchmarks.md). ps 0 trains
-#: synchronously on a global batch of 3 x 64, for which the rate is scaled by sqrt(3)
-#: (--lr_scaling sqrt, Adam's rule). --precision auto: bfloat16 arithmetic where the CPU has
-#: it natively (trainer/precision.py; the same accuracy, about a quarter less time on the
-#: development machine). The chart's defaults (100 epochs, batch 20, constant 0.001,
-#: convnet, dropout 0.5, no smoothing, every step, no scaling, float32) stay those of
-#: ``python -m trainer``.
-LOCAL_DEFAULTS = {"epochs": 2, "batch_size": 64, "learning_rate": 0.004,
-                  "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt",
-                  "model": "convnet_fc_slim", "dropout": 0.1, "label_smoothing": 0.1,
-                  "local_steps": 50, "precision": "auto"}
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m trainer.local``: its own flags, then every trainer flag with
-    LOCAL_DEFAULTS and a fresh ``--run_id`` as defaults."""
+    the trainer's defaults (the recipe's) and a fresh ``--run_id``."""
     parser = argparse.ArgumentParser(
         prog="python -m trainer.local",
         description="Run chief + workers + ps of a distributed MNIST training on this machine.")
@@ -61,10 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tensorboard_port", type=int, default=0,
                         help="TensorBoard's port with --tensorboard (default: a free one)")
     flags.add_trainer_flags(parser)
-    # The fast recipe (LOCAL_DEFAULTS); --epochs 100 --batch_size 20 --learning_rate 0.001
-    # --lr_schedule constant --lr_scaling none --model convnet --dropout 0.5
-    # --label_smoothing 0 --local_steps 1 --precision float32 restores the chart's.
-    parser.set_defaults(**LOCAL_DEFAULTS)
     parser.set_defaults(run_id=flags.new_run_id())
     return parser
 

@@ -9,7 +9,8 @@ for Stochastic Optimization", the bias correction folded into the step size):
     m <- beta_1 m + (1 - beta_1) g          v <- beta_2 v + (1 - beta_2) g^2
     w <- w - lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v) + epsilon)
 
-with t the 1-based step. SGD: ``w <- w - lr g``.
+with t the 1-based step. SGD: ``w <- w - lr g``. With a weight decay d (``--weight_decay``),
+each step first takes ``w <- w - lr d w``, as Keras' optimizers do (Loshchilov & Hutter 2019).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def apply(optimizer, weights, slots: list, gradient, learning_rate, step):
     Returns:
         (new weights, new slots), the same shapes.
     """
+    if optimizer.weight_decay is not None:  # Keras' order: the decay, then the update
+        weights = weights - learning_rate * tf.cast(optimizer.weight_decay, tf.float32) * weights
     if not slots:
         return weights - learning_rate * gradient, []
     m, v = slots

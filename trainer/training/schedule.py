@@ -60,7 +60,8 @@ class FusedAdam(keras.optimizers.Adam):
 
 def make_optimizer(args: argparse.Namespace, total_steps: int):
     """The optimizer of ``--optimizer`` with ``args.learning_rate`` (``--learning_rate``,
-    scaled by ``run`` for synchronous replicas: ``--lr_scaling``) under ``--lr_schedule``.
+    scaled by ``run`` for synchronous replicas: ``--lr_scaling``) under ``--lr_schedule``,
+    with Keras' decoupled ``weight_decay`` of ``--weight_decay`` (none at 0).
 
     warmup_cosine follows the optimizer's step count (``optimizer.iterations``), which the
     training function resets to the global step at the start of every call, so the rate
@@ -70,9 +71,12 @@ def make_optimizer(args: argparse.Namespace, total_steps: int):
     if args.lr_schedule == "warmup_cosine":
         rate = WarmupCosine(args.learning_rate, total_steps,
                             max(1, round(WARMUP_FRACTION * total_steps)))
+    # None rather than 0: Keras then adds no decay step at all, so --weight_decay 0 trains
+    # exactly as an optimizer without one.
+    decay = args.weight_decay or None
     if args.optimizer == "sgd":
-        return keras.optimizers.SGD(learning_rate=rate)
-    return FusedAdam(learning_rate=rate)
+        return keras.optimizers.SGD(learning_rate=rate, weight_decay=decay)
+    return FusedAdam(learning_rate=rate, weight_decay=decay)
 
 
 def learning_rate_at(optimizer, args: argparse.Namespace, step: int) -> float:
