@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -175,8 +176,41 @@ class PreviewResult:
         return output
 
 
+#: A violation in the text output's "Policies:" section: ``- [mandatory]  NAME  (TYPE: NAME)``.
+_VIOLATION = re.compile(r"^\s*- \[(?P<level>[a-z]+)\]\s+(?P<policy>\S+)\s+\((?P<resource>[^)]*)\)\s*$")
+
+
+@dataclass
+class PolicyPreview:
+    """One text-mode ``pulumi preview --policy-pack`` run (``--json`` leaves the violations out
+    of its document): exit status, the output, and each violation's lines."""
+
+    returncode: int
+    output: str
+
+    def violations(self) -> list[dict[str, str]]:
+        """``{"level", "policy", "resource", "message"}`` of each violation listed, in order;
+        the message is the lines under its heading (the policy's description, then the rule's
+        message)."""
+        found: list[dict[str, str]] = []
+        current: dict[str, str] | None = None
+        for line in self.output.splitlines():
+            heading = _VIOLATION.match(line)
+            if heading:
+                current = {**heading.groupdict(), "message": ""}
+                found.append(current)
+            elif current is not None and line.startswith(" " * 10) and line.strip():
+                current["message"] += line.strip() + "\n"
+            else:
+                current = None
+        return found
+
+
 class PulumiProject:
-    """A copy of a Pulumi project in ``workdir``, driven through the real CLI."""
+    """A copy of a Pulumi project in ``workdir``, driven through the real CLI.
+
+    ``policy_packs``: directories every ``preview`` runs with ``--policy-pack``.
+    """
 
     def __init__(self, source: Path, workdir: Path, toolchain: Toolchain, *, include: Iterable[str],
                  pulumi_home: Path, venv: Path | None = None) -> None:
@@ -189,6 +223,7 @@ class PulumiProject:
         self.dir = workdir / "project"
         self.toolchain = toolchain
         self.dir.mkdir(parents=True)
+        self.policy_packs: list[Path] = []
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "data")
         for name in include:
             src = source / name
@@ -241,12 +276,19 @@ class PulumiProject:
 
     def preview(self, timeout: float = 600) -> PreviewResult:
         """``pulumi preview --json``; the JSON document is parsed even when the preview fails."""
-        proc = self.pulumi("preview", "--json", check=False, timeout=timeout)
+        packs = [arg for pack in self.policy_packs for arg in ("--policy-pack", str(pack))]
+        proc = self.pulumi("preview", "--json", *packs, check=False, timeout=timeout)
         try:
             plan = json.loads(proc.stdout) if proc.stdout.strip() else {}
         except json.JSONDecodeError:
             plan = {}
         return PreviewResult(proc.returncode, plan, proc.stdout, proc.stderr)
+
+
+    def policy_preview(self, pack: Path, timeout: float = 600) -> PolicyPreview:
+        """``pulumi preview --policy-pack PACK`` in text mode, for the violations it lists."""
+        proc = self.pulumi("preview", "--policy-pack", str(pack), check=False, timeout=timeout)
+        return PolicyPreview(proc.returncode, proc.stdout + proc.stderr)
 
 
 def install_plugins(toolchain: Toolchain, pulumi_home: Path, names: Iterable[str]) -> None:

@@ -10,6 +10,10 @@ set` edits only the copy. Two ways of running the stack are previewed:
   local port, and ``nas.mountTargetDomain``): the program skips the cloud layer and the
   kubernetes provider previews every Kubernetes object from its inputs.
 
+Every preview here runs the platform's policy pack (policy/, docs/policy.md) with
+``--policy-pack``: the stacks previewed break none of its rules, so a mandatory violation fails
+the test's exit-status assertion (test_policy_pack.py shows each rule's violations).
+
 The last tests preview a pull Secret made from ``--secret`` registry credentials,
 and a second ``pulumi config set kubeconfig`` after a targeted ``pulumi up`` of the kubernetes
 provider alone (which needs no cluster), to see the engine's update-or-replace decision.
@@ -31,7 +35,7 @@ import pytest
 import yaml
 
 from .cloud_layer import assert_cloud_layer, inputs_of
-from .conftest import require_binary
+from .conftest import REPO, require_binary
 from .engine import UNREACHABLE_KUBECONFIG, PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
 
 pytestmark = pytest.mark.engine
@@ -60,6 +64,11 @@ ALICLOUD_COUNTS = {
     "alicloud:nas/accessRule:AccessRule": 1,
     "alicloud:nas/mountTarget:MountTarget": 1,
 }
+
+
+@pytest.fixture(autouse=True)
+def _policy_pack(dev_project: PulumiProject) -> None:
+    dev_project.policy_packs = [REPO / "policy"]
 
 
 def kubernetes_counts(workers: int) -> dict[str, int]:

@@ -17,16 +17,23 @@ already shown, no traceback) and the resource monitor calls are the real ones. `
 the program's virtualenv (Pulumi.yaml runtime option `virtualenv`, relative to the project root)
 or `python3` on PATH.
 
+Policy packs (`pulumi preview --policy-pack DIR` with PulumiPolicy.yaml `runtime: python`): the
+CLI (v3.274.0) starts them through this host's RunPlugin, kind "analyzer", as the Go host does:
+`<python> -u -m pulumi.policy ENGINE DIR` in DIR, where `<python>` is the pack's `virtualenv`
+runtime option (relative to DIR) or `python3`; the pack's stdout and stderr stream back to the
+CLI, which reads the analyzer's port from its first stdout line.
+
 Protocol (as pulumi's plugin loader expects): started as `pulumi-language-python [ENGINE]`,
 it prints the port it listens on as the first stdout line, then serves until the CLI kills it.
 Out of scope (answer UNIMPLEMENTED): debugging, typecheckers, poetry/uv toolchains,
-InstallDependencies, code generation, packing and linking.
+InstallDependencies, code generation, packing and linking, RunPlugin of any other plugin kind.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -82,6 +89,35 @@ def resolve_python(info: language_pb2.ProgramInfo) -> tuple[str, dict[str, str]]
         )
     path = f"{venv_dir / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     return str(python), {"VIRTUAL_ENV": str(venv_dir), "PATH": path}
+
+
+def plugin_command(request: language_pb2.RunPluginRequest) -> tuple[list[str], dict[str, str], str]:
+    """The command, environment and working directory of a policy pack (RunPlugin, kind analyzer).
+
+    Returns ``([<python>, "-u", "-m", "pulumi.policy", *request.args, <pack dir>], env, <pack
+    dir>)``: request.args is the engine's address, the pack directory is the request's program
+    directory, and env is the request's ``KEY=VALUE`` list (the host's own environment when the
+    list is empty) with the virtualenv's additions (``resolve_python``).
+
+    Raises:
+        ValueError: for a plugin kind other than ``analyzer``.
+        FileNotFoundError: when the pack's ``virtualenv`` option names a directory without bin/python.
+    """
+    if request.kind != "analyzer":
+        raise ValueError(f"RunPlugin of a {request.kind or 'nameless'} plugin is not implemented here (only "
+                         "policy packs, kind analyzer)")
+    python, env_add = resolve_python(request.info)
+    pack = request.info.program_directory or request.info.root_directory
+    env = dict(item.split("=", 1) for item in request.env if "=" in item) if request.env else dict(os.environ)
+    env.update(env_add)
+    return [python, "-u", "-m", "pulumi.policy", *request.args, pack], env, pack
+
+
+def _pump(stream, field: str, out: queue.Queue) -> None:
+    """Put each chunk of ``stream`` on ``out`` as ``(field, bytes)``, then None at its end."""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        out.put((field, chunk))
+    out.put(None)
 
 
 _LIST_PLUGINS = r"""
@@ -195,6 +231,36 @@ class PythonLanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         if code == EXIT_AFTER_USER_MESSAGE:
             return language_pb2.RunResponse(bail=True)
         return language_pb2.RunResponse(error=f"program exited with non-zero exit code: {code}")
+
+    def RunPlugin(self, request, context):  # noqa: N802
+        """Run a policy pack (``plugin_command``), streaming its stdout and stderr, then its exit
+        code. The CLI cancels the call when it is done with the pack: the pack is then stopped."""
+        try:
+            args, env, cwd = plugin_command(request)
+        except ValueError as err:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, str(err))
+        except FileNotFoundError as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        child = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._children.add(child)
+        context.add_callback(lambda: child.poll() is None and child.send_signal(signal.SIGINT))
+        chunks: queue.Queue = queue.Queue()
+        for stream, field in ((child.stdout, "stdout"), (child.stderr, "stderr")):
+            threading.Thread(target=_pump, args=(stream, field, chunks), daemon=True).start()
+        try:
+            open_streams = 2
+            while open_streams:
+                item = chunks.get()
+                if item is None:
+                    open_streams -= 1
+                else:
+                    yield language_pb2.RunPluginResponse(**{item[0]: item[1]})
+            yield language_pb2.RunPluginResponse(exitcode=child.wait())
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            self._children.discard(child)
 
     def Cancel(self, request, context):  # noqa: N802
         for child in list(self._children):
