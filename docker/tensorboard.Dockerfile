@@ -11,10 +11,10 @@ COPY trainer/requirements.txt /tmp/requirements.txt
 RUN pin="$(grep -E '^tensorboard==' /tmp/requirements.txt)" && test -n "$pin" \
     && pip install "$pin" && rm /tmp/requirements.txt
 
-# uid/gid 1000, as the stack's pods run it (infra/components/pods.py).
-RUN groupadd --gid 1000 tensorboard \
-    && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp tensorboard
-USER 1000:1000
+# uid/gid 10001, as the stack's pods run it (infra/components/pods.py).
+RUN groupadd --gid 10001 tensorboard \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp tensorboard
+USER 10001:10001
 EXPOSE 6006
 # The stack passes --logdir <mountPath>/runs/<name_prefix>; --bind_all listens on the
 # pod IP so the Service can reach it.

@@ -2,8 +2,8 @@
 ``--framework kubernetes`` and kube-score v1.20.0, installed by tools/checkers) that are right
 for this workload, each with its reason, as the annotations both checkers read on an object.
 
-This table is the one place they are decided; the components put ``annotations(role,
-namespace)`` on the objects they create, and docs/checkers.md lists every entry with its longer
+This table is the one place they are decided; the components put ``annotations(role)`` on the
+objects they create, and docs/checkers.md lists every entry with its longer
 reason (tests/tools/test_checkers.py runs both checkers over every configuration that
 tools/render-manifests renders and fails on any finding left).
 
@@ -32,8 +32,6 @@ OBJECT = "object"
 NODE_PORT_SERVICE = "node-port-service"
 WORKLOADS = frozenset({TASK, STAGE, MONITOR, TENSORBOARD})
 ALL = WORKLOADS | {OBJECT, NODE_PORT_SERVICE}
-#: The namespace that checkov's CKV_K8S_21 flags.
-DEFAULT_NAMESPACE = "default"
 CHECKOV_PREFIX = "checkov.io/skip"
 KUBE_SCORE_IGNORE = "kube-score/ignore"
 
@@ -48,7 +46,6 @@ class Suppression:
         checkov: checkov check ids it skips.
         kube_score: kube-score check ids it ignores.
         reason: why, in one line (it is the checkov annotation's text, so no ``=`` or ``,``).
-        default_namespace_only: applies only to objects in the namespace ``default``.
     """
 
     name: str
@@ -56,14 +53,9 @@ class Suppression:
     checkov: tuple[str, ...]
     kube_score: tuple[str, ...]
     reason: str
-    default_namespace_only: bool = False
 
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
-    Suppression(
-        "default namespace", ALL, ("CKV_K8S_21",), (),
-        "the stack's namespace defaults to default as the guide deploys it; "
-        "set namespace (and createNamespace) to use another", default_namespace_only=True),
     Suppression(
         "image without digest", WORKLOADS, ("CKV_K8S_43",), (),
         "the images are built from docker/ by the user and named by versioned tags; "
@@ -72,10 +64,6 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "pull policy not Always", WORKLOADS, ("CKV_K8S_15",), ("container-image-pull-policy",),
         "IfNotPresent (worker.imagePullPolicy and ps.imagePullPolicy) runs images preloaded on nodes "
         "without a registry (tools/local-cluster); the tags are versioned; set Always for a moving tag"),
-    Suppression(
-        "low uid and gid", WORKLOADS, ("CKV_K8S_40",), ("container-security-context-user-group-id",),
-        "pods run as the images' USER 1000:1000 (non-root) which must own the shared volume's directory; "
-        "pods.runAsUser and pods.runAsGroup choose another"),
     Suppression(
         "no CPU limit on a training task", frozenset({TASK}), ("CKV_K8S_11",), ("container-resources",),
         "a CPU limit throttles TensorFlow's thread pools (sized to the node's cores) under the CFS quota; "
@@ -95,22 +83,21 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
 )
 
 
-def suppressions(role: str, namespace: str) -> list[Suppression]:
-    """The entries of SUPPRESSIONS for an object of ``role`` in ``namespace``, in table order.
+def suppressions(role: str) -> list[Suppression]:
+    """The entries of SUPPRESSIONS for an object of ``role``, in table order.
 
     Raises:
         ValueError: ``role`` is not one of ALL.
     """
     if role not in ALL:
         raise ValueError(f"role {role!r}: must be one of {', '.join(sorted(ALL))}")
-    return [s for s in SUPPRESSIONS
-            if role in s.roles and (not s.default_namespace_only or namespace == DEFAULT_NAMESPACE)]
+    return [s for s in SUPPRESSIONS if role in s.roles]
 
 
-def annotations(role: str, namespace: str) -> dict[str, str]:
-    """The checkers' annotations for an object of ``role`` in ``namespace`` (the plain name):
-    ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty when nothing applies."""
-    found = suppressions(role, namespace)
+def annotations(role: str) -> dict[str, str]:
+    """The checkers' annotations for an object of ``role``: ``checkov.io/skip1`` ... and
+    ``kube-score/ignore``; empty when nothing applies."""
+    found = suppressions(role)
     checkov = [f"{check}={s.reason}" for s in found for check in s.checkov]
     out = {f"{CHECKOV_PREFIX}{i}": text for i, text in enumerate(checkov, start=1)}
     ignored = [check for s in found for check in s.kube_score]
@@ -119,9 +106,8 @@ def annotations(role: str, namespace: str) -> dict[str, str]:
     return out
 
 
-def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str,
-           namespace: str) -> dict[str, pulumi.Input[str]] | None:
+def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str) -> dict[str, pulumi.Input[str]] | None:
     """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
     field) when both are empty."""
-    out = {**(own or {}), **annotations(role, namespace)}
+    out = {**(own or {}), **annotations(role)}
     return out or None

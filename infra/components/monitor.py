@@ -164,7 +164,7 @@ class RunMonitor(pulumi.ComponentResource):
         """An object's metadata; ``role`` picks the checkers' suppressions it carries."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
-            annotations=suppress.merged(annotations, role, self._args.namespace_name))
+            annotations=suppress.merged(annotations, role))
 
     def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
         args = self._args

@@ -21,33 +21,33 @@ def test_every_reason_fits_a_checkov_annotation():
         assert entry.roles <= suppress.ALL, entry.name
 
 
-def test_a_task_in_the_default_namespace():
-    assert suppress.annotations(suppress.TASK, "default") == {
-        "checkov.io/skip1": "CKV_K8S_21=" + suppress.SUPPRESSIONS[0].reason,
-        "checkov.io/skip2": "CKV_K8S_43=" + suppress.SUPPRESSIONS[1].reason,
-        "checkov.io/skip3": "CKV_K8S_15=" + suppress.SUPPRESSIONS[2].reason,
-        "checkov.io/skip4": "CKV_K8S_40=" + suppress.SUPPRESSIONS[3].reason,
-        "checkov.io/skip5": "CKV_K8S_11=" + suppress.SUPPRESSIONS[4].reason,
-        "kube-score/ignore": "container-image-pull-policy,container-security-context-user-group-id,"
-                             "container-resources",
+def test_a_task_carries_its_roles_suppressions():
+    assert suppress.annotations(suppress.TASK) == {
+        "checkov.io/skip1": "CKV_K8S_43=" + suppress.SUPPRESSIONS[0].reason,
+        "checkov.io/skip2": "CKV_K8S_15=" + suppress.SUPPRESSIONS[1].reason,
+        "checkov.io/skip3": "CKV_K8S_11=" + suppress.SUPPRESSIONS[2].reason,
+        "kube-score/ignore": "container-image-pull-policy,container-resources",
     }
 
 
-def test_the_default_namespace_entry_needs_the_default_namespace():
-    assert suppress.annotations(suppress.OBJECT, "training") == {}
-    assert list(suppress.annotations(suppress.OBJECT, "default")) == ["checkov.io/skip1"]
-    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE, "training"))
+def test_the_namespace_and_the_uid_are_fixed_not_suppressed():
+    # The stack's own namespace (CKV_K8S_21) and a uid/gid above 10000 (CKV_K8S_40, kube-score's
+    # container-security-context-user-group-id): docs/checkers.md's "What was changed".
+    ids = {check for s in suppress.SUPPRESSIONS for check in (*s.checkov, *s.kube_score)}
+    assert not ids & {"CKV_K8S_21", "CKV_K8S_40", "container-security-context-user-group-id"}, ids
+    assert suppress.annotations(suppress.OBJECT) == {}
+    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE))
 
 
 def test_merged_keeps_the_objects_own_annotations():
-    assert suppress.merged(None, suppress.OBJECT, "training") is None
-    assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE, "training") == {
+    assert suppress.merged(None, suppress.OBJECT) is None
+    assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE) == {
         "a": "1", "kube-score/ignore": "service-type"}
 
 
 def test_an_unknown_role_is_refused():
     with pytest.raises(ValueError, match="role 'pod': must be one of"):
-        suppress.annotations("pod", "default")
+        suppress.annotations("pod")
 
 
 @pytest.mark.parametrize("namespace", ["default", "training"])
@@ -61,7 +61,7 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
         role = roles.get(job.name, suppress.TASK)
         annotations = job.inputs["metadata"]["annotations"]
         assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
-            suppress.annotations(role, namespace), job.name
+            suppress.annotations(role), job.name
 
 
 def test_docs_list_every_suppression_with_its_ids():
