@@ -26,10 +26,10 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY docker/tensorboard-requirements.txt /tmp/requirements.txt
 RUN pip install --require-hashes -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
-# uid/gid 1000, as the stack's pods run it (infra/components/pods.py).
-RUN groupadd --gid 1000 tensorboard \
-    && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp tensorboard
-USER 1000:1000
+# uid/gid 10001, as the stack's pods run it (infra/components/pods.py).
+RUN groupadd --gid 10001 tensorboard \
+    && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp tensorboard
+USER 10001:10001
 EXPOSE 6006
 # The stack passes --logdir <mountPath>/runs/<name_prefix>; --bind_all listens on the
 # pod IP so the Service can reach it.

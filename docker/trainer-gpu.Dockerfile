@@ -62,9 +62,10 @@ RUN pip install --require-hashes -r /tmp/requirements.txt && rm /tmp/requirement
 # copies by default.
 COPY trainer/ /app/trainer/
 
-# uid/gid 1000, no home directory: the stack's pods run as 1000:1000 with a read-only root
+# uid/gid 10001 (above 10000: no user of the node; checkov and kube-score ask for it), no home
+# directory: the stack's pods run as 10001:10001 with a read-only root
 # filesystem, HOME and TMPDIR on an emptyDir at /tmp (infra/components/pods.py).
-RUN groupadd --gid 1000 trainer && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /tmp trainer
-USER 1000:1000
+RUN groupadd --gid 10001 trainer && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /tmp trainer
+USER 10001:10001
 # No ENTRYPOINT: the stack gives the whole command (python -m trainer ...).
 CMD ["python", "-m", "trainer", "--help"]

@@ -34,6 +34,7 @@ import pulumi
 
 from infra.cluster_objects import LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import APP_NAME, STACK_LABEL, current_stack_mark
+from infra.settings.keys import DEFAULT_NAMESPACE
 from infra.stack_state import StateUnreadable, read_stack_resources
 
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
@@ -143,8 +144,10 @@ def refusal_message(found: Sequence[Refusal], *, stack: str) -> str:
                  "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace "
                  "<another namespace>`.")
     if any(r.ref.type == NAMESPACE_TYPE for r in found):
-        lines.append("For the namespace itself: `pulumi config set createNamespace false` deploys into the "
-                     "existing namespace without owning it.")
+        lines.append("For the namespace itself, which this stack would create (createNamespace true, its default "
+                     f"with namespace {DEFAULT_NAMESPACE}): `pulumi config set createNamespace false` deploys into "
+                     "the existing namespace without owning it; destroying the stack that created it still "
+                     "deletes it, with this stack's objects.")
     return "\n".join(lines)
 
 

@@ -101,8 +101,7 @@ def build(settings: Settings) -> dict[str, Any]:
         priority_class_name=settings.training.priority_class_name, after=pods_after,
         staging_job_name=staging_name(prefix), staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS), opts=k8s_opts)
     tensorboard = TensorBoard(prefix, TensorBoardArgs(
-        tensorboard=settings.tensorboard, namespace=namespace, namespace_name=settings.namespace,
-        pvc_name=volume.claim_name,
+        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
         mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
         placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
         cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
@@ -155,7 +154,7 @@ def _before_pods(settings: Settings, namespace: pulumi.Input[str],
         before.append(RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
             namespace=namespace, task_ports=list(settings.training.ports.values()),
             tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
-            namespace_name=settings.namespace, source_ports=_source_ports(settings),
+            source_ports=_source_ports(settings),
             api_server_ports=_api_server_ports(settings)), opts=k8s_opts))
     return before
 

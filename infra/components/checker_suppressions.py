@@ -3,7 +3,7 @@
 for this workload, each with its reason, as the annotations both checkers read on an object.
 
 This table is the one place they are decided; the components put ``annotations(role,
-namespace)`` on the objects they create, and docs/checkers.md lists every entry with its longer
+pulls)`` on the objects they create, and docs/checkers.md lists every entry with its longer
 reason (tests/tools/test_checkers.py runs both checkers over every configuration that
 tools/render-manifests renders and fails on any finding left).
 
@@ -34,8 +34,6 @@ OBJECT = "object"
 NODE_PORT_SERVICE = "node-port-service"
 WORKLOADS = frozenset({TASK, STAGE, MONITOR, TENSORBOARD})
 ALL = WORKLOADS | {OBJECT, NODE_PORT_SERVICE}
-#: The namespace that checkov's CKV_K8S_21 flags.
-DEFAULT_NAMESPACE = "default"
 CHECKOV_PREFIX = "checkov.io/skip"
 KUBE_SCORE_IGNORE = "kube-score/ignore"
 
@@ -69,7 +67,6 @@ class Suppression:
         checkov: checkov check ids it skips.
         kube_score: kube-score check ids it ignores.
         reason: why, in one line (it is the checkov annotation's text, so no ``=`` or ``,``).
-        default_namespace_only: applies only to objects in the namespace ``default``.
         only_if: applies only to a workload whose containers' ``(image, pull policy)`` make
             this true (``any_tag``, ``any_not_always``); None = always.
     """
@@ -79,15 +76,10 @@ class Suppression:
     checkov: tuple[str, ...]
     kube_score: tuple[str, ...]
     reason: str
-    default_namespace_only: bool = False
     only_if: Callable[[Sequence[Pull]], bool] | None = None
 
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
-    Suppression(
-        "default namespace", ALL, ("CKV_K8S_21",), (),
-        "the stack's namespace defaults to default as the guide deploys it; "
-        "set namespace (and createNamespace) to use another", default_namespace_only=True),
     Suppression(
         "image by tag", WORKLOADS, ("CKV_K8S_43",), (),
         "only on a workload whose image is a tag: the default images are built from docker/ by the user "
@@ -104,10 +96,6 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "ps.imagePullPolicy set to IfNotPresent or Never for nodes with preloaded images and no registry "
         "(pulumi up warns); unset they pull a tag Always",
         only_if=any_tag_not_always),
-    Suppression(
-        "low uid and gid", WORKLOADS, ("CKV_K8S_40",), ("container-security-context-user-group-id",),
-        "pods run as the images' USER 1000:1000 (non-root) which must own the shared volume's directory; "
-        "pods.runAsUser and pods.runAsGroup choose another"),
     Suppression(
         "no CPU limit on a training task", frozenset({TASK}), ("CKV_K8S_11",), ("container-resources",),
         "a CPU limit throttles TensorFlow's thread pools (sized to the node's cores) under the CFS quota; "
@@ -127,8 +115,8 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
 )
 
 
-def suppressions(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> list[Suppression]:
-    """The entries of SUPPRESSIONS for an object of ``role`` in ``namespace``, in table order.
+def suppressions(role: str, pulls: Sequence[Pull] = ()) -> list[Suppression]:
+    """The entries of SUPPRESSIONS for an object of ``role``, in table order.
 
     Args:
         pulls: ``(image, imagePullPolicy)`` of the object's containers (none for an object
@@ -140,15 +128,13 @@ def suppressions(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> list[
     if role not in ALL:
         raise ValueError(f"role {role!r}: must be one of {', '.join(sorted(ALL))}")
     return [s for s in SUPPRESSIONS
-            if role in s.roles and (not s.default_namespace_only or namespace == DEFAULT_NAMESPACE)
-            and (s.only_if is None or s.only_if(pulls))]
+            if role in s.roles and (s.only_if is None or s.only_if(pulls))]
 
 
-def annotations(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
-    """The checkers' annotations for an object of ``role`` in ``namespace`` (the plain name)
-    whose containers pull ``pulls``: ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty
-    when nothing applies."""
-    found = suppressions(role, namespace, pulls)
+def annotations(role: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
+    """The checkers' annotations for an object of ``role`` whose containers pull ``pulls``:
+    ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty when nothing applies."""
+    found = suppressions(role, pulls)
     checkov = [f"{check}={s.reason}" for s in found for check in s.checkov]
     out = {f"{CHECKOV_PREFIX}{i}": text for i, text in enumerate(checkov, start=1)}
     ignored = [check for s in found for check in s.kube_score]
@@ -158,8 +144,8 @@ def annotations(role: str, namespace: str, pulls: Sequence[Pull] = ()) -> dict[s
 
 
 def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str,
-           namespace: str, pulls: Sequence[Pull] = ()) -> dict[str, pulumi.Input[str]] | None:
+           pulls: Sequence[Pull] = ()) -> dict[str, pulumi.Input[str]] | None:
     """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
     field) when both are empty."""
-    out = {**(own or {}), **annotations(role, namespace, pulls)}
+    out = {**(own or {}), **annotations(role, pulls)}
     return out or None

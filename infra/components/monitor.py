@@ -171,7 +171,7 @@ class RunMonitor(pulumi.ComponentResource):
         pick the checkers' suppressions it carries."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
-            annotations=suppress.merged(annotations, role, self._args.namespace_name, pulls))
+            annotations=suppress.merged(annotations, role, pulls))
 
     def _patched(self) -> list[str]:
         """The Jobs the Role lets the monitor patch: the run's task Jobs and its staging Job."""

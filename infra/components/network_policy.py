@@ -128,7 +128,6 @@ class RunNetworkPoliciesArgs:
             on worker.port), each 1 to 65535.
         tensorboard_exposed: TensorBoard's Service is a NodePort or a LoadBalancer
             (tensorboard.serviceType), not the default ClusterIP.
-        namespace_name: the namespace as plain text (which checker suppressions apply).
         source_ports: the TCP ports the staging Job fetches data.source on (``url_ports``).
         api_server_ports: the TCP ports the run monitor reaches the API server on
             (API_SERVER_PORTS and monitor.apiServer's).
@@ -137,7 +136,6 @@ class RunNetworkPoliciesArgs:
     namespace: pulumi.Input[str]
     task_ports: Sequence[int]
     tensorboard_exposed: bool
-    namespace_name: str = suppress.DEFAULT_NAMESPACE
     source_ports: Sequence[int] = ()
     api_server_ports: Sequence[int] = API_SERVER_PORTS
 
@@ -203,7 +201,7 @@ class RunNetworkPolicies(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=object_name, namespace=self._args.namespace,
                 labels=recommended_labels(self._name, "network-policy"),
-                annotations=suppress.merged(None, suppress.OBJECT, self._args.namespace_name)),
+                annotations=suppress.merged(None, suppress.OBJECT)),
             spec=k8s.networking.v1.NetworkPolicySpecArgs(
                 pod_selector=pods, policy_types=["Ingress", "Egress"], ingress=ingress, egress=[_dns(), *egress]),
             opts=pulumi.ResourceOptions(parent=self))

@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components.node_pools import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from infra.settings import Placement, PodIdentity
+from infra.settings.keys import POD_ID
 
 #: The toleration of the GPU pool's taint (infra/components/node_pools.py).
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
@@ -40,10 +41,12 @@ def image_pull_secrets(secret_name: str | None) -> list[k8s.core.v1.LocalObjectR
 # every pod of the stack passes it, so a namespace may enforce it.
 
 #: The uid and gid every container runs as by default (pods.runAsUser, pods.runAsGroup): the
-#: USER of docker/*.Dockerfile. Any non-root id works; the volume's directory must be
-#: writable by it (infra/components/storage.py says what the stack does for each type).
-RUN_AS_USER = 1000
-RUN_AS_GROUP = 1000
+#: USER of docker/*.Dockerfile, above 10000 as checkov (CKV_K8S_40) and kube-score
+#: (container-security-context-user-group-id) want, so that it is no user of the node. Any
+#: non-root id works; the volume's directory must be writable by it (infra/components/storage.py
+#: says what the stack does for each type).
+RUN_AS_USER = POD_ID
+RUN_AS_GROUP = POD_ID
 #: The identity of the pods that mount no volume (the run monitor): the image's own.
 IMAGE_IDENTITY = PodIdentity(run_as_user=RUN_AS_USER, run_as_group=RUN_AS_GROUP)
 #: The writable scratch directory of a read-only root filesystem: TensorFlow, TensorBoard and

@@ -53,7 +53,6 @@ class TensorBoardArgs:
     Attributes:
         tensorboard: its image, pull policy and Service (tensorboard.*).
         namespace: the namespace (an Output when the stack creates it).
-        namespace_name: the same as plain text (which checker suppressions apply).
         pvc_name: the run's claim, mounted read-only (its plain name: known at preview).
         mount_path: where the claim is mounted.
         log_dir: the run's directory on it (``--logdir``).
@@ -67,7 +66,6 @@ class TensorBoardArgs:
 
     tensorboard: TensorBoardSettings
     namespace: pulumi.Input[str]
-    namespace_name: str
     pvc_name: pulumi.Input[str]
     mount_path: str
     log_dir: str
@@ -105,7 +103,7 @@ class TensorBoard(pulumi.ComponentResource):
             full_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=full_name, namespace=args.namespace, labels=labels,
-                annotations=suppress.merged(None, suppress.TENSORBOARD, args.namespace_name,
+                annotations=suppress.merged(None, suppress.TENSORBOARD,
                                             [(args.tensorboard.image, args.tensorboard.image_pull_policy)])),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1,
@@ -130,7 +128,7 @@ class TensorBoard(pulumi.ComponentResource):
                                                 annotations=suppress.merged(
                                                     self._annotations(full_name, args),
                                                     suppress.NODE_PORT_SERVICE if service_type == "NodePort"
-                                                    else suppress.OBJECT, args.namespace_name)),
+                                                    else suppress.OBJECT)),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
                 selector=selector,

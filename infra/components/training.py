@@ -407,7 +407,7 @@ class TrainingJob(pulumi.ComponentResource):
             name=name,
             namespace=self._args.namespace,
             labels={**recommended_labels(self._name, component), **(extra_labels or {})},
-            annotations=suppress.merged(annotations, role, self._args.namespace_name, pulls),
+            annotations=suppress.merged(annotations, role, pulls),
         )
 
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:

@@ -11,6 +11,7 @@ from typing import Any
 from infra.settings.deployed import Deployed
 from infra.settings.images import pull_policy
 from infra.settings.keys import (
+    DEFAULT_NAMESPACE,
     NEW_CLUSTER_NETWORK_PLUGIN,
     NEW_NAS_STORAGE_TYPE,
     PLACEMENT_ROLES,
@@ -147,12 +148,20 @@ def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = D
     )
 
 
+def creates_namespace(values: Mapping[str, Any]) -> bool:
+    """Whether the stack creates its namespace: createNamespace, or, unset, whether the namespace
+    is the stack's own default (keys.DEFAULT_NAMESPACE), which no other stack shares unless it is
+    told to (infra/ownership.py refuses a namespace another stack created)."""
+    create = values["createNamespace"]
+    return values["namespace"] == DEFAULT_NAMESPACE if create is None else bool(create)
+
+
 def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
     """The Settings of a configuration that passed every rule."""
     v = reading.values
     training = _training(v, resolved)
     return section(
-        Settings, v, project=PROJECT, stack=stack,
+        Settings, v, project=PROJECT, stack=stack, create_namespace=creates_namespace(v),
         cluster=_cluster(v, resolved, training),
         storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
         pods=section(PodIdentity, v),

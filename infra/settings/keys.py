@@ -43,6 +43,7 @@ from infra.settings.parsers import (
     node_selector,
     number,
     one_of,
+    optional_boolean,
     optional_positive_int,
     optional_string,
     pod_gid,
@@ -56,6 +57,8 @@ from infra.settings.parsers import (
 from trainer.contract import recipe
 
 PROJECT = "tf-mnist"
+DEFAULT_NAMESPACE = PROJECT  # a stack's own namespace, which it creates while createNamespace is unset
+POD_ID = 10001  # the pods' uid and gid and docker/*.Dockerfile's USER: > 10000 (CKV_K8S_40, kube-score)
 
 #: Default imageRegistry; the images built from docker/ are ``<registry>/<name>:<tag>``.
 DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
@@ -198,7 +201,7 @@ def recipe_key(row: recipe.Hyperparameter) -> Key:
 #: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
 #: key holds a string.
 _VALUE_TYPES: dict[Parser, str] = {
-    optional_positive_int: "integer", data_source: "string or list",
+    optional_positive_int: "integer", optional_boolean: "boolean", data_source: "string or list",
     cidr_list: "list", string_list: "list", instance_types: "list", tolerations: "list", label_map: "map",
     node_selector: "map",
 }
@@ -264,13 +267,12 @@ KEYS: tuple[Key, ...] = (
         "Extra tolerations of TensorBoard (pod tolerations), e.g. for a dedicated, tainted node pool."),
     Key("mountPath", "/data", absolute_path, "/data", "string",
         "Where the shared volume is mounted in every pod."),
-    # 1000: the USER of docker/*.Dockerfile. A NAS volume is made writable for any uid (the PV's
-    # mode, infra/components/storage.py); an NFS export or a node directory the stack cannot
-    # change, so the pods run as its owner instead.
-    Key("pods.runAsUser", 1000, pod_uid, "1000", "integer",
+    # A NAS volume is made writable for any uid (the PV's mode, infra/components/storage.py); an
+    # NFS export or a node directory the stack cannot change, so the pods run as its owner instead.
+    Key("pods.runAsUser", POD_ID, pod_uid, str(POD_ID), "integer",
         "uid the staging, training and TensorBoard pods run as (not 0: Pod Security \"restricted\"); the "
         "volume's directory must be writable by it: set it to the owner of an NFS export or hostPath directory."),
-    Key("pods.runAsGroup", 1000, pod_gid, "1000", "integer",
+    Key("pods.runAsGroup", POD_ID, pod_gid, str(POD_ID), "integer",
         "gid (and fsGroup) those pods run as: the group of the volume's directory with pods.runAsUser."),
     Key("data.source", None, data_source, "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
         None, "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX files, a "
@@ -292,9 +294,10 @@ KEYS: tuple[Key, ...] = (
     # Names and images.
     Key("namePrefix", "mnist", dns_label, "mnist", "string",
         "Prefix of every object name (two stacks can share a namespace)."),
-    Key("namespace", "default", namespace, "default", "string", "Kubernetes namespace of the run."),
-    Key("createNamespace", False, boolean, "true", "boolean",
-        "Create the namespace (leave false when it exists or other stacks share it)."),
+    Key("namespace", DEFAULT_NAMESPACE, namespace, DEFAULT_NAMESPACE, "string", "Kubernetes namespace of the run."),
+    Key("createNamespace", None, optional_boolean, "false", None,  # not in Pulumi.yaml: see its default
+        f"Create the namespace (Pod Security \"restricted\"; deleted on destroy); unset = true for {DEFAULT_NAMESPACE}, "
+        "false for any other (leave false when it exists or other stacks share it)."),
     Key("imageRegistry", DEFAULT_REGISTRY, registry, DEFAULT_REGISTRY, "string",
         "Registry holding the trainer and tensorboard images built from docker/."),
     Key("imagePullSecret", None, dns_subdomain, "acr-pull", None,

@@ -275,7 +275,8 @@ class Settings:
     #: The start of every object name.
     name_prefix: str = from_key("namePrefix")
     namespace: str = from_key("namespace")
-    create_namespace: bool = from_key("createNamespace")
+    #: createNamespace, or, unset, whether namespace is the stack's own default (derive.creates_namespace).
+    create_namespace: bool
     #: Whether the run gets its NetworkPolicies (infra/components/network_policy.py).
     network_policy: bool = from_key("networkPolicy.enabled")
     cluster: ClusterSettings

@@ -92,6 +92,12 @@ def boolean(raw: Any) -> bool:
     raise ValueError("must be true or false")
 
 
+def optional_boolean(raw: Any) -> bool | None:
+    """true/false (``boolean``), or None when unset or empty (the key's description says what
+    the program uses then)."""
+    return None if raw in (None, "") else boolean(raw)
+
+
 def one_of(choices: Sequence[str]) -> Parser:
     """Parser accepting exactly one of ``choices`` (case-sensitive, as Kubernetes is)."""
     def parse(raw: Any) -> str:

@@ -11,7 +11,7 @@ import ipaddress
 from collections.abc import Callable
 
 from infra.settings.cloud_rules import CLOUD_RULES
-from infra.settings.derive import Resolved
+from infra.settings.derive import Resolved, creates_namespace
 from infra.settings.keys import PROJECT, VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
 from infra.settings.messages import password_not_secret, source_credentials_not_secret
@@ -83,7 +83,7 @@ def volume(r: Reading, _: Resolved) -> None:
 
 def namespace(r: Reading, _: Resolved) -> None:
     """The stack creates (and on destroy deletes) no namespace that every cluster has."""
-    if r.values["createNamespace"] and r.values["namespace"] in SYSTEM_NAMESPACES:
+    if creates_namespace(r.values) and r.values["namespace"] in SYSTEM_NAMESPACES:
         r.bad("createNamespace", f"must be false with namespace {r.values['namespace']}, which every cluster "
               "has: the stack would try to create it and, on destroy, delete it", fix_value="false")
 

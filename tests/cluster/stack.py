@@ -55,7 +55,7 @@ def engine_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Toolchain, Pa
 
 #: The owner (uid, gid) of the volume of the tests that need one the pods can write: a user's
 #: own directory, which the stack's pods write by running as its owner (``owner_config``), the
-#: fix the staging Job's error names. Not the pods' default 1000:1000, so that the stack is
+#: fix the staging Job's error names. Not the pods' default 10001:10001, so that the stack is
 #: seen to follow pods.runAsUser and pods.runAsGroup, and a gid apart from the uid.
 VOLUME_OWNER = (2000, 3000)
 

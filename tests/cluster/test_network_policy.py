@@ -78,7 +78,7 @@ def _probe_pod(name: str, namespace: str, labels: dict[str, str],
     "restricted"."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 0,
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                     "securityContext": {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
                                          "seccompProfile": {"type": "RuntimeDefault"}},
                      "containers": [{"name": "probe", "image": IMAGE, "imagePullPolicy": "Never",
                                      "command": list(command),

@@ -123,12 +123,12 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
                     "run tools/local-cluster/local-cluster down first")
     work = tmp_path_factory.mktemp("readme-walkthrough")
     clone = rb.scratch_checkout(work / "clone")
-    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 1000.
+    # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 10001.
     volume = Path(tempfile.mkdtemp(prefix="tf-mnist-readme-volume-", dir="/var/tmp"))
     volume.chmod(0o755)
-    # What the page's `install -d -o 1000 -g 1000 /var/lib/tf-mnist` does for the default path:
-    # the stack's pods run as uid 1000 and a restricted pod cannot chown.
-    os.chown(volume, 1000, 1000)
+    # What the page's `install -d -o 10001 -g 10001 /var/lib/tf-mnist` does for the default path:
+    # the stack's pods run as uid 10001 and a restricted pod cannot chown.
+    os.chown(volume, 10001, 10001)
     (clone / "Pulumi.local.yaml").write_text(f"config:\n  tf-mnist:hostPath.path: {volume}\n")
     backend = work / "backend"
     backend.mkdir()

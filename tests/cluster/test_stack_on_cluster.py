@@ -200,7 +200,7 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
         context = spec["securityContext"]
         # The volume's owner (pods.runAsUser/runAsGroup), except the monitor, which mounts no volume.
         monitor = pod["metadata"]["labels"].get("app.kubernetes.io/component") == "monitor"
-        uid, gid = (1000, 1000) if monitor else VOLUME_OWNER
+        uid, gid = (10001, 10001) if monitor else VOLUME_OWNER
         assert context["runAsNonRoot"] is True and context["runAsUser"] == uid != 0, (name, context)
         assert context["runAsGroup"] == gid and context["seccompProfile"] == {"type": "RuntimeDefault"}
         assert spec["automountServiceAccountToken"] is False, name

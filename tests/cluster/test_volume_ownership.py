@@ -121,15 +121,15 @@ def test_a_root_owned_volume_fails_fast_and_trains_once_chowned(local_cluster, t
         output = _failed_up(project, kube)
         # The message names the directory, its owner and mode, the pods' uid, and the fixes.
         for said in ("--dest /data/mnist/", "cannot create it: /data belongs to uid 0, gid 0, mode 0755 "
-                     "(drwxr-xr-x), and this process runs as uid 1000, gid 1000",
+                     "(drwxr-xr-x), and this process runs as uid 10001, gid 10001",
                      f"The volume at /data is hostPath.path {volume} on the node.",
-                     f"Fix: on the node, `chown -R 1000:1000 {volume}`",
+                     f"Fix: on the node, `chown -R 10001:10001 {volume}`",
                      "`pulumi config set pods.runAsUser <its uid>`",
                      "Then run `pulumi up` again: it replaces the failed staging Job."):
             assert said in output, (said, output)
         assert not (volume / "mnist").exists()
 
-        os.chown(volume, 1000, 1000)  # the fix the message gives, on the node
+        os.chown(volume, 10001, 10001)  # the fix the message gives, on the node
         _trains(project, kube, volume)
         _kept(project, kube)
 
@@ -139,7 +139,7 @@ def test_pods_run_as_the_owner_of_a_users_directory(local_cluster, tmp_path_fact
     with _stack(local_cluster, tmp_path_factory, "tf-mnist-user-volume", owner) as (project, volume, kube):
         output = _failed_up(project, kube)
         assert "/data belongs to uid 2000, gid 3000, mode 0755 (drwxr-xr-x), and this process runs as uid " \
-               "1000, gid 1000" in output, output
+               "10001, gid 10001" in output, output
 
         for key, value in owner_config(owner).items():
             project.set_config(key, value)

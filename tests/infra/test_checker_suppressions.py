@@ -29,47 +29,48 @@ TAG = "registry.example.com/team/trainer:2.21.0-cpu"
 DIGEST = "registry.example.com/team/trainer@sha256:" + "ab" * 32
 
 
-def test_a_task_in_the_default_namespace_pulling_a_tag_always():
+def test_a_task_pulling_a_tag_always():
     # A tag pulled Always: only the digest check is left, the pull-policy ones do not apply.
-    assert suppress.annotations(suppress.TASK, "default", [(TAG, "Always")]) == {
-        "checkov.io/skip1": "CKV_K8S_21=" + by_name("default namespace").reason,
-        "checkov.io/skip2": "CKV_K8S_43=" + by_name("image by tag").reason,
-        "checkov.io/skip3": "CKV_K8S_40=" + by_name("low uid and gid").reason,
-        "checkov.io/skip4": "CKV_K8S_11=" + by_name("no CPU limit on a training task").reason,
-        "kube-score/ignore": "container-security-context-user-group-id,container-resources",
+    assert suppress.annotations(suppress.TASK, [(TAG, "Always")]) == {
+        "checkov.io/skip1": "CKV_K8S_43=" + by_name("image by tag").reason,
+        "checkov.io/skip2": "CKV_K8S_11=" + by_name("no CPU limit on a training task").reason,
+        "kube-score/ignore": "container-resources",
     }
 
 
 def test_a_digest_pulled_if_not_present_is_suppressed_for_kube_score_only():
     # checkov's CKV_K8S_15 and CKV_K8S_43 pass a digest; kube-score wants Always for any image.
-    found = {s.name for s in suppress.suppressions(suppress.TASK, "training", [(DIGEST, "IfNotPresent")])}
-    assert found == {"pull policy not Always", "low uid and gid", "no CPU limit on a training task"}
-    assert suppress.suppressions(suppress.STAGE, "training", [(DIGEST, "Always")]) == [by_name("low uid and gid")]
+    found = {s.name for s in suppress.suppressions(suppress.TASK, [(DIGEST, "IfNotPresent")])}
+    assert found == {"pull policy not Always", "no CPU limit on a training task"}
+    assert suppress.suppressions(suppress.STAGE, [(DIGEST, "Always")]) == []
 
 
 def test_a_tag_pulled_if_not_present_carries_both_pull_policy_entries():
-    found = [s.name for s in suppress.suppressions(suppress.MONITOR, "training", [(TAG, "Never")])]
-    assert found == ["image by tag", "pull policy not Always", "tag not pulled Always", "low uid and gid",
+    found = [s.name for s in suppress.suppressions(suppress.MONITOR, [(TAG, "Never")])]
+    assert found == ["image by tag", "pull policy not Always", "tag not pulled Always",
                      "service-account token mounted"]
-    assert "CKV_K8S_15=" in str(suppress.annotations(suppress.MONITOR, "training", [(TAG, "IfNotPresent")]))
-    assert "CKV_K8S_15=" not in str(suppress.annotations(suppress.MONITOR, "training", [(TAG, "Always")]))
+    assert "CKV_K8S_15=" in str(suppress.annotations(suppress.MONITOR, [(TAG, "IfNotPresent")]))
+    assert "CKV_K8S_15=" not in str(suppress.annotations(suppress.MONITOR, [(TAG, "Always")]))
 
 
-def test_the_default_namespace_entry_needs_the_default_namespace():
-    assert suppress.annotations(suppress.OBJECT, "training") == {}
-    assert list(suppress.annotations(suppress.OBJECT, "default")) == ["checkov.io/skip1"]
-    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE, "training"))
+def test_the_namespace_and_the_uid_are_fixed_not_suppressed():
+    # The stack's own namespace (CKV_K8S_21) and a uid/gid above 10000 (CKV_K8S_40, kube-score's
+    # container-security-context-user-group-id): docs/checkers.md's "What was changed".
+    ids = {check for s in suppress.SUPPRESSIONS for check in (*s.checkov, *s.kube_score)}
+    assert not ids & {"CKV_K8S_21", "CKV_K8S_40", "container-security-context-user-group-id"}, ids
+    assert suppress.annotations(suppress.OBJECT) == {}
+    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE))
 
 
 def test_merged_keeps_the_objects_own_annotations():
-    assert suppress.merged(None, suppress.OBJECT, "training") is None
-    assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE, "training") == {
+    assert suppress.merged(None, suppress.OBJECT) is None
+    assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE) == {
         "a": "1", "kube-score/ignore": "service-type"}
 
 
 def test_an_unknown_role_is_refused():
     with pytest.raises(ValueError, match="role 'pod': must be one of"):
-        suppress.annotations("pod", "default")
+        suppress.annotations("pod")
 
 
 @pytest.mark.parametrize("namespace", ["default", "training"])
@@ -86,7 +87,7 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
         pulls = [(c["image"], c["imagePullPolicy"]) for c in containers]
         assert [policy for _, policy in pulls] == ["Always"], job.name
         assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
-            suppress.annotations(role, namespace, pulls), job.name
+            suppress.annotations(role, pulls), job.name
         assert "CKV_K8S_15" not in str(annotations) and "container-image-pull-policy" not in str(annotations)
 
 

@@ -160,8 +160,8 @@ def test_gpu_pool_size_from_worker_demand_and_autoscaling(dev_config):
 def test_no_ps_means_synchronous_workers(dev_config):
     run = me.run_program(_set(dev_config, ps__number="0"))
     assert run.outputs["clusterSpec"] == {
-        "chief": ["mnist-chief-0.default.svc:8000"],
-        "worker": ["mnist-worker-0.default.svc:8000", "mnist-worker-1.default.svc:8000"]}
+        "chief": ["mnist-chief-0.tf-mnist.svc:8000"],
+        "worker": ["mnist-worker-0.tf-mnist.svc:8000", "mnist-worker-1.tf-mnist.svc:8000"]}
     assert not [j for j in run.of_type("kubernetes:batch/v1:Job") if "-ps-" in j.name]
 
 
@@ -254,7 +254,7 @@ def test_follow_log_commands_work_with_a_kubeconfig_path(dev_config):
     run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE})
     assert run.error is None
     assert run.outputs["followChiefLog"] == [
-        "kubectl --kubeconfig ~/.kube/config --namespace default logs --follow job/mnist-chief-0"]
+        "kubectl --kubeconfig ~/.kube/config --namespace tf-mnist logs --follow job/mnist-chief-0"]
     assert run.secret_outputs["followChiefLog"] is False
 
 
@@ -269,4 +269,4 @@ def test_follow_log_commands_with_kubeconfig_content(dev_config):
                           "tf-mnist:kubeconfig": me.kubeconfig_content()})
     assert run.outputs["followChiefLog"] == [
         "pulumi stack output kubeconfig --show-secrets > tf-mnist-kubeconfig.yaml",
-        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace default logs --follow job/mnist-chief-0"]
+        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0"]

@@ -27,7 +27,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     config_map = run.one("kubernetes:core/v1:ConfigMap", NAME).inputs
     assert config_map["data"] == {"run_monitor.py": SCRIPT}
     job = run.one(JOB, NAME)
-    assert job.inputs["metadata"]["namespace"] == "default"
+    assert job.inputs["metadata"]["namespace"] == "tf-mnist"
     assert job.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "monitor"
     assert job.inputs["spec"]["backoffLimit"] == 2
     pod = _pod(run)
@@ -50,7 +50,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     chief_args = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert env["MONITOR_RUN_ID"] == run.outputs["runId"] == chief_args[chief_args.index("--run_id") + 1]
     assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"],
-            env["MONITOR_START_TIMEOUT_S"]) == ("default", "mnist", "1800", "900")
+            env["MONITOR_START_TIMEOUT_S"]) == ("tf-mnist", "mnist", "1800", "900")
     assert "MONITOR_API_SERVER" not in env
     # The staging Job's deadline, raised once its pod runs (run_monitor.staging_deadline).
     assert (env["MONITOR_STAGING_JOB"], env["MONITOR_STAGING_DEADLINE_S"]) == ("mnist-stage-data", "1200")
@@ -64,7 +64,7 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     account = run.one("kubernetes:core/v1:ServiceAccount", NAME).inputs
     assert account["automountServiceAccountToken"] is False
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
-    assert role.inputs["metadata"]["namespace"] == "default"
+    assert role.inputs["metadata"]["namespace"] == "tf-mnist"
     # run_monitor.py lists Jobs and pods by label, patches a task Job to end it and the staging
     # Job to raise its deadline: the patch names the run's own Jobs, so no other Job in the
     # namespace can be changed.
@@ -76,7 +76,7 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
                            "mnist-stage-data"]}]
     binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", NAME)
     assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
-    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "default"}]
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "tf-mnist"}]
     # No ClusterRole: the monitor sees nothing outside its namespace.
     assert not [r for r in run.registrations if "ClusterRole" in r.type]
     # The pod starts only once its calls are allowed.

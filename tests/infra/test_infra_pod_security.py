@@ -41,7 +41,7 @@ def test_every_pod_is_restricted(dev_config, name):
     assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor"} <= set(specs) and len(tasks) >= 3, sorted(specs)
     for pod_name, pod in specs.items():
         assert pod["securityContext"] == {
-            "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+            "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
             "seccompProfile": {"type": "RuntimeDefault"}}, pod_name
         # Only the run monitor has a token: it reads the API (tests/infra/test_infra_monitor.py).
         monitor = pod_name == "mnist-monitor"
@@ -159,3 +159,39 @@ def test_tensorboard_is_restarted_when_its_port_stays_closed(dev_config):
                                           "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6}
     # Unlike readiness (an HTTP page), which a slow load may fail without a restart.
     assert container["readinessProbe"] == {"httpGet": {"path": "/", "port": "http"}}
+
+
+def test_the_dev_stack_runs_in_a_namespace_of_its_own_that_it_creates(dev_config):
+    # Not `default` (checkov CKV_K8S_21): namespace defaults to tf-mnist, and createNamespace,
+    # unset, is true for it.
+    run = me.run_program(dev_config)
+    assert run.error is None, run.error
+    (namespace,) = run.of_type(NAMESPACE)
+    assert namespace.name == "tf-mnist" and namespace.inputs["metadata"]["name"] == "tf-mnist"
+    labels = namespace.inputs["metadata"]["labels"]
+    assert all(labels[f"pod-security.kubernetes.io/{mode}"] == "restricted" for mode in ("enforce", "warn", "audit"))
+    placed = [r for r in run.registrations if r.type.startswith("kubernetes:") and "metadata" in r.inputs
+              and r.type not in (NAMESPACE, "kubernetes:core/v1:PersistentVolume")]
+    assert len(placed) > 20 and {r.inputs["metadata"]["namespace"] for r in placed} == {"tf-mnist"}, placed
+    assert run.outputs["namespace"] == "tf-mnist"
+
+
+def test_every_pod_runs_as_a_uid_and_gid_above_10000(dev_config):
+    # checkov CKV_K8S_40 and kube-score's container-security-context-user-group-id.
+    for pod_name, pod in _pod_specs(me.run_program(dev_config)).items():
+        context = pod["securityContext"]
+        assert min(context["runAsUser"], context["runAsGroup"], context["fsGroup"]) > 10000, (pod_name, context)
+
+
+@pytest.mark.parametrize("overrides,created", [
+    ({"namespace": "team-a"}, []),
+    ({"namespace": "default"}, []),
+    ({"createNamespace": "false"}, []),
+    ({"namespace": "team-a", "createNamespace": "true"}, ["team-a"]),
+], ids=["another-namespace-exists", "the-old-default", "tf-mnist-not-created", "another-created"])
+def test_only_the_default_namespace_is_created_unless_told(dev_config, overrides, created):
+    run = me.run_program(_set(dev_config, overrides))
+    assert run.error is None, run.error
+    assert [r.name for r in run.of_type(NAMESPACE)] == created
+    jobs = run.of_type(JOB)
+    assert {j.inputs["metadata"]["namespace"] for j in jobs} == {overrides.get("namespace", "tf-mnist")}

@@ -73,7 +73,7 @@ def test_the_stack_creates_a_dockerconfigjson_secret_from_secret_credentials(dev
     secret = run.one(SECRET, "mnist-registry")
     assert secret.inputs["type"] == "kubernetes.io/dockerconfigjson"
     assert secret.inputs["metadata"]["name"] == "mnist-registry"
-    assert secret.inputs["metadata"]["namespace"] == "default"
+    assert secret.inputs["metadata"]["namespace"] == "tf-mnist"
     data = secret.inputs["data"]
     assert me.is_secret_value(data), "the Secret's data must be a Pulumi secret"
     config = json.loads(base64.b64decode(data["value"][".dockerconfigjson"]))

@@ -137,15 +137,15 @@ def _run_dir(config: dict, **changes: str) -> str:
 
 def test_the_run_dir_holds_stack_namespace_and_prefix(dev_config):
     run = me.run_program(dev_config)
-    assert re.fullmatch(r"/data/runs/dev-default-mnist/[0-9a-f]{12}", run.outputs["runDir"])
-    assert run.outputs["runsDir"] == "/data/runs/dev-default-mnist"
+    assert re.fullmatch(r"/data/runs/dev-tf-mnist-mnist/[0-9a-f]{12}", run.outputs["runDir"])
+    assert run.outputs["runsDir"] == "/data/runs/dev-tf-mnist-mnist"
     assert run.outputs["exportPath"] == run.outputs["runDir"] + "/export"
     other_stack = me.run_program(dev_config, stack="prod").outputs["runDir"]
-    assert other_stack.startswith("/data/runs/prod-default-mnist/")
+    assert other_stack.startswith("/data/runs/prod-tf-mnist-mnist/")
     # The same configuration: the same key, under each stack's own directory.
     assert other_stack.rsplit("/", 1)[1] == run.outputs["runDir"].rsplit("/", 1)[1]
     assert _run_dir(dev_config, namespace="research").startswith("/data/runs/dev-research-mnist/")
-    assert _run_dir(dev_config, mountPath="/mnt/shared").startswith("/mnt/shared/runs/dev-default-mnist/")
+    assert _run_dir(dev_config, mountPath="/mnt/shared").startswith("/mnt/shared/runs/dev-tf-mnist-mnist/")
 
 
 @pytest.mark.parametrize("key,value", [

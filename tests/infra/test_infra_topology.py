@@ -118,9 +118,9 @@ def test_tf_config_of_every_task_parses_back_to_its_own_task(topology):
     run, workers, ps = topology
     spec = run.outputs["clusterSpec"]
     assert spec == {
-        "chief": ["mnist-chief-0.default.svc:8000"],
-        "worker": [f"mnist-worker-{i}.default.svc:8000" for i in range(workers)],
-        "ps": [f"mnist-ps-{i}.default.svc:9000" for i in range(ps)],
+        "chief": ["mnist-chief-0.tf-mnist.svc:8000"],
+        "worker": [f"mnist-worker-{i}.tf-mnist.svc:8000" for i in range(workers)],
+        "ps": [f"mnist-ps-{i}.tf-mnist.svc:9000" for i in range(ps)],
     }
     services = {s.name: s for s in run.of_type(SERVICE)}
     seen = set()
@@ -134,7 +134,7 @@ def test_tf_config_of_every_task_parses_back_to_its_own_task(topology):
         assert tf_config == cs.tf_config(spec, task["type"], task["index"])
         # The task's own address is its Service's DNS name and port.
         host, port = tf_config["cluster"][task["type"]][task["index"]].rsplit(":", 1)
-        assert host == f"{job.name}.default.svc"
+        assert host == f"{job.name}.tf-mnist.svc"
         assert services[job.name].inputs["spec"]["ports"][0]["port"] == int(port)
         seen.add(job.name)
     assert len(seen) == 1 + workers + ps
@@ -178,7 +178,7 @@ def test_trainer_and_staging_commands(topology):
             assert container["command"][:-1] == ["python", "-m", "trainer.stage", "--dest", data_dir, "--volume_hint"]
             continue
         assert container["command"] == ["python", "-m", "trainer"]
-        assert re.fullmatch(r"/data/runs/dev-default-mnist/[0-9a-f]{12}", run.outputs["runDir"])
+        assert re.fullmatch(r"/data/runs/dev-tf-mnist-mnist/[0-9a-f]{12}", run.outputs["runDir"])
         # The dev stack sets no hyperparams: the program's recipe defaults.
         assert container["args"] == ["--data_dir", data_dir, "--log_dir", run.outputs["runDir"],
                                      "--epochs", "2", "--batch_size", "64", "--learning_rate", "0.004",
@@ -218,7 +218,7 @@ def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
     assert pvc.inputs["metadata"]["name"] == name
     assert pv.inputs["metadata"]["labels"]["train"] == "mnist"
     assert "namespace" not in pv.inputs["metadata"]
-    assert pvc.inputs["metadata"]["namespace"] == "default"
+    assert pvc.inputs["metadata"]["namespace"] == "tf-mnist"
     assert pvc.inputs["spec"]["selector"] == {"matchLabels": {"train": "mnist"}}
     assert pv.inputs["spec"]["storageClassName"] == pvc.inputs["spec"]["storageClassName"] == ""
     assert pv.inputs["spec"]["accessModes"] == pvc.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
@@ -298,7 +298,7 @@ def test_stack_outputs(dev_config):
     assert out["mountTargetDomain"] == me.MOUNT_TARGET_DOMAIN
     assert out["tensorboardUrl"] == f"http://{me.LOAD_BALANCER_IP}/"
     assert out["followChiefLog"][-1] == \
-        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace default logs --follow job/mnist-chief-0"
+        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0"
 
 
 def test_tensorboard(dev_config):
@@ -307,7 +307,7 @@ def test_tensorboard(dev_config):
     container = _container(deployment)
     assert container["image"] == f"{REGISTRY}/tensorboard:2.21.0"
     # One TensorBoard over every run of the stack.
-    assert container["args"][:2] == ["--logdir", "/data/runs/dev-default-mnist"] == ["--logdir", run.outputs["runsDir"]]
+    assert container["args"][:2] == ["--logdir", "/data/runs/dev-tf-mnist-mnist"] == ["--logdir", run.outputs["runsDir"]]
     svc = run.one(SERVICE, "mnist-tensorboard")
     # Private by default: reached with kubectl port-forward, no load balancer, no URL.
     assert svc.inputs["spec"]["type"] == "ClusterIP"

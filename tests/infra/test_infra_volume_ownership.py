@@ -57,20 +57,22 @@ def test_the_pods_run_as_the_configured_uid_and_gid(dev_config, form):
             "runAsNonRoot": True, "runAsUser": 2000, "runAsGroup": 3000, "fsGroup": 3000,
             "seccompProfile": {"type": "RuntimeDefault"}}, name
     # The run monitor mounts no volume: it keeps the image's user.
-    assert _pod(run, "mnist-monitor")["securityContext"]["runAsUser"] == 1000
+    assert _pod(run, "mnist-monitor")["securityContext"]["runAsUser"] == 10001
     assert "chown -R 2000:3000 /srv/tf-mnist" in _hint(run)
 
 
-def test_the_default_is_the_images_user(dev_config):
-    # docker/*.Dockerfile run as USER 1000:1000; the keys' defaults are that user.
+def test_the_default_is_the_images_user_above_10000(dev_config):
+    # docker/*.Dockerfile run as USER 10001:10001; the keys' defaults are that user. Above 10000:
+    # checkov CKV_K8S_40 and kube-score's container-security-context-user-group-id.
     dockerfiles = sorted((REPO / "docker").glob("*.Dockerfile"))
-    assert len(dockerfiles) == 3 and all("\nUSER 1000:1000\n" in f.read_text() for f in dockerfiles), dockerfiles
-    assert (KEYS_BY_NAME["pods.runAsUser"].default, KEYS_BY_NAME["pods.runAsGroup"].default) == (1000, 1000)
+    assert len(dockerfiles) == 3 and all("\nUSER 10001:10001\n" in f.read_text() for f in dockerfiles), dockerfiles
+    assert all("useradd --uid 10001 --gid 10001 " in f.read_text() for f in dockerfiles), dockerfiles
+    assert (KEYS_BY_NAME["pods.runAsUser"].default, KEYS_BY_NAME["pods.runAsGroup"].default) == (10001, 10001)
     run = me.run_program({**dev_config, **HOST_PATH})
     assert run.error is None, run.error
     for name in VOLUME_PODS:
         context = _pod(run, name)["securityContext"]
-        assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (1000, 1000, 1000), name
+        assert (context["runAsUser"], context["runAsGroup"], context["fsGroup"]) == (10001, 10001, 10001), name
 
 
 @pytest.mark.parametrize("key,value,rule", [
@@ -86,7 +88,7 @@ def test_a_bad_uid_or_gid_gives_its_exact_message(dev_config, key, value, rule):
     run = me.run_program({**dev_config, f"tf-mnist:{key}": value})
     assert str(run.error) == "\n".join([
         HEADER_1, f"Configuration 'tf-mnist:{key}' value '{value}' is invalid: {rule}.",
-        f"    fix: pulumi config set {key} 1000"])
+        f"    fix: pulumi config set {key} 10001"])
     assert run.registrations == [] and run.calls_besides_state == []
 
 
@@ -120,7 +122,7 @@ def test_staging_fails_at_once_on_an_unwritable_volume_and_says_why(dev_config):
     assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
     assert _hint(run) == (
         "The volume at /data is hostPath.path /srv/tf-mnist on the node. Fix: on the node, "
-        "`chown -R 1000:1000 /srv/tf-mnist`; or, if that directory belongs to a user other than root, run the "
+        "`chown -R 10001:10001 /srv/tf-mnist`; or, if that directory belongs to a user other than root, run the "
         "pods as that user: `pulumi config set pods.runAsUser <its uid>` and `pulumi config set pods.runAsGroup "
         "<its gid>`. Then run `pulumi up` again: it replaces the failed staging Job.")
 
@@ -129,7 +131,7 @@ def test_the_hint_names_where_each_volume_type_lives(dev_config):
     nfs = _hint(me.run_program({**dev_config, **NFS}))
     assert nfs.startswith("The volume at /data is nfs.path /exports/tf-mnist on the NFS server (nfs.server). "
                           "Fix: on the NFS server, or as root on a machine that mounts the export without root "
-                          "squashing, `chown -R 1000:1000 /exports/tf-mnist`;"), nfs
+                          "squashing, `chown -R 10001:10001 /exports/tf-mnist`;"), nfs
     nas = _hint(me.run_program(dev_config))
     assert nas.startswith("The volume at /data is nas.path /data on the NAS file system, which the CSI driver "
                           "makes writable by every uid (mode 1777) but not what is under it."), nas
@@ -141,4 +143,4 @@ def test_a_secret_nfs_path_stays_out_of_the_staging_pod(dev_config):
     hint = _hint(run)
     assert "/exports/tf-mnist" not in json.dumps(_stage_command(run)), hint
     assert hint.startswith("The volume at /data is nfs.path (a secret) on the NFS server (nfs.server). Fix: "), hint
-    assert "`chown -R 1000:1000 <the directory>`" in hint, hint
+    assert "`chown -R 10001:10001 <the directory>`" in hint, hint

@@ -21,8 +21,8 @@ DOMAIN = "abc.cn-hangzhou.nas.aliyuncs.com"
 CM = "kubernetes:core/v1:ConfigMap"
 JOB = "kubernetes:batch/v1:Job"
 PV = "kubernetes:core/v1:PersistentVolume"
-RUN_CM = ObjectRef(CM, "default", "mnist-run")
-CHIEF = ObjectRef(JOB, "default", "mnist-chief-0")
+RUN_CM = ObjectRef(CM, "tf-mnist", "mnist-run")
+CHIEF = ObjectRef(JOB, "tf-mnist", "mnist-chief-0")
 LEGACY = {"app.kubernetes.io/name": "tf-mnist", "app.kubernetes.io/instance": "mnist",
           "app.kubernetes.io/managed-by": "pulumi"}
 
@@ -83,13 +83,14 @@ def test_the_message_names_each_object_its_owner_and_the_keys_to_change():
     assert ownership.refusal_message(found, stack="dev").splitlines() == [
         "2 Kubernetes objects that stack dev would create already exist and are not this stack's; nothing was "
         "deployed:",
-        f"  ConfigMap default/mnist-run: created by stack {OTHER} (label {STACK_LABEL})",
+        f"  ConfigMap tf-mnist/mnist-run: created by stack {OTHER} (label {STACK_LABEL})",
         "  Namespace team: not created by a stack of this project",
         "Creating them would take them over (server-side apply updates an existing object), and destroying this "
         "stack would then delete them. Give this stack names of its own: `pulumi config set namePrefix <another "
         "prefix>` or `pulumi config set namespace <another namespace>`.",
-        "For the namespace itself: `pulumi config set createNamespace false` deploys into the existing namespace "
-        "without owning it.",
+        "For the namespace itself, which this stack would create (createNamespace true, its default with "
+        "namespace tf-mnist): `pulumi config set createNamespace false` deploys into the existing namespace "
+        "without owning it; destroying the stack that created it still deletes it, with this stack's objects.",
     ]
 
 
@@ -100,8 +101,8 @@ def test_the_stack_mark_is_a_label_value_one_per_stack():
 
 
 @pytest.mark.parametrize("ref,path", [
-    (RUN_CM, "/api/v1/namespaces/default/configmaps/mnist-run"),
-    (CHIEF, "/apis/batch/v1/namespaces/default/jobs/mnist-chief-0"),
+    (RUN_CM, "/api/v1/namespaces/tf-mnist/configmaps/mnist-run"),
+    (CHIEF, "/apis/batch/v1/namespaces/tf-mnist/jobs/mnist-chief-0"),
     (ObjectRef(PV, None, "mnist-data-1"), "/api/v1/persistentvolumes/mnist-data-1"),
     (ObjectRef("kubernetes:networking.k8s.io/v1:NetworkPolicy", "ns", "p"),
      "/apis/networking.k8s.io/v1/namespaces/ns/networkpolicies/p"),
@@ -150,7 +151,7 @@ def test_another_stacks_object_refuses_the_deployment_before_anything_is_registe
     for preview in (True, False):
         run = me.run_program(_kubeconfig_mode(dev_config), cluster=cluster, preview=preview)
         assert isinstance(run.error, ownership.OwnershipError), run.error
-        assert f"  ConfigMap default/mnist-run: created by stack {OTHER}" in str(run.error)
+        assert f"  ConfigMap tf-mnist/mnist-run: created by stack {OTHER}" in str(run.error)
         assert run.registrations == []
         assert [c.token for c in run.calls] == [me.STATE_TOKEN]
 
@@ -258,9 +259,9 @@ def api_server() -> Iterator[str]:
 def test_the_client_reads_metadata_only_with_the_kubeconfigs_token(api_server):
     _Api.seen = []
     _Api.answers = {
-        "/api/v1/namespaces/default/configmaps/mnist-run": (200, {
+        "/api/v1/namespaces/tf-mnist/configmaps/mnist-run": (200, {
             "kind": "PartialObjectMetadata", "metadata": {"name": "mnist-run", "uid": "u-1", "labels": LEGACY}}),
-        "/apis/batch/v1/namespaces/default/jobs/mnist-chief-0": (403, {"kind": "Status", "code": 403}),
+        "/apis/batch/v1/namespaces/tf-mnist/jobs/mnist-chief-0": (403, {"kind": "Status", "code": 403}),
     }
     cluster = KubeconfigCluster(me.kubeconfig_content(server=api_server, token="t-42"))
     assert cluster.read(RUN_CM) == LiveObject("u-1", LEGACY)
@@ -269,9 +270,9 @@ def test_the_client_reads_metadata_only_with_the_kubeconfigs_token(api_server):
         cluster.read(CHIEF)
     assert refused.value.status == 403
     assert [(path, accept.split(";")[1], auth) for path, accept, auth in _Api.seen] == [
-        ("/api/v1/namespaces/default/configmaps/mnist-run", "as=PartialObjectMetadata", "Bearer t-42"),
+        ("/api/v1/namespaces/tf-mnist/configmaps/mnist-run", "as=PartialObjectMetadata", "Bearer t-42"),
         ("/api/v1/persistentvolumes/absent", "as=PartialObjectMetadata", "Bearer t-42"),
-        ("/apis/batch/v1/namespaces/default/jobs/mnist-chief-0", "as=PartialObjectMetadata", "Bearer t-42"),
+        ("/apis/batch/v1/namespaces/tf-mnist/jobs/mnist-chief-0", "as=PartialObjectMetadata", "Bearer t-42"),
     ]
 
 

@@ -43,7 +43,7 @@ def test_config_table_rows_show_type_default_and_description():
         '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge","ecs.gn6i-c4g1.xlarge","ecs.gn6i-c8g1.2xlarge",'
         '"ecs.gn6v-c8g1.2xlarge"]` | GPU instance types, tried in order for each node (the guide\'s GN5 first, then '
         'T4 and V100 types with one GPU each, should GN5 be sold out). |')
-    assert row("createNamespace").startswith("| `createNamespace` | boolean | `false` | ")
+    assert row("createNamespace").startswith("| `createNamespace` | boolean | unset | ")
     # No default; '<' would start an HTML tag, so it is escaped.
     assert row("tensorboard.image") == (
         "| `tensorboard.image` | string | unset | TensorBoard image; default \\<imageRegistry\\>/tensorboard:2.21.0. |")

@@ -20,9 +20,9 @@ provider alone (which needs no cluster), to see the engine's update-or-replace d
 
 The counts follow the stack's topology (infra/components/training.py and the committed
 Pulumi.dev.yaml: ps.number 2, worker.number 2, worker.gpuCount 1, name prefix ``mnist`` in
-namespace ``default``): one Job and one headless Service per task (chief, workers, ps), a
-data-staging Job, the cluster-spec ConfigMap, a PV and its PVC, and TensorBoard's Deployment
-and Service.
+the stack's own namespace ``tf-mnist``, which it creates): the Namespace, one Job and one
+headless Service per task (chief, workers, ps), a data-staging Job, the cluster-spec ConfigMap,
+a PV and its PVC, and TensorBoard's Deployment and Service.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ pytestmark = pytest.mark.engine
 PREFIX = "mnist"
 PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
-NAMESPACE = "default"
+NAMESPACE = "tf-mnist"  # namespace's default, created (createNamespace unset)
+#: How the engine writes a value unknown until the resource it comes from is created.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 PS = 2  # Pulumi.dev.yaml ps.number
 COMMITTED_WORKERS = 2  # Pulumi.dev.yaml worker.number
 WORKER_PORT = 8000
@@ -75,6 +77,7 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
     """Kubernetes objects of the training topology with ``workers`` workers and PS ps."""
     tasks = 1 + workers + PS  # the chief, the workers, the ps
     return {
+        "kubernetes:core/v1:Namespace": 1,  # the stack's own, "restricted"
         "kubernetes:batch/v1:Job": tasks + 2,  # + the data-staging Job and the run monitor
         "kubernetes:core/v1:Service": tasks + 1,  # + TensorBoard's Service
         "kubernetes:core/v1:ConfigMap": 3,  # the cluster spec, the run's identity, the monitor's script
@@ -132,6 +135,7 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert_volume(preview)
     if mode == "cloud":
         assert_cloud_layer(preview, workers)
+    assert_namespace_and_identity(preview, mode)
 
     (config_map,) = [r for r in preview.resources("kubernetes:core/v1:ConfigMap")
                      if r["inputs"]["metadata"]["name"] == f"{PREFIX}-cluster-spec"]
@@ -139,6 +143,25 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
     assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
+
+
+def assert_namespace_and_identity(preview: PreviewResult, mode: str) -> None:
+    """The objects are in the stack's own namespace, which it creates enforcing "restricted",
+    and every pod runs as a uid and gid above 10000 (checkov CKV_K8S_21 and CKV_K8S_40). In
+    ``cloud`` mode the Namespace's provider is the cluster's, yet to be created, so the name the
+    objects take from it is unknown at preview (the engine's UNKNOWN)."""
+    (namespace,) = preview.resources("kubernetes:core/v1:Namespace")
+    labels = namespace["inputs"]["metadata"]["labels"]
+    assert namespace["inputs"]["metadata"]["name"] == NAMESPACE, namespace["inputs"]["metadata"]
+    assert all(labels[f"pod-security.kubernetes.io/{m}"] == "restricted" for m in ("enforce", "warn", "audit"))
+    placed = [r for r in preview.resources() if r["type"].startswith("kubernetes:") and "metadata" in r["inputs"]
+              and r["type"] not in ("kubernetes:core/v1:Namespace", PV)]
+    expected = {NAMESPACE, UNKNOWN} if mode == "cloud" else {NAMESPACE}
+    assert placed and {r["inputs"]["metadata"]["namespace"] for r in placed} <= expected, placed
+    pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
+    pods += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
+    assert pods and all(min(p["securityContext"][k] for k in ("runAsUser", "runAsGroup", "fsGroup")) > 10000
+                        for p in pods), [p["securityContext"] for p in pods]
 
 
 def assert_volume(preview: PreviewResult) -> str:

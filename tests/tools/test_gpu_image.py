@@ -6,7 +6,7 @@ tests/tools/gpu_image_check.py in a buildah working container of the image and a
 reports: TensorFlow 2.21.0 built with CUDA for compute capability 6.0 (GN5's P100), the CUDA 12
 and cuDNN 9.10 libraries of the nvidia wheels present and loading with ctypes, cuDNN's kernels
 carrying sm_60 machine code, no GPU listed and no crash without a driver, ``python -m trainer
---help`` exiting 0, uid/gid 1000. The working container is removed by name afterwards.
+--help`` exiting 0, uid/gid 10001. The working container is removed by name afterwards.
 
 Opt-in (TF_MNIST_GPU_IMAGE=1), root on Linux with buildah and debootstrap: the image is several
 GB, and a cold build downloads about 3 GB of wheels (docs/building.md gives the measured size
@@ -100,8 +100,8 @@ def facts(image: str) -> Iterator[dict]:
     yield json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_it_runs_as_uid_and_gid_1000_with_the_nvidia_runtime_settings(facts: dict) -> None:
-    assert (facts["uid"], facts["gid"]) == (1000, 1000)
+def test_it_runs_as_uid_and_gid_10001_with_the_nvidia_runtime_settings(facts: dict) -> None:
+    assert (facts["uid"], facts["gid"]) == (10001, 10001)
     assert facts["env"] == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"}
 
 
