@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.preview.engine import PulumiProject, Toolchain, find_toolchain, install_plugins
@@ -172,3 +174,53 @@ def infra_status(kube: Kube, *args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
 
+
+
+def _monitor_pods(kube: Kube, prefix: str, gone: set[str]) -> list[dict]:
+    """The run monitor's pods of ``prefix`` that are Running or Succeeded, less those in ``gone`` (uids)."""
+    return [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-monitor"
+            and p["metadata"]["uid"] not in gone and p["status"]["phase"] in ("Running", "Succeeded")]
+
+
+def _monitor_pid(prefix: str) -> int | None:
+    """The host pid of the run monitor process of ``prefix`` (the local cluster's containers are
+    this host's processes; the monitor's environment holds MONITOR_PREFIX), None if none runs."""
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("MONITOR_PREFIX") == prefix and proc.name().startswith("python"):
+                return proc.pid
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return None
+
+
+def kill_the_monitor(kube: Kube, prefix: str, times: int) -> list[str]:
+    """End the run monitor's pod ``times`` times, each time once its replacement runs: by SIGKILL
+    of its process from the host (exit 137) on even turns, by deleting the pod (SIGTERM, exit
+    143) on odd ones and wherever the host shows no such process within 20 s. Stops early once
+    a monitor pod has Succeeded (the run is over). Returns how each kill was done, in order."""
+    gone: set[str] = set()
+    done: list[str] = []
+    for kill in range(times):
+        try:
+            pod = kube.wait_for("a new monitor pod to run", lambda: _monitor_pods(kube, prefix, gone) or None,
+                                timeout=300, every=1)[0]
+        except AssertionError as err:
+            raise AssertionError(f"{err} after {done}:\n"
+                                 + kube.run("describe", "job", f"{prefix}-monitor", check=False).stdout) from None
+        if pod["status"]["phase"] == "Succeeded":
+            break
+        gone.add(pod["metadata"]["uid"])
+        pid = None
+        if kill % 2 == 0:
+            try:
+                pid = kube.wait_for("the monitor's process", lambda: _monitor_pid(prefix), timeout=20, every=0.5)
+            except AssertionError:
+                pid = None
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            done.append("SIGKILL")
+        else:
+            kube.run("delete", "pod", pod["metadata"]["name"], "--wait=false")
+            done.append("delete")
+    return done

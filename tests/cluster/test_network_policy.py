@@ -10,10 +10,11 @@ probe pods run the trainer image and try a TCP connection to it:
 - ``other-run``, in the run's namespace, labelled as a task of a run with another prefix;
 - ``other-stack``, labelled as a task of this prefix but of another stack;
 - ``same-run``, labelled exactly as the run's own tasks are (the control: it must connect).
-Before the stack exists the outsider connects (so the test can fail). Then `pulumi up` with the
-policies on: only ``same-run`` connects, and the run, whose chief and worker exchange every step
-over gRPC, trains to the end. Turning the policies off then removes them without replacing the
-run's Jobs.
+Before the stack exists the outsider connects, and so does ``same-run`` to a ``sink`` pod
+outside the run (so the test can fail). Then `pulumi up` with the policies on: only
+``same-run`` connects, it no longer reaches the sink (egress), and the run, whose chief and
+worker exchange every step over gRPC, trains to the end. Turning the policies off then removes
+them without replacing the run's Jobs.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ PROBES = {
     "same-run": (NAMESPACE, {"app.kubernetes.io/instance": PREFIX, "tf-mnist.io/stack": MARK,
                              "tf-replica-type": "probe"}),
 }
+#: A listener outside the run (another namespace, no task labels) that the run's tasks must not
+#: reach once the policies are on: the tasks' egress goes to DNS and the run's own pods only.
+SINK, SINK_PORT = "sink", 8080
 #: What a probe runs: one TCP connection with a 4 s timeout; prints its outcome, exits 0.
 CONNECT = ("import socket, sys\n"
            "try:\n"
@@ -102,7 +106,9 @@ def cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
         for name, (ns, labels) in PROBES.items():
             probe = Kube(kube.kubectl_bin, kube.kubeconfig, ns)
             probe.apply(_probe_pod(name, ns, labels))
-        for name, ns in [(LISTENER[0], NAMESPACE), *((n, ns) for n, (ns, _) in PROBES.items())]:
+        Kube(kube.kubectl_bin, kube.kubeconfig, OUTSIDE).apply(
+            _probe_pod(SINK, OUTSIDE, {"app.kubernetes.io/name": SINK}, ("python", "-c", LISTEN, str(SINK_PORT))))
+        for name, ns in [(LISTENER[0], NAMESPACE), (SINK, OUTSIDE), *((n, ns) for n, (ns, _) in PROBES.items())]:
             pods = Kube(kube.kubectl_bin, kube.kubeconfig, ns)
             kube.wait_for(f"pod {name} Running", lambda: pod_phase(pods, name) == "Running", timeout=300)
         project.init_stack(STACK)
@@ -144,6 +150,9 @@ def test_only_the_runs_own_pods_reach_its_grpc_ports(cluster) -> None:
     # Without policies the outsider connects: the probes can tell an open port from a closed one.
     kube.wait_for("the outsider to connect before any policy exists",
                   lambda: _connect(kube, "outsider", target, port) == "connected", timeout=180, every=2)
+    sink = Kube(kube.kubectl_bin, kube.kubeconfig, OUTSIDE).get("pod", SINK)["status"]["podIP"]
+    kube.wait_for("a task-labelled pod to reach the sink before any policy exists",
+                  lambda: _connect(kube, "same-run", sink, SINK_PORT) == "connected", timeout=180, every=2)
 
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     assert _policies(kube) == [f"{PREFIX}-monitor", f"{PREFIX}-stage-data", f"{PREFIX}-tasks",
@@ -163,6 +172,12 @@ def test_only_the_runs_own_pods_reach_its_grpc_ports(cluster) -> None:
     assert got["same-run"] == "connected", got
     for probe in ("outsider", "other-run", "other-stack"):
         assert got[probe].startswith("failed") and "timeout" in got[probe].lower(), got
+    # Egress: the same task-labelled pod that reaches the run's own task port cannot reach a pod
+    # outside the run.
+    egress = kube.wait_for("the task's egress to the sink to be denied", lambda: (
+        out if (out := _connect(kube, "same-run", sink, SINK_PORT)) != "connected" else None), timeout=180, every=1)
+    print(f"a task to {sink}:{SINK_PORT} outside the run: {egress}")
+    assert egress.startswith("failed") and "timeout" in egress.lower(), egress
 
     jobs = (f"{PREFIX}-chief-0", f"{PREFIX}-worker-0")
     ends = {name: kube.wait_for(f"{name} to end", lambda n=name: job_condition(kube, n), timeout=900, every=3)

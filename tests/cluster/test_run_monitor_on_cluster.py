@@ -15,6 +15,7 @@ from datetime import datetime
 import pytest
 
 from .kube import Kube, job_condition
+from .stack import kill_the_monitor, wait_for_tasks
 from .test_stack_on_cluster import TASKS, _status, kube, stack  # noqa: F401 - the shared fixtures
 
 pytestmark = pytest.mark.cluster
@@ -57,6 +58,23 @@ def _every_task_failed(kube: Kube) -> dict[str, dict] | None:
     jobs = _jobs(kube)
     tasks = {n: j for n, j in jobs.items() if "tf-replica-type" in j["metadata"]["labels"]}
     return jobs if len(tasks) == len(TASKS) and all(_failed_at(j) for j in tasks.values()) else None
+
+
+def test_a_monitor_killed_three_times_still_watches_a_run_that_ends_well(stack, kube: Kube) -> None:
+    # The monitor's pod dies three times (SIGKILL from the host or deletion) while the
+    # run trains: more than its Job's backoffLimit (2), so counted failures would fail the
+    # monitor's Job and leave the run unwatched; a kill is not the monitor's failure.
+    project, _ = stack
+    # 40 epochs of the sample: minutes, where the three kills take seconds each.
+    _up(project, {"hyperparams.epochs": "40"})
+    kills = kill_the_monitor(kube, PREFIX, 3)
+    outcomes = wait_for_tasks(kube, PREFIX)
+    assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
+    monitor = kube.wait_for("the monitor Job to end", lambda: job_condition(kube, f"{PREFIX}-monitor"), timeout=180)
+    print(f"\nthe monitor's pod ended by: {kills}")
+    assert len(kills) == 3 and monitor == "Complete", (kills, kube.run("describe", "job", f"{PREFIX}-monitor").stdout)
+    shown = _status(kube, PREFIX)
+    assert shown.returncode == 0 and "FINISHED" in shown.stdout, shown.stdout + shown.stderr
 
 
 def test_a_chief_that_fails_for_good_ends_every_task_within_30_s(stack, kube: Kube) -> None:
