@@ -324,13 +324,23 @@ bud_flags() {
     return 0
 }
 
-# from_images DOCKERFILE: the images its FROM lines name (not earlier stages, not scratch).
+# from_images DOCKERFILE: the images its FROM lines name (not earlier stages, not scratch),
+# with ${NAME} or $NAME replaced by the default of an earlier `ARG NAME=default` (the value a
+# build without --build-arg uses).
 from_images() {
     awk '
+        toupper($1) == "ARG" && index($2, "=") {
+            eq = index($2, "=")
+            arg[substr($2, 1, eq - 1)] = substr($2, eq + 1)
+        }
         toupper($1) == "FROM" {
             i = 2
             while ($i ~ /^--/) i++
             img = $i
+            for (name in arg) {
+                gsub("\\$\\{" name "\\}", arg[name], img)
+                gsub("\\$" name, arg[name], img)
+            }
             if (toupper($(i + 1)) == "AS") stage[tolower($(i + 2))] = 1
             if (!(tolower(img) in stage) && img != "scratch") print img
         }' "$1"
