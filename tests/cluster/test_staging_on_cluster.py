@@ -39,6 +39,7 @@ PREFIX = "mnist"
 STAGING = f"{PREFIX}-stage-data"
 #: The smallest run (as test_volume_ownership.py's); staging fails before any task Job exists.
 TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1",
+        "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent",
         "worker.cpu": "100m", "worker.memory": "2Gi", "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi",
         "hyperparams.epochs": "1", "createNamespace": "true", "persistence.volume.type": "hostPath"}
 #: The cluster's bridge address on the host (tools/local-cluster/localcluster/layout.py BRIDGE_IP):
