@@ -8,10 +8,8 @@
 #                    python3-venv, ca-certificates. Local image store only, never pushed.
 #       pause        localhost/tf-mnist/pause:3.10, the pod sandbox: one static binary
 #                    (tools/local-cluster/pause/pause.c).
-#       trainer-cpu  registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu
-#                    (docker/trainer-cpu.Dockerfile, built exactly as written)
-#       tensorboard  registry.cn-hangzhou.aliyuncs.com/tf-mnist/tensorboard:2.21.0
-#                    (docker/tensorboard.Dockerfile)
+#       trainer-cpu  registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu (docker/trainer-cpu.Dockerfile)
+#       tensorboard  registry.cn-hangzhou.aliyuncs.com/tf-mnist/tensorboard:2.21.0 (docker/tensorboard.Dockerfile)
 #       trainer-gpu  registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu
 #                    (docker/trainer-gpu.Dockerfile: CUDA as pip wheels on the same base). Several
 #                    GB, and the local cluster has no GPU: built only when named, never imported.
@@ -26,10 +24,8 @@
 #       An image already there with the same image id (config digest) is skipped. Prints the
 #       names it imported on stdout. The base image is not imported (nothing runs it).
 #       --skip-missing: images not built yet are left out (pause must exist); `up` uses it.
-#
 # Progress goes to stderr with the time each step took; the output of the long commands goes
 # to log files under the cache (the tail is shown when one fails).
-#
 # Environment:
 #   LOCAL_CLUSTER_CACHE           cache root, this script uses <root>/images/ (default $HOME/.cache/tf-mnist-local-cluster)
 #   LOCAL_CLUSTER_DEBIAN_MIRROR   Debian mirror for debootstrap (default http://deb.debian.org/debian)
@@ -324,23 +320,16 @@ bud_flags() {
     return 0
 }
 
-# from_images DOCKERFILE: the images its FROM lines name (not earlier stages, not scratch),
-# with ${NAME} or $NAME replaced by the default of an earlier `ARG NAME=default` (the value a
-# build without --build-arg uses).
+# from_images DOCKERFILE: the images its FROM lines name (not earlier stages, not scratch), with
+# ${NAME} or $NAME replaced by the default of an earlier `ARG NAME=default`.
 from_images() {
     awk '
-        toupper($1) == "ARG" && index($2, "=") {
-            eq = index($2, "=")
-            arg[substr($2, 1, eq - 1)] = substr($2, eq + 1)
-        }
+        toupper($1) == "ARG" && (eq = index($2, "=")) { arg[substr($2, 1, eq - 1)] = substr($2, eq + 1) }
         toupper($1) == "FROM" {
             i = 2
             while ($i ~ /^--/) i++
             img = $i
-            for (name in arg) {
-                gsub("\\$\\{" name "\\}", arg[name], img)
-                gsub("\\$" name, arg[name], img)
-            }
+            for (name in arg) { gsub("\\$\\{" name "\\}", arg[name], img); gsub("\\$" name, arg[name], img) }
             if (toupper($(i + 1)) == "AS") stage[tolower($(i + 2))] = 1
             if (!(tolower(img) in stage) && img != "scratch") print img
         }' "$1"
