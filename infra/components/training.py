@@ -352,8 +352,11 @@ class TrainingJob(pulumi.ComponentResource):
                     ),
                 ),
             ),
-            # Pulumi waits for this Job: its pod needs the node pools (`after`) to exist.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])]),
+            # Pulumi waits for this Job: its pod needs the node pools (`after`) to exist. The run
+            # monitor raises activeDeadlineSeconds once the pod runs: an update leaves the field
+            # alone (no server-side-apply conflict with the monitor, no diff on the next preview).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])],
+                                        ignore_changes=["spec.activeDeadlineSeconds"]),
         )
 
     def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],

@@ -59,7 +59,7 @@ def test_a_nodeport_tensorboard_breaks_tensorboard_source_ranges(dev_project: Pu
     dev_project.set_config("tensorboard.serviceType", "NodePort")
     (violation,) = assert_refused_by(dev_project.policy_preview(PACK), "tensorboard-source-ranges")
     assert violation["resource"] == "kubernetes:core/v1:Service: mnist-tensorboard"
-    assert "Service default/mnist-tensorboard: type NodePort" in violation["message"]
+    assert "/mnist-tensorboard: type NodePort" in violation["message"]
     assert "fix: pulumi config set tensorboard.serviceType ClusterIP" in violation["message"]
 
 
