@@ -194,6 +194,45 @@ def _monitor_pid(prefix: str) -> int | None:
     return None
 
 
+def _chief_pids(prefix: str) -> list[int]:
+    """Host pids of every process of ``prefix``'s chief task: its TF_CONFIG names the task
+    ``chief`` and the cluster spec's chief address starts with ``<prefix>-chief``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            tf_config = json.loads(proc.environ().get("TF_CONFIG") or "{}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ValueError):
+            continue
+        chief = (tf_config.get("cluster") or {}).get("chief") or [""]
+        if (tf_config.get("task") or {}).get("type") == "chief" and chief[0].startswith(f"{prefix}-chief"):
+            found.append(proc.pid)
+    return found
+
+
+@contextmanager
+def paused_chief(kube: Kube, prefix: str) -> Iterator[list[int]]:
+    """Hold ``prefix``'s run where it is: SIGSTOP every process of its chief once they run, and
+    SIGCONT them on leaving. The chief drives the run, so nothing ends while it is stopped,
+    however fast the machine; the other tasks only wait (their --peer_timeout, 600 s by default,
+    must outlast the pause). Yields the stopped pids."""
+    pids = kube.wait_for("the chief's processes", lambda: _chief_pids(prefix) or None, timeout=300, every=1)
+    stopped = []
+    try:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            except ProcessLookupError:
+                pass
+        yield stopped
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
 def kill_the_monitor(kube: Kube, prefix: str, times: int) -> list[str]:
     """End the run monitor's pod ``times`` times, each time once its replacement runs: by SIGKILL
     of its process from the host (exit 137) on even turns, by deleting the pod (SIGTERM, exit

@@ -15,7 +15,7 @@ from datetime import datetime
 import pytest
 
 from .kube import Kube, job_condition
-from .stack import kill_the_monitor, wait_for_tasks
+from .stack import kill_the_monitor, paused_chief, wait_for_tasks
 from .test_stack_on_cluster import TASKS, _status, kube, stack  # noqa: F401 - the shared fixtures
 
 pytestmark = pytest.mark.cluster
@@ -65,9 +65,11 @@ def test_a_monitor_killed_three_times_still_watches_a_run_that_ends_well(stack, 
     # run trains: more than its Job's backoffLimit (2), so counted failures would fail the
     # monitor's Job and leave the run unwatched; a kill is not the monitor's failure.
     project, _ = stack
-    # 40 epochs of the sample: minutes, where the three kills take seconds each.
-    _up(project, {"hyperparams.epochs": "40"})
-    kills = kill_the_monitor(kube, PREFIX, 3)
+    # The chief is stopped (SIGSTOP) while the monitor is killed, so the run cannot end
+    # before the third kill, however fast the machine or slow the monitor's restarts.
+    _up(project, {"hyperparams.epochs": "3"})
+    with paused_chief(kube, PREFIX):
+        kills = kill_the_monitor(kube, PREFIX, 3)
     outcomes = wait_for_tasks(kube, PREFIX)
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
     monitor = kube.wait_for("the monitor Job to end", lambda: job_condition(kube, f"{PREFIX}-monitor"), timeout=180)

@@ -9,6 +9,7 @@ So the phases run as soon as what they need is there, instead of one after anoth
     venv ──┬── build:engine (CLI + kubernetes provider) ──┬── build:alicloud ── tests:engine
            ├── build:cluster (Kubernetes, etcd, ...) ─────┤
            ├── build:images (the local cluster's images) ─┴── tests:cluster
+           │         (build:cluster + build:images ── tests:cluster-base, the cluster's own)
            ├── build:checkers (checkov, kube-score) ───────── tests:checkers
            └── tests (none of engine, cluster, checkers)
 
@@ -44,6 +45,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+#: The cluster tests that need no Pulumi engine (the local cluster itself).
+ENGINE_FREE_CLUSTER_TESTS = "tests/cluster/test_local_cluster.py"
 #: Where scripts/test.sh's pytest plugin writes which markers the selected tests carry.
 NEEDS_ENV = "TF_MNIST_NEEDS_FILE"
 
@@ -230,7 +233,7 @@ class Pipeline:
         self.interrupted = True
         for phase in self.phases.values():
             if phase.proc is not None and phase.rc is None:
-                sig = signal.SIGINT if phase.name == "tests:cluster" else signal.SIGTERM
+                sig = signal.SIGINT if phase.name.startswith("tests:cluster") else signal.SIGTERM
                 try:
                     os.killpg(phase.proc.pid, sig)
                 except ProcessLookupError:
@@ -348,9 +351,16 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
         phases.insert(3, Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"],
                                needs=["venv"]))
-        phases.append(Phase("tests:cluster", [*pytest, "-m", "cluster", *pytest_args],
+        # The cluster's own tests need no engine: they start once the cluster is built, while
+        # the engine still builds; the stack's cluster tests then wait for the cluster's lock
+        # (tests/cluster/conftest.py), not for them to pass.
+        cluster_env = {"REQUIRE_LOCAL_CLUSTER": "1"}
+        phases.append(Phase("tests:cluster-base", [*pytest, "-m", "cluster", *pytest_args, ENGINE_FREE_CLUSTER_TESTS],
+                            needs=["build:cluster", "build:images"], env=cluster_env, is_pytest=True))
+        phases.append(Phase("tests:cluster", [*pytest, "-m", "cluster", *pytest_args,
+                                              f"--ignore={ENGINE_FREE_CLUSTER_TESTS}"],
                             needs=["build:engine", "build:cluster", "build:images"],
-                            env={**engine_env, "REQUIRE_LOCAL_CLUSTER": "1"}, is_pytest=True))
+                            env={**engine_env, **cluster_env}, is_pytest=True))
     return phases
 
 
