@@ -33,6 +33,8 @@ from trainer.log_noise import is_log_noise
 
 #: Seconds a stopping child gets between SIGTERM and SIGKILL (Kubernetes' default grace).
 STOP_GRACE_S = 30.0
+#: The signals that stop the launcher (install_signal_handlers).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Seconds the servers get to notice the chief's done marker: a finished run's ps and
 #: workers are gone within a minute of the chief.
 SERVER_EXIT_WAIT_S = 60.0
@@ -135,7 +137,14 @@ class Launcher:
         # Forked from the fork server, in its own session: Ctrl-C reaches only the launcher.
         task.proc = ForkedProcess(task.argv, task.env, name=task.name)
         task.restart_at = None
-        threading.Thread(target=self._stream, args=(task, task.proc), daemon=True).start()
+        # Started with the stop signals blocked, which it inherits: the kernel then delivers
+        # them to the main thread, whose wait they interrupt. Delivered to this thread they
+        # would wake no one: Python runs handlers in the main thread only, once its wait ends.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            threading.Thread(target=self._stream, args=(task, task.proc), daemon=True).start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.say(f"started {task.name} (pid {task.proc.pid})")
 
     def stop(self, task: Task, sig: int = signal.SIGTERM) -> None:
