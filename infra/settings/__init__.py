@@ -6,6 +6,10 @@ raises one ``ConfigError`` that lists every violation, before the program regist
 resource. The modules:
 
     keys.py        the key table (KEYS): name, default, rule, fix, description; its Markdown
+      key.py         one key (Key), and the recipe's keys (recipe_key)
+      key_values.py  the values the rows name: images, choices, bounds
+      keys_chart.py, keys_deployment.py, keys_cloud.py, keys_storage.py
+                     the table's parts, in its order
     parsers.py     one raw value -> a typed value, or the rule it breaks
     raw.py         a key in its two CLI forms (flat, --path)
     messages.py    the violations in Pulumi's wording, and ConfigError
