@@ -8,19 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.settings.cloud_parsers import instance_types
+from infra.settings.label_parsers import label_map, node_selector, tolerations
 from infra.settings.parsers import (
     Parser,
     cidr_list,
     data_source,
     integer,
-    label_map,
-    node_selector,
     number,
     one_of,
     optional_boolean,
     optional_positive_int,
     string_list,
-    tolerations,
 )
 from trainer.contract import recipe
 

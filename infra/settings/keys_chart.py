@@ -22,6 +22,7 @@ from infra.settings.key_values import (
     TRAINER_GPU_TAG,
     VOLUME_TYPES,
 )
+from infra.settings.label_parsers import label_map, node_selector, tolerations
 from infra.settings.parsers import (
     absolute_path,
     boolean,
@@ -29,13 +30,10 @@ from infra.settings.parsers import (
     data_source,
     image_reference,
     integer,
-    label_map,
-    node_selector,
     one_of,
     pod_gid,
     pod_uid,
     quantity,
-    tolerations,
 )
 from trainer.contract import recipe
 
