@@ -252,20 +252,7 @@ class TrainingJob(pulumi.ComponentResource):
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
                         security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
-                        containers=[k8s.core.v1.ContainerArgs(
-                            name=STAGE_CONTAINER,
-                            image=training.staging_image,
-                            image_pull_policy=training.ps.image_pull_policy,
-                            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
-                                                          from_secret=secret is not None),
-                            # The stager's last line on failure is its error: the message
-                            # the pod's status, and so `pulumi up`, shows.
-                            termination_message_policy="FallbackToLogsOnError",
-                            resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
-                            env=pods.scratch_env() + (staging.source_env(secret_name) if secret else []),
-                            security_context=pods.container_security_context(),
-                            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
-                        )],
+                        containers=[self._staging_container(secret_name, from_secret=secret is not None)],
                         volumes=[self._volume(), pods.scratch_volume()],
                     ),
                 ),
@@ -275,6 +262,25 @@ class TrainingJob(pulumi.ComponentResource):
             # alone (no server-side-apply conflict with the monitor, no diff on the next preview).
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])],
                                         ignore_changes=["spec.activeDeadlineSeconds"]),
+        )
+
+    def _staging_container(self, secret_name: str, from_secret: bool) -> k8s.core.v1.ContainerArgs:
+        """The stager's container; ``from_secret``: it reads the sources from the Secret
+        ``secret_name`` (data.source set with ``--secret``), not from its command."""
+        args, training = self._args, self._args.training
+        return k8s.core.v1.ContainerArgs(
+            name=STAGE_CONTAINER,
+            image=training.staging_image,
+            image_pull_policy=training.ps.image_pull_policy,
+            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
+                                          from_secret=from_secret),
+            # The stager's last line on failure is its error: the message
+            # the pod's status, and so `pulumi up`, shows.
+            termination_message_policy="FallbackToLogsOnError",
+            resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
+            env=pods.scratch_env() + (staging.source_env(secret_name) if from_secret else []),
+            security_context=pods.container_security_context(),
+            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
         )
 
     def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],
