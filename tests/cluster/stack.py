@@ -133,6 +133,12 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def file_states(directory: Path) -> dict[str, tuple[str, int]]:
+    """Each file under ``directory`` (its path there): its SHA-256 and its mtime in nanoseconds."""
+    return {str(p.relative_to(directory)): (sha256(p), p.stat().st_mtime_ns)
+            for p in directory.rglob("*") if p.is_file()}
+
+
 def wait_for_tasks(kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeout: float = 900) -> dict[str, str]:
     """Each task Job's end (``Complete`` or ``Failed``) by name, once every one has ended."""
     names = [f"{prefix}-{t}" for t in tasks]
@@ -221,11 +227,11 @@ def chief_epoch_figures(kube: Kube, prefix: str) -> str:
             f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
 
 
-def tensorboard_json(port: int, path: str, **query: str) -> Any:
+def tensorboard_json(port: int, path: str, timeout: float = 5, **query: str) -> Any:
     """TensorBoard's JSON answer at ``path`` of its HTTP API (``/data/plugin/scalars/tags``) with
     ``query``, through a port-forward's local ``port``; raises what urlopen raises."""
     url = f"http://127.0.0.1:{port}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-    with urllib.request.urlopen(url, timeout=5) as r:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read())
 
 
