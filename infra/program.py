@@ -81,31 +81,9 @@ def build(settings: Settings) -> dict[str, Any]:
                                after=target.volume_after)
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
     pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
-    registry = settings.registry
-    training = TrainingJob(prefix, TrainingJobArgs(
-        training=settings.training, placement=settings.placement, namespace=namespace,
-        namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
-        data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
-        image_pull_secret=registry.image_pull_secret, identity=settings.pods,
-        data_source_secret="data.source" in settings.secret_keys,
-        volume_hint=_volume_hint(settings), after=[*pods_after, volume.pvc]), opts=k8s_opts)
-    # Ends the run when its chief's Job fails or a task cannot be scheduled (run_monitor.py).
-    monitor = RunMonitor(prefix, RunMonitorArgs(
-        namespace=namespace, namespace_name=settings.namespace, run_id=training.run_id,
-        task_job_names=task_names(prefix, settings.training.replicas),
-        schedule_timeout_seconds=settings.training.schedule_timeout_seconds,
-        start_timeout_seconds=settings.training.start_timeout_seconds,
-        api_server=settings.training.monitor_api_server, image=settings.training.staging_image,
-        image_pull_policy=settings.training.ps.image_pull_policy, placement=settings.placement["stage-data"],
-        image_pull_secret=registry.image_pull_secret,
-        priority_class_name=settings.training.priority_class_name, after=pods_after,
-        staging_job_name=staging_name(prefix), staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS), opts=k8s_opts)
-    tensorboard = TensorBoard(prefix, TensorBoardArgs(
-        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
-        mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
-        placement=settings.placement["tensorboard"], image_pull_secret=registry.image_pull_secret,
-        cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
-        opts=k8s_opts)
+    training = _training_job(settings, namespace, volume, pods_after, k8s_opts)
+    monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts)
+    tensorboard = _tensorboard(settings, namespace, volume, pods_after, k8s_opts)
     return {
         "clusterId": target.cluster_id,
         "kubeconfig": target.kubeconfig,
@@ -128,6 +106,47 @@ def build(settings: Settings) -> dict[str, Any]:
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }
+
+
+def _training_job(settings: Settings, namespace: pulumi.Input[str], volume: SharedVolume,
+                  pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> TrainingJob:
+    """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
+    prefix, registry = settings.name_prefix, settings.registry
+    return TrainingJob(prefix, TrainingJobArgs(
+        training=settings.training, placement=settings.placement, namespace=namespace,
+        namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
+        data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
+        image_pull_secret=registry.image_pull_secret, identity=settings.pods,
+        data_source_secret="data.source" in settings.secret_keys,
+        volume_hint=_volume_hint(settings), after=[*pods_after, volume.pvc]), opts=k8s_opts)
+
+
+def _run_monitor(settings: Settings, namespace: pulumi.Input[str], run_id: pulumi.Input[str],
+                 pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> RunMonitor:
+    """The RunMonitor of run ``run_id``: it ends the run when its chief's Job fails or a task
+    cannot be scheduled (run_monitor.py)."""
+    prefix, training = settings.name_prefix, settings.training
+    return RunMonitor(prefix, RunMonitorArgs(
+        namespace=namespace, namespace_name=settings.namespace, run_id=run_id,
+        task_job_names=task_names(prefix, training.replicas),
+        schedule_timeout_seconds=training.schedule_timeout_seconds,
+        start_timeout_seconds=training.start_timeout_seconds,
+        api_server=training.monitor_api_server, image=training.staging_image,
+        image_pull_policy=training.ps.image_pull_policy, placement=settings.placement["stage-data"],
+        image_pull_secret=settings.registry.image_pull_secret,
+        priority_class_name=training.priority_class_name, after=pods_after,
+        staging_job_name=staging_name(prefix), staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS), opts=k8s_opts)
+
+
+def _tensorboard(settings: Settings, namespace: pulumi.Input[str], volume: SharedVolume,
+                 pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> TensorBoard:
+    """TensorBoard over every run's directory on ``volume``."""
+    return TensorBoard(settings.name_prefix, TensorBoardArgs(
+        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
+        mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
+        placement=settings.placement["tensorboard"], image_pull_secret=settings.registry.image_pull_secret,
+        cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
+        opts=k8s_opts)
 
 
 def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:

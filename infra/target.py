@@ -13,7 +13,7 @@ from infra.components.cluster import Cluster, ClusterArgs
 from infra.components.nas import NasStorage, NasStorageArgs
 from infra.components.network import Network, NetworkArgs
 from infra.components.node_pools import NodePools, NodePoolsArgs
-from infra.settings import PROJECT, Settings
+from infra.settings import PROJECT, ClusterSettings, Settings
 
 
 @dataclass(frozen=True)
@@ -79,21 +79,8 @@ def created_cluster(settings: Settings) -> Target:
     network = Network(name, NetworkArgs(
         zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id, vswitch_cidr=c.vswitch_cidr,
         pod_vswitch_cidr=c.pod_vswitch_cidr if c.creates_pod_vswitch else None), opts=opts)
-    cluster = Cluster(name, ClusterArgs(
-        vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
-        service_cidr=c.service_cidr, api_server_public=c.api_server_public,
-        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin or "terway",
-        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
-        deployed_network_plugin=c.deployed_network_plugin), opts=opts)
-    pools = NodePools(name, NodePoolsArgs(
-        cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
-        cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
-        cpu_system_disk_category=c.cpu_system_disk_category,
-        gpu_instance_types=c.gpu_instance_types,
-        gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
-        gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
-        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name,
-        gpu_driver_version=c.gpu_driver_version, gpu_image_type=c.gpu_image_type), opts=opts)
+    cluster = _cluster(name, c, network, opts)
+    pools = _node_pools(name, settings, cluster, network, opts)
     common = {"provider": cluster.provider, "kubeconfig": cluster.kubeconfig, "cluster_id": cluster.cluster_id,
               "pods_after": [pools]}  # pods need nodes to run on
     if storage.nas_mount_target_domain is not None:
@@ -118,6 +105,32 @@ def created_cluster(settings: Settings) -> Target:
         # The PV must not exist before its NFS server does.
         volume_after=[nas.mount_target],
     )
+
+
+def _cluster(name: str, c: ClusterSettings, network: Network, opts: pulumi.ResourceOptions) -> Cluster:
+    """The ACK cluster in ``network``'s vSwitch (a Terway cluster's pods in its pod vSwitch,
+    configured or created)."""
+    return Cluster(name, ClusterArgs(
+        vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
+        service_cidr=c.service_cidr, api_server_public=c.api_server_public,
+        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin or "terway",
+        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
+        deployed_network_plugin=c.deployed_network_plugin), opts=opts)
+
+
+def _node_pools(name: str, settings: Settings, cluster: Cluster, network: Network,
+                opts: pulumi.ResourceOptions) -> NodePools:
+    """The CPU node pool, and the GPU one when the workers train on GPUs (worker.gpuCount > 0)."""
+    c = settings.cluster
+    return NodePools(name, NodePoolsArgs(
+        cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
+        cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
+        cpu_system_disk_category=c.cpu_system_disk_category,
+        gpu_instance_types=c.gpu_instance_types,
+        gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
+        gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
+        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name,
+        gpu_driver_version=c.gpu_driver_version, gpu_image_type=c.gpu_image_type), opts=opts)
 
 
 def existing_volume_server(settings: Settings) -> str | None:

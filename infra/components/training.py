@@ -1,26 +1,30 @@
-"""TrainingJob: cluster-spec ConfigMap, data staging Job, and one headless Service + Job per task."""
+"""TrainingJob: cluster-spec ConfigMap, data staging Job, and one headless Service + Job per task.
+
+What every task Job shares (the trainer's flags, the failure policy, the templates' hash) is in
+task_jobs.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
-import pulumi._types as pulumi_types
 import pulumi_kubernetes as k8s
 
 from infra.components import checker_suppressions as suppress
 from infra.components import pods, staging
 from infra.components.labels import recommended_labels, task_selector
+from infra.components.task_jobs import (
+    CONTAINER_NAME,
+    POD_REPLACEMENT_POLICY,
+    pod_failure_policy,
+    templates_hash,
+    trainer_args,
+)
 from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
-from trainer.contract import recipe
-from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 
-CONTAINER_NAME = "tensorflow"
 VOLUME_NAME = "data"
 #: Pulumi's await annotations (pulumi-kubernetes): skip the wait, or bound it.
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -39,10 +43,6 @@ TIMEOUT_SECONDS = "pulumi.com/timeoutSeconds"
 #: instead of being awaited again as Failed. A complete one is left alone.
 REPLACE_UNREADY = "pulumi.com/replaceUnready"
 STAGE_CONTAINER = "stage"
-#: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
-DISRUPTION_TARGET = staging.DISRUPTION_TARGET
-#: A replacement pod starts only once the failed one is gone (see TrainingJob).
-POD_REPLACEMENT_POLICY = "Failed"
 
 
 #: Pulumi type tokens of the objects a TrainingJob creates.
@@ -81,88 +81,6 @@ def task_names(name: str, replicas: cs.Replicas) -> list[str]:
     chief first, then the workers and the ps tasks in index order."""
     return [cs.task_name(name, task_type, index) for task_type, index in replicas.tasks()]
 
-
-def task_precision(precision: str, gpu_count: int) -> str:
-    """``--precision`` for every task: hyperparams.precision, except that ``auto`` is float32
-    on a stack with GPU workers (worker.gpuCount > 0). With a ps, the chief traces the
-    training function the workers run, on a CPU node whose bfloat16 says nothing of the
-    workers' GPUs (GN5's Tesla P100 has no bfloat16), so every task must agree."""
-    return "float32" if precision == "auto" and gpu_count > 0 else precision
-
-
-def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> list[pulumi.Input[str]]:
-    """Container args of every task: the trainer's flags, as trainer/flags.py defines them; the
-    recipe's in its table's order (``recipe.flag_args``).
-
-    Args:
-        args: the run (its directories, hyperparameters and recipe).
-        run_id: the run's id (``--run_id``), or None to leave the flag out, which only the
-            hash of the templates does (``templates_hash``).
-    """
-    training = args.training
-    flags: list[pulumi.Input[str]] = [
-        "--data_dir", args.data_dir,
-        "--log_dir", args.log_dir,
-        *recipe.flag_args({**training.recipe,
-                           "precision": task_precision(training.recipe["precision"], training.gpu_count)}),
-        "--peer_timeout", str(training.peer_timeout_seconds),
-    ]
-    return flags if run_id is None else [*flags, "--run_id", run_id]
-
-
-def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: dict | None = None) -> str:
-    """12 hex digits of the SHA-256 of every task's pod template (without the run id): what
-    decides whether `pulumi up` replaces the Jobs, and so starts a new run (see TrainingJob).
-
-    A change to any template replaces the Jobs (pulumi-kubernetes forces replacement on
-    ``spec.template``). Changes that leave the templates alone (backoffLimit, the deadline,
-    await annotations) update the Jobs in place and keep the run and its id.
-
-    Args:
-        templates: task name -> its pod template, built without ``--run_id``.
-        fixed: Job spec fields hashed along (the failure policy): the API server refuses to
-            change podFailurePolicy on an existing Job, so a change to it must change the
-            run id, and with it the templates, which replaces the Jobs instead of failing
-            the update.
-
-    Raises:
-        TypeError: a template holds an Output, whose value a preview may not know; the hash
-            must be the same in every preview and update.
-    """
-    def plain(value: Any) -> Any:
-        # Input types (``...Args``) as the dict of their set fields, with Pulumi's names.
-        if pulumi_types.is_input_type(type(value)):
-            return pulumi_types.input_type_to_dict(value)
-        raise TypeError(f"a pod template holds {type(value).__name__}, which has no fixed value")
-
-    text = json.dumps([templates, fixed or {}], default=plain, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
-    """How a task Job treats a failed pod: a permanent error fails the Job, a stop does not count.
-
-    * exit 2 (bad flags or TF_CONFIG), 3 (bad data), 4 (the volume is full) or 5 (the chief
-      ended with one of these) of the trainer: FailJob at once, a new pod would fail the same
-      way (trainer/contract/exit_codes.py PERMANENT_EXIT_CODES);
-    * exit 143: the task was stopped with SIGTERM (its pod deleted, by a person or a drain)
-      and the chief saved a checkpoint first: Ignore, i.e. a new pod that does not count
-      against backoffLimit;
-    * the DisruptionTarget condition (eviction, preemption, taint manager, pod GC): Ignore.
-
-    Anything else (1: lost peers) counts against backoffLimit.
-    """
-    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
-        return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action, on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=CONTAINER_NAME, operator="In", values=sorted(codes)))
-
-    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
-        exit_codes("FailJob", PERMANENT_EXIT_CODES),
-        exit_codes("Ignore", [EXIT_SIGTERM]),
-        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
-            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
-    ])
 
 
 @dataclass
@@ -334,20 +252,7 @@ class TrainingJob(pulumi.ComponentResource):
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
                         security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
-                        containers=[k8s.core.v1.ContainerArgs(
-                            name=STAGE_CONTAINER,
-                            image=training.staging_image,
-                            image_pull_policy=training.ps.image_pull_policy,
-                            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
-                                                          from_secret=secret is not None),
-                            # The stager's last line on failure is its error: the message
-                            # the pod's status, and so `pulumi up`, shows.
-                            termination_message_policy="FallbackToLogsOnError",
-                            resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
-                            env=pods.scratch_env() + (staging.source_env(secret_name) if secret else []),
-                            security_context=pods.container_security_context(),
-                            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
-                        )],
+                        containers=[self._staging_container(secret_name, from_secret=secret is not None)],
                         volumes=[self._volume(), pods.scratch_volume()],
                     ),
                 ),
@@ -357,6 +262,25 @@ class TrainingJob(pulumi.ComponentResource):
             # alone (no server-side-apply conflict with the monitor, no diff on the next preview).
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])],
                                         ignore_changes=["spec.activeDeadlineSeconds"]),
+        )
+
+    def _staging_container(self, secret_name: str, from_secret: bool) -> k8s.core.v1.ContainerArgs:
+        """The stager's container; ``from_secret``: it reads the sources from the Secret
+        ``secret_name`` (data.source set with ``--secret``), not from its command."""
+        args, training = self._args, self._args.training
+        return k8s.core.v1.ContainerArgs(
+            name=STAGE_CONTAINER,
+            image=training.staging_image,
+            image_pull_policy=training.ps.image_pull_policy,
+            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
+                                          from_secret=from_secret),
+            # The stager's last line on failure is its error: the message
+            # the pod's status, and so `pulumi up`, shows.
+            termination_message_policy="FallbackToLogsOnError",
+            resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
+            env=pods.scratch_env() + (staging.source_env(secret_name) if from_secret else []),
+            security_context=pods.container_security_context(),
+            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
         )
 
     def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],

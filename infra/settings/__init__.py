@@ -6,7 +6,13 @@ raises one ``ConfigError`` that lists every violation, before the program regist
 resource. The modules:
 
     keys.py        the key table (KEYS): name, default, rule, fix, description; its Markdown
+      key.py         one key (Key), and the recipe's keys (recipe_key)
+      key_values.py  the values the rows name: images, choices, bounds
+      keys_chart.py, keys_deployment.py, keys_cloud.py, keys_storage.py
+                     the table's parts, in its order
     parsers.py     one raw value -> a typed value, or the rule it breaks
+      label_parsers.py  labels, node selectors, tolerations
+      cloud_parsers.py  ACK's versions, instance types, vSwitch ids, NVIDIA drivers
     raw.py         a key in its two CLI forms (flat, --path)
     messages.py    the violations in Pulumi's wording, and ConfigError
     kubeconfig.py  the kubeconfig setting and the API server it names
@@ -42,6 +48,7 @@ from infra.settings.keys import (
     project_config_schema,
 )
 from infra.settings.kubeconfig import is_kubeconfig_path, kubeconfig_server
+from infra.settings.label_parsers import TAINT_EFFECTS, label_map, node_selector, tolerations
 from infra.settings.load import load_settings
 from infra.settings.messages import (
     SECRET_SHOWN_AS,
@@ -68,7 +75,6 @@ from infra.settings.model import (
     section,
 )
 from infra.settings.parsers import (
-    TAINT_EFFECTS,
     Parser,
     absolute_path,
     boolean,
@@ -83,10 +89,8 @@ from infra.settings.parsers import (
     image_host,
     image_reference,
     integer,
-    label_map,
     namespace,
     nfs_server,
-    node_selector,
     one_of,
     optional_positive_int,
     optional_string,
@@ -97,7 +101,6 @@ from infra.settings.parsers import (
     registry,
     registry_host,
     string_list,
-    tolerations,
 )
 from infra.settings.raw import FLAT, PATH, conflicting
 from infra.settings.read import unknown_keys

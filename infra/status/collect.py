@@ -193,23 +193,56 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
     objects = cluster.get("jobs,pods,pvc", f"{INSTANCE_LABEL}={prefix}")
     all_jobs = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "Job"}
     jobs = {n: o for n, o in all_jobs.items() if TASK_TYPE_LABEL in o["metadata"].get("labels", {})}
-    staging_job = next((o for o in all_jobs.values()
-                        if o["metadata"].get("labels", {}).get(COMPONENT_LABEL) == STAGE_COMPONENT), None)
+    staging_job = _component_job(all_jobs, STAGE_COMPONENT)
     if not jobs and staging_job is None:
         raise StatusError(f"no task or staging Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
                           f"{namespace}: check --prefix, --namespace and --kubeconfig (or "
                           "whether `pulumi up` has run)")
     claims = {o["metadata"]["name"]: o.get("status", {}).get("phase", "Pending")
               for o in objects if o.get("kind") == "PersistentVolumeClaim"}
-    pods: dict[str, list[dict]] = {}
+    pods = _pods_by_job(objects)
+    rows = [_task_row(name, job, pods.get(name, []), claims, now) for name, job in jobs.items()]
+    chief_pod, log_dir, chief_run_id = _chief(jobs, pods)
+    run_id = chief_run_id if run_id is None else run_id
+    rows.sort(key=lambda r: (TASK_ORDER.get(r.task.split("-")[0], 9), int(r.task.rsplit("-", 1)[1])))
+    progress = parse_log(cluster.logs(chief_pod)) if chief_pod else ParsedLog(steps=[])
+    monitor_job = _component_job(all_jobs, "monitor")
+    monitor = job_state(monitor_job) if monitor_job is not None else None
+    names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
+    tensorboard = tensorboard_url or (f"kubectl --namespace {namespace} port-forward "
+                                      f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/")
+    staging = _staging_row(staging_job, pods, claims, now)
+    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows) if rows else _staging_state(staging),
+                     tasks=rows, progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
+                     run_id=run_id, monitor=monitor, claims=dict(sorted(claims.items())),
+                     warnings=warnings_about(cluster.events(), names, now,
+                                             staging.job if staging and staging.state != "Complete" else None),
+                     staging=staging)
+
+
+def _component_job(jobs: dict[str, dict], component: str) -> dict | None:
+    """The first of ``jobs`` whose component label is ``component`` (the staging Job, the run
+    monitor's), None without one."""
+    return next((job for job in jobs.values()
+                 if job["metadata"].get("labels", {}).get(COMPONENT_LABEL) == component), None)
+
+
+def _pods_by_job(objects: list[dict]) -> dict[str | None, list[dict]]:
+    """The pods among ``objects`` by their Job's name (label job-name), oldest first."""
+    pods: dict[str | None, list[dict]] = {}
     for obj in objects:
         if obj.get("kind") == "Pod":
             pods.setdefault(obj["metadata"].get("labels", {}).get("job-name"), []).append(obj)
     for mine in pods.values():
         mine.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
-    rows, chief_pod, log_dir = [], None, None
+    return pods
+
+
+def _chief(jobs: dict[str, dict], pods: dict[str | None, list[dict]]) -> tuple[str | None, str | None, str | None]:
+    """The chief's newest pod, and the ``--log_dir`` and ``--run_id`` of its Job's container;
+    None for each one missing."""
+    chief_pod = log_dir = run_id = None
     for name, job in jobs.items():
-        rows.append(_task_row(name, job, pods.get(name, []), claims, now))
         if job["metadata"]["labels"][TASK_TYPE_LABEL] == "chief":
             chief_pod = pods[name][-1]["metadata"]["name"] if pods.get(name) else None
             args = (job["spec"]["template"]["spec"]["containers"][0].get("args") or [])
@@ -217,25 +250,20 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
                 log_dir = args[args.index("--log_dir") + 1]
             if run_id is None and "--run_id" in args[:-1]:
                 run_id = args[args.index("--run_id") + 1]
-    rows.sort(key=lambda r: (TASK_ORDER.get(r.task.split("-")[0], 9), int(r.task.rsplit("-", 1)[1])))
-    progress = parse_log(cluster.logs(chief_pod)) if chief_pod else ParsedLog(steps=[])
-    monitor = next((job_state(j) for j in all_jobs.values()
-                    if j["metadata"].get("labels", {}).get(COMPONENT_LABEL) == "monitor"), None)
-    names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
-    tensorboard = tensorboard_url or (f"kubectl --namespace {namespace} port-forward "
-                                      f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/")
-    staging = None
-    if staging_job is not None:
-        staging_name = staging_job["metadata"]["name"]
-        staging = _task_row(staging_name, staging_job, pods.get(staging_name, []), claims, now)
-        if staging.state == "Running" and staging.phase != "Running":  # the Job counts a waiting pod as active
-            staging.state = "Pending"
-    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows) if rows else _staging_state(staging),
-                     tasks=rows, progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
-                     run_id=run_id, monitor=monitor, claims=dict(sorted(claims.items())),
-                     warnings=warnings_about(cluster.events(), names, now,
-                                             staging.job if staging and staging.state != "Complete" else None),
-                     staging=staging)
+    return chief_pod, log_dir, run_id
+
+
+def _staging_row(staging_job: dict | None, pods: dict[str | None, list[dict]], claims: dict[str, str],
+                 now: datetime) -> TaskRow | None:
+    """The staging Job's row, None without the Job. Its state is Pending, not Running, while
+    its pod waits: the Job counts a waiting pod as active."""
+    if staging_job is None:
+        return None
+    name = staging_job["metadata"]["name"]
+    staging = _task_row(name, staging_job, pods.get(name, []), claims, now)
+    if staging.state == "Running" and staging.phase != "Running":
+        staging.state = "Pending"
+    return staging
 
 
 def _staging_state(staging: TaskRow | None) -> str:

@@ -91,6 +91,11 @@ def pod_phase(kube: Kube, name: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+def job_pods(kube: Kube, job: str) -> list[dict]:
+    """The pods of Job ``job`` (label job-name), as ``kubectl get pods`` lists them."""
+    return [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == job]
+
+
 def job_condition(kube: Kube, name: str) -> str | None:
     """'Complete' or 'Failed' once the Job has that condition True, else None."""
     status = kube.get("job", name).get("status", {})

@@ -12,15 +12,20 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from tests.preview.engine import PulumiProject, Toolchain, find_toolchain, install_plugins
+from trainer.contract.progress import parse_log
 
 from .kube import REPO, Kube, job_condition
 
@@ -128,6 +133,12 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def file_states(directory: Path) -> dict[str, tuple[str, int]]:
+    """Each file under ``directory`` (its path there): its SHA-256 and its mtime in nanoseconds."""
+    return {str(p.relative_to(directory)): (sha256(p), p.stat().st_mtime_ns)
+            for p in directory.rglob("*") if p.is_file()}
+
+
 def wait_for_tasks(kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeout: float = 900) -> dict[str, str]:
     """Each task Job's end (``Complete`` or ``Failed``) by name, once every one has ended."""
     names = [f"{prefix}-{t}" for t in tasks]
@@ -136,6 +147,43 @@ def wait_for_tasks(kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeou
         found = {n: job_condition(kube, n) for n in names}
         return found if all(found.values()) else None
     return kube.wait_for(f"{names} to end", ends, timeout=timeout, every=2)
+
+
+def live_object_kinds(project: PulumiProject, kube: Kube) -> set[str]:
+    """The kinds of the Kubernetes objects in the stack's state, asserting that each one exists
+    in the cluster with the uid the state holds."""
+    state = json.loads(project.pulumi("stack", "export", "--show-secrets").stdout)
+    objects = [r for r in state["deployment"]["resources"]
+               if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")]
+    kinds = set()
+    for r in objects:
+        meta = r["outputs"]["metadata"]
+        kind = r["outputs"]["kind"]
+        args = ["get", kind, meta["name"], "-o", "jsonpath={.metadata.uid}"]
+        if meta.get("namespace"):
+            args[1:1] = []
+            args += ["-n", meta["namespace"]]
+        live = kube.run(*args, check=False)
+        assert live.returncode == 0 and live.stdout == meta["uid"], f"{kind} {meta['name']}: {live.stderr}"
+        kinds.add(kind)
+    return kinds
+
+
+def jobs_by_name(kube: Kube) -> dict[str, dict]:
+    """The namespace's Jobs by name."""
+    return {j["metadata"]["name"]: j for j in kube.get("jobs")["items"]}
+
+
+def completion_time(job: dict) -> float:
+    """A completed Job's completionTime, in seconds since the epoch."""
+    stamp = job["status"]["completionTime"]
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def chief_epochs(kube: Kube, prefix: str) -> set[int]:
+    """The epochs whose progress lines the chief of ``prefix`` has logged (none before its pod logs)."""
+    proc = kube.run("logs", f"job/{prefix}-chief-0", check=False)
+    return {s["epoch"] for s in parse_log(proc.stdout).steps} if proc.returncode == 0 else set()
 
 
 def port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
@@ -167,6 +215,26 @@ def stamped_logs(kube: Kube, what: str) -> list[tuple[float, str]]:
     return pairs
 
 
+def chief_epoch_figures(kube: Kube, prefix: str) -> str:
+    """The chief of ``prefix`` in one line: its slowest batch, each epoch's training, and the
+    checkpoint plus evaluation after each epoch but the first. An Epoch line follows the
+    epoch's training (epoch_time_s), checkpoint and evaluation: the time between two such
+    lines (kubectl's timestamps) less the training is the checkpoint plus evaluation."""
+    at = [stamp for stamp, line in stamped_logs(kube, f"job/{prefix}-chief-0") if parse_log(line).epochs]
+    chief = parse_log(kube.logs(f"job/{prefix}-chief-0"))
+    after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
+    return (f"chief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
+            f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
+
+
+def tensorboard_json(port: int, path: str, timeout: float = 5, **query: str) -> Any:
+    """TensorBoard's JSON answer at ``path`` of its HTTP API (``/data/plugin/scalars/tags``) with
+    ``query``, through a port-forward's local ``port``; raises what urlopen raises."""
+    url = f"http://127.0.0.1:{port}{path}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
 def infra_status(kube: Kube, *args: str) -> subprocess.CompletedProcess:
     """``python -m infra.status ARGS`` against ``kube``'s cluster and namespace (kubectl on PATH)."""
     return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
@@ -174,6 +242,12 @@ def infra_status(kube: Kube, *args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
 
+
+
+def run_status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m infra.status --prefix PREFIX ARGS`` for one run (exit 0 finished, 1 failed, 3
+    still going)."""
+    return infra_status(kube, "--prefix", prefix, *args)
 
 
 def _monitor_pods(kube: Kube, prefix: str, gone: set[str]) -> list[dict]:

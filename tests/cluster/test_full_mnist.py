@@ -30,8 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,11 +42,12 @@ from trainer import data
 from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 
-from .kube import REPO, Kube
+from .kube import REPO, Kube, job_pods
 from .stack import (
     LOCAL_CLUSTER_CONFIG,
     TASKS,
     VOLUME_OWNER,
+    file_states,
     infra_status,
     on_volume,
     outputs,
@@ -57,6 +56,7 @@ from .stack import (
     sha256,
     stack_on_cluster,
     stamped_logs,
+    tensorboard_json,
     wait_for_tasks,
 )
 
@@ -206,7 +206,7 @@ def test_full_mnist_over_http_trains_to_0_99_at_the_program_defaults(stack, kube
     stamped = stamped_logs(kube, chief)
     done_at = next(at for at, line in stamped if line == "done")
     training_at = next(at for at, line in stamped if line.startswith("Training "))
-    pod, = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{PREFIX}-chief-0"]
+    pod, = job_pods(kube, f"{PREFIX}-chief-0")
     container_at = rfc3339_s(pod["status"]["containerStatuses"][0]["state"]["terminated"]["startedAt"])
     timings["first_wall_s"] = done_at - started
     timings.update(container_start_s=container_at - started, first_line_s=stamped[0][0] - started,
@@ -256,48 +256,38 @@ def test_the_launcher_on_the_same_files_for_the_pods_overhead(stack, tmp_path: P
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}, indent=1) + "\n")
 
 
-def _files(run_dir: Path) -> dict[str, tuple[str, int]]:
-    return {str(p.relative_to(run_dir)): (sha256(p), p.stat().st_mtime_ns) for p in run_dir.rglob("*") if p.is_file()}
-
-
-def _tensorboard(path: str, port: int) -> object:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-        return json.loads(response.read())
-
-
 def _series(port: int, run: str, points: int) -> list | None:
     """TensorBoard's epoch_accuracy series of ``run`` ([wall time, step, value] each) once it
     holds ``points`` points (it reloads event files every few seconds), else None."""
-    query = urllib.parse.urlencode({"run": run, "tag": "epoch_accuracy"})
-    found = _tensorboard(f"/data/plugin/scalars/scalars?{query}", port)
+    found = tensorboard_json(port, "/data/plugin/scalars/scalars", timeout=10, run=run, tag="epoch_accuracy")
     return found if len(found) == points else None
 
 
 def test_a_changed_learning_rate_is_a_second_run_that_tensorboard_and_status_list(stack, kube: Kube) -> None:
     project, volume = stack
     first = runs["first"]
-    before = _files(first)
+    before = file_states(first)
     assert {"result.json", "cluster/done"} <= before.keys() and any(k.startswith("export/") for k in before)
     project.set_config("hyperparams.learningrate", SECOND_RATE, path=True)
     project.set_config("hyperparams.epochs", SHORT_EPOCHS, path=True)
     _, second = _up_and_train(project, volume, kube, "second")
     _staged(project, volume, "http", FULL_MNIST)
     assert results["second"]["epochs"] == int(SHORT_EPOCHS), results["second"]
-    assert _files(first) == before, "the first run's files changed"
+    assert file_states(first) == before, "the first run's files changed"
     # TensorBoard (one over runsDir): both runs, each as <run>/train and <run>/validation.
     name = f"{PREFIX}-tensorboard"
     proc, port = port_forward(kube, f"service/{name}", kube.get("service", name)["spec"]["ports"][0]["port"])
     try:
         wanted = {f"{d.name}/{split}" for d in (first, second) for split in ("train", "validation")}
         listed = kube.wait_for("TensorBoard to list both runs' train and validation",
-                               lambda: wanted <= set(_tensorboard("/data/runs", port)), timeout=120, every=2)
+                               lambda: wanted <= set(tensorboard_json(port, "/data/runs", timeout=10)), timeout=120, every=2)
         assert listed
         # A run is listed once its event file is found; its scalars' tags come when TensorBoard
         # has read the file, which can be a reload later.
         scalars = {"epoch_loss", "epoch_accuracy"}
 
         def every_run_read() -> dict | None:
-            found = _tensorboard("/data/plugin/scalars/tags", port)
+            found = tensorboard_json(port, "/data/plugin/scalars/tags", timeout=10)
             return found if all(scalars <= set(found.get(run, {})) for run in wanted) else None
         kube.wait_for("TensorBoard to read epoch_loss and epoch_accuracy of every run",
                       every_run_read, timeout=180, every=2)

@@ -8,22 +8,23 @@ from the tool's own messages. Tests run in file order; the last one takes the cl
 
 from __future__ import annotations
 
-import http.client
 import os
 import socket
 import ssl
-import stat
-import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from infra.settings import DEFAULT_REGISTRY, TRAINER_CPU_TAG
-
+from .host_probes import (
+    agent_rules_present,
+    file_mode,
+    foreign_kubepods,
+    http_get,
+    nfqueue_readers,
+    tls_context,
+)
 from .kube import (
     RUN_DIR,
     STATE_DIR,
@@ -36,10 +37,17 @@ from .kube import (
     processes_mentioning,
     run_tool,
 )
+from .probe_pods import (
+    PEER_SCRIPT,
+    knock_outcomes,
+    serve,
+    start_knocking,
+    trainer_job,
+    trainer_pod,
+)
 
 pytestmark = pytest.mark.cluster
 
-TRAINER_IMAGE = f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}"
 NAMESPACE = "smoke"
 
 
@@ -48,15 +56,6 @@ def kube(local_cluster: Kube) -> Kube:
     local_cluster.run("create", "namespace", NAMESPACE)
     return Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE, local_cluster.host_before,
                 local_cluster.netns_before)
-
-
-def _pod(name: str, command: list[str], labels: dict | None = None) -> dict:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {"app": name}},
-        "spec": {"restartPolicy": "Never", "containers": [
-            {"name": "main", "image": TRAINER_IMAGE, "imagePullPolicy": "Never", "command": command}]},
-    }
 
 
 def test_up_with_a_port_in_use_names_the_part_and_leaves_nothing_running() -> None:
@@ -122,7 +121,7 @@ def test_up_again_is_a_no_op(kube: Kube) -> None:
 
 
 def test_trainer_image_runs_in_a_pod(kube: Kube) -> None:
-    kube.apply(_pod("trainer-help", ["python", "-m", "trainer", "--help"]))
+    kube.apply(trainer_pod("trainer-help", ["python", "-m", "trainer", "--help"]))
     def finished() -> str:
         phase = pod_phase(kube, "trainer-help")
         return phase if phase in ("Succeeded", "Failed") else ""
@@ -134,40 +133,13 @@ def test_trainer_image_runs_in_a_pod(kube: Kube) -> None:
     assert pod["status"]["podIP"].startswith("10.244.0."), pod["status"]
 
 
-# Each pod serves its name on port 8000 and connects to the other by its headless Service's
-# DNS name; it exits 0 once it has reached the peer and been reached by it.
-PEER_SCRIPT = r"""
-import socket, sys, threading, time
-me, peer = sys.argv[1], sys.argv[2]
-served = threading.Event()
-srv = socket.create_server(("", 8000))
-def serve():
-    while True:
-        conn, _ = srv.accept()
-        conn.sendall(me.encode()); conn.close(); served.set()
-threading.Thread(target=serve, daemon=True).start()
-deadline = time.time() + 150
-while time.time() < deadline:
-    try:
-        ip = socket.gethostbyname(peer)
-        with socket.create_connection((peer, 8000), timeout=3) as s:
-            print(f"reached {peer} at {ip}: {s.recv(64).decode()}", flush=True)
-        break
-    except OSError as err:
-        time.sleep(0.5)
-else:
-    sys.exit("never reached " + peer)
-sys.exit(0 if served.wait(max(1, deadline - time.time())) else "never reached by the peer")
-"""
-
-
 def test_pods_reach_each_other_by_headless_service_name(kube: Kube) -> None:
     objects = []
     for me, peer in (("dns-a", "dns-b"), ("dns-b", "dns-a")):
         objects.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": me},
                         "spec": {"clusterIP": "None", "selector": {"app": me},
                                  "ports": [{"port": 8000, "targetPort": 8000}]}})
-        objects.append(_pod(me, ["python", "-c", PEER_SCRIPT, me, f"{peer}.{NAMESPACE}.svc"]))
+        objects.append(trainer_pod(me, ["python", "-c", PEER_SCRIPT, me, f"{peer}.{NAMESPACE}.svc"]))
     kube.apply(*objects)
     for name in ("dns-a", "dns-b"):
         kube.wait_for(f"pod {name} to finish", lambda: pod_phase(kube, name) in ("Succeeded", "Failed"))
@@ -199,21 +171,15 @@ def test_csi_pv_labelled_train_mnist_binds_to_a_selecting_claim(kube: Kube) -> N
     kube.run("delete", "pv", "smoke-nas", "--wait=true")
 
 
-def _job(name: str, command: list[str], backoff_limit: int) -> dict:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"backoffLimit": backoff_limit,
-                     "template": {"spec": _pod(name, command)["spec"]}}}
-
-
 def test_job_runs_to_succeeded(kube: Kube) -> None:
-    kube.apply(_job("smoke-ok", ["python", "-c", "print('job ran')"], 0))
+    kube.apply(trainer_job("smoke-ok", ["python", "-c", "print('job ran')"], 0))
     assert kube.wait_for("job smoke-ok", lambda: job_condition(kube, "smoke-ok")) == "Complete"
     assert kube.get("job", "smoke-ok")["status"]["succeeded"] == 1
     assert "job ran" in kube.logs("job/smoke-ok")
 
 
 def test_failing_job_is_retried_up_to_backoff_limit(kube: Kube) -> None:
-    kube.apply(_job("smoke-fail", ["python", "-c", "raise SystemExit(1)"], 2))
+    kube.apply(trainer_job("smoke-fail", ["python", "-c", "raise SystemExit(1)"], 2))
     # The Job controller's back-off between retries is 10 s, then 20 s.
     assert kube.wait_for("job smoke-fail to fail", lambda: job_condition(kube, "smoke-fail"), timeout=240) == "Failed"
     status = kube.get("job", "smoke-fail")["status"]
@@ -227,13 +193,9 @@ def test_failing_job_is_retried_up_to_backoff_limit(kube: Kube) -> None:
 
 
 # ---------------------------------------------------------------- safety
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(path.lstat().st_mode)
-
-
 def test_no_key_or_kubeconfig_is_readable_by_others(kube: Kube) -> None:
-    assert _mode(STATE_DIR) == 0o700 and _mode(RUN_DIR) == 0o700
-    assert _mode(kube.kubeconfig) == 0o600
+    assert file_mode(STATE_DIR) == 0o700 and file_mode(RUN_DIR) == 0o700
+    assert file_mode(kube.kubeconfig) == 0o600
     secrets: list[Path] = []
     for top, dirnames, files in os.walk(STATE_DIR):
         if Path(top) == STATE_DIR:   # not the image store: layers, no credentials
@@ -244,47 +206,28 @@ def test_no_key_or_kubeconfig_is_readable_by_others(kube: Kube) -> None:
     names = {str(p.relative_to(STATE_DIR)) for p in secrets}
     assert {"kubeconfig", "pki/ca.key", "pki/sa.key", "pki/etcd-ca.key", "pki/apiserver-etcd-client.key",
             "etc/kubelet.kubeconfig", "etc/coredns.kubeconfig", "kubelet/pki/kubelet.key"} <= names, names
-    wide = {str(p): oct(_mode(p)) for p in secrets if _mode(p) & 0o077}
+    wide = {str(p): oct(file_mode(p)) for p in secrets if file_mode(p) & 0o077}
     assert wide == {}, "readable by group or others"
     # Every directory between the state directory and a secret is closed to others too.
-    open_dirs = {str(d): oct(_mode(d)) for p in secrets for d in p.parents
-                 if (d == STATE_DIR or STATE_DIR in d.parents) and _mode(d) & 0o077}
+    open_dirs = {str(d): oct(file_mode(d)) for p in secrets for d in p.parents
+                 if (d == STATE_DIR or STATE_DIR in d.parents) and file_mode(d) & 0o077}
     assert open_dirs == {}
-
-
-def _tls(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    if cert:
-        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
-    return ctx
-
-
-def _get(host: str, port: int, path: str, ctx: ssl.SSLContext | None) -> tuple[int, str]:
-    """(status, body) of one GET; raises what the connection raises (a TLS alert, a reset)."""
-    conn = (http.client.HTTPSConnection(host, port, context=ctx, timeout=10) if ctx
-            else http.client.HTTPConnection(host, port, timeout=10))
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read().decode(errors="replace")
-    finally:
-        conn.close()
 
 
 def test_etcd_refuses_a_client_without_a_certificate(kube: Kube) -> None:
     pki = STATE_DIR / "pki"
     ca = pki / "etcd-ca.crt"
-    status, body = _get("127.0.0.1", 2379, "/health", _tls(ca, (pki / "etcd-healthcheck-client.crt",
-                                                                 pki / "etcd-healthcheck-client.key")))
+    client = (pki / "etcd-healthcheck-client.crt", pki / "etcd-healthcheck-client.key")
+    status, body = http_get("127.0.0.1", 2379, "/health", tls_context(ca, client))
     assert (status, '"health":"true"' in body) == (200, True), body
     for port in (2379, 2380):   # clients and peers
         with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
-            _get("127.0.0.1", port, "/health", _tls(ca))
+            http_get("127.0.0.1", port, "/health", tls_context(ca))
     # A certificate from the cluster CA (the admin's) is not one etcd trusts either.
     with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
-        _get("127.0.0.1", 2379, "/health", _tls(ca, (pki / "admin.crt", pki / "admin.key")))
+        http_get("127.0.0.1", 2379, "/health", tls_context(ca, (pki / "admin.crt", pki / "admin.key")))
     try:   # plain HTTP: etcd closes the connection without an answer
-        status, body = _get("127.0.0.1", 2379, "/health", None)
+        status, body = http_get("127.0.0.1", 2379, "/health", None)
     except ConnectionError:
         status, body = 0, ""
     assert status != 200 and "health" not in body, (status, body)
@@ -294,10 +237,11 @@ def test_anonymous_requests_to_the_api_server_get_401(kube: Kube) -> None:
     pki = STATE_DIR / "pki"
     for path in ("/readyz", "/livez", "/version", "/api/v1/namespaces"):
         with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.urlopen(f"https://127.0.0.1:6443{path}", context=_tls(pki / "ca.crt"), timeout=10)
+            urllib.request.urlopen(f"https://127.0.0.1:6443{path}", context=tls_context(pki / "ca.crt"),
+                                   timeout=10)
         assert err.value.code == 401, path
-    with urllib.request.urlopen("https://127.0.0.1:6443/readyz", timeout=10,
-                                context=_tls(pki / "ca.crt", (pki / "admin.crt", pki / "admin.key"))) as resp:
+    admin = tls_context(pki / "ca.crt", (pki / "admin.crt", pki / "admin.key"))
+    with urllib.request.urlopen("https://127.0.0.1:6443/readyz", timeout=10, context=admin) as resp:
         assert (resp.status, resp.read()) == (200, b"ok")
 
 
@@ -316,111 +260,12 @@ def test_every_component_authenticates_without_anonymous_access(kube: Kube) -> N
     assert status.stdout.count("healthy") == 9 and "UNHEALTHY" not in status.stdout, status.stdout
 
 
-def _cgroup_hierarchies() -> list[Path]:
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.procs").exists():   # cgroup v2 only
-        return [root]
-    return sorted(d for d in root.iterdir() if (d / "cgroup.procs").exists())
-
-
-@contextmanager
-def foreign_kubepods() -> Iterator[tuple[list[Path], subprocess.Popen]]:
-    """Another kubelet's pod cgroups (<hierarchy>/kubepods/besteffort/pod-foreign-test in two
-    hierarchies) with a process in one; everything made here is removed here."""
-    made: list[Path] = []
-    leaves = []
-    sleeper = subprocess.Popen(["sleep", "600"])
-    try:
-        for h in _cgroup_hierarchies()[:2]:
-            leaf = h / "kubepods" / "besteffort" / "pod-foreign-test"
-            for d in (h / "kubepods", leaf.parent, leaf):
-                if not d.exists():
-                    d.mkdir()
-                    made.append(d)
-            leaves.append(leaf)
-        (leaves[0] / "cgroup.procs").write_text(str(sleeper.pid))
-        yield leaves, sleeper
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-        for d in reversed(made):
-            d.rmdir()
-
-
-def _nfqueue_readers(queue: int) -> list[str]:
-    """The lines of /proc/net/netfilter/nfnetlink_queue for NFQUEUE ``queue`` (one per reader)."""
-    lines = Path("/proc/net/netfilter/nfnetlink_queue").read_text().splitlines()
-    return [line for line in lines if line.split() and line.split()[0] == str(queue)]
-
-
-def _agent_rules_present(kube: Kube) -> bool:
-    agent = kube.kubectl_bin.parent / "network-policies"
-    proc = subprocess.run([str(agent), "-rules-present"], capture_output=True, text=True, timeout=30)
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc.returncode == 0
-
-
 def test_the_network_policy_agent_guards_the_bridge(kube: Kube) -> None:
     # Its forward rule is in and NFQUEUE 100 has one reader; the pods above (DNS names,
     # headless Services, Jobs) connected through it, no NetworkPolicy selecting them.
-    assert _agent_rules_present(kube)
-    assert len(_nfqueue_readers(100)) == 1, _nfqueue_readers(100)
+    assert agent_rules_present(kube)
+    assert len(nfqueue_readers(100)) == 1, nfqueue_readers(100)
     assert Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
-
-
-#: Accepts connections on port 8000 and closes them, forever.
-SERVE_SCRIPT = r"""
-import socket
-server = socket.create_server(("", 8000))
-while True:
-    server.accept()[0].close()
-"""
-#: Opens a new TCP connection to argv[1]:8000 every 0.2 s, printing each change of outcome:
-#: for argv[2] seconds; with argv[3] == "until-connected" until the first success (argv[2] caps
-#: it); with argv[3] == "after-gone" until a connection fails after one succeeded, then argv[2]
-#: seconds more (the test's deletion of the server ends it, however long that takes; 900 s cap).
-KNOCK_SCRIPT = r"""
-import socket, sys, time
-address, seconds, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-until_connected, after_gone = mode == ["until-connected"], mode == ["after-gone"]
-deadline, last, connected_once, gone = time.time() + (900 if after_gone else seconds), None, False, False
-while time.time() < deadline:
-    try:
-        socket.create_connection((address, 8000), timeout=1).close()
-        outcome = "connected"
-    except OSError as e:
-        outcome = "failed " + type(e).__name__
-    if outcome != last:
-        print(f"{time.time():.1f} {outcome}", flush=True)
-        last = outcome
-    if until_connected and outcome == "connected":
-        break
-    connected_once = connected_once or outcome == "connected"
-    if after_gone and connected_once and outcome != "connected" and not gone:
-        gone, deadline = True, time.time() + seconds
-    time.sleep(0.2)
-"""
-
-
-def _serve(kube: Kube, name: str) -> str:
-    """Start SERVE_SCRIPT in pod ``name``; its IP once it runs."""
-    kube.apply(_pod(name, ["python", "-c", SERVE_SCRIPT]))
-    kube.wait_for(f"pod {name} to run", lambda: pod_phase(kube, name) == "Running")
-    return kube.get("pod", name)["status"]["podIP"]
-
-
-def _start_knocking(kube: Kube, name: str, address: str, seconds: int, *mode: str) -> None:
-    kube.apply(_pod(name, ["python", "-c", KNOCK_SCRIPT, address, str(seconds), *mode]))
-
-
-def _knock_outcomes(kube: Kube, name: str, seconds: int) -> list[str]:
-    """The outcome lines of KNOCK_SCRIPT's pod ``name`` (``seconds`` its argument) once it ends
-    (in "after-gone" mode, call it once the server is gone)."""
-    kube.wait_for(f"pod {name} to finish", lambda: pod_phase(kube, name) in ("Succeeded", "Failed"),
-                  timeout=seconds + 120)
-    logs = kube.logs(name)
-    assert pod_phase(kube, name) == "Succeeded", logs
-    return [line.split(" ", 1)[1] for line in logs.splitlines() if line[:1].isdigit()]
 
 
 def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None:
@@ -430,22 +275,22 @@ def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None
     # for a moment. The agent must judge those connections and keep reading its queue, or
     # every forwarded packet is dropped from then on (upstream v0.8.0 with NRI off panicked).
     # A reader's line: queue number, the reader's netlink port id, then counters.
-    readers = [line.split()[:2] for line in _nfqueue_readers(100)]
+    readers = [line.split()[:2] for line in nfqueue_readers(100)]
     assert len(readers) == 1, readers
     # The knocker runs until the server is gone and 40 s more: not for a fixed 40 s from its
     # start, which the wait and the deletion below could outlast on a loaded machine.
-    _start_knocking(kube, "knocker", _serve(kube, "short-lived"), 40, "after-gone")
+    start_knocking(kube, "knocker", serve(kube, "short-lived"), 40, "after-gone")
     kube.wait_for("the knocker's first connection",
                   lambda: "connected" in kube.run("logs", "knocker", check=False).stdout, timeout=120)
     kube.run("delete", "pod", "short-lived", "--grace-period=0", "--force", "--wait=true")
-    outcomes = _knock_outcomes(kube, "knocker", 40)
+    outcomes = knock_outcomes(kube, "knocker", 40)
     assert outcomes[0] == "connected" and len(outcomes) >= 2 and outcomes[-1] != "connected", outcomes
-    assert [line.split()[:2] for line in _nfqueue_readers(100)] == readers, \
+    assert [line.split()[:2] for line in nfqueue_readers(100)] == readers, \
         "the NetworkPolicy agent stopped reading its queue:\n" + \
         (STATE_DIR / "logs" / "network-policies.log").read_text()[-3000:]
     # And it still passes pod-to-pod traffic.
-    _start_knocking(kube, "second-knocker", _serve(kube, "second-server"), 180, "until-connected")
-    assert _knock_outcomes(kube, "second-knocker", 180)[-1] == "connected"
+    start_knocking(kube, "second-knocker", serve(kube, "second-server"), 180, "until-connected")
+    assert knock_outcomes(kube, "second-knocker", 180)[-1] == "connected"
     kube.run("delete", "pod", "knocker", "second-server", "second-knocker", "--grace-period=0", "--force")
 
 
@@ -453,7 +298,7 @@ def test_down_of_directories_that_do_not_exist_leaves_the_running_cluster_alone(
     """The cgroup root, the bridge and its nftables table have fixed names: a `down` for state
     and run directories that do not exist (no cluster of theirs runs) must not take them from
     the cluster that does."""
-    kube.apply(_pod("survivor", ["sleep", "3600"]))
+    kube.apply(trainer_pod("survivor", ["sleep", "3600"]))
     kube.wait_for("pod survivor to run", lambda: pod_phase(kube, "survivor") == "Running")
     absent = {"LOCAL_CLUSTER_STATE": str(tmp_path / "absent-state"), "LOCAL_CLUSTER_RUN": str(tmp_path / "absent-run")}
     down = run_tool("down", env=absent, timeout=120)
@@ -484,4 +329,4 @@ def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
     assert str(STATE_DIR) + "/" not in mounts and str(RUN_DIR) not in mounts
     assert not list(Path("/sys/fs/cgroup").glob("*/tf-mnist-local-cluster"))
     assert host_sysctls() == kube.host_before, "down did not restore the sysctls up found"
-    assert _nfqueue_readers(100) == [] and not _agent_rules_present(kube), "the NetworkPolicy agent's rule"
+    assert nfqueue_readers(100) == [] and not agent_rules_present(kube), "the NetworkPolicy agent's rule"

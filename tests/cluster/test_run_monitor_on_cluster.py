@@ -15,8 +15,8 @@ from datetime import datetime
 import pytest
 
 from .kube import Kube, job_condition
-from .stack import kill_the_monitor, paused_chief, wait_for_tasks
-from .test_stack_on_cluster import TASKS, _status, kube, stack  # noqa: F401 - the shared fixtures
+from .stack import kill_the_monitor, paused_chief, run_status, wait_for_tasks
+from .test_stack_on_cluster import TASKS, kube, stack  # noqa: F401 - the shared fixtures
 
 pytestmark = pytest.mark.cluster
 
@@ -75,7 +75,7 @@ def test_a_monitor_killed_three_times_still_watches_a_run_that_ends_well(stack, 
     monitor = kube.wait_for("the monitor Job to end", lambda: job_condition(kube, f"{PREFIX}-monitor"), timeout=180)
     print(f"\nthe monitor's pod ended by: {kills}")
     assert len(kills) == 3 and monitor == "Complete", (kills, kube.run("describe", "job", f"{PREFIX}-monitor").stdout)
-    shown = _status(kube, PREFIX)
+    shown = run_status(kube, PREFIX)
     assert shown.returncode == 0 and "FINISHED" in shown.stdout, shown.stdout + shown.stderr
 
 
@@ -108,7 +108,7 @@ def test_a_chief_that_fails_for_good_ends_every_task_within_30_s(stack, kube: Ku
     assert _live_task_pods(kube) == []
     kube.wait_for("the monitor Job to complete", lambda: job_condition(kube, f"{PREFIX}-monitor") == "Complete",
                   timeout=180)
-    shown = _status(kube, PREFIX)
+    shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout, shown.stdout + shown.stderr
     assert f"worker-0: ended by the run monitor: the chief's Job {chief} failed: BackoffLimitExceeded" in shown.stdout
 
@@ -118,12 +118,12 @@ def test_a_missing_image_shows_as_image_pull_back_off_with_its_name(stack, kube:
     _up(project, {"job.backoffLimit": "4", "worker.image": MISSING_IMAGE})
 
     def pull_back_off() -> str | None:
-        shown = _status(kube, PREFIX)
+        shown = run_status(kube, PREFIX)
         lines = [line for line in shown.stdout.splitlines() if "worker-0: ImagePullBackOff" in line]
         return lines[0] if lines else None
     line = kube.wait_for("infra.status to show ImagePullBackOff", pull_back_off, timeout=180, every=3)
     assert f"(image {MISSING_IMAGE})" in line, line
-    facts = json.loads(_status(kube, PREFIX, "-o", "json").stdout)
+    facts = json.loads(run_status(kube, PREFIX, "-o", "json").stdout)
     worker = next(t for t in facts["tasks"] if t["task"] == "worker-0")
     assert any(w.startswith("ImagePullBackOff") and MISSING_IMAGE in w for w in worker["why"]), worker
     assert any(MISSING_IMAGE in w["message"] for w in facts["warnings"]), facts["warnings"]
@@ -147,7 +147,7 @@ def test_a_pull_that_never_succeeds_ends_the_run_after_the_start_timeout(stack, 
         assert f"(job.startTimeoutSeconds {START_TIMEOUT_S})" in reason, reason
     kube.wait_for("every task Job to fail", lambda: _every_task_failed(kube), timeout=180, every=2)
     assert _live_task_pods(kube) == []
-    shown = _status(kube, PREFIX)
+    shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout and MISSING_IMAGE in shown.stdout, shown.stdout
     print(f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started: "
           f"{next(iter(reasons.values()))}")
@@ -185,6 +185,6 @@ def test_a_gpu_request_no_node_meets_fails_the_run_after_the_schedule_timeout(st
     print(f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started, every Job failed "
           f"{time.time() - started:.0f} s after; {next(iter(reasons.values()))}")
     assert _live_task_pods(kube) == []
-    shown = _status(kube, PREFIX)
+    shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout, shown.stdout + shown.stderr
     assert "ended by the run monitor: pod" in shown.stdout and "Insufficient nvidia.com/gpu" in shown.stdout

@@ -12,10 +12,7 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,18 +24,25 @@ from trainer.contract.progress import parse_log
 from trainer.data import ALL_IDX_FILES
 from trainer.servers import marker_run_id
 
-from .kube import REPO, Kube, job_condition
+from .kube import REPO, Kube, job_condition, job_pods
 from .stack import (
     LOCAL_CLUSTER_CONFIG,
     TASKS,
     VOLUME_OWNER,
+    chief_epoch_figures,
+    chief_epochs,
+    completion_time,
     infra_status,
+    jobs_by_name,
+    live_object_kinds,
     on_volume,
     outputs,
     port_forward,
     rfc3339_s,
+    run_status,
     sha256,
     stack_on_cluster,
+    tensorboard_json,
     wait_for_tasks,
 )
 
@@ -78,36 +82,6 @@ def kube(local_cluster: Kube) -> Kube:
     return Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE)
 
 
-def _assert_every_object_is_live(project: PulumiProject, kube: Kube) -> None:
-    """Each Kubernetes object in the stack's state exists in the cluster with the same uid."""
-    state = json.loads(project.pulumi("stack", "export", "--show-secrets").stdout)
-    objects = [r for r in state["deployment"]["resources"]
-               if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")]
-    kinds = set()
-    for r in objects:
-        meta = r["outputs"]["metadata"]
-        kind = r["outputs"]["kind"]
-        args = ["get", kind, meta["name"], "-o", "jsonpath={.metadata.uid}"]
-        if meta.get("namespace"):
-            args[1:1] = []
-            args += ["-n", meta["namespace"]]
-        live = kube.run(*args, check=False)
-        assert live.returncode == 0 and live.stdout == meta["uid"], f"{kind} {meta['name']}: {live.stderr}"
-        kinds.add(kind)
-    # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
-    assert kinds == {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job",
-                     "Deployment", "Secret", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}, kinds
-
-
-def _jobs(kube: Kube) -> dict[str, dict]:
-    return {j["metadata"]["name"]: j for j in kube.get("jobs")["items"]}
-
-
-def _completion(job: dict) -> float:
-    stamp = job["status"]["completionTime"]
-    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-
-
 timings: dict[str, float] = {}
 #: Run directories on the volume (host paths) by namePrefix, read from the stack's outputs.
 run_dirs: dict[str, Path] = {}
@@ -130,7 +104,10 @@ def test_up_stages_the_data(stack, kube: Kube) -> None:
     # (That `up` does not wait for the training is the task Jobs' waitFor annotation, checked in
     # tests/infra/test_infra_topology.py: a short run can end while `up` still waits for the
     # TensorBoard Deployment, so no timing here can tell.)
-    _assert_every_object_is_live(project, kube)
+    # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
+    assert live_object_kinds(project, kube) == {
+        "Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job", "Deployment",
+        "Secret", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}
     claims = kube.get("pvc")["items"]
     assert len(claims) == 1 and claims[0]["status"]["phase"] == "Bound", claims
     pv = kube.get("pv", claims[0]["spec"]["volumeName"])
@@ -151,14 +128,15 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     outcomes = wait_for_tasks(kube, PREFIX)
     timings["up_to_chief_done_s"] = time.monotonic() - timings["up_done"]
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
-    jobs = _jobs(kube)
-    chief_done = _completion(jobs[f"{PREFIX}-chief-0"])
+    jobs = jobs_by_name(kube)
+    chief_done = completion_time(jobs[f"{PREFIX}-chief-0"])
     for t in TASKS[1:]:
-        lag = _completion(jobs[f"{PREFIX}-{t}"]) - chief_done
+        lag = completion_time(jobs[f"{PREFIX}-{t}"]) - chief_done
         assert lag <= 60, f"{PREFIX}-{t} completed {lag:.0f} s after the chief"
     # The run monitor exits 0 once it sees the chief's Job complete (within its 5 s poll).
     monitor = f"{PREFIX}-monitor"
-    assert kube.wait_for(f"job {monitor} to end", lambda: job_condition(kube, monitor), timeout=180) == "Complete"
+    ended = kube.wait_for(f"job {monitor} to end", lambda: job_condition(kube, monitor), timeout=180)
+    assert ended == "Complete", ended
     running = [p["metadata"]["name"] for p in kube.get("pods")["items"] if p["status"]["phase"] == "Running"]
     assert running == [n for n in running if "tensorboard" in n], f"pods left running: {running}"
     parsed = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
@@ -172,7 +150,7 @@ def test_every_task_job_succeeds_and_the_chief_reports(stack, kube: Kube) -> Non
     logs = sorted(p.name for p in (run_dir / "logs").glob("*.log"))
     assert logs == sorted(f"{t}.log" for t in TASKS), logs
     assert "done" in (run_dir / "logs" / "chief-0.log").read_text()
-    status = _status(kube, PREFIX)
+    status = run_status(kube, PREFIX)
     assert status.returncode == 0 and "FINISHED" in status.stdout, status.stdout + status.stderr
 
 
@@ -217,19 +195,7 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in volume.rglob("*")}
     assert owners == {VOLUME_OWNER}, owners
     # The figures behind the task pods' grace period (infra/components/pods.py TASK_GRACE_SECONDS).
-    # An Epoch line follows the epoch's training (epoch_time_s), checkpoint and evaluation:
-    # the time between two such lines less the training is the checkpoint plus evaluation.
-    stamped = [line.split(" ", 1) for line in kube.logs(f"job/{PREFIX}-chief-0", "--timestamps").splitlines()]
-    at = [rfc3339_s(stamp) for stamp, line in stamped if parse_log(line).epochs]
-    chief = parse_log(kube.logs(f"job/{PREFIX}-chief-0"))
-    after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
-    print(f"\nchief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
-          f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
-
-
-def _status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProcess:
-    """`python -m infra.status ARGS` for one run (exit 0 finished, 1 failed, 3 still going)."""
-    return infra_status(kube, "--prefix", prefix, *args)
+    print(f"\n{chief_epoch_figures(kube, PREFIX)}")
 
 
 def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
@@ -239,8 +205,8 @@ def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
     pods = kube.get("pods")["items"]
     assert pods and all(p["spec"].get("imagePullSecrets") == [{"name": f"{PREFIX}-registry"}] for p in pods), \
         [(p["metadata"]["name"], p["spec"].get("imagePullSecrets")) for p in pods]
-    state = project.pulumi("stack", "export").stdout
-    assert REGISTRY_PASSWORD not in state and REGISTRY_PASSWORD not in project.pulumi("stack", "output").stdout
+    state, shown = project.pulumi("stack", "export").stdout, project.pulumi("stack", "output").stdout
+    assert REGISTRY_PASSWORD not in state and REGISTRY_PASSWORD not in shown
 
 
 def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
@@ -253,8 +219,7 @@ def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
     try:
         def tags() -> dict:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/tags", timeout=5) as r:
-                    return json.loads(r.read())
+                return tensorboard_json(local_port, "/data/plugin/scalars/tags")
             except OSError:
                 return {}
         def validation_runs() -> dict:
@@ -267,10 +232,7 @@ def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
         assert tag in run_tags, run_tags
 
         def points() -> list:
-            query = urllib.parse.urlencode({"run": run, "tag": tag})
-            with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/data/plugin/scalars/scalars?{query}",
-                                        timeout=5) as r:
-                found = json.loads(r.read())
+            found = tensorboard_json(local_port, "/data/plugin/scalars/scalars", run=run, tag=tag)
             return found if len(found) >= EPOCHS else []
         # TensorBoard reloads its event files every few seconds: the last epoch may come later.
         series = kube.wait_for(f"TensorBoard's {tag} series to hold {EPOCHS} epochs", points, timeout=180, every=2)
@@ -334,7 +296,7 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
     assert (labels["train"], labels["tier"]) == ("mnist", "e2e"), labels
     assert pv["spec"]["hostPath"]["path"] == str(volume)
     assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
-    for job in [j for n, j in _jobs(kube).items() if n != f"{PREFIX}-monitor"]:
+    for job in [j for n, j in jobs_by_name(kube).items() if n != f"{PREFIX}-monitor"]:
         mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]
                   if "persistentVolumeClaim" in v]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
@@ -375,7 +337,7 @@ def test_up_after_destroy_is_a_new_run_that_ends_after_its_chief(stack, kube: Ku
     done = (run_dir / "cluster" / "done").read_text()
     assert marker_run_id(done) == new_id, done
     marked_at = float(re.search(r"^time=([0-9.]+)$", done, re.M).group(1))
-    jobs = _jobs(kube)
+    jobs = jobs_by_name(kube)
     for t in TASKS[1:]:
         # completionTime has whole seconds: allow the one the marker's time falls in.
         ended = rfc3339_s(jobs[f"{PREFIX}-{t}"]["status"]["completionTime"])
@@ -385,11 +347,6 @@ def test_up_after_destroy_is_a_new_run_that_ends_after_its_chief(stack, kube: Ku
     # The guide's closing line prints the kept accuracy to 4 places.
     assert f"Test-Accuracy: {json.loads(kept)['test_accuracy']:.4f}" in chief_log, chief_log[-2000:]
     assert (run_dir / "result.json").read_text() == kept
-
-
-def _chief_epochs(kube: Kube, prefix: str) -> set[int]:
-    proc = kube.run("logs", f"job/{prefix}-chief-0", check=False)
-    return {s["epoch"] for s in parse_log(proc.stdout).steps} if proc.returncode == 0 else set()
 
 
 SECOND_EPOCHS = 12
@@ -409,17 +366,16 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
         def chief_reached(epoch: int) -> bool:
             if up.done():
                 up.result()  # a failed `up` fails the test now, not after the wait's timeout
-            return max(_chief_epochs(kube, prefix), default=0) >= epoch
+            return max(chief_epochs(kube, prefix), default=0) >= epoch
 
         kube.wait_for("the chief's first epoch", lambda: chief_reached(1), timeout=900)
-        going = _status(kube, prefix)
+        going = run_status(kube, prefix)
         assert going.returncode == 3 and "RUNNING" in going.stdout, going.stdout + going.stderr
         # The deletion follows the second epoch's line at once (a pod listing, then the delete):
         # the run has 10 epochs left, so the worker is surely still training when it goes.
         kube.wait_for("the chief's second epoch", lambda: chief_reached(2), timeout=300)
         selector = f"job-name={prefix}-worker-0"
-        victim = kube.get("pods", "")["items"]
-        victim = [p for p in victim if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
+        victim = job_pods(kube, f"{prefix}-worker-0")
         kube.run("delete", "pod", "-l", selector, "--wait=false")
         assert len(victim) == 1 and victim[0]["status"]["phase"] == "Running", victim
         up.result()
@@ -427,13 +383,13 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     assert _run_dir(project, volume, prefix).parent != run_dirs[PREFIX].parent
     outcomes = wait_for_tasks(kube, prefix)
     assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
-    pods = [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-worker-0"]
+    pods = job_pods(kube, f"{prefix}-worker-0")
     assert pods and all(p["metadata"]["uid"] != victim[0]["metadata"]["uid"] for p in pods), (
         "worker-0's pod was not replaced:\n" + kube.run("describe", "job", f"{prefix}-worker-0").stdout
         + kube.run("get", "events", "--sort-by=.lastTimestamp").stdout[-3000:])
     result = json.loads((run_dirs[prefix] / "result.json").read_text())
     assert result["epochs"] == SECOND_EPOCHS and result["test_accuracy"] >= 0.95, result
-    assert _chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
+    assert chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
 
 
 def test_a_permanent_trainer_error_fails_the_job_at_once(stack, kube: Kube) -> None:

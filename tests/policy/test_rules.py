@@ -102,7 +102,7 @@ def test_every_gpu_family_the_settings_know_is_a_gpu_type() -> None:
 
 # --- alicloud-tags ---------------------------------------------------------------------------
 
-#: Every alicloud type the stack creates (tests/preview/test_preview.py ALICLOUD_COUNTS and
+#: Every alicloud type the stack creates (tests/preview/dev_stack.py ALICLOUD_COUNTS and
 #: TensorBoard's SLB ACL), and whether it takes tags.
 STACK_TYPES = {
     "alicloud:vpc/network:Network": True, "alicloud:vpc/switch:Switch": True,

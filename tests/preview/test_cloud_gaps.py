@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from .dev_stack import PV, configure
 from .engine import PulumiProject, Toolchain
 from .test_live_cloud_stack import UNKNOWN
-from .test_preview import PV, configure
 
 pytestmark = pytest.mark.engine
 

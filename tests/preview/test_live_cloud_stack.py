@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from .dev_stack import configure
 from .engine import PreviewResult, PulumiProject, Toolchain, alicloud_offline_config
-from .test_preview import configure
 
 pytestmark = pytest.mark.engine
 
@@ -114,7 +114,7 @@ def _state_entries(planned: PreviewResult, rename: Callable[[str], str]) -> list
 
 
 #: The live state's resources besides its provider: the stack, 4 components, 11 alicloud
-#: resources (ALICLOUD_COUNTS in test_preview).
+#: resources (ALICLOUD_COUNTS in dev_stack.py).
 LIVE_RESOURCES = 16
 
 

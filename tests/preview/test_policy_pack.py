@@ -25,8 +25,8 @@ import pytest
 from infra.settings.keys import MAX_WORKERS
 
 from .conftest import REPO
+from .dev_stack import configure
 from .engine import UNREACHABLE_KUBECONFIG, PolicyPreview, PulumiProject, Toolchain, alicloud_offline_config
-from .test_preview import configure
 
 pytestmark = pytest.mark.engine
 

@@ -30,11 +30,11 @@ import pytest
 
 from tests import readme_blocks as rb
 
+from .dev_stack import configure
 from .engine import PulumiProject, Toolchain, alicloud_offline_config
 from .fake_apiserver import FakeApiServer, object_path
 from .test_live_cloud_stack import CREDENTIAL_CALL, UNKNOWN
 from .test_live_cloud_stack import _make_live as make_live
-from .test_preview import configure
 
 pytestmark = pytest.mark.engine
 

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from localcluster import cgroups, cluster, components, dirs, layout, pki
+from localcluster import cgroups, cluster, components, config_files, dirs, layout, pki
 
 OWN = layout.CGROUP_ROOT.lstrip("/")
 
@@ -177,7 +177,7 @@ def test_only_processes_under_the_tools_cgroup_root_are_ours(tmp_path: Path) -> 
 
 def test_the_kubelet_puts_pods_under_the_tools_cgroup_root(tmp_path: Path) -> None:
     p = layout.Paths(state=tmp_path / "s", run=tmp_path / "r", cache=tmp_path / "c")
-    assert json.loads(components.kubelet_config(p))["cgroupRoot"] == layout.CGROUP_ROOT == "/tf-mnist-local-cluster"
+    assert json.loads(config_files.kubelet_config(p))["cgroupRoot"] == layout.CGROUP_ROOT == "/tf-mnist-local-cluster"
 
 
 # ---------------------------------------------------------------- keys, etcd, API server

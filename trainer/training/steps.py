@@ -140,12 +140,11 @@ class StepRunner:
         moments, each round given back at its end (see the module's docstring); returns
         (mean cost per step, correct predictions), as ``_train_steps_fn``'s does."""
         strategy, packing, optimizer = self.dist.strategy, self.packing, self.state.optimizer
-        weights, global_step = self.state.weights, self.state.global_step
+        weights = self.state.weights
         slots = local_update.slot_variables(optimizer)
         decays = local_update.slot_decays(optimizer)
         averaged = self.dist.kind == MULTI_WORKER_MIRRORED
-        mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
-        round_steps = self.args.local_steps
+        mean = tf.distribute.ReduceOp.MEAN
         smoothing = self.args.label_smoothing
 
         def start_round():
@@ -182,6 +181,16 @@ class StepRunner:
                 for variable, value, begun, (decay, squares) in zip(slots, s, start[1:], decays):
                     variable.assign(local_update.merge_slot(
                         tf.identity(variable.value), value, begun, decay, squares, steps))
+
+        return self._rounds_fn(start_round, local_step, end_round)
+
+    def _rounds_fn(self, start_round: Callable, local_step: Callable, end_round: Callable):
+        """The tf.function ``train_steps(iterator, num_steps)`` of ``_local_train_steps_fn``:
+        rounds of up to ``--local_steps`` steps, each begun by ``start_round`` in every replica,
+        its steps taken by ``local_step`` there, and ended by ``end_round``."""
+        strategy, global_step = self.dist.strategy, self.state.global_step
+        mean, total = tf.distribute.ReduceOp.MEAN, tf.distribute.ReduceOp.SUM
+        round_steps = self.args.local_steps
 
         @tf.function(autograph=False)  # see the module's docstring
         def train_steps(iterator, num_steps):

@@ -1,6 +1,6 @@
 """The cluster's own cgroup subtree: made before the kubelet starts, emptied and removed by `down`.
 
-The kubelet is told ``cgroupRoot: /tf-mnist-local-cluster`` (components.kubelet_config), so
+The kubelet is told ``cgroupRoot: /tf-mnist-local-cluster`` (config_files.kubelet_config), so
 every pod and container cgroup is ``<hierarchy>/tf-mnist-local-cluster/kubepods/...`` in each
 cgroup hierarchy mounted under /sys/fs/cgroup (this machine has one per v1 controller plus a
 cgroup2 mount). Nothing here reads or removes any other cgroup: another kubelet's

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from localcluster import cgroups, components, dirs, layout, network, pki
+from localcluster import cgroups, components, config_files, dirs, layout, network, pki
 from localcluster.layout import Paths
 from localcluster.processes import Daemon, pids_with_cmdline, stop_pid
 
@@ -153,11 +153,11 @@ def _write_configs(p: Paths) -> None:
     # The kubelet writes its serving key into --cert-dir and would make both directories 0755.
     dirs.private_dir(p.kubelet_root / "pki")
     dirs.private_dir(p.kubelet_root)
-    (p.etc / "containerd.toml").write_text(components.containerd_config(p, SANDBOX_IMAGE))
+    (p.etc / "containerd.toml").write_text(config_files.containerd_config(p, SANDBOX_IMAGE))
     p.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-    (p.cni_conf_dir / "10-tf-mnist.conflist").write_text(components.cni_config(p))
-    (p.etc / "Corefile").write_text(components.corefile(p))
-    (p.etc / "kubelet.json").write_text(components.kubelet_config(p))
+    (p.cni_conf_dir / "10-tf-mnist.conflist").write_text(config_files.cni_config(p))
+    (p.etc / "Corefile").write_text(config_files.corefile(p))
+    (p.etc / "kubelet.json").write_text(config_files.kubelet_config(p))
     # Search domains only; the nameserver is the cluster DNS the kubelet adds.
     (p.etc / "pod-resolv.conf").write_text("")
 
@@ -246,8 +246,8 @@ def up() -> int:
                 took = _wait(c.name, c.healthy, c.start_timeout, d)
                 say(f"{c.name} ready in {took:.1f} s (pid {d.pid()}, log {d.log_file})")
                 if c.name == "kube-apiserver":
-                    kubectl(p, bins, "apply", "-f", "-", input_=components.COREDNS_RBAC)
-                    kubectl(p, bins, "apply", "-f", "-", input_=components.NETWORK_POLICIES_RBAC)
+                    kubectl(p, bins, "apply", "-f", "-", input_=config_files.COREDNS_RBAC)
+                    kubectl(p, bins, "apply", "-f", "-", input_=config_files.NETWORK_POLICIES_RBAC)
                 if c.name == "containerd":
                     import_images(p)
             took = _wait(f"node {layout.NODE_NAME} Ready and schedulable", lambda: node_ready(p, bins), 90,

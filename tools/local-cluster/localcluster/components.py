@@ -1,4 +1,5 @@
-"""The cluster's components: the command line and config files of each, and its health check.
+"""The cluster's components: the command line of each and its health check (the config files
+they read are in config_files.py).
 
 Start order (each waits for the one before to be healthy): etcd, kube-apiserver, the API
 server's relay onto the bridge, kube-controller-manager, kube-scheduler, containerd, CoreDNS, the
@@ -8,7 +9,6 @@ machine needs are explained where they are set (see also tools/local-cluster/REA
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import subprocess
@@ -22,53 +22,6 @@ from localcluster import layout
 from localcluster.layout import Paths
 
 APISERVER_URL = f"https://127.0.0.1:{layout.port('kube-apiserver', 'secure')}"
-
-#: What CoreDNS's kubernetes plugin reads (its documented RBAC), bound to its client identity.
-COREDNS_RBAC = """\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "tf-mnist:coredns"}
-rules:
-- apiGroups: [""]
-  resources: [endpoints, services, pods, namespaces]
-  verbs: [list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "tf-mnist:coredns"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "tf-mnist:coredns"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "tf-mnist:coredns"}
-"""
-
-#: What the NetworkPolicy agent reads (the informers of sigs.k8s.io/kube-network-policies'
-#: controller) and the events it records, bound to its client identity.
-NETWORK_POLICIES_RBAC = """\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "tf-mnist:network-policies"}
-rules:
-- apiGroups: [""]
-  resources: [pods, namespaces, nodes]
-  verbs: [list, watch]
-- apiGroups: [networking.k8s.io]
-  resources: [networkpolicies]
-  verbs: [list, watch]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "tf-mnist:network-policies"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "tf-mnist:network-policies"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "tf-mnist:network-policies"}
-"""
-
 
 @dataclass(frozen=True)
 class Component:
@@ -222,94 +175,12 @@ def kube_scheduler(p: Paths, bin_dir: Path) -> Component:
     return _secure_component(p, bin_dir, "kube-scheduler")
 
 
-def containerd_config(p: Paths, sandbox_image: str) -> str:
-    """containerd's config.toml (version 2) for this cluster's own instance."""
-    return f"""\
-version = 2
-root = "{p.containerd_root}"
-state = "{p.containerd_state}"
-# The VM refuses negative oom_score_adj values (no CAP_SYS_RESOURCE).
-oom_score = 0
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-                    "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = "{p.containerd_socket}"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{p.containerd_root}/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{sandbox_image}"
-  # The CRI asks for -998 on pod sandboxes; the VM only allows raising the score.
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  # Pod network namespaces under our state dir, not /var/run/netns: `down` unmounts them there.
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    # Our own directory: podman's package drops 87-podman-bridge.conflist into /etc/cni/net.d
-    # and containerd would take the alphabetically first file there.
-    conf_dir = "{p.cni_conf_dir}"
-    max_conf_num = 1
-"""
-
-
-def cni_config(p: Paths) -> str:
-    """The pod network: the CNI bridge plugin on the tool's own bridge, host-local IPAM.
-
-    isGateway false and ipMasq false: the bridge plugin then neither enables IP forwarding nor
-    adds NAT rules, and pods get no default route, so pod traffic stays on the bridge (pods,
-    the node address, the cluster DNS). The bridge and its address are made by `up` itself
-    (network.py) because CoreDNS and the kubelet bind to that address before any pod exists.
-    """
-    return json.dumps({
-        "cniVersion": "1.0.0",
-        "name": layout.CNI_NETWORK,
-        "plugins": [{
-            "type": "bridge", "bridge": layout.BRIDGE, "isGateway": False, "ipMasq": False,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": layout.POD_SUBNET, "gateway": layout.BRIDGE_IP}]],
-                "dataDir": str(p.cni_ipam_dir),
-            },
-        }],
-    }, indent=2)
-
-
 def containerd(p: Paths, bin_dir: Path) -> Component:
     config = p.etc / "containerd.toml"
     sock = str(p.containerd_socket)
     return Component("containerd", ["containerd", "--config", str(config)],
                      lambda: subprocess.run(["ctr", "--address", sock, "version"], capture_output=True,
                                             timeout=10).returncode == 0, 30)
-
-
-def corefile(p: Paths) -> str:
-    """CoreDNS serving cluster.local from the API server (headless Services included)."""
-    return f"""\
-.:{layout.port('coredns', 'dns')} {{
-    bind {layout.BRIDGE_IP}
-    errors
-    health 127.0.0.1:{layout.port('coredns', 'health')}
-    ready 127.0.0.1:{layout.port('coredns', 'ready')}
-    kubernetes {layout.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig_path(p, 'coredns')}
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        # A replaced pod's new address must be seen within seconds by its peers.
-        ttl 5
-    }}
-}}
-"""
 
 
 def coredns(p: Paths, bin_dir: Path) -> Component:
@@ -328,45 +199,6 @@ def network_policies(p: Paths, bin_dir: Path) -> Component:
         f"-node-name={layout.NODE_NAME}", f"-bridge={layout.BRIDGE}", f"-nfqueue-id={layout.NFQUEUE_ID}",
         f"-health-address=127.0.0.1:{health}",
     ], lambda: http_ok(f"http://127.0.0.1:{health}/healthz", expect="ok"), 60)
-
-
-def kubelet_config(p: Paths) -> str:
-    """KubeletConfiguration (v1beta1) for this machine: cgroupfs driver (no systemd), the
-    bridge address as node and DNS address, images never garbage-collected (they are imported,
-    not pullable), and low eviction thresholds so a full-ish disk does not evict training pods.
-    """
-    return json.dumps({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "address": layout.BRIDGE_IP,
-        "port": layout.port("kubelet", "server"),
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": layout.port("kubelet", "healthz"),
-        "readOnlyPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(p.pki / "ca.crt")}},
-        "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs",
-        # Pod cgroups under the tool's own root (<hierarchy>/tf-mnist-local-cluster/kubepods/...)
-        # so that `down` can remove them without touching another kubelet's kubepods.
-        "cgroupRoot": layout.CGROUP_ROOT,
-        "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
-        "clusterDNS": [layout.BRIDGE_IP],
-        "clusterDomain": layout.CLUSTER_DOMAIN,
-        # The host's resolv.conf names an upstream that pods must not use.
-        "resolvConf": str(p.etc / "pod-resolv.conf"),
-        "podCIDR": layout.POD_SUBNET,
-        "maxPods": layout.MAX_PODS,
-        "failSwapOn": False,
-        # The VM refuses negative values (the default is -999).
-        "oomScoreAdj": 0,
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
-        "podLogsDir": str(p.pod_logs),
-        "volumePluginDir": str(p.kubelet_root / "volume-plugins"),
-        "serializeImagePulls": False,
-    }, indent=2)
 
 
 def kubelet(p: Paths, bin_dir: Path) -> Component:

@@ -3,7 +3,7 @@
 `up` records the sysctl values it found (host_state file) before it changes anything; `down`
 removes the tool's bridge and puts the recorded values back. The pods' network namespaces are
 not here: containerd mounts them under its state directory in the tool's run directory
-(components.containerd_config), so `down` unmounts them with the rest of that directory and
+(config_files.containerd_config), so `down` unmounts them with the rest of that directory and
 never touches /var/run/netns, where other runtimes keep theirs.
 """
 

@@ -76,9 +76,9 @@ CLIENTS = {
     "kube-controller-manager": "/CN=system:kube-controller-manager",
     "kube-scheduler": "/CN=system:kube-scheduler",
     "kubelet": f"/O=system:nodes/CN=system:node:{layout.NODE_NAME}",
-    # Bound to the ClusterRole that components.COREDNS_RBAC creates.
+    # Bound to the ClusterRole that config_files.COREDNS_RBAC creates.
     "coredns": "/CN=tf-mnist:coredns",
-    # Bound to the ClusterRole that components.NETWORK_POLICIES_RBAC creates.
+    # Bound to the ClusterRole that config_files.NETWORK_POLICIES_RBAC creates.
     "network-policies": "/CN=tf-mnist:network-policies",
 }
 

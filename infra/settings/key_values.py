@@ -1,0 +1,76 @@
+"""The named values of the key table: the project and its own namespace, the pods' uid, the
+default images, and each key's choices, bounds and defaults for new cloud resources, with
+where each comes from. infra/settings/keys.py re-exports every one."""
+
+from __future__ import annotations
+
+PROJECT = "tf-mnist"
+DEFAULT_NAMESPACE = PROJECT  # a stack's own namespace, which it creates while createNamespace is unset
+POD_ID = 10001  # the pods' uid and gid and docker/*.Dockerfile's USER: > 10000 (CKV_K8S_40, kube-score)
+
+#: Default imageRegistry; the images built from docker/ are ``<registry>/<name>:<tag>``.
+DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
+TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
+TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
+TENSORBOARD_TAG = "tensorboard:2.21.0"
+
+#: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
+GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
+#: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
+NETWORK_PLUGINS = ("flannel", "terway")
+#: The plugin of a cluster the stack creates while cluster.networkPlugin is unset: Terway, which
+#: enforces the stack's NetworkPolicies. A cluster the stack already created keeps the plugin its
+#: state records instead (infra/settings/deployed.py): ACK cannot change the plugin of a cluster,
+#: and pod_cidr is ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so a new default
+#: must not reach a stack deployed with the old one.
+NEW_CLUSTER_NETWORK_PLUGIN = "terway"
+#: Standard (general-purpose) NAS storage types.
+NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+#: The storage type of a NAS file system the stack creates while nas.storageType is unset.
+#: Capacity: general-purpose NAS bills the used GiB by the hour and Capacity has the lowest
+#: price per GiB (0.06 USD/GiB/month in cn-hangzhou in Alibaba's billing example; Performance
+#: and Premium cost more per GiB for lower latency), while this job moves megabytes (an 11 MB
+#: data set staged once, checkpoints and event files of a few MB), far below what any of them
+#: serves. Extreme NAS is no candidate: it bills a provisioned capacity whether used or not and
+#: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
+#: says which; storage_type is ForceNew, and a new file system would start empty).
+NEW_NAS_STORAGE_TYPE = "Capacity"
+#: The GPU pool's instance types, tried in order for each node (ACK node pools: "it will try to
+#: purchase from the first specification until it is created successfully"). Every one has one
+#: GPU (so gpuPool.gpusPerInstance 1 holds whichever comes), takes the ultra disk
+#: (gpuPool.systemDiskCategory cloud_efficiency; gn7i and newer take ESSD only, GN5 no ESSD) and
+#: runs the pinned driver branch R550 (GPU_DRIVER_VERSION). GN5 (P100) stays first because the
+#: guide names it and measured its numbers on it; it is an outdated family that is often sold out
+#: or no longer offered in a zone, and then the pool takes the next type instead of failing after
+#: the network, cluster, CPU pool and NAS exist: T4 (gn6i: 4 vCPU and 15 GiB hold a worker's
+#: 2 CPU and 8 GiB), then a larger T4, then V100 (gn6v). Put a current type first to prefer it.
+DEFAULT_GPU_INSTANCE_TYPES = ("ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
+                              "ecs.gn6v-c8g1.2xlarge")
+#: The NVIDIA driver of new GPU nodes, pinned with ACK's node pool label
+#: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default (535.161.07
+#: for clusters of 1.28 and later when this was written), which ACK changes over time and which
+#: could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
+#: the branch ACK recommends (its fixes for XID 119/120/31 errors), drives P100, V100, T4 and A10,
+#: and, a CUDA 12.4 driver, runs the GPU image's CUDA 12.9 wheels through CUDA 12's minor-version
+#: compatibility (docker/trainer-gpu.Dockerfile); 550.163.01 is the newest 550 release in ACK's list
+#: of supported driver versions (ACK installs its default for any version not listed).
+GPU_DRIVER_VERSION = "550.163.01"
+#: Node OS images a GPU pool may use: ACK's own Linux images, on which it installs the driver
+#: that the driver label names.
+GPU_IMAGE_TYPES = ("AliyunLinux3", "AliyunLinux3ContainerOptimized", "ContainerOS", "Ubuntu")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+ADDRESS_TYPES = ("internet", "intranet")
+#: Where the PV lives (persistence.volume.type): NAS through Alibaba's CSI driver, a plain
+#: NFS server (in-tree nfs volume), or a directory of the node (single-node clusters).
+VOLUME_TYPES = ("nas", "nfs", "hostPath")
+#: The range of an ACK temporary credential's lifetime, minutes (cs DescribeClusterUserKubeconfig
+#: TemporaryDurationMinutes: 15 to 4320).
+CREDENTIAL_MINUTES = (15, 4320)
+#: The most workers and ps tasks a stack takes. Each GPU worker is a GPU node (gpuPool grows to
+#: the workers' demand), so a slip such as ``worker.number 200`` would plan a 200-node pool; and
+#: every worker holds a gRPC channel to every ps. 32 workers is past what MNIST gains from (at
+#: 32 x 64 examples a global step, an epoch of 60,000 is 30 steps); 8 ps tasks split the
+#: model's 0.8 M weights into shards of about 100 k. To go further, raise these.
+MAX_WORKERS = 32
+MAX_PS = 8
