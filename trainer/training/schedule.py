@@ -33,29 +33,75 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_steps": self.warmup_steps}
 
 
-class FusedAdam(keras.optimizers.Adam):
-    """Keras' Adam with each variable's update in one kernel (TensorFlow's
-    ``ResourceApplyAdam``) instead of Keras' nine element-wise ops.
+class KeepsSchedule:
+    """A Keras optimizer that also keeps, as ``schedule``, the learning rate it was made with: a
+    float or a ``LearningRateSchedule``. Keras keeps it only privately, and its public
+    ``learning_rate`` is the rate at ``optimizer.iterations``, which the training function sets
+    to the global step only at the start of each call; ``rate_at`` gives it at any step."""
+
+    def __init__(self, learning_rate, **kwargs) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.schedule = learning_rate
+
+    def rate_at(self, step):
+        """The learning rate at 0-based global step ``step`` (an int or an int64 tensor), as a
+        float32 tensor."""
+        if isinstance(self.schedule, keras.optimizers.schedules.LearningRateSchedule):
+            return tf.cast(self.schedule(step), tf.float32)
+        return tf.constant(self.schedule, tf.float32)
+
+
+class SGD(KeepsSchedule, keras.optimizers.SGD):
+    """Keras' SGD (no momentum) that keeps its schedule (``KeepsSchedule``)."""
+
+
+class FusedAdam(KeepsSchedule, keras.optimizers.Optimizer):
+    """Adam with each variable's update in one kernel (TensorFlow's ``ResourceApplyAdam``)
+    instead of Keras' nine element-wise ops, built on Keras' public optimizer API (``build``,
+    ``add_optimizer_variables``, ``update_step``).
 
     The same arithmetic as Keras' Adam (m and v moving averages, the bias-corrected step
     ``lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)``; 50 steps of both
-    on 1,000 weights differ by at most 4e-6) and the same state variables, so checkpoints are
-    interchangeable. Why: under ParameterServerStrategy the update runs on the ps for every
-    worker step, and each op there is a pass over the packed weights plus the executor's
-    scheduling; one kernel is one pass.
+    on 1,000 weights differ by at most 4e-6) and Keras' defaults for beta_1, beta_2 and
+    epsilon. Why: under ParameterServerStrategy the update runs on the ps for every worker
+    step, and each op there is a pass over the packed weights plus the executor's scheduling;
+    one kernel is one pass.
+
+    Attributes (once built over ``var_list``):
+        momentums, velocities: per variable of ``var_list``, in its order, the first and
+            second moment, each of its variable's shape.
     """
 
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, **kwargs) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def build(self, var_list) -> None:
+        if self.built:
+            return
+        super().build(var_list)
+        self.momentums, self.velocities = self.add_optimizer_variables(var_list, ["momentum", "velocity"])
+        # Variable paths are unique within a model: which moments update_step takes.
+        self.slot_index = {variable.path: index for index, variable in enumerate(var_list)}
+
+    def slots(self, variable) -> list:
+        """[first moment m, second moment v] of ``variable``, one of those built over."""
+        index = self.slot_index[variable.path]
+        return [self.momentums[index], self.velocities[index]]
+
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
+        m, v = self.slots(variable)
         dtype = variable.dtype
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         local_step = tf.cast(self.iterations + 1, dtype)
         tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=self._momentums[index].handle,
-            v=self._velocities[index].handle, beta1_power=tf.pow(beta_1, local_step),
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, local_step),
             beta2_power=tf.pow(beta_2, local_step), lr=tf.cast(learning_rate, dtype),
             beta1=beta_1, beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
             grad=tf.cast(gradient, dtype), use_locking=False)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
 
 def make_optimizer(args: argparse.Namespace, total_steps: int):
@@ -75,14 +121,13 @@ def make_optimizer(args: argparse.Namespace, total_steps: int):
     # exactly as an optimizer without one.
     decay = args.weight_decay or None
     if args.optimizer == "sgd":
-        return keras.optimizers.SGD(learning_rate=rate, weight_decay=decay)
+        return SGD(learning_rate=rate, weight_decay=decay)
     return FusedAdam(learning_rate=rate, weight_decay=decay)
 
 
-def learning_rate_at(optimizer, args: argparse.Namespace, step: int) -> float:
-    """The learning rate the optimizer uses at global step ``step``."""
-    if args.lr_schedule == "constant":
-        return float(args.learning_rate)
-    # Keras keeps the schedule there; optimizer.learning_rate would read optimizer.iterations,
-    # which the training function sets to the global step only at the start of each call.
-    return float(optimizer._learning_rate(step))
+def learning_rate_at(optimizer: KeepsSchedule, step: int) -> float:
+    """The learning rate ``optimizer`` (``make_optimizer``'s) uses at global step ``step``: a
+    constant rate exactly as given."""
+    if isinstance(optimizer.schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(optimizer.schedule(step))
+    return float(optimizer.schedule)
