@@ -89,8 +89,8 @@ def test_the_scheduled_rate_is_the_schedules_at_the_global_step():
     expected = {0: 0.001, 7: 0.001 + 0.009 * 7 / 15, 15: 0.01, 60: 0.005 * (1 + math.cos(math.pi * 45 / 85)),
                 99: 0.005 * (1 + math.cos(math.pi * 84 / 85))}
     for step, rate in expected.items():
-        assert float(optimizer.rate_at(tf.constant(step, tf.int64))) == pytest.approx(rate, rel=1e-6)
-        assert learning_rate_at(optimizer, step) == pytest.approx(rate, rel=1e-6)
+        assert float(optimizer.rate_at(tf.constant(step, tf.int64))) == pytest.approx(rate, rel=1e-6, abs=1e-9)
+        assert learning_rate_at(optimizer, step) == pytest.approx(rate, rel=1e-6, abs=1e-9)
     assert learning_rate_at(_optimizer("sgd"), 50) == 0.01  # a constant rate as given
 
 
@@ -113,6 +113,15 @@ def test_fused_adam_steps_as_keras_adam():
     np.testing.assert_allclose(fused.numpy(), plain.numpy(), rtol=0, atol=4e-6)
     assert np.abs(fused.numpy() - start).max() > 0.1  # the steps moved the weights
     assert [v.shape for v in ours.variables] == [v.shape for v in theirs.variables]
+
+
+def test_fused_adam_refuses_more_than_one_variable():
+    import keras
+
+    from trainer.training.schedule import FusedAdam
+
+    with pytest.raises(ValueError, match="FusedAdam updates one variable, the packed weights: got 2"):
+        FusedAdam().build([keras.Variable(np.zeros(3, np.float32)), keras.Variable(np.zeros(2, np.float32))])
 
 
 def _moving_average(value, samples, decay):

@@ -25,7 +25,7 @@ def slot_variables(optimizer) -> list:
     it: Adam's [first moment m, second moment v]; SGD none. Each has the weights' shape
     (n,) and lives where the weights do (on the ps with ParameterServerStrategy)."""
     if isinstance(optimizer, FusedAdam):
-        return [optimizer.momentums[0], optimizer.velocities[0]]
+        return [optimizer.momentum, optimizer.velocity]
     return []
 
 
