@@ -70,7 +70,7 @@ def plain_fit(args: argparse.Namespace) -> None:
 
     from trainer.data import load
     from trainer.model import build_model
-    from trainer.training.schedule import make_optimizer
+    from trainer.training.schedule import learning_rate_schedule
 
     keras.utils.set_random_seed(args.seed)
     ds = load(args.data_dir)
@@ -81,7 +81,11 @@ def plain_fit(args: argparse.Namespace) -> None:
     y = keras.utils.to_categorical(ds.y_train[: steps * args.batch_size], 10)
     yt = keras.utils.to_categorical(ds.y_test, 10)
     model = build_model(args.model, args.dropout)
-    model.compile(optimizer=make_optimizer(args, steps * args.epochs),
+    # Keras' own optimizers: the trainer's FusedAdam updates one packed vector only.
+    rate, decay = learning_rate_schedule(args, steps * args.epochs), args.weight_decay or None
+    optimizer = (keras.optimizers.SGD(learning_rate=rate, weight_decay=decay) if args.optimizer == "sgd"
+                 else keras.optimizers.Adam(learning_rate=rate, weight_decay=decay))
+    model.compile(optimizer=optimizer,
                   loss=keras.losses.CategoricalCrossentropy(
                       from_logits=True, label_smoothing=args.label_smoothing),
                   metrics=["categorical_accuracy"], steps_per_execution=args.steps_per_execution)

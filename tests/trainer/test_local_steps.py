@@ -5,6 +5,7 @@ of trainer/training/local_update.py against Keras' own Adam."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 import numpy as np
@@ -70,7 +71,7 @@ def test_three_local_steps_match_the_keras_optimizer(name, decay):
     slots = [tf.identity(v.value) for v in local_update.slot_variables(optimizer)]
     assert len(slots) == (2 if name == "adam" else 0)
     for step, gradient in enumerate(gradients):
-        rate = local_update.learning_rate_tensor(optimizer, tf.constant(step, tf.int64))
+        rate = optimizer.rate_at(tf.constant(step, tf.int64))
         weights, slots = local_update.apply(optimizer, weights, slots, tf.constant(gradient),
                                             rate, tf.constant(step, tf.int64))
     np.testing.assert_allclose(weights.numpy(), variable.numpy(), rtol=0, atol=2e-6)
@@ -80,12 +81,47 @@ def test_three_local_steps_match_the_keras_optimizer(name, decay):
 def test_the_scheduled_rate_is_the_schedules_at_the_global_step():
     import tensorflow as tf
 
-    from trainer.training import local_update
+    from trainer.training.schedule import learning_rate_at
 
+    # Peak 0.01 over 100 steps: a warm-up from 0.001 over round(0.15 * 100) = 15 steps, then
+    # half a cosine over the other 85.
     optimizer = _optimizer("adam", "warmup_cosine")
-    for step in (0, 7, 15, 60, 99):
-        got = float(local_update.learning_rate_tensor(optimizer, tf.constant(step, tf.int64)))
-        assert got == pytest.approx(float(optimizer._learning_rate(step)), rel=1e-6)
+    expected = {0: 0.001, 7: 0.001 + 0.009 * 7 / 15, 15: 0.01, 60: 0.005 * (1 + math.cos(math.pi * 45 / 85)),
+                99: 0.005 * (1 + math.cos(math.pi * 84 / 85))}
+    for step, rate in expected.items():
+        assert float(optimizer.rate_at(tf.constant(step, tf.int64))) == pytest.approx(rate, rel=1e-6, abs=1e-9)
+        assert learning_rate_at(optimizer, step) == pytest.approx(rate, rel=1e-6, abs=1e-9)
+    assert learning_rate_at(_optimizer("sgd"), 50) == 0.01  # a constant rate as given
+
+
+def test_fused_adam_steps_as_keras_adam():
+    import keras
+    import tensorflow as tf
+
+    from trainer.training.schedule import FusedAdam
+
+    rng = np.random.default_rng(1)
+    start = rng.normal(size=1000).astype(np.float32)
+    fused, plain = keras.Variable(start), keras.Variable(start)
+    ours, theirs = FusedAdam(learning_rate=0.01), keras.optimizers.Adam(learning_rate=0.01)
+    ours.build([fused])
+    theirs.build([plain])
+    for _ in range(50):
+        gradient = tf.constant(rng.normal(size=1000).astype(np.float32))
+        ours.apply_gradients([(gradient, fused)])
+        theirs.apply_gradients([(gradient, plain)])
+    np.testing.assert_allclose(fused.numpy(), plain.numpy(), rtol=0, atol=4e-6)
+    assert np.abs(fused.numpy() - start).max() > 0.1  # the steps moved the weights
+    assert [v.shape for v in ours.variables] == [v.shape for v in theirs.variables]
+
+
+def test_fused_adam_refuses_more_than_one_variable():
+    import keras
+
+    from trainer.training.schedule import FusedAdam
+
+    with pytest.raises(ValueError, match="FusedAdam updates one variable, the packed weights: got 2"):
+        FusedAdam().build([keras.Variable(np.zeros(3, np.float32)), keras.Variable(np.zeros(2, np.float32))])
 
 
 def _moving_average(value, samples, decay):

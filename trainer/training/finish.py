@@ -9,7 +9,7 @@ import dataclasses
 import gc
 from pathlib import Path
 
-from tensorflow.python.eager import context
+import tensorflow as tf
 
 from trainer import data as data_mod
 from trainer.contract import progress
@@ -40,7 +40,10 @@ def release_remote_work() -> None:
     remotely, before ``os._exit`` (see _KEEP_UNTIL_EXIT).
     """
     gc.collect()
-    context.async_wait()
+    # TensorFlow's public barrier for pending asynchronous work: leaving an async scope
+    # waits until every pending op and remote call has finished (and raises its errors).
+    with tf.experimental.async_scope():
+        pass
     gc.disable()
 
 

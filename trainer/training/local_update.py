@@ -15,23 +15,24 @@ each step first takes ``w <- w - lr d w``, as Keras' optimizers do (Loshchilov &
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
+
+from trainer.training.schedule import FusedAdam
 
 
 def slot_variables(optimizer) -> list:
     """The optimizer's per-weight state of the packed vector, in the order ``apply`` takes
     it: Adam's [first moment m, second moment v]; SGD none. Each has the weights' shape
     (n,) and lives where the weights do (on the ps with ParameterServerStrategy)."""
-    if isinstance(optimizer, keras.optimizers.Adam):
-        return [optimizer._momentums[0], optimizer._velocities[0]]
+    if isinstance(optimizer, FusedAdam):
+        return [optimizer.momentum, optimizer.velocity]
     return []
 
 
 def slot_decays(optimizer) -> list[tuple[float, bool]]:
     """Each slot's (moving-average decay, whether it averages squares), in
     ``slot_variables``' order: Adam's (beta_1, False) and (beta_2, True); see ``merge_slot``."""
-    if isinstance(optimizer, keras.optimizers.Adam):
+    if isinstance(optimizer, FusedAdam):
         return [(float(optimizer.beta_1), False), (float(optimizer.beta_2), True)]
     return []
 
@@ -51,15 +52,6 @@ def merge_slot(shared, local, start, decay: float, squares: bool, steps):
     kept = tf.pow(tf.constant(decay, tf.float32), tf.cast(steps, tf.float32))
     merged = kept * shared + (local - kept * start)
     return tf.maximum(merged, 0.0) if squares else merged
-
-
-def learning_rate_tensor(optimizer, step):
-    """The optimizer's learning rate at 0-based global step ``step`` (an int64 tensor), as
-    a float32 tensor: its schedule's value there, or its constant rate."""
-    schedule = optimizer._learning_rate
-    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
-        return tf.cast(schedule(step), tf.float32)
-    return tf.cast(tf.convert_to_tensor(optimizer.learning_rate), tf.float32)
 
 
 def apply(optimizer, weights, slots: list, gradient, learning_rate, step):

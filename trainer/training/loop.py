@@ -214,8 +214,7 @@ class TrainingLoop:
         epoch_values = {
             "train_cost": values["train_cost"], "train_accuracy": values["train_accuracy"],
             "test_cost": test_cost, "test_accuracy": test_accuracy,
-            "learning_rate": learning_rate_at(self.state.optimizer, self.args,
-                                              int(self.state.global_step.numpy())),
+            "learning_rate": learning_rate_at(self.state.optimizer, int(self.state.global_step.numpy())),
             "examples_per_s": values["examples_per_s"]}
         for key, value in epoch_values.items():
             subdir, tag = progress.EPOCH_SERIES[key]

@@ -33,56 +33,106 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_steps": self.warmup_steps}
 
 
-class FusedAdam(keras.optimizers.Adam):
-    """Keras' Adam with each variable's update in one kernel (TensorFlow's
-    ``ResourceApplyAdam``) instead of Keras' nine element-wise ops.
+class KeepsSchedule:
+    """A Keras optimizer that also keeps, as ``schedule``, the learning rate it was made with: a
+    float or a ``LearningRateSchedule``. Keras keeps it only privately, and its public
+    ``learning_rate`` is the rate at ``optimizer.iterations``, which the training function sets
+    to the global step only at the start of each call; ``rate_at`` gives it at any step."""
+
+    def __init__(self, learning_rate, **kwargs) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.schedule = learning_rate
+
+    def rate_at(self, step):
+        """The learning rate at 0-based global step ``step`` (an int or an int64 tensor), as a
+        float32 tensor."""
+        if isinstance(self.schedule, keras.optimizers.schedules.LearningRateSchedule):
+            return tf.cast(self.schedule(step), tf.float32)
+        return tf.constant(self.schedule, tf.float32)
+
+
+class SGD(KeepsSchedule, keras.optimizers.SGD):
+    """Keras' SGD (no momentum) that keeps its schedule (``KeepsSchedule``)."""
+
+
+class FusedAdam(KeepsSchedule, keras.optimizers.Optimizer):
+    """Adam over one variable, the packed weights (trainer/packed.py), with its update in one
+    kernel (TensorFlow's ``ResourceApplyAdam``) instead of Keras' nine element-wise ops; built
+    on Keras' public optimizer API (``build``, ``add_optimizer_variables``, ``update_step``).
 
     The same arithmetic as Keras' Adam (m and v moving averages, the bias-corrected step
     ``lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon)``; 50 steps of both
-    on 1,000 weights differ by at most 4e-6) and the same state variables, so checkpoints are
-    interchangeable. Why: under ParameterServerStrategy the update runs on the ps for every
-    worker step, and each op there is a pass over the packed weights plus the executor's
-    scheduling; one kernel is one pass.
+    on 1,000 weights differ by at most 4e-6) and Keras' defaults for beta_1, beta_2 and
+    epsilon. Why: under ParameterServerStrategy the update runs on the ps for every worker
+    step, and each op there is a pass over the packed weights plus the executor's scheduling;
+    one kernel is one pass.
+
+    Attributes (once built): momentum, velocity: the first and second moment, each of the
+    variable's shape.
+
+    Raises:
+        ValueError: ``build`` got other than one variable. With several, ``update_step`` would
+            have to tell which one it is given, which Keras offers no public way to do (under
+            ParameterServerStrategy it is given the ps's variable, not the model's).
     """
 
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, **kwargs) -> None:
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+
+    def build(self, var_list) -> None:
+        if self.built:
+            return
+        if len(var_list) != 1:
+            raise ValueError(f"FusedAdam updates one variable, the packed weights: got {len(var_list)}; "
+                             "use keras.optimizers.Adam for a model's own variables")
+        super().build(var_list)
+        momentums, velocities = self.add_optimizer_variables(var_list, ["momentum", "velocity"])
+        self.momentum, self.velocity = momentums[0], velocities[0]
+
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
         dtype = variable.dtype
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         local_step = tf.cast(self.iterations + 1, dtype)
         tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=self._momentums[index].handle,
-            v=self._velocities[index].handle, beta1_power=tf.pow(beta_1, local_step),
-            beta2_power=tf.pow(beta_2, local_step), lr=tf.cast(learning_rate, dtype),
-            beta1=beta_1, beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype), use_locking=False)
+            var=variable.handle, m=self.momentum.handle, v=self.velocity.handle,
+            beta1_power=tf.pow(beta_1, local_step), beta2_power=tf.pow(beta_2, local_step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype), use_locking=False)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+
+def learning_rate_schedule(args: argparse.Namespace, total_steps: int):
+    """The rate of ``--lr_schedule`` for a run of ``total_steps`` steps: ``args.learning_rate``
+    (``--learning_rate``, scaled by ``run`` for synchronous replicas: ``--lr_scaling``) as a
+    float, or a ``WarmupCosine`` peaking at it."""
+    if args.lr_schedule == "warmup_cosine":
+        return WarmupCosine(args.learning_rate, total_steps, max(1, round(WARMUP_FRACTION * total_steps)))
+    return args.learning_rate
 
 
 def make_optimizer(args: argparse.Namespace, total_steps: int):
-    """The optimizer of ``--optimizer`` with ``args.learning_rate`` (``--learning_rate``,
-    scaled by ``run`` for synchronous replicas: ``--lr_scaling``) under ``--lr_schedule``,
-    with Keras' decoupled ``weight_decay`` of ``--weight_decay`` (none at 0).
+    """The optimizer of ``--optimizer`` for the packed weights, at ``learning_rate_schedule``'s
+    rate, with Keras' decoupled ``weight_decay`` of ``--weight_decay`` (none at 0).
 
     warmup_cosine follows the optimizer's step count (``optimizer.iterations``), which the
     training function resets to the global step at the start of every call, so the rate
     follows the run's progress across workers and restarts.
     """
-    rate = args.learning_rate
-    if args.lr_schedule == "warmup_cosine":
-        rate = WarmupCosine(args.learning_rate, total_steps,
-                            max(1, round(WARMUP_FRACTION * total_steps)))
+    rate = learning_rate_schedule(args, total_steps)
     # None rather than 0: Keras then adds no decay step at all, so --weight_decay 0 trains
     # exactly as an optimizer without one.
     decay = args.weight_decay or None
     if args.optimizer == "sgd":
-        return keras.optimizers.SGD(learning_rate=rate, weight_decay=decay)
+        return SGD(learning_rate=rate, weight_decay=decay)
     return FusedAdam(learning_rate=rate, weight_decay=decay)
 
 
-def learning_rate_at(optimizer, args: argparse.Namespace, step: int) -> float:
-    """The learning rate the optimizer uses at global step ``step``."""
-    if args.lr_schedule == "constant":
-        return float(args.learning_rate)
-    # Keras keeps the schedule there; optimizer.learning_rate would read optimizer.iterations,
-    # which the training function sets to the global step only at the start of each call.
-    return float(optimizer._learning_rate(step))
+def learning_rate_at(optimizer: KeepsSchedule, step: int) -> float:
+    """The learning rate ``optimizer`` (``make_optimizer``'s) uses at global step ``step``: a
+    constant rate exactly as given."""
+    if isinstance(optimizer.schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return float(optimizer.schedule(step))
+    return float(optimizer.schedule)

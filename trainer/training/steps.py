@@ -159,7 +159,7 @@ class StepRunner:
                 objective, cost = loss_mod.example_losses(labels, logits, smoothing)
                 loss = tf.reduce_mean(objective)
             gradient = tape.gradient(loss, w)
-            rate = local_update.learning_rate_tensor(optimizer, step)
+            rate = optimizer.rate_at(step)
             w, s = local_update.apply(optimizer, w, s, gradient, rate, step)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
                                                      labels), tf.float32))
