@@ -84,8 +84,10 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
     errors = []
     activate_text = (config.get("activateServices") or "true").strip().lower()
     if activate_text not in ("true", "false"):
-        errors.append(f"Configuration '{PROJECT}:activateServices' value '{activate_text}' is invalid: must be "
-                      "true or false.\n    fix: pulumi config set activateServices false")
+        errors.append(
+            f"Configuration '{PROJECT}:activateServices' value '{activate_text}' is invalid: must be "
+            "true or false.\n    fix: pulumi config set activateServices false"
+        )
     existing: frozenset[str] | None = None
     existing_text = config.get("existingRoles")
     if existing_text is not None:
@@ -94,20 +96,26 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
         except json.JSONDecodeError:
             names = None
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            errors.append(f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: must be a "
-                          "JSON list of role names.\n    fix: pulumi config set existingRoles "
-                          "'[\"AliyunCSDefaultRole\"]' (or pulumi config rm existingRoles to ask the account)")
+            errors.append(
+                f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: must be a "
+                "JSON list of role names.\n    fix: pulumi config set existingRoles "
+                "'[\"AliyunCSDefaultRole\"]' (or pulumi config rm existingRoles to ask the account)"
+            )
         else:
             unknown = sorted(set(names) - set(BY_NAME))
             if unknown:
-                errors.append(f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: "
-                              f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a role this "
-                              f"program manages; the roles are: {', '.join(BY_NAME)}")
+                errors.append(
+                    f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: "
+                    f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a role this "
+                    f"program manages; the roles are: {', '.join(BY_NAME)}"
+                )
             existing = frozenset(names)
     if errors:
         count = len(errors)
-        raise AccountError(f"{count} invalid configuration value{'s' if count > 1 else ''}; nothing was "
-                           "changed:\n" + "\n".join(errors))
+        raise AccountError(
+            f"{count} invalid configuration value{'s' if count > 1 else ''}; nothing was "
+            "changed:\n" + "\n".join(errors)
+        )
     return AccountSettings(activate_services=activate_text == "true", existing_roles=existing)
 
 
@@ -118,12 +126,16 @@ def held_roles() -> frozenset[str] | None:
     try:
         resources = read_stack_resources()
     except StateUnreadable as error:
-        pulumi.log.warn(f"could not read this stack's state ({error}): roles found in the account "
-                        "count as created elsewhere, and this stack stops managing them (they stay)")
+        pulumi.log.warn(
+            f"could not read this stack's state ({error}): roles found in the account "
+            "count as created elsewhere, and this stack stops managing them (they stay)"
+        )
         return None
-    return frozenset(str((entry.get("outputs") or {}).get("roleName"))
-                     for entry in resources.values()
-                     if isinstance(entry, dict) and entry.get("type") == ROLE_TYPE)
+    return frozenset(
+        str((entry.get("outputs") or {}).get("roleName"))
+        for entry in resources.values()
+        if isinstance(entry, dict) and entry.get("type") == ROLE_TYPE
+    )
 
 
 def account_roles(dry_run: bool) -> frozenset[str] | None:
@@ -136,13 +148,17 @@ def account_roles(dry_run: bool) -> frozenset[str] | None:
     try:
         found = alicloud.ram.get_roles(name_regex=ROLE_NAME_REGEX)
     except Exception as error:  # keys without ram:ListRoles, an API refusal
-        message = (f"could not list the account's RAM roles ({type(error).__name__}: {str(error)[:300]})")
+        message = f"could not list the account's RAM roles ({type(error).__name__}: {str(error)[:300]})"
         if dry_run:
-            pulumi.log.warn(message + "; planning every role the stack does not hold. `pulumi up` needs the "
-                            "list (or `pulumi config set existingRoles '[...]'` naming the roles that exist)")
+            pulumi.log.warn(
+                message + "; planning every role the stack does not hold. `pulumi up` needs the "
+                "list (or `pulumi config set existingRoles '[...]'` naming the roles that exist)"
+            )
             return None
-        raise AccountError(message + "; give the keys ram:ListRoles, or name the roles that exist: "
-                           "pulumi config set existingRoles '[\"AliyunCSDefaultRole\", ...]'") from None
+        raise AccountError(
+            message + "; give the keys ram:ListRoles, or name the roles that exist: "
+            "pulumi config set existingRoles '[\"AliyunCSDefaultRole\", ...]'"
+        ) from None
     return frozenset(name for name in (found.names or []) if name in BY_NAME)
 
 
@@ -194,18 +210,22 @@ def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, str
     if not settings.activate_services:
         return {"ack": "not touched (activateServices false)", "nas": "not touched (activateServices false)"}
     if dry_run:
-        pulumi.log.info("`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS (OpenNASService): "
-                        "free, account-wide, and not undone by a destroy; `pulumi config set activateServices "
-                        "false` skips them")
+        pulumi.log.info(
+            "`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS (OpenNASService): "
+            "free, account-wide, and not undone by a destroy; `pulumi config set activateServices "
+            "false` skips them"
+        )
         return {"ack": "opened by pulumi up", "nas": "opened by pulumi up"}
     try:
         ack = alicloud.cs.get_ack_service(enable="On", type=ACK_PRO)
         nas = alicloud.nas.get_service(enable="On")
     except Exception as error:  # an API refusal: the keys may not open services
-        raise AccountError(f"could not open ACK Pro or NAS ({type(error).__name__}: {str(error)[:300]}); nothing "
-                           "was created. Opening a service needs the account owner's keys or a RAM user with "
-                           "AdministratorAccess; where both are open already, `pulumi config set activateServices "
-                           "false`") from None
+        raise AccountError(
+            f"could not open ACK Pro or NAS ({type(error).__name__}: {str(error)[:300]}); nothing "
+            "was created. Opening a service needs the account owner's keys or a RAM user with "
+            "AdministratorAccess; where both are open already, `pulumi config set activateServices "
+            "false`"
+        ) from None
     return {"ack": str(ack.status), "nas": str(nas.status)}
 
 
@@ -229,7 +249,9 @@ def run() -> dict[str, Any]:
         existing = account_roles(dry_run)
     created = create_roles(roles_to_create(existing, held_roles()))
     outputs = {
-        "roles": {role.name: "created by this stack" if role.name in created else "existed" for role in ROLES},
+        "roles": {
+            role.name: "created by this stack" if role.name in created else "existed" for role in ROLES
+        },
         "services": services,
     }
     for name, value in outputs.items():

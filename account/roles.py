@@ -48,42 +48,67 @@ class ServiceRole:
 
     def trust_policy(self) -> str:
         """The role's trust policy (RAM policy language, version 1), as compact JSON."""
-        return json.dumps({"Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow",
-                                          "Principal": {"Service": [self.service]}}], "Version": "1"},
-                          separators=(",", ":"))
+        return json.dumps(
+            {
+                "Statement": [
+                    {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": [self.service]}}
+                ],
+                "Version": "1",
+            },
+            separators=(",", ":"),
+        )
 
 
 ROLES: tuple[ServiceRole, ...] = (
-    ServiceRole("AliyunCSDefaultRole", ACK_SERVICE,
-                "ACK manages clusters with it: ECS, VPC, SLB, ROS and Auto Scaling."),
-    ServiceRole("AliyunCSManagedKubernetesRole", ACK_SERVICE,
-                "A managed cluster's control plane: ECS, VPC, SLB and Container Registry."),
-    ServiceRole("AliyunCSServerlessKubernetesRole", ACK_SERVICE,
-                "Serverless and Edge clusters; part of ACK's Quick Authorization."),
-    ServiceRole("AliyunCSKubernetesAuditRole", ACK_SERVICE,
-                "The API server's audit log in Simple Log Service."),
-    ServiceRole("AliyunCSManagedNetworkRole", ACK_SERVICE,
-                "The network add-on (Flannel or Terway): ECS and VPC."),
-    ServiceRole("AliyunCSManagedCsiRole", ACK_SERVICE,
-                "The storage add-on: disks, NAS and OSS."),
-    ServiceRole("AliyunCSManagedCsiPluginRole", ACK_SERVICE,
-                "The CSI plugin (csi-plugin add-on) that mounts the NAS volume."),
-    ServiceRole("AliyunCSManagedCsiProvisionerRole", ACK_SERVICE,
-                "The CSI provisioner (csi-provisioner add-on)."),
-    ServiceRole("AliyunCSManagedCmsRole", ACK_SERVICE,
-                "The monitoring add-on: CloudMonitor and Simple Log Service."),
-    ServiceRole("AliyunCSManagedLogRole", ACK_SERVICE,
-                "The logging add-on: Simple Log Service."),
-    ServiceRole("AliyunCSManagedArmsRole", ACK_SERVICE,
-                "The ARMS (Prometheus) add-on."),
-    ServiceRole("AliyunCSManagedVKRole", ACK_SERVICE,
-                "The virtual-node add-on (ECI)."),
-    ServiceRole("AliyunCISDefaultRole", ACK_SERVICE,
-                "ACK's cluster inspection and diagnostics."),
-    ServiceRole("AliyunCSManagedAutoScalerRole", ACK_SERVICE,
-                "The cluster autoscaler that scales the GPU pool (gpuPool.autoscaling).", quick=False),
-    ServiceRole("AliyunOOSLifecycleHook4CSRole", OOS_SERVICE,
-                "OOS runs the scaling node pools' lifecycle hooks with it.", quick=False),
+    ServiceRole(
+        "AliyunCSDefaultRole",
+        ACK_SERVICE,
+        "ACK manages clusters with it: ECS, VPC, SLB, ROS and Auto Scaling.",
+    ),
+    ServiceRole(
+        "AliyunCSManagedKubernetesRole",
+        ACK_SERVICE,
+        "A managed cluster's control plane: ECS, VPC, SLB and Container Registry.",
+    ),
+    ServiceRole(
+        "AliyunCSServerlessKubernetesRole",
+        ACK_SERVICE,
+        "Serverless and Edge clusters; part of ACK's Quick Authorization.",
+    ),
+    ServiceRole(
+        "AliyunCSKubernetesAuditRole", ACK_SERVICE, "The API server's audit log in Simple Log Service."
+    ),
+    ServiceRole(
+        "AliyunCSManagedNetworkRole", ACK_SERVICE, "The network add-on (Flannel or Terway): ECS and VPC."
+    ),
+    ServiceRole("AliyunCSManagedCsiRole", ACK_SERVICE, "The storage add-on: disks, NAS and OSS."),
+    ServiceRole(
+        "AliyunCSManagedCsiPluginRole",
+        ACK_SERVICE,
+        "The CSI plugin (csi-plugin add-on) that mounts the NAS volume.",
+    ),
+    ServiceRole(
+        "AliyunCSManagedCsiProvisionerRole", ACK_SERVICE, "The CSI provisioner (csi-provisioner add-on)."
+    ),
+    ServiceRole(
+        "AliyunCSManagedCmsRole", ACK_SERVICE, "The monitoring add-on: CloudMonitor and Simple Log Service."
+    ),
+    ServiceRole("AliyunCSManagedLogRole", ACK_SERVICE, "The logging add-on: Simple Log Service."),
+    ServiceRole("AliyunCSManagedArmsRole", ACK_SERVICE, "The ARMS (Prometheus) add-on."),
+    ServiceRole("AliyunCSManagedVKRole", ACK_SERVICE, "The virtual-node add-on (ECI)."),
+    ServiceRole("AliyunCISDefaultRole", ACK_SERVICE, "ACK's cluster inspection and diagnostics."),
+    ServiceRole(
+        "AliyunCSManagedAutoScalerRole",
+        ACK_SERVICE,
+        "The cluster autoscaler that scales the GPU pool (gpuPool.autoscaling).",
+        quick=False,
+    ),
+    ServiceRole(
+        "AliyunOOSLifecycleHook4CSRole",
+        OOS_SERVICE,
+        "OOS runs the scaling node pools' lifecycle hooks with it.",
+        quick=False,
+    ),
 )
 
 #: Role name -> role.

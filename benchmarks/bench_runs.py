@@ -83,38 +83,61 @@ def plain_fit(args: argparse.Namespace) -> None:
     model = build_model(args.model, args.dropout)
     # Keras' own optimizers: the trainer's FusedAdam updates one packed vector only.
     rate, decay = learning_rate_schedule(args, steps * args.epochs), args.weight_decay or None
-    optimizer = (keras.optimizers.SGD(learning_rate=rate, weight_decay=decay) if args.optimizer == "sgd"
-                 else keras.optimizers.Adam(learning_rate=rate, weight_decay=decay))
-    model.compile(optimizer=optimizer,
-                  loss=keras.losses.CategoricalCrossentropy(
-                      from_logits=True, label_smoothing=args.label_smoothing),
-                  metrics=["categorical_accuracy"], steps_per_execution=args.steps_per_execution)
+    optimizer = (
+        keras.optimizers.SGD(learning_rate=rate, weight_decay=decay)
+        if args.optimizer == "sgd"
+        else keras.optimizers.Adam(learning_rate=rate, weight_decay=decay)
+    )
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
+        metrics=["categorical_accuracy"],
+        steps_per_execution=args.steps_per_execution,
+    )
     train_s, accuracy = 0.0, 0.0
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        model.fit(x[: steps * args.batch_size], y, batch_size=args.batch_size, epochs=1,
-                  shuffle=True, verbose=0)
+        model.fit(
+            x[: steps * args.batch_size], y, batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0
+        )
         train_s += time.perf_counter() - start
         _, accuracy = model.evaluate(xt, yt, batch_size=1000, verbose=0)
-        print(json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy),
-                          "at": time.time()}), flush=True)
-    print(json.dumps({"examples_per_s": steps * args.batch_size * args.epochs / train_s,
-                      "epoch_s": train_s / args.epochs, "test_accuracy": float(accuracy)}),
-          flush=True)
+        print(
+            json.dumps({"epoch": epoch + 1, "test_accuracy": float(accuracy), "at": time.time()}), flush=True
+        )
+    print(
+        json.dumps(
+            {
+                "examples_per_s": steps * args.batch_size * args.epochs / train_s,
+                "epoch_s": train_s / args.epochs,
+                "test_accuracy": float(accuracy),
+            }
+        ),
+        flush=True,
+    )
 
 
 def trainer_flags(r: argparse.Namespace) -> list[str]:
     """``--data_dir`` and every RECIPE_FLAGS flag of ``r``, as trainer arguments."""
-    return ["--data_dir", r.data_dir,
-            *[arg for name in RECIPE_FLAGS for arg in (f"--{name}", str(getattr(r, name)))]]
+    return [
+        "--data_dir",
+        r.data_dir,
+        *[arg for name in RECIPE_FLAGS for arg in (f"--{name}", str(getattr(r, name)))],
+    ]
 
 
 def run_plain(r: argparse.Namespace, script: str) -> dict:
     """Plain Keras fit in a child process (``script --_plain_fit``, which calls plain_fit)."""
     cmd = [sys.executable, script, "--_plain_fit", *trainer_flags(r)]
     start, start_wall = time.perf_counter(), time.time()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     mem = PeakMemory(psutil.Process(proc.pid), lambda pid: "process")
     out, _ = proc.communicate()
     wall = time.perf_counter() - start
@@ -126,14 +149,16 @@ def run_plain(r: argparse.Namespace, script: str) -> dict:
     return {**records[-1], "wall_s": wall, "peaks": peaks, "epochs": epochs}
 
 
-def run_trainer(cmd: list[str], log_dir: Path, what: str, label_of, on_line=None,
-                env: dict | None = None) -> tuple[dict, list[str]]:
+def run_trainer(
+    cmd: list[str], log_dir: Path, what: str, label_of, on_line=None, env: dict | None = None
+) -> tuple[dict, list[str]]:
     """Run ``cmd`` (a trainer writing ``log_dir``/result.json) to its end, sampling memory
     with ``label_of(pid, root_pid)`` and timing each epoch line; returns (the row's
     numbers, the output lines). Exits naming ``what`` when the run fails."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     mem = PeakMemory(psutil.Process(proc.pid), lambda pid: label_of(pid, proc.pid))
     output, epochs = [], []
     for line in proc.stdout:
@@ -151,29 +176,63 @@ def run_trainer(cmd: list[str], log_dir: Path, what: str, label_of, on_line=None
         raise SystemExit(f"{what} failed with exit code {proc.returncode}")
     result = json.loads((log_dir / "result.json").read_text())
     train_s, build_s = result["train_time_s"], result.get("build_time_s", 0.0)
-    return ({"examples_per_s": result["examples_per_s"], "test_accuracy": result["test_accuracy"],
-             # The same examples over the epochs' time and the functions' building before them.
-             "examples_per_s_built": result["examples_per_s"] * train_s / (train_s + build_s),
-             "build_s": build_s, "epoch_s": train_s / max(1, result["epochs"]), "wall_s": wall,
-             "peaks": peaks, "epochs": epochs}, output)
+    return (
+        {
+            "examples_per_s": result["examples_per_s"],
+            "test_accuracy": result["test_accuracy"],
+            # The same examples over the epochs' time and the functions' building before them.
+            "examples_per_s_built": result["examples_per_s"] * train_s / (train_s + build_s),
+            "build_s": build_s,
+            "epoch_s": train_s / max(1, result["epochs"]),
+            "wall_s": wall,
+            "peaks": peaks,
+            "epochs": epochs,
+        },
+        output,
+    )
 
 
 def run_single_trainer(r: argparse.Namespace, env: dict | None = None) -> dict:
     """``python -m trainer`` as one process (no TF_CONFIG: the default strategy), in
     ``env`` (default: this environment)."""
     log_dir = Path(tempfile.mkdtemp(prefix="bench-single-"))
-    cmd = [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *trainer_flags(r),
-           "--log_interval", "100000"]
-    row, _ = run_trainer(cmd, log_dir, "python -m trainer", lambda pid, root: "process",
-                         env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--log_dir",
+        str(log_dir),
+        *trainer_flags(r),
+        "--log_interval",
+        "100000",
+    ]
+    row, _ = run_trainer(
+        cmd,
+        log_dir,
+        "python -m trainer",
+        lambda pid, root: "process",
+        env=env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     return row
 
 
 def run_launcher(r: argparse.Namespace, ps: int, env: dict | None = None) -> dict:
     """``python -m trainer.local`` with 2 workers and ``ps`` ps tasks, in ``env``."""
     log_dir = Path(tempfile.mkdtemp(prefix=f"bench-ps{ps}-"))
-    cmd = [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
-           "--log_dir", str(log_dir), *trainer_flags(r), "--log_interval", "100000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.local",
+        "--workers",
+        "2",
+        "--ps",
+        str(ps),
+        "--log_dir",
+        str(log_dir),
+        *trainer_flags(r),
+        "--log_interval",
+        "100000",
+    ]
     names: dict[int, str] = {}
 
     def note_pid(line: str) -> None:
@@ -181,9 +240,14 @@ def run_launcher(r: argparse.Namespace, ps: int, env: dict | None = None) -> dic
         if match:
             names[int(match[2])] = match[1]
 
-    row, output = run_trainer(cmd, log_dir, f"launcher (ps {ps})",
-                              lambda pid, root: "launcher" if pid == root else names.get(pid),
-                              on_line=note_pid, env=env)
-    after_done = output[next(i for i, text in enumerate(output) if text.strip() == "[chief-0] done"):]
+    row, output = run_trainer(
+        cmd,
+        log_dir,
+        f"launcher (ps {ps})",
+        lambda pid, root: "launcher" if pid == root else names.get(pid),
+        on_line=note_pid,
+        env=env,
+    )
+    after_done = output[next(i for i, text in enumerate(output) if text.strip() == "[chief-0] done") :]
     noisy = [text for text in after_done if re.search(r"\] [EW]\d{4} |error|warning", text, re.I)]
     return {**row, "noisy_end": len(noisy)}

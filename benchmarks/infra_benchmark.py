@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     import logging
+
     logging.disable(logging.WARNING)  # the open-TensorBoard warning, once per run
     measure(2, 1)  # warm-up: imports of the Pulumi SDKs
     print(f"{'worker.number':>13} | {'resources':>9} | {'median s':>8} | {'ms/resource':>11}")

@@ -34,8 +34,15 @@ from pathlib import Path
 CATEGORIES = ("model", "optimizer", "transfers", "input", "runtime")
 _TRANSFER_OPS = ("_Send", "_Recv", "_HostSend", "_HostRecv", "_RecvTensor")
 #: Events whose own time is a thread waiting for a function's ops (see the docstring).
-_WAITING = ("KernelAndDeviceFunc::Run", "EagerExecute", "EagerKernelExecute",
-            "EagerLocalExecute", "TFE_Py_", "EagerService:", "RunWithBorrowedArgs")
+_WAITING = (
+    "KernelAndDeviceFunc::Run",
+    "EagerExecute",
+    "EagerKernelExecute",
+    "EagerLocalExecute",
+    "TFE_Py_",
+    "EagerService:",
+    "RunWithBorrowedArgs",
+)
 
 
 def category(thread: str, name: str) -> str:
@@ -74,9 +81,13 @@ def self_times(xspace_path: Path) -> collections.Counter:
                     _close(stack, totals)
                 if stack:
                     stack[-1][2] -= event.duration_ps
-                stack.append([event.offset_ps + event.duration_ps,
-                              category(line.name, names[event.metadata_id].name),
-                              event.duration_ps])
+                stack.append(
+                    [
+                        event.offset_ps + event.duration_ps,
+                        category(line.name, names[event.metadata_id].name),
+                        event.duration_ps,
+                    ]
+                )
             while stack:
                 _close(stack, totals)
     return totals
@@ -93,32 +104,46 @@ def read_profile(directory: Path) -> list[dict]:
     windows = {p.stem: json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))}
     chief = windows.get("chief-0")
     if not chief or not chief.get("batches"):
-        raise SystemExit(f"{directory}: no chief-0.json with the window's batches; run the "
-                         "trainer with TRAINER_PROFILE set to this directory")
+        raise SystemExit(
+            f"{directory}: no chief-0.json with the window's batches; run the "
+            "trainer with TRAINER_PROFILE set to this directory"
+        )
     per_batch_s = chief["wall_s"] / chief["batches"]
     rows = []
     for task, window in windows.items():
         traces = sorted((directory / task).glob("plugins/profile/*/*.xplane.pb"))
         totals = self_times(traces[-1]) if traces else collections.Counter()
         traced = sum(totals[c] for c in CATEGORIES) or 1
-        rows.append({"task": task, "batches": chief["batches"],
-                     "cpu_ms_per_batch": 1000 * window["cpu_s"] / window["wall_s"] * per_batch_s,
-                     "wall_ms_per_batch": 1000 * per_batch_s,
-                     **{c: totals[c] / traced for c in CATEGORIES}})
+        rows.append(
+            {
+                "task": task,
+                "batches": chief["batches"],
+                "cpu_ms_per_batch": 1000 * window["cpu_s"] / window["wall_s"] * per_batch_s,
+                "wall_ms_per_batch": 1000 * per_batch_s,
+                **{c: totals[c] / traced for c in CATEGORIES},
+            }
+        )
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
     """The rows as a Markdown table, with a total of the CPU column."""
-    lines = ["| task | CPU ms per batch | " + " | ".join(CATEGORIES) + " |",
-             "|---|---:|" + "---:|" * len(CATEGORIES)]
+    lines = [
+        "| task | CPU ms per batch | " + " | ".join(CATEGORIES) + " |",
+        "|---|---:|" + "---:|" * len(CATEGORIES),
+    ]
     for row in rows:
-        lines.append(f"| {row['task']} | {row['cpu_ms_per_batch']:.1f} | "
-                     + " | ".join(f"{100 * row[c]:.0f}%" for c in CATEGORIES) + " |")
+        lines.append(
+            f"| {row['task']} | {row['cpu_ms_per_batch']:.1f} | "
+            + " | ".join(f"{100 * row[c]:.0f}%" for c in CATEGORIES)
+            + " |"
+        )
     total = sum(row["cpu_ms_per_batch"] for row in rows)
     wall = rows[0]["wall_ms_per_batch"] if rows else 0.0
-    lines.append(f"| all tasks | {total:.1f} (wall {wall:.1f} ms per batch, "
-                 f"{rows[0]['batches'] if rows else 0} batches) |" + " |" * len(CATEGORIES))
+    lines.append(
+        f"| all tasks | {total:.1f} (wall {wall:.1f} ms per batch, "
+        f"{rows[0]['batches'] if rows else 0} batches) |" + " |" * len(CATEGORIES)
+    )
     return "\n".join(lines)
 
 

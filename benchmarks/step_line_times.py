@@ -71,19 +71,33 @@ def epoch_ratios(parsed: progress.ParsedLog) -> list[tuple[int, float, list[floa
     rows = []
     for epoch in parsed.epochs:
         per_batch_ms = parsed.global_batch * 1000 / epoch["examples_per_s"]
-        rows.append((epoch["epoch"], per_batch_ms,
-                     [s["avg_ms"] for s in parsed.steps if s["epoch"] == epoch["epoch"]]))
+        rows.append(
+            (
+                epoch["epoch"],
+                per_batch_ms,
+                [s["avg_ms"] for s in parsed.steps if s["epoch"] == epoch["epoch"]],
+            )
+        )
     return rows
 
 
 def run_layout(workers: int, ps: int, flags: list[str]) -> tuple[str, float, float]:
     """One launcher run; returns (the chief's lines, wall seconds, CPU seconds)."""
     log_dir = tempfile.mkdtemp(prefix=f"step-times-{workers}x{ps}-")
-    cmd = [sys.executable, "-m", "trainer.local", "--workers", str(workers), "--ps", str(ps),
-           "--log_dir", log_dir, *flags]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.local",
+        "--workers",
+        str(workers),
+        "--ps",
+        str(ps),
+        "--log_dir",
+        log_dir,
+        *flags,
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cpu = CpuTime(psutil.Process(proc.pid))
     output, _ = proc.communicate()
     wall, cpu_s = time.perf_counter() - start, cpu.stop()
@@ -96,14 +110,23 @@ def run_layout(workers: int, ps: int, flags: list[str]) -> tuple[str, float, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layouts", nargs="+", default=["2x1", "2x0", "4x1", "4x0"],
-                        help="workers x ps tasks (default %(default)s)")
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        default=["2x1", "2x0", "4x1", "4x0"],
+        help="workers x ps tasks (default %(default)s)",
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch_size", type=int, default=64, help="the launcher's default")
-    parser.add_argument("--lines", type=int, default=6,
-                        help="Step lines an epoch, without --log_interval (default %(default)s)")
-    parser.add_argument("--log_interval", type=int, default=0,
-                        help="batches between Step lines (default: from --lines)")
+    parser.add_argument(
+        "--lines",
+        type=int,
+        default=6,
+        help="Step lines an epoch, without --log_interval (default %(default)s)",
+    )
+    parser.add_argument(
+        "--log_interval", type=int, default=0, help="batches between Step lines (default: from --lines)"
+    )
     parser.add_argument("--data_dir", default=str(REPO / "trainer" / "data" / "mnist-10k"))
     args, extra = parser.parse_known_args(argv)
     examples = len(data_mod.load(args.data_dir).x_train)
@@ -112,21 +135,34 @@ def main(argv: list[str] | None = None) -> int:
         workers, ps = (int(n) for n in layout.split("x"))
         batches = examples // (args.batch_size * (1 if ps else workers + 1))
         log_interval = args.log_interval or max(1, batches // args.lines)
-        flags = ["--epochs", str(args.epochs), "--batch_size", str(args.batch_size),
-                 "--log_interval", str(log_interval), "--data_dir", args.data_dir, *extra]
+        flags = [
+            "--epochs",
+            str(args.epochs),
+            "--batch_size",
+            str(args.batch_size),
+            "--log_interval",
+            str(log_interval),
+            "--data_dir",
+            args.data_dir,
+            *extra,
+        ]
         load = " ".join(f"{v:.2f}" for v in os.getloadavg())
         chief, wall, cpu_s = run_layout(workers, ps, flags)
         parsed = progress.parse_log(chief)
-        print(f"\n{workers} workers + {ps} ps, --log_interval {log_interval}: {wall:.1f} s "
-              f"wall, {cpu_s:.1f} CPU s (load before {load}); global batch "
-              f"{parsed.global_batch}")
+        print(
+            f"\n{workers} workers + {ps} ps, --log_interval {log_interval}: {wall:.1f} s "
+            f"wall, {cpu_s:.1f} CPU s (load before {load}); global batch "
+            f"{parsed.global_batch}"
+        )
         every = []
         for epoch, per_batch_ms, avg_ms in epoch_ratios(parsed):
             ratios = [a / per_batch_ms for a in avg_ms]
             every += ratios
-            print(f"  epoch {epoch}: {per_batch_ms:.2f} ms/batch; AvgTime "
-                  f"{' '.join(f'{a:.2f}' for a in avg_ms)} ms; ratios "
-                  f"{' '.join(f'{r:.2f}' for r in ratios)}")
+            print(
+                f"  epoch {epoch}: {per_batch_ms:.2f} ms/batch; AvgTime "
+                f"{' '.join(f'{a:.2f}' for a in avg_ms)} ms; ratios "
+                f"{' '.join(f'{r:.2f}' for r in ratios)}"
+            )
         if every:
             print(f"  every Step line: {min(every):.2f}x to {max(every):.2f}x the epoch's")
     return 0
@@ -137,8 +173,10 @@ def cpu_model() -> str:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines()
-                 if line.startswith("Model name")), "unknown")
+    return next(
+        (line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
+        "unknown",
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ from trainer.launcher import cli  # noqa: E402
 #: Where the opt-in full-MNIST cluster test (tests/cluster/test_full_mnist.py, TF_MNIST_FULL_E2E=1)
 #: writes its measurement (see cluster_row for the fields).
 DEFAULT_CLUSTER_RESULT = REPO / "runs" / "benchmarks" / "local-cluster.json"
-DEFAULT_BEST = ("--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none "
-                "--dropout 0.25 --label_smoothing 0 --local_steps 1")
+DEFAULT_BEST = (
+    "--model convnet_fc --epochs 15 --augment_shift 2 --learning_rate 0.003 --lr_scaling none "
+    "--dropout 0.25 --label_smoothing 0 --local_steps 1"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,33 +65,57 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", default=defaults.data_dir)
     for name in RECIPE_FLAGS:
-        parser.add_argument(f"--{name}", type=type(getattr(defaults, name)),
-                            default=getattr(defaults, name),
-                            help="default: the launcher's (%(default)s)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a subset: --pairs 1 --seeds 3, no --best, no --profile")
-    parser.add_argument("--pairs", type=int, default=3,
-                        help="turns of (one process, ps 1, ps 0) for the ratios (default 3)")
-    parser.add_argument("--seeds", type=int, default=25,
-                        help="seeded 2 workers + 1 ps runs, seeds 1..N (default 25; 0 skips)")
-    parser.add_argument("--exchange_every", type=int, default=1,
-                        help="also run ps 1 and ps 0 with this --local_steps, in the same turns "
-                             "and seeds (default %(default)s: every step; 0, or the recipe's "
-                             "own --local_steps, skips)")
-    parser.add_argument("--best", default=DEFAULT_BEST,
-                        help="the best-accuracy recipe: launcher flags in one string "
-                             "(default %(default)r; '' skips it)")
-    parser.add_argument("--best_ps", type=int, default=0,
-                        help="ps tasks of the best recipe (default 0: synchronous workers)")
-    parser.add_argument("--no_profile", dest="profile", action="store_false",
-                        help="skip the profile of one process and of 2 workers + 1 ps")
-    parser.add_argument("--keras", action="store_true",
-                        help="also run plain Keras model.fit as one process")
-    parser.add_argument("--guide_epochs", type=int, default=0,
-                        help="also run the guide's recipe (mlp, SGD lr 0.001, batch 20, 2 "
-                             "workers + 1 ps) for this many epochs (default 0: not run)")
-    parser.add_argument("--cluster_result", type=Path, default=DEFAULT_CLUSTER_RESULT,
-                        help="the local-cluster test's JSON result (default %(default)s)")
+        parser.add_argument(
+            f"--{name}",
+            type=type(getattr(defaults, name)),
+            default=getattr(defaults, name),
+            help="default: the launcher's (%(default)s)",
+        )
+    parser.add_argument(
+        "--quick", action="store_true", help="a subset: --pairs 1 --seeds 3, no --best, no --profile"
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="turns of (one process, ps 1, ps 0) for the ratios (default 3)"
+    )
+    parser.add_argument(
+        "--seeds", type=int, default=25, help="seeded 2 workers + 1 ps runs, seeds 1..N (default 25; 0 skips)"
+    )
+    parser.add_argument(
+        "--exchange_every",
+        type=int,
+        default=1,
+        help="also run ps 1 and ps 0 with this --local_steps, in the same turns "
+        "and seeds (default %(default)s: every step; 0, or the recipe's "
+        "own --local_steps, skips)",
+    )
+    parser.add_argument(
+        "--best",
+        default=DEFAULT_BEST,
+        help="the best-accuracy recipe: launcher flags in one string (default %(default)r; '' skips it)",
+    )
+    parser.add_argument(
+        "--best_ps", type=int, default=0, help="ps tasks of the best recipe (default 0: synchronous workers)"
+    )
+    parser.add_argument(
+        "--no_profile",
+        dest="profile",
+        action="store_false",
+        help="skip the profile of one process and of 2 workers + 1 ps",
+    )
+    parser.add_argument("--keras", action="store_true", help="also run plain Keras model.fit as one process")
+    parser.add_argument(
+        "--guide_epochs",
+        type=int,
+        default=0,
+        help="also run the guide's recipe (mlp, SGD lr 0.001, batch 20, 2 "
+        "workers + 1 ps) for this many epochs (default 0: not run)",
+    )
+    parser.add_argument(
+        "--cluster_result",
+        type=Path,
+        default=DEFAULT_CLUSTER_RESULT,
+        help="the local-cluster test's JSON result (default %(default)s)",
+    )
     parser.add_argument("--_plain_fit", action="store_true", help=argparse.SUPPRESS)
     return parser
 
@@ -99,18 +125,15 @@ def load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def with_flags(args: argparse.Namespace, parser: argparse.ArgumentParser,
-               flags: str) -> argparse.Namespace:
+def with_flags(args: argparse.Namespace, parser: argparse.ArgumentParser, flags: str) -> argparse.Namespace:
     """``args``' data and recipe with the launcher flags in ``flags`` on top."""
     return parser.parse_args(["--data_dir", args.data_dir, *flags.split()])
 
 
-def side_by_side(args: argparse.Namespace, local: argparse.Namespace | None
-                 ) -> dict[str, list[dict]]:
+def side_by_side(args: argparse.Namespace, local: argparse.Namespace | None) -> dict[str, list[dict]]:
     """``--pairs`` turns of (one process, ps 1, ps 0, and with ``local``, the recipe with
     --exchange_every, ps 1 and ps 0): each label's runs, in order."""
-    runs: dict[str, list[dict]] = {"single": [], "ps1": [], "ps0": [], "ps1_local": [],
-                                   "ps0_local": []}
+    runs: dict[str, list[dict]] = {"single": [], "ps1": [], "ps0": [], "ps1_local": [], "ps0_local": []}
     for turn in range(args.pairs):
         print(f"turn {turn + 1} of {args.pairs} (load {load()})", flush=True)
         runs["single"].append(run_single_trainer(args))
@@ -132,15 +155,17 @@ def median_ratio(runs: list[dict], base: list[dict], key: str = "examples_per_s"
     return statistics.median(turn_ratios(runs, base, key))
 
 
-def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser,
-                flags: str = "") -> list[dict]:
+def seeded_runs(args: argparse.Namespace, parser: argparse.ArgumentParser, flags: str = "") -> list[dict]:
     """2 workers + 1 ps with seeds 1..--seeds and the launcher ``flags`` given."""
     results = []
     for seed in range(1, args.seeds + 1):
         run = run_launcher(with_flags(args, parser, f"{flags} --seed {seed}"), ps=1)
         results.append({"seed": seed, **run})
-        print(f"seed {seed}{' ' + flags if flags else ''}: {run['test_accuracy']:.4f} in "
-              f"{run['wall_s']:.1f} s (load {load()})", flush=True)
+        print(
+            f"seed {seed}{' ' + flags if flags else ''}: {run['test_accuracy']:.4f} in "
+            f"{run['wall_s']:.1f} s (load {load()})",
+            flush=True,
+        )
     return results
 
 
@@ -152,15 +177,22 @@ def cluster_row(path: Path) -> str:
     if not path.is_file():
         return f"| local cluster (pods) | not measured in this run ({path} absent) |"
     result = json.loads(path.read_text())
-    parts = ", ".join(f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in result.items()
-                      if k.endswith("_s") and k != "up_to_done_s" and isinstance(v, (int, float)))
-    if isinstance(result.get("launcher_s"), (int, float)) and isinstance(result.get("up_to_done_s"), (int, float)):
+    parts = ", ".join(
+        f"{k[:-2].replace('_', ' ')} {v:.1f} s"
+        for k, v in result.items()
+        if k.endswith("_s") and k != "up_to_done_s" and isinstance(v, (int, float))
+    )
+    if isinstance(result.get("launcher_s"), (int, float)) and isinstance(
+        result.get("up_to_done_s"), (int, float)
+    ):
         parts += f"; Kubernetes adds {result['up_to_done_s'] - result['launcher_s']:.1f} s to the launcher's"
     when = f"{result.get('measured_at', 'time unknown')}, load {result.get('load', '?')}"
-    return (f"| local cluster (pods): `pulumi up` to the chief's done | "
-            f"{result.get('up_to_done_s', float('nan')):.1f} s | "
-            f"{result.get('test_accuracy', float('nan')):.4f} | {parts or '-'} ({when}; "
-            f"from {path}) |")
+    return (
+        f"| local cluster (pods): `pulumi up` to the chief's done | "
+        f"{result.get('up_to_done_s', float('nan')):.1f} s | "
+        f"{result.get('test_accuracy', float('nan')):.4f} | {parts or '-'} ({when}; "
+        f"from {path}) |"
+    )
 
 
 def ratio_text(runs: list[dict], base: list[dict]) -> str:
@@ -180,27 +212,34 @@ def run_row(name: str, runs: list[dict], base: list[dict] | None) -> str:
     built_ratio = f"{median_ratio(runs, base, 'examples_per_s_built'):.2f}x" if base else "-"
     walls = [r["wall_s"] for r in runs]
     wall = f"{statistics.median(walls):.1f} s" + (
-        f" ({min(walls):.1f}-{max(walls):.1f})" if len(walls) > 1 else "")
+        f" ({min(walls):.1f}-{max(walls):.1f})" if len(walls) > 1 else ""
+    )
     accs = ", ".join(f"{r['test_accuracy']:.4f}" for r in runs)
     reach = [next((t for t, a in r["epochs"] if a >= TARGET), None) for r in runs]
     reached = [t for t in reach if t is not None]
-    to_target = (f"{statistics.median(reached):.1f} s" if len(reached) == len(runs)
-                 else f"{len(reached)} of {len(runs)} runs")
+    to_target = (
+        f"{statistics.median(reached):.1f} s"
+        if len(reached) == len(runs)
+        else f"{len(reached)} of {len(runs)} runs"
+    )
     mem = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(runs[-1]["peaks"].items()))
-    return (f"| {name} | {eps:.0f} | {ratio} | {build} | {built_ratio} | {wall} | {to_target} | "
-            f"{accs} | {mem} |")
+    return (
+        f"| {name} | {eps:.0f} | {ratio} | {build} | {built_ratio} | {wall} | {to_target} | {accs} | {mem} |"
+    )
 
 
 def seeds_lines(results: list[dict], flags: str = "") -> list[str]:
     accs = [r["test_accuracy"] for r in results]
     walls = [r["wall_s"] for r in results]
     reached = sum(a >= TARGET for a in accs)
-    return [f"Seeded runs, 2 workers + 1 ps{', ' + flags if flags else ''}, seeds "
-            f"1-{len(results)}: {reached} of "
-            f"{len(results)} reach {TARGET}; mean {statistics.mean(accs):.4f}, "
-            f"min {min(accs):.4f}; launch to exit {min(walls):.1f}-{max(walls):.1f} s, "
-            f"median {statistics.median(walls):.1f} s",
-            "    " + ", ".join(f"{r['test_accuracy']:.4f} ({r['seed']})" for r in results)]
+    return [
+        f"Seeded runs, 2 workers + 1 ps{', ' + flags if flags else ''}, seeds "
+        f"1-{len(results)}: {reached} of "
+        f"{len(results)} reach {TARGET}; mean {statistics.mean(accs):.4f}, "
+        f"min {min(accs):.4f}; launch to exit {min(walls):.1f}-{max(walls):.1f} s, "
+        f"median {statistics.median(walls):.1f} s",
+        "    " + ", ".join(f"{r['test_accuracy']:.4f} ({r['seed']})" for r in results),
+    ]
 
 
 def profile_tables(args: argparse.Namespace) -> list[str]:
@@ -214,8 +253,12 @@ def profile_tables(args: argparse.Namespace) -> list[str]:
             run_single_trainer(args, env=env)
         else:
             run_launcher(args, ps=ps, env=env)
-        lines += ["", f"Profile, {label} (load at the start {start_load}):", "",
-                  profile_table.format_table(profile_table.read_profile(directory))]
+        lines += [
+            "",
+            f"Profile, {label} (load at the start {start_load}):",
+            "",
+            profile_table.format_table(profile_table.read_profile(directory)),
+        ]
     return lines
 
 
@@ -224,55 +267,78 @@ def main() -> None:
     args = parser.parse_args()
     if args._plain_fit:
         from bench_runs import plain_fit
+
         plain_fit(args)
         return
     if args.quick:
         args.pairs, args.seeds, args.best, args.profile = 1, min(args.seeds, 3), "", False
     started = time.perf_counter()
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
-          f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
-          f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); dropout "
-          f"{args.dropout}; label smoothing {args.label_smoothing}; precision "
-          f"{args.precision}; exchanging every {args.local_steps} steps; "
-          f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
-          f"at the start {load()} (1, 5, 15 min)", flush=True)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}; data {args.data_dir}; model {args.model}; "
+        f"{args.epochs} epochs; batch {args.batch_size} per replica; {args.optimizer} lr "
+        f"{args.learning_rate} ({args.lr_schedule}, {args.lr_scaling} scaling); dropout "
+        f"{args.dropout}; label smoothing {args.label_smoothing}; precision "
+        f"{args.precision}; exchanging every {args.local_steps} steps; "
+        f"{args.steps_per_execution} steps per execution; {os.cpu_count()} CPUs; load average "
+        f"at the start {load()} (1, 5, 15 min)",
+        flush=True,
+    )
     # TensorFlow's files into the page cache before anything is timed: the first run of one
     # benchmark took 61 s from start to exit for 16.5 s of training (later runs: 34-45 s).
-    subprocess.run([sys.executable, "-c", "import keras, tensorflow"], cwd=REPO,
-                   capture_output=True, check=False)
-    exchange = (f"--local_steps {args.exchange_every}"
-                if args.exchange_every >= 1 and args.exchange_every != args.local_steps else "")
+    subprocess.run(
+        [sys.executable, "-c", "import keras, tensorflow"], cwd=REPO, capture_output=True, check=False
+    )
+    exchange = (
+        f"--local_steps {args.exchange_every}"
+        if args.exchange_every >= 1 and args.exchange_every != args.local_steps
+        else ""
+    )
     local = with_flags(args, parser, exchange) if exchange else None
     runs = side_by_side(args, local)
-    rows = [run_row("one process, python -m trainer", runs["single"], runs["single"]),
-            run_row("local: 2 workers + 1 ps", runs["ps1"], runs["single"]),
-            run_row("local: 2 workers, ps 0", runs["ps0"], runs["single"])]
+    rows = [
+        run_row("one process, python -m trainer", runs["single"], runs["single"]),
+        run_row("local: 2 workers + 1 ps", runs["ps1"], runs["single"]),
+        run_row("local: 2 workers, ps 0", runs["ps0"], runs["single"]),
+    ]
     if local:
-        rows += [run_row(f"local: 2 workers + 1 ps, {exchange}", runs["ps1_local"],
-                         runs["single"]),
-                 run_row(f"local: 2 workers, ps 0, {exchange}", runs["ps0_local"],
-                         runs["single"])]
+        rows += [
+            run_row(f"local: 2 workers + 1 ps, {exchange}", runs["ps1_local"], runs["single"]),
+            run_row(f"local: 2 workers, ps 0, {exchange}", runs["ps0_local"], runs["single"]),
+        ]
     if args.keras:
-        rows.append(run_row("one process, Keras model.fit", [run_plain(args, __file__)],
-                            runs["single"]))
+        rows.append(run_row("one process, Keras model.fit", [run_plain(args, __file__)], runs["single"]))
     if args.guide_epochs:
-        guide = with_flags(args, parser, "--model mlp --optimizer sgd --learning_rate 0.001 "
-                           "--lr_schedule constant --lr_scaling none --batch_size 20 "
-                           f"--epochs {args.guide_epochs}")
-        rows.append(run_row("the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
-                            [run_launcher(guide, ps=1)], None))
+        guide = with_flags(
+            args,
+            parser,
+            "--model mlp --optimizer sgd --learning_rate 0.001 "
+            "--lr_schedule constant --lr_scaling none --batch_size 20 "
+            f"--epochs {args.guide_epochs}",
+        )
+        rows.append(
+            run_row(
+                "the guide's recipe: mlp, SGD lr 0.001, batch 20, 2 workers + 1 ps",
+                [run_launcher(guide, ps=1)],
+                None,
+            )
+        )
     if args.best:
         topology = "2 workers + 1 ps" if args.best_ps == 1 else f"2 workers, ps {args.best_ps}"
-        rows.append(run_row(f"best accuracy: {args.best}, {topology}",
-                            [run_launcher(with_flags(args, parser, args.best), ps=args.best_ps)],
-                            None))
+        rows.append(
+            run_row(
+                f"best accuracy: {args.best}, {topology}",
+                [run_launcher(with_flags(args, parser, args.best), ps=args.best_ps)],
+                None,
+            )
+        )
     seeds = seeded_runs(args, parser) if args.seeds else []
     local_seeds = seeded_runs(args, parser, exchange) if args.seeds and local else []
     extra = profile_tables(args) if args.profile else []
-    print(f"\nload average at the end {load()}; the benchmark took "
-          f"{time.perf_counter() - started:.0f} s\n")
-    print("| run | examples/s | vs one process | building | vs one process, building counted | "
-          "launch to exit | to 0.99 | test accuracy | peak memory per process (MiB) |")
+    print(f"\nload average at the end {load()}; the benchmark took {time.perf_counter() - started:.0f} s\n")
+    print(
+        "| run | examples/s | vs one process | building | vs one process, building counted | "
+        "launch to exit | to 0.99 | test accuracy | peak memory per process (MiB) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(rows))
     print("\n| run | launch to done | test accuracy | parts |\n|---|---:|---:|---|")

@@ -22,6 +22,7 @@ this is CPython 3.11 on x86_64 Linux.
 
 Standard library only; needs pip >= 22.2 (``--report``) and network access to the index.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,8 @@ _REGENERATE = """\
 #   python3 docker/pin_requirements.py
 # with a Python 3.11 on x86_64 Linux (pip resolves the markers for the Python that runs it).
 """
-HEADER = """\
+HEADER = (
+    """\
 # The GPU trainer image's packages (docker/trainer-gpu.Dockerfile installs this file with
 # pip install --require-hashes): tensorflow[and-cuda] and tensorboard at the versions of
 # trainer/requirements.txt, and every package they resolve to, each at an exact version with
@@ -65,20 +67,28 @@ HEADER = """\
 # wheels are the CUDA 12 and cuDNN 9 user-space libraries TensorFlow loads; the node's NVIDIA
 # driver comes from the host (the NVIDIA container runtime mounts it). cuDNN stays at 9.10, the
 # last with kernels for the P100 and V100 (CUDNN_PIN in the script says how that was measured).
-""" + _REGENERATE
-CPU_HEADER = """\
+"""
+    + _REGENERATE
+)
+CPU_HEADER = (
+    """\
 # The CPU trainer image's packages (docker/trainer-cpu.Dockerfile installs this file with
 # pip install --require-hashes): tensorflow-cpu and tensorboard at the versions of
 # trainer/requirements.txt, and every package they resolve to, each at an exact version with
 # the sha256 of its CPython 3.11 x86_64 manylinux wheel (so linux/amd64 only).
-""" + _REGENERATE
-TENSORBOARD_HEADER = """\
+"""
+    + _REGENERATE
+)
+TENSORBOARD_HEADER = (
+    """\
 # The TensorBoard image's packages (docker/tensorboard.Dockerfile installs this file with
 # pip install --require-hashes): tensorboard at the version of trainer/requirements.txt, and
 # every package it resolves to, each at an exact version with the sha256 of its CPython 3.11
 # x86_64 manylinux wheel (so linux/amd64 only). No TensorFlow: the trainer writes its scalars
 # with core TensorFlow ops, which TensorBoard reads without it.
-""" + _REGENERATE
+"""
+    + _REGENERATE
+)
 
 
 def trainer_pins(cpu_requirements: Path = CPU_REQUIREMENTS) -> dict[str, str]:
@@ -111,8 +121,11 @@ def top_level(cpu_requirements: Path = CPU_REQUIREMENTS) -> list[str]:
         ValueError: as ``trainer_pins``.
     """
     pins = trainer_pins(cpu_requirements)
-    return [f"tensorflow[and-cuda]=={pins['tensorflow-cpu']}", f"tensorboard=={pins['tensorboard']}",
-            CUDNN_PIN]
+    return [
+        f"tensorflow[and-cuda]=={pins['tensorflow-cpu']}",
+        f"tensorboard=={pins['tensorboard']}",
+        CUDNN_PIN,
+    ]
 
 
 def cpu_top_level(cpu_requirements: Path = CPU_REQUIREMENTS) -> list[str]:
@@ -155,8 +168,14 @@ def pip_platform_args() -> list[str]:
     tags = [f"manylinux_2_{minor}_x86_64" for minor in range(GLIBC_MINOR_MAX, 4, -1)]
     tags += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
     args = [arg for tag in tags for arg in ("--platform", tag)]
-    return args + ["--python-version", PYTHON_VERSION, "--implementation", "cp",
-                   "--abi", "cp" + PYTHON_VERSION.replace(".", "")]
+    return args + [
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp" + PYTHON_VERSION.replace(".", ""),
+    ]
 
 
 def resolve(requirements: list[str], workdir: Path) -> dict:
@@ -167,9 +186,22 @@ def resolve(requirements: list[str], workdir: Path) -> dict:
         RuntimeError: pip failed; its output is in the message.
     """
     report = workdir / "report.json"
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-           "--only-binary=:all:", "--target", str(workdir / "target"), *pip_platform_args(),
-           "--report", str(report), *requirements]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--only-binary=:all:",
+        "--target",
+        str(workdir / "target"),
+        *pip_platform_args(),
+        "--report",
+        str(report),
+        *requirements,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"pip failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
@@ -190,8 +222,9 @@ def render(report: dict, requirements: list[str], header: str = HEADER) -> str:
         name, version = item["metadata"]["name"], item["metadata"]["version"]
         digest = item["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256")
         if not digest:
-            raise ValueError(f"{name} {version}: pip's report gives no sha256 "
-                             f"({item['download_info'].get('url')})")
+            raise ValueError(
+                f"{name} {version}: pip's report gives no sha256 ({item['download_info'].get('url')})"
+            )
         shown = extras.get(name.lower(), name)
         lines.append(f"{shown}=={version} \\\n    --hash=sha256:{digest}\n")
     return "".join(lines)
@@ -207,12 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     if (args.report or args.output) and len(names) > 1:
         parser.error("--report and --output take one --image")
     if args.report is None:
-        here = (platform.python_implementation(), f"{sys.version_info[0]}.{sys.version_info[1]}",
-                sys.platform, platform.machine())
+        here = (
+            platform.python_implementation(),
+            f"{sys.version_info[0]}.{sys.version_info[1]}",
+            sys.platform,
+            platform.machine(),
+        )
         if here != ("CPython", PYTHON_VERSION, "linux", "x86_64"):
-            print(f"run this with CPython {PYTHON_VERSION} on x86_64 Linux, the image's "
-                  f"interpreter (pip evaluates markers for the Python that runs it); this is "
-                  f"{' '.join(here)}", file=sys.stderr)
+            print(
+                f"run this with CPython {PYTHON_VERSION} on x86_64 Linux, the image's "
+                f"interpreter (pip evaluates markers for the Python that runs it); this is "
+                f"{' '.join(here)}",
+                file=sys.stderr,
+            )
             return 2
     for name in names:
         image = IMAGES[name]

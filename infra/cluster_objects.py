@@ -23,8 +23,12 @@ ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 15
 #: Kinds whose plural is not ``<kind, lower case>s``.
-PLURALS = {"NetworkPolicy": "networkpolicies", "Ingress": "ingresses", "PriorityClass": "priorityclasses",
-           "StorageClass": "storageclasses"}
+PLURALS = {
+    "NetworkPolicy": "networkpolicies",
+    "Ingress": "ingresses",
+    "PriorityClass": "priorityclasses",
+    "StorageClass": "storageclasses",
+}
 
 
 @dataclass(frozen=True)
@@ -120,11 +124,13 @@ class KubeconfigCluster:
         configuration.retries = 0
         try:
             if is_kubeconfig_path(self._kubeconfig):
-                self._api = config.new_client_from_config(config_file=os.path.expanduser(self._kubeconfig),
-                                                          client_configuration=configuration)
+                self._api = config.new_client_from_config(
+                    config_file=os.path.expanduser(self._kubeconfig), client_configuration=configuration
+                )
             else:
-                self._api = config.new_client_from_config_dict(yaml.safe_load(self._kubeconfig),
-                                                               client_configuration=configuration)
+                self._api = config.new_client_from_config_dict(
+                    yaml.safe_load(self._kubeconfig), client_configuration=configuration
+                )
         except Exception as error:  # the loader's errors may quote the file: name the class only
             raise Unreachable(f"the kubeconfig could not be loaded ({type(error).__name__})") from None
         return self._api
@@ -142,9 +148,14 @@ class KubeconfigCluster:
         api = self._client()
         try:
             method, url, headers, _, _ = api.param_serialize(
-                "GET", ref.api_path(), header_params={"Accept": ACCEPT_METADATA}, auth_settings=["BearerToken"])
-            response = api.call_api(method, url, header_params=headers,
-                                          _request_timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+                "GET",
+                ref.api_path(),
+                header_params={"Accept": ACCEPT_METADATA},
+                auth_settings=["BearerToken"],
+            )
+            response = api.call_api(
+                method, url, header_params=headers, _request_timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+            )
             body = response.read()
         except (urllib3.exceptions.HTTPError, OSError) as error:
             cause = getattr(error, "reason", None) or error

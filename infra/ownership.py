@@ -97,18 +97,26 @@ def owner_of(live: LiveObject, mark: str) -> str:
     """
     other = live.labels.get(STACK_LABEL)
     if other == mark:
-        return (f"labelled as this stack's ({STACK_LABEL}={mark}) but not in this stack's state: a stack "
-                "of the same name in another Pulumi backend, or left by an interrupted update")
+        return (
+            f"labelled as this stack's ({STACK_LABEL}={mark}) but not in this stack's state: a stack "
+            "of the same name in another Pulumi backend, or left by an interrupted update"
+        )
     if other:
         return f"created by stack {other} (label {STACK_LABEL})"
     if live.labels.get("app.kubernetes.io/name") == APP_NAME:
         instance = live.labels.get("app.kubernetes.io/instance", "?")
-        return f"created by another stack of this project (namePrefix {instance}, before stacks were labelled)"
+        return (
+            f"created by another stack of this project (namePrefix {instance}, before stacks were labelled)"
+        )
     return "not created by a stack of this project"
 
 
-def refusals(planned: Sequence[ObjectRef], live: Mapping[ObjectRef, LiveObject | None],
-             held: Mapping[ObjectRef, str] | None, mark: str) -> list[Refusal]:
+def refusals(
+    planned: Sequence[ObjectRef],
+    live: Mapping[ObjectRef, LiveObject | None],
+    held: Mapping[ObjectRef, str] | None,
+    mark: str,
+) -> list[Refusal]:
     """The planned objects that exist and are not this stack's (the rule in the module docstring).
 
     Args:
@@ -135,19 +143,25 @@ def refusal_message(found: Sequence[Refusal], *, stack: str) -> str:
     """The error for ``found``: each object with its owner, why the stack stops, and the keys to
     change (namePrefix or namespace; createNamespace for the namespace itself)."""
     count = len(found)
-    lines = [f"{count} Kubernetes object{'s' if count != 1 else ''} that stack {stack} would create already "
-             f"exist{'s' if count == 1 else ''} and {'is' if count == 1 else 'are'} not this stack's; "
-             "nothing was deployed:"]
+    lines = [
+        f"{count} Kubernetes object{'s' if count != 1 else ''} that stack {stack} would create already "
+        f"exist{'s' if count == 1 else ''} and {'is' if count == 1 else 'are'} not this stack's; "
+        "nothing was deployed:"
+    ]
     lines += [f"  {r.ref}: {r.owner}" for r in found]
-    lines.append("Creating them would take them over (server-side apply updates an existing object), and "
-                 "destroying this stack would then delete them. Give this stack names of its own: "
-                 "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace "
-                 "<another namespace>`.")
+    lines.append(
+        "Creating them would take them over (server-side apply updates an existing object), and "
+        "destroying this stack would then delete them. Give this stack names of its own: "
+        "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace "
+        "<another namespace>`."
+    )
     if any(r.ref.type == NAMESPACE_TYPE for r in found):
-        lines.append("For the namespace itself, which this stack would create (createNamespace true, its default "
-                     f"with namespace {DEFAULT_NAMESPACE}): `pulumi config set createNamespace false` deploys into "
-                     "the existing namespace without owning it; destroying the stack that created it still "
-                     "deletes it, with this stack's objects.")
+        lines.append(
+            "For the namespace itself, which this stack would create (createNamespace true, its default "
+            f"with namespace {DEFAULT_NAMESPACE}): `pulumi config set createNamespace false` deploys into "
+            "the existing namespace without owning it; destroying the stack that created it still "
+            "deletes it, with this stack's objects."
+        )
     return "\n".join(lines)
 
 
@@ -163,10 +177,14 @@ def read_own_state(*, dry_run: bool) -> dict[ObjectRef, str] | None:
     except StateUnreadable as error:
         why = f"could not read this stack's state to check that the existing objects are its own ({error})"
         if not dry_run:
-            raise OwnershipError(f"{why}; nothing was deployed. Run `pulumi up` again; if the state stays "
-                                 "unreadable, `pulumi stack export` shows whether the backend can read it.") from None
-        pulumi.log.warn(f"{why}; objects labelled {STACK_LABEL}={current_stack_mark()} count as this stack's "
-                        "here, and `pulumi up` refuses to deploy until it can read the state")
+            raise OwnershipError(
+                f"{why}; nothing was deployed. Run `pulumi up` again; if the state stays "
+                "unreadable, `pulumi stack export` shows whether the backend can read it."
+            ) from None
+        pulumi.log.warn(
+            f"{why}; objects labelled {STACK_LABEL}={current_stack_mark()} count as this stack's "
+            "here, and `pulumi up` refuses to deploy until it can read the state"
+        )
         return None
 
 
@@ -186,13 +204,17 @@ def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry
         try:
             live[ref] = cluster.read(ref)
         except Unreachable as error:
-            pulumi.log.warn(f"could not check whether the stack's objects already exist in the cluster: {error}; "
-                            "nothing can be created there while it does not answer, and the next preview or "
-                            "up checks again")
+            pulumi.log.warn(
+                f"could not check whether the stack's objects already exist in the cluster: {error}; "
+                "nothing can be created there while it does not answer, and the next preview or "
+                "up checks again"
+            )
             return
         except Refused as error:
-            message = (f"could not check whether {ref} already exists: the API server answered {error} "
-                       "(the check needs get on every kind the stack creates)")
+            message = (
+                f"could not check whether {ref} already exists: the API server answered {error} "
+                "(the check needs get on every kind the stack creates)"
+            )
             if dry_run:
                 pulumi.log.warn(message + "; `pulumi up` refuses to deploy until it can check")
                 return

@@ -48,9 +48,12 @@ def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
         # On a cluster the stack creates there is nothing to check on the first up; on later
         # ups its kubeconfig is an output of the cluster resource, which exists only once
         # registered. Another stack pointed at that cluster by a kubeconfig is checked itself.
-        ownership.check(planned_objects(settings, existing_volume_server(settings)),
-                        cluster or KubeconfigCluster(settings.cluster.kubeconfig or ""),
-                        stack=settings.stack, dry_run=pulumi.runtime.is_dry_run())
+        ownership.check(
+            planned_objects(settings, existing_volume_server(settings)),
+            cluster or KubeconfigCluster(settings.cluster.kubeconfig or ""),
+            stack=settings.stack,
+            dry_run=pulumi.runtime.is_dry_run(),
+        )
     outputs = build(settings)
     for name, value in outputs.items():
         pulumi.export(name, value)
@@ -77,8 +80,9 @@ def build(settings: Settings) -> dict[str, Any]:
     # SIGTERM, on which the chief saves a checkpoint, and the new tasks resume from the latest
     # checkpoint in log_dir, which is the same directory on the new PV; staging runs again and
     # finds the data already there. A finished run stays finished (its last checkpoint).
-    volume_args = _volume_args(settings, target.volume_server, target.volume_server_key, namespace,
-                               after=target.volume_after)
+    volume_args = _volume_args(
+        settings, target.volume_server, target.volume_server_key, namespace, after=target.volume_after
+    )
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
     pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
     training = _training_job(settings, namespace, volume, pods_after, k8s_opts)
@@ -89,7 +93,8 @@ def build(settings: Settings) -> dict[str, Any]:
         "kubeconfig": target.kubeconfig,
         "nasFileSystemId": target.nas_file_system_id,
         "mountTargetDomain": pulumi.Output.from_input(
-            volume_args.server if settings.storage.volume_type == "nas" else None),
+            volume_args.server if settings.storage.volume_type == "nas" else None
+        ),
         "namespace": settings.namespace,
         "pvName": volume.pv_name,
         "pvcName": volume.pvc_name,
@@ -108,45 +113,94 @@ def build(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _training_job(settings: Settings, namespace: pulumi.Input[str], volume: SharedVolume,
-                  pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> TrainingJob:
+def _training_job(
+    settings: Settings,
+    namespace: pulumi.Input[str],
+    volume: SharedVolume,
+    pods_after: Sequence[pulumi.Resource],
+    k8s_opts: pulumi.ResourceOptions,
+) -> TrainingJob:
     """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
     prefix, registry = settings.name_prefix, settings.registry
-    return TrainingJob(prefix, TrainingJobArgs(
-        training=settings.training, placement=settings.placement, namespace=namespace,
-        namespace_name=settings.namespace, claim_name=volume.claim_name, mount_path=settings.storage.mount_path,
-        data_dir=settings.data_dir, log_dir=settings.log_dir, run_key=settings.run_key,
-        image_pull_secret=registry.image_pull_secret, identity=settings.pods,
-        data_source_secret="data.source" in settings.secret_keys,
-        volume_hint=_volume_hint(settings), after=[*pods_after, volume.pvc]), opts=k8s_opts)
+    return TrainingJob(
+        prefix,
+        TrainingJobArgs(
+            training=settings.training,
+            placement=settings.placement,
+            namespace=namespace,
+            namespace_name=settings.namespace,
+            claim_name=volume.claim_name,
+            mount_path=settings.storage.mount_path,
+            data_dir=settings.data_dir,
+            log_dir=settings.log_dir,
+            run_key=settings.run_key,
+            image_pull_secret=registry.image_pull_secret,
+            identity=settings.pods,
+            data_source_secret="data.source" in settings.secret_keys,
+            volume_hint=_volume_hint(settings),
+            after=[*pods_after, volume.pvc],
+        ),
+        opts=k8s_opts,
+    )
 
 
-def _run_monitor(settings: Settings, namespace: pulumi.Input[str], run_id: pulumi.Input[str],
-                 pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> RunMonitor:
+def _run_monitor(
+    settings: Settings,
+    namespace: pulumi.Input[str],
+    run_id: pulumi.Input[str],
+    pods_after: Sequence[pulumi.Resource],
+    k8s_opts: pulumi.ResourceOptions,
+) -> RunMonitor:
     """The RunMonitor of run ``run_id``: it ends the run when its chief's Job fails or a task
     cannot be scheduled (run_monitor.py)."""
     prefix, training = settings.name_prefix, settings.training
-    return RunMonitor(prefix, RunMonitorArgs(
-        namespace=namespace, namespace_name=settings.namespace, run_id=run_id,
-        task_job_names=task_names(prefix, training.replicas),
-        schedule_timeout_seconds=training.schedule_timeout_seconds,
-        start_timeout_seconds=training.start_timeout_seconds,
-        api_server=training.monitor_api_server, image=training.staging_image,
-        image_pull_policy=training.ps.image_pull_policy, placement=settings.placement["stage-data"],
-        image_pull_secret=settings.registry.image_pull_secret,
-        priority_class_name=training.priority_class_name, after=pods_after,
-        staging_job_name=staging_name(prefix), staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS), opts=k8s_opts)
+    return RunMonitor(
+        prefix,
+        RunMonitorArgs(
+            namespace=namespace,
+            namespace_name=settings.namespace,
+            run_id=run_id,
+            task_job_names=task_names(prefix, training.replicas),
+            schedule_timeout_seconds=training.schedule_timeout_seconds,
+            start_timeout_seconds=training.start_timeout_seconds,
+            api_server=training.monitor_api_server,
+            image=training.staging_image,
+            image_pull_policy=training.ps.image_pull_policy,
+            placement=settings.placement["stage-data"],
+            image_pull_secret=settings.registry.image_pull_secret,
+            priority_class_name=training.priority_class_name,
+            after=pods_after,
+            staging_job_name=staging_name(prefix),
+            staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS,
+        ),
+        opts=k8s_opts,
+    )
 
 
-def _tensorboard(settings: Settings, namespace: pulumi.Input[str], volume: SharedVolume,
-                 pods_after: Sequence[pulumi.Resource], k8s_opts: pulumi.ResourceOptions) -> TensorBoard:
+def _tensorboard(
+    settings: Settings,
+    namespace: pulumi.Input[str],
+    volume: SharedVolume,
+    pods_after: Sequence[pulumi.Resource],
+    k8s_opts: pulumi.ResourceOptions,
+) -> TensorBoard:
     """TensorBoard over every run's directory on ``volume``."""
-    return TensorBoard(settings.name_prefix, TensorBoardArgs(
-        tensorboard=settings.tensorboard, namespace=namespace, pvc_name=volume.claim_name,
-        mount_path=settings.storage.mount_path, log_dir=settings.runs_dir,
-        placement=settings.placement["tensorboard"], image_pull_secret=settings.registry.image_pull_secret,
-        cloud_acl=settings.cluster.create_cloud, identity=settings.pods, after=[*pods_after, volume.pvc]),
-        opts=k8s_opts)
+    return TensorBoard(
+        settings.name_prefix,
+        TensorBoardArgs(
+            tensorboard=settings.tensorboard,
+            namespace=namespace,
+            pvc_name=volume.claim_name,
+            mount_path=settings.storage.mount_path,
+            log_dir=settings.runs_dir,
+            placement=settings.placement["tensorboard"],
+            image_pull_secret=settings.registry.image_pull_secret,
+            cloud_acl=settings.cluster.create_cloud,
+            identity=settings.pods,
+            after=[*pods_after, volume.pvc],
+        ),
+        opts=k8s_opts,
+    )
 
 
 def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
@@ -154,27 +208,43 @@ def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
     the one that sets its policy: the workers (and a GPU chief), the CPU trainer image's pods
     (ps, a CPU chief, staging, the run monitor) and TensorBoard."""
     t = settings.training
-    return [("worker.imagePullPolicy", t.worker.image, t.worker.image_pull_policy),
-            ("ps.imagePullPolicy", t.ps.image, t.ps.image_pull_policy),
-            ("ps.imagePullPolicy", settings.tensorboard.image, settings.tensorboard.image_pull_policy)]
+    return [
+        ("worker.imagePullPolicy", t.worker.image, t.worker.image_pull_policy),
+        ("ps.imagePullPolicy", t.ps.image, t.ps.image_pull_policy),
+        ("ps.imagePullPolicy", settings.tensorboard.image, settings.tensorboard.image_pull_policy),
+    ]
 
 
-def _before_pods(settings: Settings, namespace: pulumi.Input[str],
-                 k8s_opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+def _before_pods(
+    settings: Settings, namespace: pulumi.Input[str], k8s_opts: pulumi.ResourceOptions
+) -> list[pulumi.Resource]:
     """What every pod of the stack waits for: the image pull Secret (a pod started before it
     pulls, is refused and backs off) and the NetworkPolicies (the task pods' ports are closed
     to other pods from their first packet)."""
     prefix, registry = settings.name_prefix, settings.registry
     before: list[pulumi.Resource] = []
     if registry.credentials is not None and registry.image_pull_secret is not None:
-        before.append(PullSecret(registry.image_pull_secret, PullSecretArgs(
-            namespace=namespace, credentials=registry.credentials, name_prefix=prefix), opts=k8s_opts))
+        before.append(
+            PullSecret(
+                registry.image_pull_secret,
+                PullSecretArgs(namespace=namespace, credentials=registry.credentials, name_prefix=prefix),
+                opts=k8s_opts,
+            )
+        )
     if settings.network_policy:
-        before.append(RunNetworkPolicies(prefix, RunNetworkPoliciesArgs(
-            namespace=namespace, task_ports=list(settings.training.ports.values()),
-            tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
-            source_ports=_source_ports(settings),
-            api_server_ports=_api_server_ports(settings)), opts=k8s_opts))
+        before.append(
+            RunNetworkPolicies(
+                prefix,
+                RunNetworkPoliciesArgs(
+                    namespace=namespace,
+                    task_ports=list(settings.training.ports.values()),
+                    tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
+                    source_ports=_source_ports(settings),
+                    api_server_ports=_api_server_ports(settings),
+                ),
+                opts=k8s_opts,
+            )
+        )
     return before
 
 
@@ -186,14 +256,21 @@ def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
         return settings.namespace
     return k8s.core.v1.Namespace(
         settings.namespace,
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=settings.namespace,
-                                            labels={**recommended_labels(settings.name_prefix, "namespace"),
-                                                    **pods.POD_SECURITY_LABELS}),
-        opts=pulumi.ResourceOptions(provider=provider)).metadata.name
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=settings.namespace,
+            labels={**recommended_labels(settings.name_prefix, "namespace"), **pods.POD_SECURITY_LABELS},
+        ),
+        opts=pulumi.ResourceOptions(provider=provider),
+    ).metadata.name
 
 
-def _volume_args(settings: Settings, server: pulumi.Input[str] | None, server_key: str,
-                 namespace: pulumi.Input[str], after: Sequence[pulumi.Resource] = ()) -> SharedVolumeArgs:
+def _volume_args(
+    settings: Settings,
+    server: pulumi.Input[str] | None,
+    server_key: str,
+    namespace: pulumi.Input[str],
+    after: Sequence[pulumi.Resource] = (),
+) -> SharedVolumeArgs:
     """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
     name, see storage.volume_name) at the configured path."""
     storage = settings.storage
@@ -204,15 +281,25 @@ def _volume_args(settings: Settings, server: pulumi.Input[str] | None, server_ke
         server = pulumi.Output.secret(server)
         path = pulumi.Output.secret(path)
     return SharedVolumeArgs(
-        namespace=namespace, namespace_name=settings.namespace, volume_type=storage.volume_type, server=server,
-        server_key=server_key, path=path, path_key=path_key, storage=storage.capacity,
-        match_labels=storage.match_labels, after=after)
+        namespace=namespace,
+        namespace_name=settings.namespace,
+        volume_type=storage.volume_type,
+        server=server,
+        server_key=server_key,
+        path=path,
+        path_key=path_key,
+        storage=storage.capacity,
+        match_labels=storage.match_labels,
+        after=after,
+    )
 
 
 def _source_ports(settings: Settings) -> list[int]:
     """The ports the staging Job fetches data.source on (network_policy.url_ports)."""
     source = settings.training.data_source
-    return network_policy.url_ports([] if source is None else [source] if isinstance(source, str) else list(source))
+    return network_policy.url_ports(
+        [] if source is None else [source] if isinstance(source, str) else list(source)
+    )
 
 
 def _api_server_ports(settings: Settings) -> list[int]:
@@ -229,8 +316,9 @@ def _volume_hint(settings: Settings) -> str:
     Job's pod spec)."""
     storage_ = settings.storage
     path = None if settings.secret_keys & VOLUME_SECRET_KEYS else storage_.path
-    return storage.unwritable_hint(storage_.volume_type, path, storage_.mount_path, settings.pods.run_as_user,
-                                   settings.pods.run_as_group)
+    return storage.unwritable_hint(
+        storage_.volume_type, path, storage_.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
+    )
 
 
 def planned_objects(settings: Settings, volume_server: str | None) -> list[ObjectRef]:
@@ -245,16 +333,21 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
     prefix, namespace = settings.name_prefix, settings.namespace
     objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.create_namespace else []
     volume = _volume_args(settings, volume_server, volume_server or "", namespace)
-    objects += [ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
-                for rtype, name in storage.object_names(prefix, volume)]
+    objects += [
+        ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
+        for rtype, name in storage.object_names(prefix, volume)
+    ]
     registry = settings.registry
     if registry.credentials is not None and registry.image_pull_secret is not None:
         objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
     if "data.source" in settings.secret_keys:
         objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
-    named = (training.object_names(prefix, settings.training.replicas) + tensorboard.object_names(prefix)
-             + monitor_object_names(prefix)
-             + (network_policy.object_names(prefix) if settings.network_policy else []))
+    named = (
+        training.object_names(prefix, settings.training.replicas)
+        + tensorboard.object_names(prefix)
+        + monitor_object_names(prefix)
+        + (network_policy.object_names(prefix) if settings.network_policy else [])
+    )
     return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 
 
@@ -264,8 +357,10 @@ def _follow_chief_log(settings: Settings) -> Any:
     ns, kubeconfig = settings.namespace, settings.cluster.kubeconfig
     chief = f"{settings.name_prefix}-chief-0"
     if kubeconfig is None or not is_kubeconfig_path(kubeconfig):
-        return [f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
-                f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}"]
+        return [
+            f"pulumi stack output kubeconfig --show-secrets > {PROJECT}-kubeconfig.yaml",
+            f"kubectl --kubeconfig {PROJECT}-kubeconfig.yaml --namespace {ns} logs --follow job/{chief}",
+        ]
     # The kubeconfig output is then the path itself, not a file kubectl could read.
     command = [f"kubectl --kubeconfig {kubeconfig} --namespace {ns} logs --follow job/{chief}"]
     return pulumi.Output.secret(command) if "kubeconfig" in settings.secret_keys else command

@@ -125,9 +125,14 @@ def unschedulable_since(pod: Mapping) -> tuple[float, str] | None:
     if pod.get("status", {}).get("phase") != "Pending":
         return None
     for cond in pod.get("status", {}).get("conditions") or []:
-        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        ):
             since = parse_time(cond.get("lastTransitionTime")) or parse_time(
-                pod.get("metadata", {}).get("creationTimestamp"))
+                pod.get("metadata", {}).get("creationTimestamp")
+            )
             return (since, cond.get("message") or "no message") if since is not None else None
     return None
 
@@ -141,8 +146,14 @@ def not_started_since(pod: Mapping) -> tuple[float, str] | None:
     status = pod.get("status", {})
     if status.get("phase") != "Pending":
         return None
-    scheduled = next((c for c in status.get("conditions") or []
-                      if (c.get("type"), c.get("status")) == ("PodScheduled", "True")), None)
+    scheduled = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if (c.get("type"), c.get("status")) == ("PodScheduled", "True")
+        ),
+        None,
+    )
     since = parse_time(scheduled.get("lastTransitionTime")) if scheduled else None
     if since is None:
         return None
@@ -169,7 +180,9 @@ class StartLimit:
     key: str
 
 
-def _stuck(tasks: Mapping[str, Mapping], pods: list[Mapping], now: float, limits: list[StartLimit]) -> Decision | None:
+def _stuck(
+    tasks: Mapping[str, Mapping], pods: list[Mapping], now: float, limits: list[StartLimit]
+) -> Decision | None:
     """The run's verdict on pods that cannot start: for each limit, the pod of a going task Job
     that has failed its test the longest; past the limit every going task Job is ended; short
     of it, a note (the first limit's); None when no pod fails a test."""
@@ -187,17 +200,30 @@ def _stuck(tasks: Mapping[str, Mapping], pods: list[Mapping], now: float, limits
             continue
         since, pod_name, job, message = min(stuck)
         if now - since >= limit.timeout_s:
-            reason = (f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s "
-                      f"({limit.key} {limit.timeout_s:g}): {message}")
-            return Decision(end={n: reason for n, j in tasks.items()
-                                 if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})},
-                            why=reason)
+            reason = (
+                f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s "
+                f"({limit.key} {limit.timeout_s:g}): {message}"
+            )
+            return Decision(
+                end={
+                    n: reason
+                    for n, j in tasks.items()
+                    if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})
+                },
+                why=reason,
+            )
         notes.append(f"pod {pod_name} {limit.note} for {now - since:.0f} s: {message}")
     return Decision(why=notes[0]) if notes else None
 
 
-def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: float,
-           schedule_timeout_s: float, start_timeout_s: float = 0) -> Decision:
+def decide(
+    jobs: list[Mapping],
+    pods: list[Mapping],
+    run_id: str | None,
+    now: float,
+    schedule_timeout_s: float,
+    start_timeout_s: float = 0,
+) -> Decision:
     """What to do about the run, from its Jobs and pods as the API server lists them.
 
     Args:
@@ -214,8 +240,11 @@ def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: fl
         annotated ENDED_BECAUSE is not ended again; the run is over once every task Job has
         ended or the chief's Job has completed.
     """
-    tasks = {j["metadata"]["name"]: j for j in jobs
-             if TASK_TYPE_LABEL in _labels(j) and (run_id is None or job_run_id(j) == run_id)}
+    tasks = {
+        j["metadata"]["name"]: j
+        for j in jobs
+        if TASK_TYPE_LABEL in _labels(j) and (run_id is None or job_run_id(j) == run_id)
+    }
     if not tasks:
         return Decision(why=f"no task Jobs of run {run_id} yet")
     chief = next((j for j in tasks.values() if _labels(j)[TASK_TYPE_LABEL] == "chief"), None)
@@ -223,25 +252,44 @@ def decide(jobs: list[Mapping], pods: list[Mapping], run_id: str | None, now: fl
         return Decision(done=True, why=f"the chief's Job {chief['metadata']['name']} completed")
     if all(ended(j) for j in tasks.values()):
         return Decision(done=True, why="every task Job has ended")
-    to_end = [name for name, j in tasks.items()
-              if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})]
+    to_end = [
+        name
+        for name, j in tasks.items()
+        if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})
+    ]
     failed = _condition(chief, "Failed") if chief is not None else None
     if failed is not None:
         name = chief["metadata"]["name"]
         reason = (chief["metadata"].get("annotations") or {}).get(ENDED_BECAUSE) or (
             f"the chief's Job {name} failed: {failed.get('reason') or 'Failed'}: "
-            f"{failed.get('message') or 'no message'}")
+            f"{failed.get('message') or 'no message'}"
+        )
         return Decision(end={n: reason for n in to_end if n != name}, why=reason)
-    stuck = _stuck(tasks, pods, now, [
-        StartLimit(unschedulable_since, schedule_timeout_s, "could not be scheduled", "unschedulable",
-                   "job.scheduleTimeoutSeconds"),
-        StartLimit(not_started_since, start_timeout_s, "did not start", "not started", "job.startTimeoutSeconds")])
+    stuck = _stuck(
+        tasks,
+        pods,
+        now,
+        [
+            StartLimit(
+                unschedulable_since,
+                schedule_timeout_s,
+                "could not be scheduled",
+                "unschedulable",
+                "job.scheduleTimeoutSeconds",
+            ),
+            StartLimit(
+                not_started_since, start_timeout_s, "did not start", "not started", "job.startTimeoutSeconds"
+            ),
+        ],
+    )
     if stuck is not None:
         return stuck
     return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
 
 
-def staging_deadline(jobs: list[Mapping], pods: list[Mapping], name: str | None, deadline_s: int) -> dict[str, int]:
+def staging_deadline(
+    jobs: list[Mapping], pods: list[Mapping], name: str | None, deadline_s: int
+) -> dict[str, int]:
     """{the staging Job's name: ``deadline_s``} when that Job has not ended, a pod of it runs
     (phase Running: its container started, so it is past scheduling, the image pull and the
     volume's mount) and its ``activeDeadlineSeconds`` is shorter; else {} (nothing to patch).
@@ -257,7 +305,9 @@ def staging_deadline(jobs: list[Mapping], pods: list[Mapping], name: str | None,
         return {}
     if (job.get("spec", {}).get("activeDeadlineSeconds") or deadline_s) >= deadline_s:
         return {}
-    running = any(_labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running" for p in pods)
+    running = any(
+        _labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running" for p in pods
+    )
     return {name: deadline_s} if running else {}
 
 
@@ -284,7 +334,9 @@ class Api:
             with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as err:
-            raise ApiError(f"{method} {path}: HTTP {err.code}: {err.read()[:300].decode(errors='replace')}") from None
+            raise ApiError(
+                f"{method} {path}: HTTP {err.code}: {err.read()[:300].decode(errors='replace')}"
+            ) from None
         except (OSError, ValueError) as err:
             raise ApiError(f"{method} {self.server}{path}: {err}") from None
 
@@ -295,14 +347,20 @@ class Api:
     def set_deadline(self, namespace: str, name: str, seconds: int) -> None:
         """Set the Job's ``spec.activeDeadlineSeconds``."""
         query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
-        self._call("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
-                   {"spec": {"activeDeadlineSeconds": seconds}})
+        self._call(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
+            {"spec": {"activeDeadlineSeconds": seconds}},
+        )
 
     def end_job(self, namespace: str, name: str, reason: str) -> None:
         """Annotate the Job with ``reason`` and give it a deadline already past."""
         query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
-        self._call("PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
-                   {"metadata": {"annotations": {ENDED_BECAUSE: reason}}, "spec": {"activeDeadlineSeconds": 1}})
+        self._call(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
+            {"metadata": {"annotations": {ENDED_BECAUSE: reason}}, "spec": {"activeDeadlineSeconds": 1}},
+        )
 
 
 def api_server(env: Mapping[str, str]) -> str:
@@ -319,8 +377,12 @@ def log(message: str) -> None:
     print(f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
 
 
-def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
-         clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> int:
+def main(
+    env: Mapping[str, str] = os.environ,
+    api: Api | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Poll until the run is over (see the module docstring); returns the exit status."""
     try:
         namespace, prefix = env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"]
@@ -335,8 +397,10 @@ def main(env: Mapping[str, str] = os.environ, api: Api | None = None,
         return EXIT_BAD_ENVIRONMENT
     api = api or Api(api_server(env), f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     selector = f"{INSTANCE_LABEL}={prefix}"
-    log(f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s, "
-        f"start timeout {start_timeout_s:g} s)")
+    log(
+        f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s, "
+        f"start timeout {start_timeout_s:g} s)"
+    )
     failures, last_why = 0, ""
     while True:
         try:

@@ -29,7 +29,7 @@ def _run_id(path: str) -> str | None:
             lines = file.read().splitlines()
     except OSError:
         return None
-    return next((line[len("run_id="):] for line in lines if line.startswith("run_id=")), "")
+    return next((line[len("run_id=") :] for line in lines if line.startswith("run_id=")), "")
 
 
 def scan_run(path: str, now: float) -> dict:
@@ -59,10 +59,17 @@ def scan_run(path: str, now: float) -> dict:
     else:
         state = "empty"
     run_id = _run_id(os.path.join(cluster, "done")) or _run_id(os.path.join(cluster, "heartbeat"))
-    return {"key": os.path.basename(path), "state": state, "run_id": run_id or None,
-            "test_accuracy": (result or {}).get("test_accuracy"), "epochs": (result or {}).get("epochs"),
-            "model": (result or {}).get("model"), "checkpoints": checkpoints,
-            "export": os.path.isdir(os.path.join(path, "export")), "mtime": os.stat(path).st_mtime}
+    return {
+        "key": os.path.basename(path),
+        "state": state,
+        "run_id": run_id or None,
+        "test_accuracy": (result or {}).get("test_accuracy"),
+        "epochs": (result or {}).get("epochs"),
+        "model": (result or {}).get("model"),
+        "checkpoints": checkpoints,
+        "export": os.path.isdir(os.path.join(path, "export")),
+        "mtime": os.stat(path).st_mtime,
+    }
 
 
 def scan(runs_dir: str, now: float | None = None) -> list[dict]:
@@ -73,8 +80,11 @@ def scan(runs_dir: str, now: float | None = None) -> list[dict]:
         names = sorted(os.listdir(runs_dir))
     except FileNotFoundError:
         return []
-    runs = [scan_run(os.path.join(runs_dir, n), now) for n in names
-            if not n.startswith(".") and os.path.isdir(os.path.join(runs_dir, n))]
+    runs = [
+        scan_run(os.path.join(runs_dir, n), now)
+        for n in names
+        if not n.startswith(".") and os.path.isdir(os.path.join(runs_dir, n))
+    ]
     return sorted(runs, key=lambda r: r["mtime"])
 
 

@@ -76,32 +76,62 @@ def created_cluster(settings: Settings) -> Target:
     c, storage = settings.cluster, settings.storage
     name = cloud_name(settings)
     opts = _moved_from_prefix(settings)
-    network = Network(name, NetworkArgs(
-        zone=c.zone, vpc_id=c.vpc_id, vpc_cidr=c.vpc_cidr, vswitch_id=c.vswitch_id, vswitch_cidr=c.vswitch_cidr,
-        pod_vswitch_cidr=c.pod_vswitch_cidr if c.creates_pod_vswitch else None), opts=opts)
+    network = Network(
+        name,
+        NetworkArgs(
+            zone=c.zone,
+            vpc_id=c.vpc_id,
+            vpc_cidr=c.vpc_cidr,
+            vswitch_id=c.vswitch_id,
+            vswitch_cidr=c.vswitch_cidr,
+            pod_vswitch_cidr=c.pod_vswitch_cidr if c.creates_pod_vswitch else None,
+        ),
+        opts=opts,
+    )
     cluster = _cluster(name, c, network, opts)
     pools = _node_pools(name, settings, cluster, network, opts)
-    common = {"provider": cluster.provider, "kubeconfig": cluster.kubeconfig, "cluster_id": cluster.cluster_id,
-              "pods_after": [pools]}  # pods need nodes to run on
+    common = {
+        "provider": cluster.provider,
+        "kubeconfig": cluster.kubeconfig,
+        "cluster_id": cluster.cluster_id,
+        "pods_after": [pools],
+    }  # pods need nodes to run on
     if storage.nas_mount_target_domain is not None:
         # An existing mount target (in the VPC of vpc.id or vswitch.id, the rules made sure):
         # the stack creates no NAS resource and reports no file system of its own.
-        return Target(**common, nas_file_system_id=None, volume_server=storage.nas_mount_target_domain,
-                      volume_server_key=storage.nas_mount_target_domain)
-    nas = NasStorage(name, NasStorageArgs(
-        vswitch_id=network.vswitch_id, vswitch_cidr=network.vswitch_cidr,
-        storage_type=storage.nas_storage_type or "Capacity", retain_on_destroy=storage.nas_retain_on_destroy,
-        file_system_id=storage.nas_file_system_id, zone=c.zone), opts=opts)
-    file_system = (f"fileSystem={storage.nas_file_system_id}" if storage.nas_file_system_id is not None
-                   else f"storageType={storage.nas_storage_type}")
+        return Target(
+            **common,
+            nas_file_system_id=None,
+            volume_server=storage.nas_mount_target_domain,
+            volume_server_key=storage.nas_mount_target_domain,
+        )
+    nas = NasStorage(
+        name,
+        NasStorageArgs(
+            vswitch_id=network.vswitch_id,
+            vswitch_cidr=network.vswitch_cidr,
+            storage_type=storage.nas_storage_type or "Capacity",
+            retain_on_destroy=storage.nas_retain_on_destroy,
+            file_system_id=storage.nas_file_system_id,
+            zone=c.zone,
+        ),
+        opts=opts,
+    )
+    file_system = (
+        f"fileSystem={storage.nas_file_system_id}"
+        if storage.nas_file_system_id is not None
+        else f"storageType={storage.nas_storage_type}"
+    )
     return Target(
         **common,
         nas_file_system_id=nas.file_system_id,
         volume_server=nas.mount_target_domain,
         # The domain is unknown until the mount target exists, and the volume's name must be
         # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
-        volume_server_key=(f"nas {settings.name_prefix}-{settings.stack} {file_system} zone={c.zone} "
-                           f"vpc={c.vpc_id or c.vpc_cidr} vswitch={c.vswitch_id or c.vswitch_cidr}"),
+        volume_server_key=(
+            f"nas {settings.name_prefix}-{settings.stack} {file_system} zone={c.zone} "
+            f"vpc={c.vpc_id or c.vpc_cidr} vswitch={c.vswitch_id or c.vswitch_cidr}"
+        ),
         # The PV must not exist before its NFS server does.
         volume_after=[nas.mount_target],
     )
@@ -110,27 +140,48 @@ def created_cluster(settings: Settings) -> Target:
 def _cluster(name: str, c: ClusterSettings, network: Network, opts: pulumi.ResourceOptions) -> Cluster:
     """The ACK cluster in ``network``'s vSwitch (a Terway cluster's pods in its pod vSwitch,
     configured or created)."""
-    return Cluster(name, ClusterArgs(
-        vswitch_id=network.vswitch_id, cluster_id=c.cluster_id, version=c.version, pod_cidr=c.pod_cidr,
-        service_cidr=c.service_cidr, api_server_public=c.api_server_public,
-        credential_minutes=c.credential_minutes, network_plugin=c.network_plugin or "terway",
-        pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
-        deployed_network_plugin=c.deployed_network_plugin), opts=opts)
+    return Cluster(
+        name,
+        ClusterArgs(
+            vswitch_id=network.vswitch_id,
+            cluster_id=c.cluster_id,
+            version=c.version,
+            pod_cidr=c.pod_cidr,
+            service_cidr=c.service_cidr,
+            api_server_public=c.api_server_public,
+            credential_minutes=c.credential_minutes,
+            network_plugin=c.network_plugin or "terway",
+            pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
+            deployed_network_plugin=c.deployed_network_plugin,
+        ),
+        opts=opts,
+    )
 
 
-def _node_pools(name: str, settings: Settings, cluster: Cluster, network: Network,
-                opts: pulumi.ResourceOptions) -> NodePools:
+def _node_pools(
+    name: str, settings: Settings, cluster: Cluster, network: Network, opts: pulumi.ResourceOptions
+) -> NodePools:
     """The CPU node pool, and the GPU one when the workers train on GPUs (worker.gpuCount > 0)."""
     c = settings.cluster
-    return NodePools(name, NodePoolsArgs(
-        cluster_id=cluster.cluster_id, vswitch_id=network.vswitch_id,
-        cpu_instance_types=c.cpu_instance_types, cpu_size=c.cpu_pool_size,
-        cpu_system_disk_category=c.cpu_system_disk_category,
-        gpu_instance_types=c.gpu_instance_types,
-        gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
-        gpu_autoscaling=c.gpu_autoscaling, gpu_system_disk_category=c.gpu_system_disk_category,
-        gpu_system_disk_size=c.gpu_system_disk_size, key_name=c.key_name,
-        gpu_driver_version=c.gpu_driver_version, gpu_image_type=c.gpu_image_type), opts=opts)
+    return NodePools(
+        name,
+        NodePoolsArgs(
+            cluster_id=cluster.cluster_id,
+            vswitch_id=network.vswitch_id,
+            cpu_instance_types=c.cpu_instance_types,
+            cpu_size=c.cpu_pool_size,
+            cpu_system_disk_category=c.cpu_system_disk_category,
+            gpu_instance_types=c.gpu_instance_types,
+            gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
+            gpu_autoscaling=c.gpu_autoscaling,
+            gpu_system_disk_category=c.gpu_system_disk_category,
+            gpu_system_disk_size=c.gpu_system_disk_size,
+            key_name=c.key_name,
+            gpu_driver_version=c.gpu_driver_version,
+            gpu_image_type=c.gpu_image_type,
+        ),
+        opts=opts,
+    )
 
 
 def existing_volume_server(settings: Settings) -> str | None:
@@ -150,7 +201,15 @@ def existing_cluster(settings: Settings) -> Target:
     # cluster_identifier: the provider (and with it every Kubernetes object) is replaced
     # only when this changes, not when the kubeconfig's credentials, CA or cluster entry
     # do (pulumi-kubernetes DiffConfig); the cloud layer's Cluster uses the ACK cluster id.
-    provider = k8s.Provider(f"{settings.name_prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier)
+    provider = k8s.Provider(
+        f"{settings.name_prefix}-k8s", kubeconfig=kubeconfig, cluster_identifier=identifier
+    )
     server = existing_volume_server(settings)
-    return Target(provider=provider, kubeconfig=kubeconfig, cluster_id=None, nas_file_system_id=None,
-                  volume_server=server, volume_server_key=server or "")
+    return Target(
+        provider=provider,
+        kubeconfig=kubeconfig,
+        cluster_id=None,
+        nas_file_system_id=None,
+        volume_server=server,
+        volume_server_key=server or "",
+    )

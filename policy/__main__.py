@@ -27,7 +27,8 @@ PolicyPack(
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[
         (StackValidationPolicy if stack else ResourceValidationPolicy)(
-            name=name, description=description, validate=validate)
+            name=name, description=description, validate=validate
+        )
         for name, description, stack, validate in POLICIES
     ],
 )

@@ -53,18 +53,41 @@ def pinned_images(args: Any, report: Report) -> None:
 
 #: (name, description, stack policy?, validate), in the order the docs list them.
 POLICIES: list[tuple[str, str, bool, Callable[[Any, Report], None]]] = [
-    ("tensorboard-source-ranges",
-     "TensorBoard (no login) is exposed beyond the cluster only as a LoadBalancer with source ranges, none of "
-     "them 0.0.0.0/0 or ::/0.", False, tensorboard_source_ranges),
-    ("gpu-pool-scale-to-zero",
-     "Node pools of GPU instance types autoscale with a minimum of 0 nodes.", False, gpu_pool_scale_to_zero),
-    ("alicloud-tags",
-     "Every alicloud resource that takes tags carries pulumi:project and pulumi:stack.", False, alicloud_tags),
-    ("replica-bound-node-pool",
-     f"A node pool holds at most {rules.MAX_POOL_NODES} nodes.", False, node_pool_size),
-    ("replica-bound-jobs",
-     f"A run has at most {rules.MAX_TASKS['worker']} worker and {rules.MAX_TASKS['ps']} ps Jobs.", True,
-     job_count),
-    ("image-tag-pinned",
-     "Every container of a pod template names a fixed image tag, not latest and not none.", False, pinned_images),
+    (
+        "tensorboard-source-ranges",
+        "TensorBoard (no login) is exposed beyond the cluster only as a LoadBalancer with source ranges, none of "
+        "them 0.0.0.0/0 or ::/0.",
+        False,
+        tensorboard_source_ranges,
+    ),
+    (
+        "gpu-pool-scale-to-zero",
+        "Node pools of GPU instance types autoscale with a minimum of 0 nodes.",
+        False,
+        gpu_pool_scale_to_zero,
+    ),
+    (
+        "alicloud-tags",
+        "Every alicloud resource that takes tags carries pulumi:project and pulumi:stack.",
+        False,
+        alicloud_tags,
+    ),
+    (
+        "replica-bound-node-pool",
+        f"A node pool holds at most {rules.MAX_POOL_NODES} nodes.",
+        False,
+        node_pool_size,
+    ),
+    (
+        "replica-bound-jobs",
+        f"A run has at most {rules.MAX_TASKS['worker']} worker and {rules.MAX_TASKS['ps']} ps Jobs.",
+        True,
+        job_count,
+    ),
+    (
+        "image-tag-pinned",
+        "Every container of a pod template names a fixed image tag, not latest and not none.",
+        False,
+        pinned_images,
+    ),
 ]

@@ -29,9 +29,17 @@ SERVICE = "kubernetes:core/v1:Service"
 NODE_POOL = "alicloud:cs/nodePool:NodePool"
 JOB = "kubernetes:batch/v1:Job"
 #: Types whose ``spec.template.spec`` is a pod spec (a CronJob's is one level deeper).
-POD_TEMPLATE_TYPES = tuple(f"kubernetes:{group}:{kind}" for group, kind in (
-    ("batch/v1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
-    ("apps/v1", "ReplicaSet"), ("core/v1", "ReplicationController")))
+POD_TEMPLATE_TYPES = tuple(
+    f"kubernetes:{group}:{kind}"
+    for group, kind in (
+        ("batch/v1", "Job"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "DaemonSet"),
+        ("apps/v1", "ReplicaSet"),
+        ("core/v1", "ReplicationController"),
+    )
+)
 POD = "kubernetes:core/v1:Pod"
 CRON_JOB = "kubernetes:batch/v1:CronJob"
 
@@ -55,8 +63,14 @@ REQUIRED_TAGS = (PROJECT_TAG, STACK_TAG)
 #: The config key that sets the image of each component (app.kubernetes.io/component): the
 #: CPU image (ps.image) also runs the data staging and the run monitor; the chief runs the
 #: worker's image when it trains on a GPU (ps.number 0), else the CPU image.
-IMAGE_KEYS = {"worker": "worker.image", "tensorboard": "tensorboard.image", "ps": "ps.image",
-              "stage-data": "ps.image", "monitor": "ps.image", "chief": "ps.image (or worker.image with ps.number 0)"}
+IMAGE_KEYS = {
+    "worker": "worker.image",
+    "tensorboard": "tensorboard.image",
+    "ps": "ps.image",
+    "stage-data": "ps.image",
+    "monitor": "ps.image",
+    "chief": "ps.image (or worker.image with ps.number 0)",
+}
 #: A tag that moves: the image a pod runs changes without the stack changing.
 MOVING_TAGS = ("latest",)
 
@@ -88,7 +102,8 @@ def tensorboard_source_ranges(name: str, props: Mapping[str, Any]) -> list[str]:
     """
     labels = _get(props, "metadata", "labels") or {}
     if labels.get("app.kubernetes.io/component") != "tensorboard" and "tensorboard" not in (
-            _get(props, "metadata", "name") or name):
+        _get(props, "metadata", "name") or name
+    ):
         return []
     kind = _get(props, "spec", "type") or "ClusterIP"
     if kind not in EXPOSED_SERVICE_TYPES:
@@ -96,19 +111,25 @@ def tensorboard_source_ranges(name: str, props: Mapping[str, Any]) -> list[str]:
     service = _object_name(name, props)
     private = "fix: pulumi config set tensorboard.serviceType ClusterIP (then kubectl port-forward)"
     if kind == "NodePort":
-        return [f"Service {service}: type NodePort publishes TensorBoard on every node's address and takes no "
-                f"source ranges; rule: TensorBoard is exposed only with source ranges.\n    {private}"]
+        return [
+            f"Service {service}: type NodePort publishes TensorBoard on every node's address and takes no "
+            f"source ranges; rule: TensorBoard is exposed only with source ranges.\n    {private}"
+        ]
     if (_get(props, "metadata", "annotations") or {}).get(ADDRESS_TYPE_ANNOTATION) == "intranet":
         return []
     ranges = list(_get(props, "spec", "loadBalancerSourceRanges") or [])
     ranged = "fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
     if not ranges:
-        return [f"Service {service}: an internet LoadBalancer with no loadBalancerSourceRanges lets anyone reach "
-                f"TensorBoard; rule: TensorBoard is exposed only with source ranges.\n    {ranged}\n    or {private}"]
+        return [
+            f"Service {service}: an internet LoadBalancer with no loadBalancerSourceRanges lets anyone reach "
+            f"TensorBoard; rule: TensorBoard is exposed only with source ranges.\n    {ranged}\n    or {private}"
+        ]
     everyone = [r for r in ranges if _is_everyone(r)]
     if everyone:
-        return [f"Service {service}: loadBalancerSourceRanges {everyone[0]!r} admits every address; rule: "
-                f"TensorBoard's source ranges exclude 0.0.0.0/0 and ::/0.\n    {ranged}"]
+        return [
+            f"Service {service}: loadBalancerSourceRanges {everyone[0]!r} admits every address; rule: "
+            f"TensorBoard's source ranges exclude 0.0.0.0/0 and ::/0.\n    {ranged}"
+        ]
     return []
 
 
@@ -136,12 +157,16 @@ def gpu_pool_scales_to_zero(name: str, props: Mapping[str, Any]) -> list[str]:
     pool = props.get("nodePoolName") or name
     fix = "fix: pulumi config set gpuPool.autoscaling true"
     if not scaling.get("enable"):
-        return [f"NodePool {pool} ({gpu_types[0]}): no autoscaling (scalingConfig {_shown(scaling)}, desiredSize "
-                f"{props.get('desiredSize')!r}) keeps GPU nodes running while no GPU pod needs them; rule: GPU node "
-                f"pools scale to zero.\n    {fix}"]
+        return [
+            f"NodePool {pool} ({gpu_types[0]}): no autoscaling (scalingConfig {_shown(scaling)}, desiredSize "
+            f"{props.get('desiredSize')!r}) keeps GPU nodes running while no GPU pod needs them; rule: GPU node "
+            f"pools scale to zero.\n    {fix}"
+        ]
     if scaling.get("minSize") != 0:
-        return [f"NodePool {pool} ({gpu_types[0]}): scalingConfig.minSize {scaling.get('minSize')!r}; rule: GPU "
-                f"node pools scale to zero (minSize 0).\n    {fix}"]
+        return [
+            f"NodePool {pool} ({gpu_types[0]}): scalingConfig.minSize {scaling.get('minSize')!r}; rule: GPU "
+            f"node pools scale to zero (minSize 0).\n    {fix}"
+        ]
     return []
 
 
@@ -173,21 +198,30 @@ def stack_and_project(urn: str) -> tuple[str, str]:
     return parts[0].rsplit(":", 1)[-1], parts[1] if len(parts) > 1 else ""
 
 
-def alicloud_tags(resource_type: str, name: str, urn: str, props: Mapping[str, Any],
-                  taggable: Callable[[str], bool] = alicloud_supports_tags) -> list[str]:
+def alicloud_tags(
+    resource_type: str,
+    name: str,
+    urn: str,
+    props: Mapping[str, Any],
+    taggable: Callable[[str], bool] = alicloud_supports_tags,
+) -> list[str]:
     """Every alicloud resource that takes tags carries ``pulumi:project`` and ``pulumi:stack``,
     with the project and stack of its URN (what a bill or the console is filtered by)."""
     if not resource_type.startswith("alicloud:") or not taggable(resource_type):
         return []
     stack, project = stack_and_project(urn)
     tags = props.get("tags") or {}
-    wrong = {key: tags.get(key) for key, want in zip(REQUIRED_TAGS, (project, stack)) if tags.get(key) != want}
+    wrong = {
+        key: tags.get(key) for key, want in zip(REQUIRED_TAGS, (project, stack)) if tags.get(key) != want
+    }
     if not wrong:
         return []
     shown = ", ".join(f"{key}={value!r}" for key, value in wrong.items())
-    return [f"{resource_type.rsplit(':', 1)[-1]} {name}: tags {shown}; rule: every alicloud resource that takes "
-            f"tags carries {PROJECT_TAG}={project!r} and {STACK_TAG}={stack!r}.\n    fix: tag it with "
-            "infra.components.tags.cloud_tags() (no configuration sets tags)"]
+    return [
+        f"{resource_type.rsplit(':', 1)[-1]} {name}: tags {shown}; rule: every alicloud resource that takes "
+        f"tags carries {PROJECT_TAG}={project!r} and {STACK_TAG}={stack!r}.\n    fix: tag it with "
+        "infra.components.tags.cloud_tags() (no configuration sets tags)"
+    ]
 
 
 def node_pool_size_bound(name: str, props: Mapping[str, Any]) -> list[str]:
@@ -197,16 +231,20 @@ def node_pool_size_bound(name: str, props: Mapping[str, Any]) -> list[str]:
     gpu = any(is_gpu_instance_type(str(t)) for t in props.get("instanceTypes") or [])
     key = "gpuPool.size" if gpu else "cpuPool.size"
     found = []
-    for field, value in (("scalingConfig.maxSize", _get(props, "scalingConfig", "maxSize")),
-                         ("desiredSize", props.get("desiredSize"))):
+    for field, value in (
+        ("scalingConfig.maxSize", _get(props, "scalingConfig", "maxSize")),
+        ("desiredSize", props.get("desiredSize")),
+    ):
         try:
             size = int(value) if value is not None else None
         except (TypeError, ValueError):
             continue
         if size is not None and size > MAX_POOL_NODES:
-            found.append(f"NodePool {pool}: {field} {size}; rule: a node pool holds at most {MAX_POOL_NODES} "
-                         f"nodes (MAX_WORKERS {MAX_WORKERS} workers and the chief, a node each).\n"
-                         f"    fix: pulumi config set {key} {min(size, MAX_POOL_NODES)}")
+            found.append(
+                f"NodePool {pool}: {field} {size}; rule: a node pool holds at most {MAX_POOL_NODES} "
+                f"nodes (MAX_WORKERS {MAX_WORKERS} workers and the chief, a node each).\n"
+                f"    fix: pulumi config set {key} {min(size, MAX_POOL_NODES)}"
+            )
     return found
 
 
@@ -222,14 +260,23 @@ def job_count_bound(jobs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
         labels = _get(props, "metadata", "labels") or {}
         task = labels.get("tf-replica-type")
         if task in MAX_TASKS:
-            run = (_get(props, "metadata", "namespace") or "default", labels.get("app.kubernetes.io/instance") or "")
+            run = (
+                _get(props, "metadata", "namespace") or "default",
+                labels.get("app.kubernetes.io/instance") or "",
+            )
             counts[(*run, task)] += 1
     found = []
     for (namespace, instance, task), count in sorted(counts.items()):
         if count > MAX_TASKS[task]:
-            fix = (f"\n    fix: pulumi config set {TASK_KEYS[task]} {MAX_TASKS[task]}" if task in TASK_KEYS else "")
-            found.append(f"run {instance or '(unnamed)'} in namespace {namespace}: {count} {task} Jobs; rule: at "
-                         f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/keys.py).{fix}")
+            fix = (
+                f"\n    fix: pulumi config set {TASK_KEYS[task]} {MAX_TASKS[task]}"
+                if task in TASK_KEYS
+                else ""
+            )
+            found.append(
+                f"run {instance or '(unnamed)'} in namespace {namespace}: {count} {task} Jobs; rule: at "
+                f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/keys.py).{fix}"
+            )
     return found
 
 
@@ -248,7 +295,7 @@ def image_tag(image: str) -> str | None:
     image whatever the tag, and counts as the tag ``@<digest>``; a registry port
     (``localhost:5000/trainer``) is no tag."""
     if "@" in image:
-        return image[image.index("@"):]
+        return image[image.index("@") :]
     last = image.rsplit("/", 1)[-1]
     return last.split(":", 1)[1] if ":" in last else None
 
@@ -267,8 +314,10 @@ def pinned_images(resource_type: str, name: str, props: Mapping[str, Any]) -> li
         image = str(container.get("image") or "")
         tag = image_tag(image)
         if tag is None or tag in MOVING_TAGS:
-            found.append(f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
-                         f"{container.get('name')!r} runs image {image!r} ({'no tag' if tag is None else 'tag ' + tag}); "
-                         "rule: images name a fixed tag, not latest.\n    fix: pulumi config set "
-                         f"{key} <repository>:<version> (or rm it for the stack's versioned default)")
+            found.append(
+                f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
+                f"{container.get('name')!r} runs image {image!r} ({'no tag' if tag is None else 'tag ' + tag}); "
+                "rule: images name a fixed tag, not latest.\n    fix: pulumi config set "
+                f"{key} <repository>:<version> (or rm it for the stack's versioned default)"
+            )
     return found

@@ -34,7 +34,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = Path(os.environ.get("README_PATH") or REPO / "README.md").resolve()
-LOCAL_CLUSTER_DOC = Path(os.environ.get("LOCAL_CLUSTER_DOC_PATH") or REPO / "docs" / "local-cluster.md").resolve()
+LOCAL_CLUSTER_DOC = Path(
+    os.environ.get("LOCAL_CLUSTER_DOC_PATH") or REPO / "docs" / "local-cluster.md"
+).resolve()
 #: The pages holding marked blocks, in reading order.
 DOCUMENTS = (README, LOCAL_CLUSTER_DOC)
 MARKER = re.compile(r"^<!--\s*walkthrough:\s*([a-z0-9][a-z0-9-]*)\s*-->\s*$")
@@ -82,15 +84,18 @@ def parse(text: str, source: str = "README.md") -> dict[str, Block]:
             continue
         name, marker_line = m.group(1), i + 1
         if name in blocks:
-            raise BlockError(f"{source}:{marker_line}: walkthrough block {name!r} is marked twice "
-                             f"(its first block opens at line {blocks[name].line})")
+            raise BlockError(
+                f"{source}:{marker_line}: walkthrough block {name!r} is marked twice "
+                f"(its first block opens at line {blocks[name].line})"
+            )
         i += 1
         while i < len(lines) and not lines[i].strip():
             i += 1
         fence = FENCE.match(lines[i]) if i < len(lines) else None
         if not fence:
-            raise BlockError(f"{source}:{marker_line}: walkthrough marker {name!r} is not followed by a "
-                             "fenced code block")
+            raise BlockError(
+                f"{source}:{marker_line}: walkthrough marker {name!r} is not followed by a fenced code block"
+            )
         opening, body_start = fence.group(1), i + 1
         j = body_start
         while j < len(lines) and lines[j].strip() != opening:
@@ -119,8 +124,10 @@ def blocks(readme: Path | None = None) -> dict[str, Block]:
     for page in (readme,) if readme is not None else DOCUMENTS:
         for name, marked in parse(page.read_text(), _label(page)).items():
             if name in found:
-                raise BlockError(f"{marked.source}:{marked.line}: walkthrough block {name!r} is marked in "
-                                 f"{found[name].source} too (line {found[name].line})")
+                raise BlockError(
+                    f"{marked.source}:{marked.line}: walkthrough block {name!r} is marked in "
+                    f"{found[name].source} too (line {found[name].line})"
+                )
             found[name] = marked
     return found
 
@@ -205,8 +212,12 @@ def scratch_checkout(dest: Path, venv: Path = REPO / ".venv") -> Path:
     Raises:
         subprocess.CalledProcessError: ``git ls-files`` failed (not a checkout).
     """
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO, check=True, capture_output=True).stdout.decode()
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
     for rel in filter(None, listed.split("\0")):
         src = REPO / rel
         if not src.is_file():
@@ -216,4 +227,3 @@ def scratch_checkout(dest: Path, venv: Path = REPO / ".venv") -> Path:
     if venv.exists():
         (dest / ".venv").symlink_to(venv.resolve())
     return dest
-

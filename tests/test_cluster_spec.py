@@ -33,12 +33,12 @@ def test_no_ps_means_no_ps_key():
 
 
 def test_tf_config_round_trips_through_json():
-    spec = local_cluster_spec(Replicas(chief=1, worker=1, ps=1),
-                              {("chief", 0): 2001, ("worker", 0): 2002, ("ps", 0): 2003})
+    spec = local_cluster_spec(
+        Replicas(chief=1, worker=1, ps=1), {("chief", 0): 2001, ("worker", 0): 2002, ("ps", 0): 2003}
+    )
     parsed = json.loads(tf_config_json(spec, "worker", 0))
     assert parsed == {
-        "cluster": {"chief": ["localhost:2001"], "worker": ["localhost:2002"],
-                    "ps": ["localhost:2003"]},
+        "cluster": {"chief": ["localhost:2001"], "worker": ["localhost:2002"], "ps": ["localhost:2003"]},
         "task": {"type": "worker", "index": 0},
     }
 

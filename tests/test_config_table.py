@@ -26,8 +26,9 @@ ct = _load_config_table()
 
 def test_the_docs_table_is_the_generated_one():
     page = (REPO / "docs" / "configuration.md").read_text()
-    assert ct.current_table(page) == ct.render(), \
+    assert ct.current_table(page) == ct.render(), (
         "docs/configuration.md's key table differs from the key table: run .venv/bin/python scripts/config_table.py --write"
+    )
 
 
 def test_one_row_per_key_in_the_key_tables_order():
@@ -43,36 +44,49 @@ def _row(name: str) -> list[str]:
     raise AssertionError(f"no row for {name}")
 
 
-@pytest.mark.parametrize(("name", "default"), [
-    ("worker.number", "`2`"),
-    ("hyperparams.learningrate", "`0.004`"),
-    ("mountPath", "`/data`"),
-    ("createNamespace", "unset"),
-    ("namespace", "`tf-mnist`"),
-    ("nas.retainOnDestroy", "`true`"),
-    ("persistence.pvc.matchLabels", '`{"train": "mnist"}`'),
-    ("gpuPool.instanceTypes",
-     '`["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge", "ecs.gn6v-c8g1.2xlarge"]`'),
-    ("cluster.networkPlugin", "unset"),
-    ("nas.storageType", "unset"),
-    ("worker.tolerations", "`[]`"),
-    ("worker.nodeSelector", "`{}`"),
-    ("zone", "unset"),
-])
+@pytest.mark.parametrize(
+    ("name", "default"),
+    [
+        ("worker.number", "`2`"),
+        ("hyperparams.learningrate", "`0.004`"),
+        ("mountPath", "`/data`"),
+        ("createNamespace", "unset"),
+        ("namespace", "`tf-mnist`"),
+        ("nas.retainOnDestroy", "`true`"),
+        ("persistence.pvc.matchLabels", '`{"train": "mnist"}`'),
+        (
+            "gpuPool.instanceTypes",
+            '`["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge", "ecs.gn6v-c8g1.2xlarge"]`',
+        ),
+        ("cluster.networkPlugin", "unset"),
+        ("nas.storageType", "unset"),
+        ("worker.tolerations", "`[]`"),
+        ("worker.nodeSelector", "`{}`"),
+        ("zone", "unset"),
+    ],
+)
 def test_defaults_as_pulumi_config_set_takes_them(name, default):
     assert _row(name)[1] == default
 
 
 def test_secret_column_marks_exactly_the_secret_capable_keys():
     marked = {k.name for k in KEYS if _row(k.name)[2] == "yes"}
-    assert marked == {"kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path", "data.source",
-                      "registryCredentials.server", "registryCredentials.username",
-                      "registryCredentials.password"}
+    assert marked == {
+        "kubeconfig",
+        "nas.mountTargetDomain",
+        "nfs.server",
+        "nfs.path",
+        "data.source",
+        "registryCredentials.server",
+        "registryCredentials.username",
+        "registryCredentials.password",
+    }
 
 
 def test_cells_escape_pipes_newlines_and_tags_outside_code():
-    key = SimpleNamespace(name="a.b", default="x|y", description="one | two\nthree <reg>/`<kept>`",
-                          secret=False)
+    key = SimpleNamespace(
+        name="a.b", default="x|y", description="one | two\nthree <reg>/`<kept>`", secret=False
+    )
     row = ct.render([key]).splitlines()[2]
     assert row == "| `a.b` | `x\\|y` |  | one \\| two three &lt;reg>/`<kept>` |"
     assert _row("worker.image")[3].startswith("Worker image; default &lt;imageRegistry>/trainer:2.21.0-gpu")
@@ -86,7 +100,9 @@ def test_with_table_replaces_only_between_the_markers():
     assert ct.current_table(new) == "| t |\n"
 
 
-@pytest.mark.parametrize("text", ["no markers\n", f"{ct.BEGIN}\n{ct.BEGIN}\n{ct.END}\n", f"{ct.END}\nx\n{ct.BEGIN}\n"])
+@pytest.mark.parametrize(
+    "text", ["no markers\n", f"{ct.BEGIN}\n{ct.BEGIN}\n{ct.END}\n", f"{ct.END}\nx\n{ct.BEGIN}\n"]
+)
 def test_missing_doubled_or_swapped_markers_are_refused(text):
     with pytest.raises(ct.MarkerError, match="config-table"):
         ct.with_table(text, "| t |\n")
@@ -97,7 +113,7 @@ def test_the_readmes_few_keys_are_keys_with_their_generated_defaults():
     # table (docs/configuration.md) gives it.
     readme = (REPO / "README.md").read_text()
     start = readme.index("## The keys most users set")
-    section = readme[start:readme.index("\n## ", start + 1)]
+    section = readme[start : readme.index("\n## ", start + 1)]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) >= 10, section
     for line in rows:

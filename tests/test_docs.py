@@ -28,8 +28,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 MAX_README_LINES = 300
 
-PRODUCT = ("README.md", "Pulumi.yaml", "Pulumi.*.yaml", "infra/", "trainer/", "account/", "scripts/", "docker/",
-           "docs/", "tools/local-cluster/")
+PRODUCT = (
+    "README.md",
+    "Pulumi.yaml",
+    "Pulumi.*.yaml",
+    "infra/",
+    "trainer/",
+    "account/",
+    "scripts/",
+    "docker/",
+    "docs/",
+    "tools/local-cluster/",
+)
 #: Developer pages under docs/ that describe the development machine's ../shared inputs.
 DEVELOPER_DOCS = ("docs/building.md", "docs/benchmarks.md")
 
@@ -39,8 +49,9 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 
 def tracked(*patterns: str) -> list[str]:
     """Paths (relative, as git prints them) of the files git tracks, matching the pathspecs."""
-    out = subprocess.run(["git", "ls-files", "-z", "--", *patterns], cwd=REPO, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--", *patterns], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
     return [name for name in out.split("\0") if name and (REPO / name).is_file()]
 
 
@@ -56,8 +67,15 @@ def _product_files() -> list[str]:
 
 def test_product_files_are_the_ones_meant() -> None:
     files = _product_files()
-    assert {"README.md", "Pulumi.yaml", "infra/program.py", "trainer/data.py", "docs/local-cluster.md",
-            "tools/local-cluster/localcluster/components.py", "scripts/train-local.sh"} <= set(files)
+    assert {
+        "README.md",
+        "Pulumi.yaml",
+        "infra/program.py",
+        "trainer/data.py",
+        "docs/local-cluster.md",
+        "tools/local-cluster/localcluster/components.py",
+        "scripts/train-local.sh",
+    } <= set(files)
     assert not any(f.startswith(("tests/", "benchmarks/", "tools/pulumi-toolchain/")) for f in files)
 
 
@@ -68,7 +86,11 @@ def test_no_product_file_refers_to_shared() -> None:
             text = (REPO / name).read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue  # data (the sample's .gz files), images
-        hits += [f"{name}:{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if "../shared" in line]
+        hits += [
+            f"{name}:{i}: {line.strip()}"
+            for i, line in enumerate(text.splitlines(), 1)
+            if "../shared" in line
+        ]
     assert hits == [], "a user's clone has no ../shared:\n" + "\n".join(hits)
 
 
@@ -106,11 +128,14 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("heading", "anchor"), [
-    ("Any Kubernetes cluster (`kubeconfig`)", "any-kubernetes-cluster-kubeconfig"),
-    ("Where one batch's time goes", "where-one-batchs-time-goes"),
-    ("The targets: 0.95x of one process, 12 s to 0.99", "the-targets-095x-of-one-process-12-s-to-099"),
-])
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        ("Any Kubernetes cluster (`kubeconfig`)", "any-kubernetes-cluster-kubeconfig"),
+        ("Where one batch's time goes", "where-one-batchs-time-goes"),
+        ("The targets: 0.95x of one process, 12 s to 0.99", "the-targets-095x-of-one-process-12-s-to-099"),
+    ],
+)
 def test_slug_spells_anchors_as_github_does(heading: str, anchor: str) -> None:
     assert slug(heading) == anchor
 
@@ -126,7 +151,11 @@ def _link_problems(name: str, files: set[str], root: Path = REPO) -> list[str]:
                 continue  # http:, https:, mailto:
             path, _, anchor = target.partition("#")
             dest = (page.parent / path).resolve() if path else page.resolve()
-            rel = dest.relative_to(root.resolve()).as_posix() if dest.is_relative_to(root.resolve()) else str(dest)
+            rel = (
+                dest.relative_to(root.resolve()).as_posix()
+                if dest.is_relative_to(root.resolve())
+                else str(dest)
+            )
             if path and rel not in files and not any(f.startswith(rel + "/") for f in files):
                 problems.append(f"{name}:{i}: {target} (no tracked {rel})")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
@@ -145,13 +174,20 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
 def test_the_link_check_finds_a_missing_page_and_a_missing_anchor(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "design.md").write_text("# Design\n\n## The run monitor\n")
-    lines = ["[ok](design.md#the-run-monitor) [gone](no-such-page.md) [bad anchor](design.md#no-such-heading)",
-             "```", "[in code](ignored.md)", "```", "[web](https://example.org/x.md) ![up](../README.md)"]
+    lines = [
+        "[ok](design.md#the-run-monitor) [gone](no-such-page.md) [bad anchor](design.md#no-such-heading)",
+        "```",
+        "[in code](ignored.md)",
+        "```",
+        "[web](https://example.org/x.md) ![up](../README.md)",
+    ]
     (tmp_path / "docs" / "page.md").write_text("\n".join(lines) + "\n")
     (tmp_path / "README.md").write_text("# Title\n")
     files = {"docs/design.md", "docs/page.md", "README.md"}
     assert _link_problems("docs/page.md", files, tmp_path) == [
         "docs/page.md:1: no-such-page.md (no tracked docs/no-such-page.md)",
-        "docs/page.md:1: design.md#no-such-heading (no heading #no-such-heading in docs/design.md)"]
+        "docs/page.md:1: design.md#no-such-heading (no heading #no-such-heading in docs/design.md)",
+    ]
     assert _link_problems("docs/page.md", files - {"README.md"}, tmp_path)[-1] == (
-        "docs/page.md:5: ../README.md (no tracked README.md)")
+        "docs/page.md:5: ../README.md (no tracked README.md)"
+    )

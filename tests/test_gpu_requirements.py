@@ -14,8 +14,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 GPU_REQUIREMENTS = REPO / "docker" / "trainer-gpu-requirements.txt"
 CPU_REQUIREMENTS = REPO / "trainer" / "requirements.txt"
-ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)(?P<extras>\[[a-z-]+\])?==(?P<version>\S+) \\\n"
-                   r"    --hash=sha256:(?P<sha256>[0-9a-f]{64})$", re.MULTILINE)
+ENTRY = re.compile(
+    r"^(?P<name>[A-Za-z0-9._-]+)(?P<extras>\[[a-z-]+\])?==(?P<version>\S+) \\\n"
+    r"    --hash=sha256:(?P<sha256>[0-9a-f]{64})$",
+    re.MULTILINE,
+)
 
 _spec = importlib.util.spec_from_file_location("pin_requirements", REPO / "docker" / "pin_requirements.py")
 pin = importlib.util.module_from_spec(_spec)
@@ -28,8 +31,11 @@ def entries() -> dict[str, dict[str, str]]:
 
 
 def cpu_pins() -> dict[str, str]:
-    return {line.split("==")[0]: line.split("==")[1].strip() for line in CPU_REQUIREMENTS.read_text().splitlines()
-            if "==" in line and not line.startswith("#")}
+    return {
+        line.split("==")[0]: line.split("==")[1].strip()
+        for line in CPU_REQUIREMENTS.read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
 
 
 def test_every_requirement_line_is_an_exact_pin_with_one_hash() -> None:
@@ -40,7 +46,10 @@ def test_every_requirement_line_is_an_exact_pin_with_one_hash() -> None:
 def test_tensorflow_and_tensorboard_are_the_cpu_image_s_versions() -> None:
     gpu, cpu = entries(), cpu_pins()
     assert cpu["tensorflow-cpu"] == "2.21.0" and cpu["tensorboard"] == "2.21.0"
-    assert (gpu["tensorflow"]["extras"], gpu["tensorflow"]["version"]) == ("[and-cuda]", cpu["tensorflow-cpu"])
+    assert (gpu["tensorflow"]["extras"], gpu["tensorflow"]["version"]) == (
+        "[and-cuda]",
+        cpu["tensorflow-cpu"],
+    )
     assert gpu["tensorboard"]["version"] == cpu["tensorboard"]
     assert "tensorflow-cpu" not in gpu
 
@@ -49,19 +58,35 @@ def test_the_cuda_libraries_are_cuda_12_and_cudnn_is_held_for_the_p100() -> None
     nvidia = {name: e["version"] for name, e in entries().items() if name.startswith("nvidia-")}
     assert {"nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "nvidia-cudnn-cu12"} <= nvidia.keys()
     assert all(name.endswith("-cu12") for name in nvidia), nvidia
-    assert all(v.startswith("12.") for n, v in nvidia.items() if n in ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12"))
-    assert f"nvidia-cudnn-cu12=={nvidia['nvidia-cudnn-cu12']}" == pin.CUDNN_PIN == "nvidia-cudnn-cu12==9.10.2.21"
+    assert all(
+        v.startswith("12.")
+        for n, v in nvidia.items()
+        if n in ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
+    )
+    assert (
+        f"nvidia-cudnn-cu12=={nvidia['nvidia-cudnn-cu12']}" == pin.CUDNN_PIN == "nvidia-cudnn-cu12==9.10.2.21"
+    )
 
 
 def test_the_file_is_what_the_generator_writes_for_its_own_packages() -> None:
-    report = {"install": [{"metadata": {"name": e["name"], "version": e["version"]},
-                           "download_info": {"archive_info": {"hashes": {"sha256": e["sha256"]}}}}
-                          for e in entries().values()]}
+    report = {
+        "install": [
+            {
+                "metadata": {"name": e["name"], "version": e["version"]},
+                "download_info": {"archive_info": {"hashes": {"sha256": e["sha256"]}}},
+            }
+            for e in entries().values()
+        ]
+    }
     assert pin.render(report, pin.top_level(CPU_REQUIREMENTS)) == GPU_REQUIREMENTS.read_text()
 
 
 def test_the_top_level_requirements_come_from_the_cpu_pins(tmp_path: Path) -> None:
-    assert pin.top_level(CPU_REQUIREMENTS) == ["tensorflow[and-cuda]==2.21.0", "tensorboard==2.21.0", pin.CUDNN_PIN]
+    assert pin.top_level(CPU_REQUIREMENTS) == [
+        "tensorflow[and-cuda]==2.21.0",
+        "tensorboard==2.21.0",
+        pin.CUDNN_PIN,
+    ]
     partial = tmp_path / "requirements.txt"
     partial.write_text("tensorflow-cpu==2.21.0\n")
     with pytest.raises(ValueError, match=r"pins no tensorboard"):
@@ -72,8 +97,14 @@ def test_the_top_level_requirements_come_from_the_cpu_pins(tmp_path: Path) -> No
 
 
 def test_a_report_entry_without_a_sha256_is_refused() -> None:
-    report = {"install": [{"metadata": {"name": "six", "version": "1.17.0"},
-                           "download_info": {"url": "file:///wheels/six.whl", "archive_info": {}}}]}
+    report = {
+        "install": [
+            {
+                "metadata": {"name": "six", "version": "1.17.0"},
+                "download_info": {"url": "file:///wheels/six.whl", "archive_info": {}},
+            }
+        ]
+    }
     with pytest.raises(ValueError, match=r"six 1.17.0: pip's report gives no sha256"):
         pin.render(report, [])
 
@@ -83,4 +114,7 @@ def test_the_image_installs_the_file_with_hashes_required() -> None:
     assert "ARG PYTHON_IMAGE=python:3.11-slim\nFROM ${PYTHON_IMAGE}\n" in dockerfile
     assert "COPY docker/trainer-gpu-requirements.txt /tmp/requirements.txt" in dockerfile
     assert "pip install --require-hashes -r /tmp/requirements.txt" in dockerfile
-    assert "!docker/trainer-gpu-requirements.txt" in (REPO / "docker" / "trainer-gpu.Dockerfile.dockerignore").read_text()
+    assert (
+        "!docker/trainer-gpu-requirements.txt"
+        in (REPO / "docker" / "trainer-gpu.Dockerfile.dockerignore").read_text()
+    )

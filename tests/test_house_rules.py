@@ -23,16 +23,20 @@ UNREADABLE_CITATION = re.compile(r"issue [0-9]|team contract", re.IGNORECASE)
 
 def tracked(*patterns: str) -> list[Path]:
     """Files git tracks under REPO matching the pathspecs (all files without any)."""
-    out = subprocess.run(["git", "ls-files", "-z", *patterns], cwd=REPO, check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "-z", *patterns], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
     return [REPO / name for name in out.split("\0") if name and (REPO / name).is_file()]
 
 
 def test_no_source_file_over_500_lines() -> None:
     sources = [p for p in tracked() if p.suffix in SOURCE_SUFFIXES]
     assert len(sources) > 50, "git ls-files found too few sources: is this a checkout?"
-    long = {str(p.relative_to(REPO)): n for p in sources
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES}
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in sources
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_FILE_LINES
+    }
     assert long == {}, f"files over {MAX_FILE_LINES} lines: {long}"
 
 
@@ -50,11 +54,17 @@ def test_no_function_over_80_lines_in_infra_or_trainer() -> None:
 
 
 def test_no_comment_cites_an_issue_number_or_a_team_contract() -> None:
-    files = [p for p in tracked() if p.suffix in (*SOURCE_SUFFIXES, ".md", ".yaml", ".yml", ".toml")
-             or p.name.endswith("Dockerfile")]
+    files = [
+        p
+        for p in tracked()
+        if p.suffix in (*SOURCE_SUFFIXES, ".md", ".yaml", ".yml", ".toml") or p.name.endswith("Dockerfile")
+    ]
     this = Path(__file__).resolve()
-    hits = [f"{p.relative_to(REPO)}:{i}: {line.strip()}"
-            for p in files if p.resolve() != this
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-            if UNREADABLE_CITATION.search(line)]
+    hits = [
+        f"{p.relative_to(REPO)}:{i}: {line.strip()}"
+        for p in files
+        if p.resolve() != this
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if UNREADABLE_CITATION.search(line)
+    ]
     assert hits == [], "state the rule instead of citing it:\n" + "\n".join(hits)

@@ -17,8 +17,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
 CPU_REQUIREMENTS = REPO / "trainer" / "requirements.txt"
-ENTRY = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)(?P<extras>\[[a-z-]+\])?==(?P<version>\S+) \\\n"
-                   r"    --hash=sha256:(?P<sha256>[0-9a-f]{64})$", re.MULTILINE)
+ENTRY = re.compile(
+    r"^(?P<name>[A-Za-z0-9._-]+)(?P<extras>\[[a-z-]+\])?==(?P<version>\S+) \\\n"
+    r"    --hash=sha256:(?P<sha256>[0-9a-f]{64})$",
+    re.MULTILINE,
+)
 
 _spec = importlib.util.spec_from_file_location("pin_requirements", DOCKER / "pin_requirements.py")
 pin = importlib.util.module_from_spec(_spec)
@@ -30,7 +33,9 @@ IMAGES = {"trainer-cpu": "cpu", "tensorboard": "tensorboard"}
 
 def entries(path: Path) -> dict[str, dict[str, str]]:
     """{normalized name: {name, extras, version, sha256}} of a pinned requirements file."""
-    return {re.sub(r"[-_.]+", "-", m["name"]).lower(): m.groupdict() for m in ENTRY.finditer(path.read_text())}
+    return {
+        re.sub(r"[-_.]+", "-", m["name"]).lower(): m.groupdict() for m in ENTRY.finditer(path.read_text())
+    }
 
 
 @pytest.mark.parametrize("image", ["cpu", "tensorboard"])
@@ -57,9 +62,15 @@ def test_the_cpu_and_gpu_images_share_every_common_version() -> None:
 @pytest.mark.parametrize("image", ["cpu", "tensorboard"])
 def test_the_file_is_what_the_generator_writes_for_its_own_packages(image: str) -> None:
     target = pin.IMAGES[image]
-    report = {"install": [{"metadata": {"name": e["name"], "version": e["version"]},
-                           "download_info": {"archive_info": {"hashes": {"sha256": e["sha256"]}}}}
-                          for e in entries(target.output).values()]}
+    report = {
+        "install": [
+            {
+                "metadata": {"name": e["name"], "version": e["version"]},
+                "download_info": {"archive_info": {"hashes": {"sha256": e["sha256"]}}},
+            }
+            for e in entries(target.output).values()
+        ]
+    }
     requirements = target.top_level(CPU_REQUIREMENTS)
     assert pin.render(report, requirements, target.header) == target.output.read_text()
 
@@ -82,7 +93,9 @@ def test_the_image_installs_its_file_with_hashes_required(dockerfile: str, image
     name = pin.IMAGES[image].output.name
     assert f"COPY docker/{name} /tmp/requirements.txt" in text
     assert "pip install --require-hashes -r /tmp/requirements.txt" in text
-    assert [m.strip() for m in re.findall(r"pip install[^\n&]*", text)] == ["pip install --require-hashes -r /tmp/requirements.txt"]
+    assert [m.strip() for m in re.findall(r"pip install[^\n&]*", text)] == [
+        "pip install --require-hashes -r /tmp/requirements.txt"
+    ]
     ignore = (DOCKER / f"{dockerfile}.Dockerfile.dockerignore").read_text()
     assert f"!docker/{name}" in ignore and "!trainer/requirements.txt" not in ignore
 
@@ -91,22 +104,31 @@ def base_check(dockerfile: str) -> str:
     """The shell command of the Dockerfile's base check (its first RUN), continuation lines joined."""
     text = (DOCKER / f"{dockerfile}.Dockerfile").read_text()
     start = text.index("RUN python -c")
-    return text[start + 4:text.index("esac", start) + 4].replace("\\\n", "")
+    return text[start + 4 : text.index("esac", start) + 4].replace("\\\n", "")
 
 
 @pytest.mark.parametrize("dockerfile", ["trainer-cpu", "trainer-gpu", "tensorboard"])
 def test_the_base_is_an_argument_with_the_tag_by_default(dockerfile: str) -> None:
     text = (DOCKER / f"{dockerfile}.Dockerfile").read_text()
-    assert "ARG PYTHON_IMAGE=python:3.11-slim\nFROM ${PYTHON_IMAGE}\nARG PYTHON_IMAGE\nARG REQUIRE_BASE_DIGEST=0\n" in text
+    assert (
+        "ARG PYTHON_IMAGE=python:3.11-slim\nFROM ${PYTHON_IMAGE}\nARG PYTHON_IMAGE\nARG REQUIRE_BASE_DIGEST=0\n"
+        in text
+    )
     assert text.count("FROM ") == 1
     assert base_check(dockerfile) == base_check("trainer-cpu")
 
 
-@pytest.mark.parametrize("image, require, refused", [
-    ("python:3.11-slim", "0", False), ("python:3.11-slim", "1", True),
-    ("python:3.11-slim@sha256:" + "0" * 64, "1", False)])
-def test_the_base_check_refuses_a_tag_only_when_a_digest_is_required(tmp_path: Path, image: str, require: str,
-                                                                    refused: bool) -> None:
+@pytest.mark.parametrize(
+    "image, require, refused",
+    [
+        ("python:3.11-slim", "0", False),
+        ("python:3.11-slim", "1", True),
+        ("python:3.11-slim@sha256:" + "0" * 64, "1", False),
+    ],
+)
+def test_the_base_check_refuses_a_tag_only_when_a_digest_is_required(
+    tmp_path: Path, image: str, require: str, refused: bool
+) -> None:
     # `python` is this interpreter (CPython 3.11, as the check wants), on this x86_64 machine.
     (tmp_path / "python").symlink_to(sys.executable)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "PYTHON_IMAGE": image, "REQUIRE_BASE_DIGEST": require}
@@ -117,9 +139,15 @@ def test_the_base_check_refuses_a_tag_only_when_a_digest_is_required(tmp_path: P
 
 def test_the_base_check_refuses_another_python(tmp_path: Path) -> None:
     fake = tmp_path / "python"
-    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"import sys; sys.version_info = (3, 12, 0); "
-                    "exec(sys.argv[2])\" \"$@\"\n")
+    fake.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -c "import sys; sys.version_info = (3, 12, 0); '
+        'exec(sys.argv[2])" "$@"\n'
+    )
     fake.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "PYTHON_IMAGE": "python:3.11-slim", "REQUIRE_BASE_DIGEST": "0"}
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "PYTHON_IMAGE": "python:3.11-slim",
+        "REQUIRE_BASE_DIGEST": "0",
+    }
     proc = subprocess.run(["sh", "-c", base_check("trainer-cpu")], env=env, capture_output=True, text=True)
     assert proc.returncode == 1 and "CPython 3.11 on x86_64 needed" in proc.stderr, proc.stderr

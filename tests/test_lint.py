@@ -22,6 +22,7 @@ def test_ruff_check_finds_nothing():
 
 def test_ruff_format_finds_nothing():
     assert RUFF.is_file(), f"{RUFF} is missing: scripts/bootstrap.sh installs requirements.txt's ruff"
-    proc = subprocess.run([str(RUFF), "format", "--check", "."], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [str(RUFF), "format", "--check", "."], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"ruff format --check .:\n{proc.stdout}{proc.stderr}"

@@ -42,22 +42,38 @@ def test_parse_finds_each_marked_block_and_only_those():
     found = rb.parse(SAMPLE)
     assert list(found) == ["first", "second"]
     assert found["first"].language == "bash" and found["first"].line == 4
-    assert found["first"].text == "echo one   # a trailing comment stays\n# a comment line goes\n\nls -l \\\n  /tmp\n"
+    assert (
+        found["first"].text
+        == "echo one   # a trailing comment stays\n# a comment line goes\n\nls -l \\\n  /tmp\n"
+    )
     assert found["second"].language == "sh" and found["second"].text == "true\n"
 
 
 def test_split_commands_joins_continuations_and_drops_comment_lines():
     assert rb.split_commands(rb.parse(SAMPLE)["first"].text) == [
-        "echo one   # a trailing comment stays", "ls -l /tmp"]
+        "echo one   # a trailing comment stays",
+        "ls -l /tmp",
+    ]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("<!-- walkthrough: a -->\ntext\n", r"README.md:1: walkthrough marker 'a' is not followed by a fenced code block"),
-    ("<!-- walkthrough: a -->\n", r"README.md:1: walkthrough marker 'a' is not followed"),
-    ("<!-- walkthrough: a -->\n```bash\nls\n", r"README.md:2: the code block of walkthrough 'a' is never closed"),
-    ("<!-- walkthrough: a -->\n```\nx\n```\n<!-- walkthrough: a -->\n```\ny\n```\n",
-     r"README.md:5: walkthrough block 'a' is marked twice \(its first block opens at line 2\)"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "<!-- walkthrough: a -->\ntext\n",
+            r"README.md:1: walkthrough marker 'a' is not followed by a fenced code block",
+        ),
+        ("<!-- walkthrough: a -->\n", r"README.md:1: walkthrough marker 'a' is not followed"),
+        (
+            "<!-- walkthrough: a -->\n```bash\nls\n",
+            r"README.md:2: the code block of walkthrough 'a' is never closed",
+        ),
+        (
+            "<!-- walkthrough: a -->\n```\nx\n```\n<!-- walkthrough: a -->\n```\ny\n```\n",
+            r"README.md:5: walkthrough block 'a' is marked twice \(its first block opens at line 2\)",
+        ),
+    ],
+)
 def test_malformed_markers_are_refused_with_the_line(text, message):
     with pytest.raises(rb.BlockError, match=message):
         rb.parse(text)
@@ -73,9 +89,11 @@ def test_unknown_name_lists_the_marked_ones(tmp_path):
 
 def test_script_runs_the_blocks_in_one_shell_and_stops_at_the_first_failure(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- walkthrough: a -->\n```bash\nexport X=1\necho a-out\n```\n"
-                      "<!-- walkthrough: b -->\n```bash\necho \"b $X\"\nfalse\necho never\n```\n"
-                      "<!-- walkthrough: c -->\n```bash\necho c-out\n```\n")
+    readme.write_text(
+        "<!-- walkthrough: a -->\n```bash\nexport X=1\necho a-out\n```\n"
+        '<!-- walkthrough: b -->\n```bash\necho "b $X"\nfalse\necho never\n```\n'
+        "<!-- walkthrough: c -->\n```bash\necho c-out\n```\n"
+    )
     proc = subprocess.run(["bash", "-c", rb.script(["a", "b", "c"], readme)], capture_output=True, text=True)
     assert proc.returncode == 1
     found = rb.sections(proc.stdout)
@@ -84,7 +102,9 @@ def test_script_runs_the_blocks_in_one_shell_and_stops_at_the_first_failure(tmp_
     assert found["b"] == ("b 1\n", -1.0)
     ok = subprocess.run(["bash", "-c", rb.script(["a", "c"], readme)], capture_output=True, text=True)
     assert ok.returncode == 0 and [(name, text) for name, (text, _) in rb.sections(ok.stdout).items()] == [
-        ("a", "a-out\n"), ("c", "c-out\n")]
+        ("a", "a-out\n"),
+        ("c", "c-out\n"),
+    ]
 
 
 def test_scratch_checkout_has_the_tracked_files_and_links_the_venv(tmp_path):
@@ -101,18 +121,30 @@ def test_readme_path_names_the_readme_to_read(tmp_path):
     other = tmp_path / "README.md"
     other.write_text("<!-- walkthrough: only -->\n```bash\necho broken\n```\n")
     code = "from tests import readme_blocks as rb; print(rb.README, rb.commands('only'))"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "README_PATH": str(other)})
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "README_PATH": str(other)},
+    )
     assert proc.stdout.strip() == f"{other.resolve()} ['echo broken']", proc.stderr
 
 
 def test_local_cluster_doc_path_names_the_walkthrough_page_to_read(tmp_path):
     other = tmp_path / "local-cluster.md"
     other.write_text("<!-- walkthrough: local-stack -->\n```bash\necho broken\n```\n")
-    code = ("from tests import readme_blocks as rb; "
-            "print(rb.LOCAL_CLUSTER_DOC, rb.commands('local-stack'), rb.commands('quickstart'))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "LOCAL_CLUSTER_DOC_PATH": str(other)})
+    code = (
+        "from tests import readme_blocks as rb; "
+        "print(rb.LOCAL_CLUSTER_DOC, rb.commands('local-stack'), rb.commands('quickstart'))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LOCAL_CLUSTER_DOC_PATH": str(other)},
+    )
     assert proc.stdout.strip() == f"{other.resolve()} ['echo broken'] ['scripts/train-local.sh']", proc.stderr
 
 
@@ -121,7 +153,10 @@ def test_a_name_marked_in_two_pages_is_refused(tmp_path, monkeypatch):
     first.write_text("<!-- walkthrough: a -->\n```bash\necho one\n```\n")
     second.write_text("\n<!-- walkthrough: a -->\n```bash\necho two\n```\n")
     monkeypatch.setattr(rb, "DOCUMENTS", (first, second))
-    with pytest.raises(rb.BlockError, match=r"local-cluster.md:3: walkthrough block 'a' is marked in README.md too \(line 2\)"):
+    with pytest.raises(
+        rb.BlockError,
+        match=r"local-cluster.md:3: walkthrough block 'a' is marked in README.md too \(line 2\)",
+    ):
         rb.blocks()
     assert rb.commands("a", second) == ["echo two"]
 
@@ -156,7 +191,9 @@ def test_cluster_comes_down_only_in_its_own_last_block():
     # Pasting the blocks in order must not tear down what a later block needs.
     for name in WALKTHROUGH[:-1]:
         assert not any("local-cluster down" in c for c in rb.commands(name)), name
-        assert not any(c.startswith("pulumi destroy") for c in rb.commands(name)) or name == "local-stack-down"
+        assert (
+            not any(c.startswith("pulumi destroy") for c in rb.commands(name)) or name == "local-stack-down"
+        )
     assert rb.commands("local-cluster-down") == ["tools/local-cluster/local-cluster down"]
 
 
@@ -189,7 +226,14 @@ def test_every_repository_program_the_blocks_run_exists():
         for command in rb.commands(name):
             for part in command.split("&&"):
                 for path in _program_of(part):
-                    assert (REPO / path).is_file(), f"README block {name!r}: {command!r} runs {path}, which is missing"
+                    assert (REPO / path).is_file(), (
+                        f"README block {name!r}: {command!r} runs {path}, which is missing"
+                    )
                     checked.append(path)
-    assert {"scripts/train-local.sh", "scripts/bootstrap.sh", "tools/local-cluster/local-cluster",
-            "tools/pulumi-toolchain/pulumi-offline-env.sh", "infra/status/__main__.py"} <= set(checked), checked
+    assert {
+        "scripts/train-local.sh",
+        "scripts/bootstrap.sh",
+        "tools/local-cluster/local-cluster",
+        "tools/pulumi-toolchain/pulumi-offline-env.sh",
+        "infra/status/__main__.py",
+    } <= set(checked), checked

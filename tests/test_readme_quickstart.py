@@ -31,8 +31,14 @@ def test_quickstart_block_trains_and_prints_what_the_readme_shows(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CONFIG", "CUDA_VISIBLE"))}
     log = tmp_path / "quickstart.log"
     with log.open("w") as out:
-        proc = subprocess.run(["bash", "-c", rb.script(["quickstart"])], cwd=repo, env=env, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=1800)
+        proc = subprocess.run(
+            ["bash", "-c", rb.script(["quickstart"])],
+            cwd=repo,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+        )
     output = log.read_text()
     text, seconds = rb.sections(output)["quickstart"]
     assert proc.returncode == 0, f"README block 'quickstart' exited {proc.returncode}:\n{text[-6000:]}"
@@ -49,9 +55,13 @@ def test_quickstart_block_trains_and_prints_what_the_readme_shows(tmp_path: Path
     assert float(accuracy[0]) >= MIN_ACCURACY, f"test accuracy {accuracy[0]}, README says about 0.98"
     for line in ("[chief-0] done", "[ps-0] ps 0: the chief finished the run"):
         assert any(shown.startswith(line) for shown in lines), f"no line {line!r} in:\n{text[-3000:]}"
-    assert re.search(r"^\[chief-0\] Training convnet_fc_slim on 8000 examples .*10 epochs of 125 batches "
-                     r"of 64; adam lr 0.004 \(warmup_cosine\); label smoothing 0.1(; mixed_bfloat16)?; "
-                     r"exchanging every 50 steps$", text, re.M), text[:3000]
+    assert re.search(
+        r"^\[chief-0\] Training convnet_fc_slim on 8000 examples .*10 epochs of 125 batches "
+        r"of 64; adam lr 0.004 \(warmup_cosine\); label smoothing 0.1(; mixed_bfloat16)?; "
+        r"exchanging every 50 steps$",
+        text,
+        re.M,
+    ), text[:3000]
 
     # The run's directory holds what the README lists, and the result the chief printed.
     result = json.loads((run_dir / "result.json").read_text())

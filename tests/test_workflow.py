@@ -33,12 +33,29 @@ SECRET_REF = re.compile(r"\bsecrets\s*[.\[]")
 #: AWS SDK v2): those blob/s3blob's URLOpener takes, those aws.V2ConfigFromURLParams takes
 #: (any other is "unknown query parameter"), and disableSSL, which the CLI's own
 #: translateLegacyS3Params rewrites to disable_https.
-S3_BACKEND_PARAMS = frozenset({
-    "ssetype", "kmskeyid", "accelerate", "use_path_style", "s3ForcePathStyle", "disable_https",
-    "region", "endpoint", "profile", "hostname_immutable", "dualstack", "fips",
-    "rate_limiter_capacity", "anonymous", "role", "request_checksum_calculation",
-    "response_checksum_validation", "awssdk", "disableSSL",
-})
+S3_BACKEND_PARAMS = frozenset(
+    {
+        "ssetype",
+        "kmskeyid",
+        "accelerate",
+        "use_path_style",
+        "s3ForcePathStyle",
+        "disable_https",
+        "region",
+        "endpoint",
+        "profile",
+        "hostname_immutable",
+        "dualstack",
+        "fips",
+        "rate_limiter_capacity",
+        "anonymous",
+        "role",
+        "request_checksum_calculation",
+        "response_checksum_validation",
+        "awssdk",
+        "disableSSL",
+    }
+)
 
 #: What the preview job must not run: the test suite and its tools, or a Go build.
 NOT_FOR_PREVIEW = re.compile(
@@ -97,21 +114,28 @@ def test_preview_job_runs_one_operation_per_stack():
         assert (REPO / f"Pulumi.{stack}.yaml").is_file(), f"stack {stack!r} has no Pulumi.{stack}.yaml"
     concurrency = job.get("concurrency")
     assert isinstance(concurrency, dict), f"the preview job has no concurrency group: {concurrency!r}"
-    assert "${{ matrix.stack }}" in concurrency.get("group", ""), \
+    assert "${{ matrix.stack }}" in concurrency.get("group", ""), (
         f"the concurrency group {concurrency.get('group')!r} is not keyed by the stack"
-    assert concurrency.get("cancel-in-progress") is False, \
+    )
+    assert concurrency.get("cancel-in-progress") is False, (
         "cancel-in-progress must be false: a cancelled operation leaves the stack locked or pending"
+    )
     preview = _step(job, uses="pulumi/actions", with_command="preview")
-    assert preview["with"]["stack-name"] == "${{ matrix.stack }}", \
+    assert preview["with"]["stack-name"] == "${{ matrix.stack }}", (
         "the previewed stack is not the one the concurrency group is keyed by"
+    )
 
 
 def test_no_environment_above_a_step_holds_secrets():
     wf = _workflow()
     holders = [("env", wf.get("env") or {})]
     holders += [(f"jobs.{name}.env", job.get("env") or {}) for name, job in wf["jobs"].items()]
-    leaks = [f"{where}.{key}" for where, env in holders for key, value in env.items()
-             if SECRET_REF.search(str(value))]
+    leaks = [
+        f"{where}.{key}"
+        for where, env in holders
+        for key, value in env.items()
+        if SECRET_REF.search(str(value))
+    ]
     assert leaks == [], f"secrets in a workflow- or job-level env reach every step: {leaks}"
 
 
@@ -133,9 +157,7 @@ def test_credentials_check_sees_only_whether_secrets_are_set():
     job = _preview_job()
     check = next((s for s in job["steps"] if s.get("id") == "creds"), None)
     assert check is not None, "the preview job has no credentials check step (id: creds)"
-    presence = re.compile(
-        r"\$\{\{\s*secrets\.\w+ != ''(\s*(&&|\|\|)\s*secrets\.\w+ != '')*\s*\}\}"
-    )
+    presence = re.compile(r"\$\{\{\s*secrets\.\w+ != ''(\s*(&&|\|\|)\s*secrets\.\w+ != '')*\s*\}\}")
     env = check.get("env") or {}
     assert env, "the credentials check step gets nothing to check"
     exposed = {key: value for key, value in env.items() if not presence.fullmatch(str(value))}
@@ -174,11 +196,16 @@ def test_provider_plugins_are_the_sdk_pins():
     assert env["PULUMI_KUBERNETES_VERSION"] == pins["pulumi-kubernetes"]
     toolchain = (REPO / "tools" / "pulumi-toolchain" / "pulumi-toolchain.sh").read_text()
     cli = re.search(r"^PULUMI_CLI_VERSION=(\S+)", toolchain, re.M).group(1)
-    assert env["PULUMI_VERSION"] == cli, f"the workflow's CLI {env['PULUMI_VERSION']} is not the toolchain's {cli}"
+    assert env["PULUMI_VERSION"] == cli, (
+        f"the workflow's CLI {env['PULUMI_VERSION']} is not the toolchain's {cli}"
+    )
     for name in ("test", "preview"):
         steps = wf["jobs"][name]["steps"]
         runs = [step.get("run", "") for step in steps]
-        for plugin, var in (("alicloud", "PULUMI_ALICLOUD_VERSION"), ("kubernetes", "PULUMI_KUBERNETES_VERSION")):
+        for plugin, var in (
+            ("alicloud", "PULUMI_ALICLOUD_VERSION"),
+            ("kubernetes", "PULUMI_KUBERNETES_VERSION"),
+        ):
             line = f'pulumi plugin install resource {plugin} "${var}"'
             assert any(line in run for run in runs), f"job {name} does not run `{line}`"
     preview_steps = wf["jobs"]["preview"]["steps"]
@@ -216,23 +243,33 @@ def _backend_problems(example: str, region: str) -> list[str]:
 
 def test_oss_state_backend_example_is_one_the_cli_accepts():
     examples = _backend_examples(WORKFLOW.read_text())
-    assert len(examples) == 1, f"expected one s3:// (OSS) state backend example in the workflow, found {examples}"
+    assert len(examples) == 1, (
+        f"expected one s3:// (OSS) state backend example in the workflow, found {examples}"
+    )
     example = examples.pop()
     region = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]["alicloud:region"]
     assert _backend_problems(example, region) == [], example
-    assert example in (REPO / "docs" / "deploying.md").read_text(), \
+    assert example in (REPO / "docs" / "deploying.md").read_text(), (
         f"docs/deploying.md does not give the same example {example}"
+    )
 
 
-@pytest.mark.parametrize("example, problem", [
-    ("oss://<bucket>", "scheme 'oss'"),
-    ("s3://<bucket>?endpoint=oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou", "endpoint"),
-    ("s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou&s3ForcePathStyle=true",
-     "path-style"),
-    ("s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou&forcePathStyle=false",
-     "rejects the parameters ['forcePathStyle']"),
-    ("s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com", "region None"),
-])
+@pytest.mark.parametrize(
+    "example, problem",
+    [
+        ("oss://<bucket>", "scheme 'oss'"),
+        ("s3://<bucket>?endpoint=oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou", "endpoint"),
+        (
+            "s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou&s3ForcePathStyle=true",
+            "path-style",
+        ),
+        (
+            "s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com&region=cn-hangzhou&forcePathStyle=false",
+            "rejects the parameters ['forcePathStyle']",
+        ),
+        ("s3://<bucket>?endpoint=s3.oss-cn-hangzhou.aliyuncs.com", "region None"),
+    ],
+)
 def test_backend_check_finds_each_mistake(example: str, problem: str):
     problems = _backend_problems(example, "cn-hangzhou")
     assert len(problems) == 1 and problem in problems[0], problems
@@ -272,14 +309,27 @@ def _hosts_the_cli_contacts(pulumi: Path, backend_url: str, workdir: Path) -> tu
     try:
         proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
         env = {
-            "PATH": os.environ.get("PATH", ""), "HOME": str(workdir), "PULUMI_HOME": str(workdir / "pulumi-home"),
-            "PULUMI_SKIP_UPDATE_CHECK": "1", "HTTPS_PROXY": proxy_url, "HTTP_PROXY": proxy_url, "NO_PROXY": "",
-            "AWS_ACCESS_KEY_ID": "LTAIworkflowtestfake", "AWS_SECRET_ACCESS_KEY": "workflow-test-fake",
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(workdir),
+            "PULUMI_HOME": str(workdir / "pulumi-home"),
+            "PULUMI_SKIP_UPDATE_CHECK": "1",
+            "HTTPS_PROXY": proxy_url,
+            "HTTP_PROXY": proxy_url,
+            "NO_PROXY": "",
+            "AWS_ACCESS_KEY_ID": "LTAIworkflowtestfake",
+            "AWS_SECRET_ACCESS_KEY": "workflow-test-fake",
             "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_CONFIG_FILE": str(workdir / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "none"),
+            "AWS_CONFIG_FILE": str(workdir / "none"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "none"),
         }
-        proc = subprocess.run([str(pulumi), "login", backend_url, "--non-interactive"], env=env, cwd=workdir,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(pulumi), "login", backend_url, "--non-interactive"],
+            env=env,
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         proxy.shutdown()
         proxy.server_close()
@@ -299,11 +349,16 @@ def test_pinned_cli_sends_the_oss_example_to_the_bucket_host(tmp_path: Path):
             pytest.fail(message + "; REQUIRE_PULUMI_ENGINE=1")
         pytest.skip(message)
     examples = _backend_examples(WORKFLOW.read_text())
-    assert len(examples) == 1, f"expected one s3:// (OSS) state backend example in the workflow, found {examples}"
+    assert len(examples) == 1, (
+        f"expected one s3:// (OSS) state backend example in the workflow, found {examples}"
+    )
     example = examples.pop()
     bucket = "tf-mnist-state"
-    targets, output = _hosts_the_cli_contacts(found.bin_dir / "pulumi", example.replace("<bucket>", bucket), tmp_path)
+    targets, output = _hosts_the_cli_contacts(
+        found.bin_dir / "pulumi", example.replace("<bucket>", bucket), tmp_path
+    )
     region = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]["alicloud:region"]
     oss = [target for target in targets if "aliyuncs.com" in target]
-    assert oss and set(oss) == {f"CONNECT {bucket}.s3.oss-{region}.aliyuncs.com:443"}, \
+    assert oss and set(oss) == {f"CONNECT {bucket}.s3.oss-{region}.aliyuncs.com:443"}, (
         f"pulumi login {example} tried {targets}\n{output}"
+    )

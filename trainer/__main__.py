@@ -46,13 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         if not message.startswith("TF_CONFIG"):  # say where the bad value came from
             message = f"TF_CONFIG: {message}"
         if "task type None is invalid" in message:
-            message = ("TF_CONFIG has a cluster but no task: set "
-                       "\"task\": {\"type\": ..., \"index\": ...}")
+            message = 'TF_CONFIG has a cluster but no task: set "task": {"type": ..., "index": ...}'
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_FLAGS
     if task.task_type == "evaluator":
-        print("error: the evaluator task type is not supported by this trainer (the chief "
-              "evaluates after every epoch)", file=sys.stderr)
+        print(
+            "error: the evaluator task type is not supported by this trainer (the chief "
+            "evaluates after every epoch)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_FLAGS
     if log_dir_lock.wanted() and os.path.isdir(args.log_dir):  # else taken where it is made (run.py)
         try:
@@ -64,21 +66,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return EXIT_VOLUME_FULL
     # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
-    tasklog.start(args.log_dir, f"{task.task_type}-{task.task_index}",
-                  f" run_id {args.run_id}" if args.run_id else "")
-    if task.task_type == "ps" or (task.task_type == "worker"
-                                  and task.strategy_kind == PARAMETER_SERVER):
+    tasklog.start(
+        args.log_dir, f"{task.task_type}-{task.task_index}", f" run_id {args.run_id}" if args.run_id else ""
+    )
+    if task.task_type == "ps" or (task.task_type == "worker" and task.strategy_kind == PARAMETER_SERVER):
         from trainer.servers import run_server
-        return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir,
-                          args.peer_timeout)
+
+        return run_server(task.task_type, task.task_index, task.cluster_spec, args.log_dir, args.peer_timeout)
     code = train(args, task)
     if task.is_chief and code in PERMANENT_EXIT_CODES and len(task.cluster_spec) > 1:
         # The other tasks leave now instead of after --peer_timeout (trainer/servers.py).
         try:
             ClusterFiles(args.log_dir).mark_failed(code)
         except OSError as err:  # a full volume may refuse even this small file
-            print(f"warning: cannot tell the other tasks that the run failed ({err}); they "
-                  f"exit after --peer_timeout {args.peer_timeout:g}s", file=sys.stderr)
+            print(
+                f"warning: cannot tell the other tasks that the run failed ({err}); they "
+                f"exit after --peer_timeout {args.peer_timeout:g}s",
+                file=sys.stderr,
+            )
     return code
 
 

@@ -60,8 +60,14 @@ class TensorBoardServer:
         out: where TensorBoard's own lines go, prefixed ``[tensorboard] ``.
     """
 
-    def __init__(self, logdir: str | Path, port: int = 0, host: str = "127.0.0.1",
-                 out: TextIO | None = None, lock: threading.Lock | None = None) -> None:
+    def __init__(
+        self,
+        logdir: str | Path,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        out: TextIO | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.logdir = Path(logdir)
         self.host = host
         self.port = port or free_port(host)
@@ -84,24 +90,45 @@ class TensorBoardServer:
         try:
             import tensorboard  # noqa: F401 - only to say what is missing
         except ImportError:
-            raise BoardError("the tensorboard package is not installed: "
-                             ".venv/bin/pip install -r requirements.txt (it pins "
-                             "tensorboard==2.21.0)") from None
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(self.logdir),
-               "--host", self.host, "--port", str(self.port),
-               "--reload_interval", str(RELOAD_INTERVAL_S)]
+            raise BoardError(
+                "the tensorboard package is not installed: "
+                ".venv/bin/pip install -r requirements.txt (it pins "
+                "tensorboard==2.21.0)"
+            ) from None
+        cmd = [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(self.logdir),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--reload_interval",
+            str(RELOAD_INTERVAL_S),
+        ]
         # TensorBoard imports TensorFlow when it is installed: keep its C++ banners quiet.
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         threading.Thread(target=self._stream, daemon=True).start()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 time.sleep(0.2)  # the last lines
-                raise BoardError(f"TensorBoard exited with code {self.proc.returncode}: "
-                                 + " | ".join(self._lines[-5:]))
+                raise BoardError(
+                    f"TensorBoard exited with code {self.proc.returncode}: " + " | ".join(self._lines[-5:])
+                )
             if self.answers():
                 return self.url
             time.sleep(0.3)
@@ -164,10 +191,13 @@ def newest_run(runs: Path = Path("runs")) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.board",
-        description="Serve TensorBoard on a run's log directory (loopback) until Ctrl-C.")
-    parser.add_argument("run_dir", nargs="?",
-                        help="the run's --log_dir, or a directory of runs (default: the newest "
-                             "run under runs/)")
+        description="Serve TensorBoard on a run's log directory (loopback) until Ctrl-C.",
+    )
+    parser.add_argument(
+        "run_dir",
+        nargs="?",
+        help="the run's --log_dir, or a directory of runs (default: the newest run under runs/)",
+    )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     args = parser.parse_args(argv)

@@ -141,13 +141,14 @@ def _gunzip(path: Path) -> bytes:
     if not path.name.endswith(".gz") and raw[:2] != GZIP_MAGIC:
         return raw
     if raw[:2] != GZIP_MAGIC:
-        raise DataError(f"{path}: not a gzip file: starts with {raw[:16]!r}"
-                        f"{_html_hint(raw, '.gz')}")
+        raise DataError(f"{path}: not a gzip file: starts with {raw[:16]!r}{_html_hint(raw, '.gz')}")
     try:
         return gzip.decompress(raw)
     except EOFError:
-        raise DataError(f"{path}: truncated gzip stream ({len(raw)} bytes): "
-                        "the file was cut short, download or copy it again") from None
+        raise DataError(
+            f"{path}: truncated gzip stream ({len(raw)} bytes): "
+            "the file was cut short, download or copy it again"
+        ) from None
     except (OSError, zlib.error) as err:
         raise DataError(f"{path}: corrupt gzip data: {err}") from None
 
@@ -161,21 +162,23 @@ def read_idx_images(path: Path, data: bytes | None = None) -> np.ndarray:
     """
     data = _gunzip(path) if data is None else data
     if len(data) < IMAGES_HEADER_BYTES:
-        raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 16-byte "
-                        "IDX image header")
+        raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 16-byte IDX image header")
     magic, count, rows, cols = struct.unpack(">IIII", data[:IMAGES_HEADER_BYTES])
     if magic != IMAGES_MAGIC:
-        raise DataError(f"{path}: magic number {magic}, expected {IMAGES_MAGIC} (IDX images)"
-                        + (": this is a label file" if magic == LABELS_MAGIC else ""))
+        raise DataError(
+            f"{path}: magic number {magic}, expected {IMAGES_MAGIC} (IDX images)"
+            + (": this is a label file" if magic == LABELS_MAGIC else "")
+        )
     if (rows, cols) != (ROWS, COLS):
         raise DataError(f"{path}: images are {rows}x{cols}, expected {ROWS}x{COLS}")
     want = IMAGES_HEADER_BYTES + count * rows * cols
     if len(data) < want:
-        raise DataError(f"{path}: truncated: header declares {count} images "
-                        f"({want} bytes), the file holds {len(data)} bytes")
+        raise DataError(
+            f"{path}: truncated: header declares {count} images "
+            f"({want} bytes), the file holds {len(data)} bytes"
+        )
     if len(data) > want:
-        raise DataError(f"{path}: {len(data) - want} bytes after the {count} images "
-                        "the header declares")
+        raise DataError(f"{path}: {len(data) - want} bytes after the {count} images the header declares")
     return np.frombuffer(data, np.uint8, offset=IMAGES_HEADER_BYTES).reshape(count, rows, cols)
 
 
@@ -188,19 +191,21 @@ def read_idx_labels(path: Path, data: bytes | None = None) -> np.ndarray:
     """
     data = _gunzip(path) if data is None else data
     if len(data) < LABELS_HEADER_BYTES:
-        raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 8-byte "
-                        "IDX label header")
+        raise DataError(f"{path}: truncated: {len(data)} bytes, shorter than the 8-byte IDX label header")
     magic, count = struct.unpack(">II", data[:LABELS_HEADER_BYTES])
     if magic != LABELS_MAGIC:
-        raise DataError(f"{path}: magic number {magic}, expected {LABELS_MAGIC} (IDX labels)"
-                        + (": this is an image file" if magic == IMAGES_MAGIC else ""))
+        raise DataError(
+            f"{path}: magic number {magic}, expected {LABELS_MAGIC} (IDX labels)"
+            + (": this is an image file" if magic == IMAGES_MAGIC else "")
+        )
     want = LABELS_HEADER_BYTES + count
     if len(data) < want:
-        raise DataError(f"{path}: truncated: header declares {count} labels, "
-                        f"the file holds {len(data) - LABELS_HEADER_BYTES}")
+        raise DataError(
+            f"{path}: truncated: header declares {count} labels, "
+            f"the file holds {len(data) - LABELS_HEADER_BYTES}"
+        )
     if len(data) > want:
-        raise DataError(f"{path}: {len(data) - want} bytes after the {count} labels "
-                        "the header declares")
+        raise DataError(f"{path}: {len(data) - want} bytes after the {count} labels the header declares")
     labels = np.frombuffer(data, np.uint8, offset=LABELS_HEADER_BYTES)
     _check_label_range(labels, path)
     return labels
@@ -209,15 +214,18 @@ def read_idx_labels(path: Path, data: bytes | None = None) -> np.ndarray:
 def _check_label_range(labels: np.ndarray, where: object) -> None:
     bad = np.flatnonzero(labels >= NUM_CLASSES)
     if bad.size:
-        raise DataError(f"{where}: label {int(labels[bad[0]])} at index {int(bad[0])} is "
-                        f"outside 0-{NUM_CLASSES - 1} ({bad.size} such labels)")
+        raise DataError(
+            f"{where}: label {int(labels[bad[0]])} at index {int(bad[0])} is "
+            f"outside 0-{NUM_CLASSES - 1} ({bad.size} such labels)"
+        )
 
 
-def _check_pair(images: np.ndarray, labels: np.ndarray, images_name: object,
-                labels_name: object) -> None:
+def _check_pair(images: np.ndarray, labels: np.ndarray, images_name: object, labels_name: object) -> None:
     if len(images) != len(labels):
-        raise DataError(f"{labels_name}: {len(labels)} labels for {len(images)} images in "
-                        f"{images_name}: the counts must match")
+        raise DataError(
+            f"{labels_name}: {len(labels)} labels for {len(images)} images in "
+            f"{images_name}: the counts must match"
+        )
     if len(images) == 0:
         raise DataError(f"{images_name}: holds no images")
 
@@ -232,8 +240,9 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     raw = _read(path)
     # np.load takes anything that is not a zip for a pickle and blames pickling.
     if raw[:4] != b"PK\x03\x04":
-        raise DataError(f"{path}: not a .npz (zip) archive: starts with {raw[:16]!r}"
-                        f"{_html_hint(raw, '.npz')}")
+        raise DataError(
+            f"{path}: not a .npz (zip) archive: starts with {raw[:16]!r}{_html_hint(raw, '.npz')}"
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test") if k in npz}
@@ -245,38 +254,42 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     for key in ("x_train", "x_test"):
         arr = arrays[key]
         if arr.ndim != 3 or arr.shape[1:] != (ROWS, COLS) or arr.dtype != np.uint8:
-            raise DataError(f"{path}: {key} has shape {arr.shape} dtype {arr.dtype}, "
-                            f"expected (n, {ROWS}, {COLS}) uint8")
+            raise DataError(
+                f"{path}: {key} has shape {arr.shape} dtype {arr.dtype}, expected (n, {ROWS}, {COLS}) uint8"
+            )
     for key in ("y_train", "y_test"):
         arr = arrays[key]
         if arr.ndim != 1 or arr.dtype.kind not in "ui":
-            raise DataError(f"{path}: {key} has shape {arr.shape} dtype {arr.dtype}, "
-                            "expected (n,) integers")
+            raise DataError(f"{path}: {key} has shape {arr.shape} dtype {arr.dtype}, expected (n,) integers")
         if arr.size and arr.min() < 0:
             raise DataError(f"{path}: {key} has a negative label {int(arr.min())}")
         _check_label_range(arr, f"{path} {key}")
     for split in ("train", "test"):
-        _check_pair(arrays[f"x_{split}"], arrays[f"y_{split}"], f"{path} x_{split}",
-                    f"{path} y_{split}")
-    return (arrays["x_train"], arrays["y_train"].astype(np.uint8), arrays["x_test"],
-            arrays["y_test"].astype(np.uint8))
+        _check_pair(arrays[f"x_{split}"], arrays[f"y_{split}"], f"{path} x_{split}", f"{path} y_{split}")
+    return (
+        arrays["x_train"],
+        arrays["y_train"].astype(np.uint8),
+        arrays["x_test"],
+        arrays["y_test"].astype(np.uint8),
+    )
 
 
 def data_format(data_dir: str | Path) -> str:
-    """"idx" when any IDX file is present (then all four must be), else "npz" when
+    """ "idx" when any IDX file is present (then all four must be), else "npz" when
     mnist.npz is, else DataError listing what was looked for."""
     directory = Path(data_dir)
     if directory.exists() and not directory.is_dir():
         raise DataError(f"{directory}: data directory is a file, not a directory")
     if not directory.is_dir():
         raise DataError(f"{directory}: data directory does not exist")
-    if any((directory / n).exists() or (directory / raw_name(n)).exists()
-           for n in ALL_IDX_FILES):
+    if any((directory / n).exists() or (directory / raw_name(n)).exists() for n in ALL_IDX_FILES):
         return "idx"
     if (directory / NPZ_FILE).exists():
         return "npz"
-    raise DataError(f"{directory}: no MNIST data: expected the four IDX files "
-                    f"({', '.join(ALL_IDX_FILES)}, gzip or raw without .gz) or {NPZ_FILE}")
+    raise DataError(
+        f"{directory}: no MNIST data: expected the four IDX files "
+        f"({', '.join(ALL_IDX_FILES)}, gzip or raw without .gz) or {NPZ_FILE}"
+    )
 
 
 def load(data_dir: str | Path) -> Dataset:
@@ -310,8 +323,7 @@ def content_sha256(path: Path) -> str:
     return hashlib.sha256(_gunzip(path)).hexdigest()
 
 
-def make_dataset_fn(dataset: Dataset, batch_size: int, seed: int | None,
-                    augment_shift: int = 0):
+def make_dataset_fn(dataset: Dataset, batch_size: int, seed: int | None, augment_shift: int = 0):
     """A ``dataset_fn(input_context)`` for tf.distribute: shuffled, repeated training batches.
 
     With IDX files each input pipeline reads the files from the shared ``data_dir`` itself
@@ -361,8 +373,7 @@ def make_dataset_fn(dataset: Dataset, batch_size: int, seed: int | None,
             images, labels = tf.constant(x_np), tf.constant(y_np)
         shard_seed = seed
         if input_context is not None and input_context.num_input_pipelines > 1:
-            pipelines, pipeline = (input_context.num_input_pipelines,
-                                   input_context.input_pipeline_id)
+            pipelines, pipeline = (input_context.num_input_pipelines, input_context.input_pipeline_id)
             images, labels = images[pipeline::pipelines], labels[pipeline::pipelines]
             if seed is not None:
                 shard_seed = seed + pipeline
@@ -374,8 +385,11 @@ def make_dataset_fn(dataset: Dataset, batch_size: int, seed: int | None,
                 batch_images = random_shift(batch_images, augment_shift)
             return batch_images, tf.cast(tf.gather(labels, indices), tf.int32)
 
-        ds = tf.data.Dataset.range(count).shuffle(count, seed=shard_seed,
-                                                  reshuffle_each_iteration=True).repeat()
+        ds = (
+            tf.data.Dataset.range(count)
+            .shuffle(count, seed=shard_seed, reshuffle_each_iteration=True)
+            .repeat()
+        )
         return ds.batch(batch_size, drop_remainder=True).map(gather).prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
@@ -394,5 +408,4 @@ def random_shift(images, shift: int):
     top_left = offsets / side
     bottom_right = (offsets + tf.constant([ROWS - 1, COLS - 1], tf.float32)) / side
     boxes = tf.concat([top_left, bottom_right], axis=1)
-    return tf.image.crop_and_resize(padded, boxes, tf.range(n), (ROWS, COLS),
-                                    method="nearest")
+    return tf.image.crop_and_resize(padded, boxes, tf.range(n), (ROWS, COLS), method="nearest")

@@ -38,11 +38,16 @@ RETRY_WINDOW_S = 40.0
 #: HTTP statuses under 500 that a later try may not get: Request Timeout, Too Early, Too Many Requests.
 TRANSIENT_HTTP = frozenset({408, 425, 429})
 #: getaddrinfo's "no such host" errors (glibc's EAI_NONAME, EAI_NODATA); EAI_AGAIN is transient.
-NO_SUCH_HOST = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name))
+NO_SUCH_HOST = frozenset(
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+)
 #: What the common permanent statuses mean for a data source.
-HTTP_MEANING = {401: "not authorised (HTTP 401): the URL's credentials are refused",
-                403: "access denied (HTTP 403): a presigned URL may have expired, or the object is private",
-                404: "not found (HTTP 404)", 410: "gone (HTTP 410)"}
+HTTP_MEANING = {
+    401: "not authorised (HTTP 401): the URL's credentials are refused",
+    403: "access denied (HTTP 403): a presigned URL may have expired, or the object is private",
+    404: "not found (HTTP 404)",
+    410: "gone (HTTP 410)",
+}
 
 
 class DownloadError(RuntimeError):
@@ -73,9 +78,13 @@ def classify(url: str, err: OSError) -> DownloadError:
     return DownloadError(f"{url}: {text}", False)
 
 
-def download(url: str, dest: Path, clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep,
-             opener: Callable[..., object] = urllib.request.urlopen) -> None:
+def download(
+    url: str,
+    dest: Path,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    opener: Callable[..., object] = urllib.request.urlopen,
+) -> None:
     """Fetch ``url`` into the file ``dest`` (overwritten on each try).
 
     Raises:

@@ -60,26 +60,33 @@ def read_test_set(data_dir: str | Path) -> tuple[np.ndarray, np.ndarray]:
             that differ.
     """
     directory = Path(data_dir)
-    if not (directory / f"{TEST_IMAGES}.gz").exists() and not (directory / TEST_IMAGES).exists() \
-            and (directory / "mnist.npz").is_file():
+    if (
+        not (directory / f"{TEST_IMAGES}.gz").exists()
+        and not (directory / TEST_IMAGES).exists()
+        and (directory / "mnist.npz").is_file()
+    ):
         with np.load(directory / "mnist.npz", allow_pickle=False) as npz:
             return npz["x_test"].astype(np.uint8), npz["y_test"].astype(np.uint8)
     images_path, images = _idx_bytes(directory, TEST_IMAGES)
     labels_path, labels = _idx_bytes(directory, TEST_LABELS)
     if len(images) < 16 or len(labels) < 8:
-        raise EvaluateError(f"{images_path}, {labels_path}: shorter than the IDX headers "
-                            "(16 and 8 bytes)")
+        raise EvaluateError(f"{images_path}, {labels_path}: shorter than the IDX headers (16 and 8 bytes)")
     magic, count, rows, cols = struct.unpack(">IIII", images[:16])
-    if (magic != IMAGES_MAGIC or (rows, cols) != (ROWS, COLS)
-            or len(images) != 16 + count * ROWS * COLS):
-        raise EvaluateError(f"{images_path}: not IDX images of {ROWS}x{COLS} (magic {magic}, "
-                            f"{rows}x{cols}, {len(images)} bytes for {count} images)")
+    if magic != IMAGES_MAGIC or (rows, cols) != (ROWS, COLS) or len(images) != 16 + count * ROWS * COLS:
+        raise EvaluateError(
+            f"{images_path}: not IDX images of {ROWS}x{COLS} (magic {magic}, "
+            f"{rows}x{cols}, {len(images)} bytes for {count} images)"
+        )
     magic, n_labels = struct.unpack(">II", labels[:8])
     if magic != LABELS_MAGIC or len(labels) != 8 + n_labels or n_labels != count:
-        raise EvaluateError(f"{labels_path}: not IDX labels for the {count} images of "
-                            f"{images_path} (magic {magic}, {n_labels} labels)")
-    return (np.frombuffer(images, np.uint8, offset=16).reshape(count, ROWS, COLS),
-            np.frombuffer(labels, np.uint8, offset=8))
+        raise EvaluateError(
+            f"{labels_path}: not IDX labels for the {count} images of "
+            f"{images_path} (magic {magic}, {n_labels} labels)"
+        )
+    return (
+        np.frombuffer(images, np.uint8, offset=16).reshape(count, ROWS, COLS),
+        np.frombuffer(labels, np.uint8, offset=8),
+    )
 
 
 def saved_model_dir(export_dir: str | Path) -> Path:
@@ -92,11 +99,16 @@ def saved_model_dir(export_dir: str | Path) -> Path:
     directory = Path(export_dir)
     if (directory / "saved_model.pb").is_file():
         return directory
-    versions = [p for p in directory.glob("*") if p.name.isdigit()
-                and (p / "saved_model.pb").is_file()] if directory.is_dir() else []
+    versions = (
+        [p for p in directory.glob("*") if p.name.isdigit() and (p / "saved_model.pb").is_file()]
+        if directory.is_dir()
+        else []
+    )
     if not versions:
-        raise EvaluateError(f"{directory}: no SavedModel: expected saved_model.pb in it or in "
-                            "a version subdirectory (<log_dir>/export/<version>)")
+        raise EvaluateError(
+            f"{directory}: no SavedModel: expected saved_model.pb in it or in "
+            "a version subdirectory (<log_dir>/export/<version>)"
+        )
     return max(versions, key=lambda p: int(p.name))
 
 
@@ -108,19 +120,21 @@ def correct_predictions(model_dir: Path, images: np.ndarray, labels: np.ndarray)
     serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
     correct = 0
     for start in range(0, len(images), BATCH):
-        pixels = images[start:start + BATCH].reshape(-1, ROWS * COLS).astype(np.float32) / 255.0
+        pixels = images[start : start + BATCH].reshape(-1, ROWS * COLS).astype(np.float32) / 255.0
         classes = serve(pixels=tf.constant(pixels))["classes"].numpy()
-        correct += int(np.sum(classes == labels[start:start + BATCH]))
+        correct += int(np.sum(classes == labels[start : start + BATCH]))
     return correct
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.evaluate",
-        description="Print the test accuracy of an exported model (SavedModel, plain TensorFlow).")
+        description="Print the test accuracy of an exported model (SavedModel, plain TensorFlow).",
+    )
     parser.add_argument("export_dir", help="<log_dir>/export or <log_dir>/export/<version>")
-    parser.add_argument("--data_dir", required=True,
-                        help="the directory of the MNIST files the run was trained on")
+    parser.add_argument(
+        "--data_dir", required=True, help="the directory of the MNIST files the run was trained on"
+    )
     args = parser.parse_args(argv)
     try:
         model_dir = saved_model_dir(args.export_dir)

@@ -21,10 +21,24 @@ from trainer.contract.recipe import (
     PRECISIONS,
 )
 
-__all__ = ["BUNDLED_DATA_DIR", "FlagError",
-           "LR_SCALINGS", "LR_SCHEDULES", "MAX_AUGMENT_SHIFT", "MODELS", "OPTIMIZERS", "PRECISIONS", "RUN_ID",
-           "add_trainer_flags", "build_parser", "check_batch_size", "new_run_id", "parse",
-           "scaled_learning_rate", "validate"]
+__all__ = [
+    "BUNDLED_DATA_DIR",
+    "FlagError",
+    "LR_SCALINGS",
+    "LR_SCHEDULES",
+    "MAX_AUGMENT_SHIFT",
+    "MODELS",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "RUN_ID",
+    "add_trainer_flags",
+    "build_parser",
+    "check_batch_size",
+    "new_run_id",
+    "parse",
+    "scaled_learning_rate",
+    "validate",
+]
 
 #: The sample shipped with the trainer (8,000 / 2,000 real MNIST digits): the default data.
 BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data" / "mnist-10k"
@@ -39,33 +53,54 @@ class FlagError(ValueError):
 
 def add_trainer_flags(parser: argparse.ArgumentParser) -> None:
     """Add the trainer's flags to ``parser`` (shared by ``trainer`` and ``trainer.local``)."""
-    parser.add_argument("--data_dir", default=str(BUNDLED_DATA_DIR),
-                        help="directory with the four MNIST IDX .gz files or mnist.npz "
-                             "(default: the bundled mnist-10k sample)")
-    parser.add_argument("--log_dir", default="runs/local",
-                        help="shared directory for checkpoints, TensorBoard events, result.json "
-                             "(default: %(default)s)")
+    parser.add_argument(
+        "--data_dir",
+        default=str(BUNDLED_DATA_DIR),
+        help="directory with the four MNIST IDX .gz files or mnist.npz "
+        "(default: the bundled mnist-10k sample)",
+    )
+    parser.add_argument(
+        "--log_dir",
+        default="runs/local",
+        help="shared directory for checkpoints, TensorBoard events, result.json (default: %(default)s)",
+    )
     # The recipe's flags, one per row of the table, with its one default, help and choices.
     for row in recipe.HYPERPARAMETERS:
-        parser.add_argument(row.flag, type=row.type, default=row.default, help=row.flag_help,
-                            choices=row.choices or None)
+        parser.add_argument(
+            row.flag, type=row.type, default=row.default, help=row.flag_help, choices=row.choices or None
+        )
     # 50: one scheduled function per 50 steps amortises the coordinator's round trip; on 2
     # cores it raised ParameterServerStrategy's throughput by about 20% over 20.
-    parser.add_argument("--steps_per_execution", type=int, default=recipe.DEFAULT_STEPS_PER_EXECUTION,
-                        help="training steps per tf.function call; with ps, per scheduled "
-                             "function on a worker (default %(default)s)")
-    parser.add_argument("--log_interval", type=int, default=100,
-                        help="print a Step line every this many batches (default "
-                             "%(default)s; with a ps, once the next interval's steps are "
-                             "started, so the workers never wait for it)")
-    parser.add_argument("--peer_timeout", type=float, default=600.0,
-                        help="seconds a task waits for lost peers (or the chief for progress) "
-                             "before exiting non-zero (default %(default)g)")
-    parser.add_argument("--run_id", default="",
-                        help="identity of this run, the same for every task (the Kubernetes "
-                             "stack and trainer.local set it): ps and workers ignore the "
-                             "heartbeat and done files another run left in <log_dir>/cluster; "
-                             "empty makes them trust any such file (default '%(default)s')")
+    parser.add_argument(
+        "--steps_per_execution",
+        type=int,
+        default=recipe.DEFAULT_STEPS_PER_EXECUTION,
+        help="training steps per tf.function call; with ps, per scheduled "
+        "function on a worker (default %(default)s)",
+    )
+    parser.add_argument(
+        "--log_interval",
+        type=int,
+        default=100,
+        help="print a Step line every this many batches (default "
+        "%(default)s; with a ps, once the next interval's steps are "
+        "started, so the workers never wait for it)",
+    )
+    parser.add_argument(
+        "--peer_timeout",
+        type=float,
+        default=600.0,
+        help="seconds a task waits for lost peers (or the chief for progress) "
+        "before exiting non-zero (default %(default)g)",
+    )
+    parser.add_argument(
+        "--run_id",
+        default="",
+        help="identity of this run, the same for every task (the Kubernetes "
+        "stack and trainer.local set it): ps and workers ignore the "
+        "heartbeat and done files another run left in <log_dir>/cluster; "
+        "empty makes them trust any such file (default '%(default)s')",
+    )
 
 
 def new_run_id() -> str:
@@ -78,7 +113,8 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Train MNIST with TensorFlow 2: one task of a distributed run (TF_CONFIG "
-                    "in the environment) or a single process without TF_CONFIG.")
+        "in the environment) or a single process without TF_CONFIG.",
+    )
     add_trainer_flags(parser)
     return parser
 
@@ -95,14 +131,18 @@ def validate(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             problems.append(f"--{name} {getattr(args, name)} is invalid: must be an integer >= 1")
     if args.local_steps > args.steps_per_execution >= 1:
-        problems.append(f"--local_steps {args.local_steps} is invalid: must be at most "
-                        f"--steps_per_execution ({args.steps_per_execution}), as an exchange "
-                        "ends every tf.function call")
+        problems.append(
+            f"--local_steps {args.local_steps} is invalid: must be at most "
+            f"--steps_per_execution ({args.steps_per_execution}), as an exchange "
+            "ends every tf.function call"
+        )
     if not args.peer_timeout > 0:
         problems.append(f"--peer_timeout {args.peer_timeout} is invalid: must be > 0 seconds")
     if args.run_id and not RUN_ID.match(args.run_id):
-        problems.append(f"--run_id {args.run_id} is invalid: must be at most 63 letters, digits, "
-                        "'.', '_' or '-', starting with a letter or digit")
+        problems.append(
+            f"--run_id {args.run_id} is invalid: must be at most 63 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        )
     if not args.data_dir:
         problems.append("--data_dir is empty: give the directory holding the MNIST files")
     if not args.log_dir:
@@ -121,9 +161,11 @@ def scaled_learning_rate(learning_rate: float, scaling: str, replicas: int) -> f
     factor = {"none": 1.0, "sqrt": math.sqrt(replicas), "linear": float(replicas)}[scaling]
     scaled = learning_rate * factor
     if not math.isfinite(scaled):
-        raise FlagError(f"--learning_rate {learning_rate} is invalid with --lr_scaling "
-                        f"{scaling} and {replicas} synchronous replicas: the scaled rate "
-                        f"{scaled} must be finite")
+        raise FlagError(
+            f"--learning_rate {learning_rate} is invalid with --lr_scaling "
+            f"{scaling} and {replicas} synchronous replicas: the scaled rate "
+            f"{scaled} must be finite"
+        )
     return scaled
 
 
@@ -133,7 +175,8 @@ def check_batch_size(batch_size: int, replicas: int, train_examples: int, data_d
         extra = f" x {replicas} replicas" if replicas > 1 else ""
         raise FlagError(
             f"--batch_size {batch_size}{extra} is invalid: larger than the training set "
-            f"({train_examples} examples in {data_dir})")
+            f"({train_examples} examples in {data_dir})"
+        )
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

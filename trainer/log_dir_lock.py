@@ -66,17 +66,20 @@ def hold(log_dir: str | Path, command: str) -> None:
     except OSError as err:
         if is_no_space(err):
             raise volume_full(err, str(log_dir), f"writing the run lock {path}") from None
-        raise LogDirRefused(f"--log_dir {log_dir} is invalid: cannot create {err.filename or path}: "
-                            f"{err.strerror or err}") from None
+        raise LogDirRefused(
+            f"--log_dir {log_dir} is invalid: cannot create {err.filename or path}: {err.strerror or err}"
+        ) from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.seek(0)
         holder = lock.read().strip() or "a process that has not yet written its name"
         lock.close()
-        raise LogDirRefused(f"--log_dir {log_dir} is in use by another run ({holder}): give this run its own "
-                         "--log_dir, or start it again once that run has ended (it then resumes from "
-                         "that run's last checkpoint)") from None
+        raise LogDirRefused(
+            f"--log_dir {log_dir} is in use by another run ({holder}): give this run its own "
+            "--log_dir, or start it again once that run has ended (it then resumes from "
+            "that run's last checkpoint)"
+        ) from None
     lock.seek(0)
     lock.truncate()
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")

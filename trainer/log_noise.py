@@ -11,12 +11,16 @@ import re
 #: save under ParameterServerStrategy traces anew; harmless). Matched exactly, so that real
 #: warnings and errors still show.
 NOISE_PATTERNS = (
-    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are "
-               r"written to STDERR$"),
+    re.compile(
+        r"^WARNING: All log messages before absl::InitializeLog\(\) is called are "
+        r"written to STDERR$"
+    ),
     re.compile(r"^I\d{4} [\d:.]+\s+\d+ port\.cc:\d+\] oneDNN custom operations are on\. "),
-    re.compile(r"^WARNING:tensorflow:\d+ out of the last \d+ calls to <function "
-               r"MultiDeviceSaver\.save\.<locals>\.tf_function_save at 0x[0-9a-f]+> triggered "
-               r"tf\.function retracing\."),
+    re.compile(
+        r"^WARNING:tensorflow:\d+ out of the last \d+ calls to <function "
+        r"MultiDeviceSaver\.save\.<locals>\.tf_function_save at 0x[0-9a-f]+> triggered "
+        r"tf\.function retracing\."
+    ),
 )
 
 

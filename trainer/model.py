@@ -8,8 +8,7 @@ import keras
 from trainer.data import COLS, NUM_CLASSES, ROWS
 
 
-def build_model(name: str = "convnet", dropout: float = 0.5,
-                dtype: str | None = None) -> keras.Model:
+def build_model(name: str = "convnet", dropout: float = 0.5, dtype: str | None = None) -> keras.Model:
     """Build an uncompiled model mapping float32 (batch, 28, 28, 1) in [0, 1] to logits
     (batch, 10).
 
@@ -51,8 +50,9 @@ def build_model(name: str = "convnet", dropout: float = 0.5,
         x = layers.Flatten()(inputs)
         x = layers.Dense(100, activation="sigmoid")(x)
     else:
-        raise ValueError(f"unknown model {name!r}: must be one of 'convnet', 'convnet_fc', "
-                         "'convnet_fc_slim' or 'mlp'")
+        raise ValueError(
+            f"unknown model {name!r}: must be one of 'convnet', 'convnet_fc', 'convnet_fc_slim' or 'mlp'"
+        )
     logits = layers.Dense(NUM_CLASSES, name="logits")(x)
     return keras.Model(inputs, logits, name=name)
 

@@ -26,10 +26,12 @@ def first_missing(modules: tuple[str, ...] = TASK_MODULES) -> tuple[str, str] | 
 def missing_package_message(module: str, why: str, command: str) -> str:
     """The error of ``command`` (``python -m trainer.local``, say) run by a Python that cannot
     import ``module`` for the reason ``why``: which Python, and the two fixes."""
-    return (f"{sys.executable} cannot import {module} ({why}), which the trainer needs: run "
-            f"it with the project's virtual environment, `.venv/bin/{command} ...` from the "
-            "repository root (`bash scripts/bootstrap.sh` creates .venv), or install "
-            "trainer/requirements.txt into this Python")
+    return (
+        f"{sys.executable} cannot import {module} ({why}), which the trainer needs: run "
+        f"it with the project's virtual environment, `.venv/bin/{command} ...` from the "
+        "repository root (`bash scripts/bootstrap.sh` creates .venv), or install "
+        "trainer/requirements.txt into this Python"
+    )
 
 
 def import_error_message(err: ImportError, command: str) -> str:

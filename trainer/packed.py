@@ -40,11 +40,12 @@ class PackedWeights:
     """
 
     def __init__(self, model, compute_model=None) -> None:
-        others = [v.path for v in model.non_trainable_variables
-                  if not v.path.endswith(SEED_STATE_SUFFIX)]
+        others = [v.path for v in model.non_trainable_variables if not v.path.endswith(SEED_STATE_SUFFIX)]
         if others:
-            raise ValueError(f"model {model.name} has non-trainable variables {others}: "
-                             "PackedWeights runs models whose only state is dropout seeds")
+            raise ValueError(
+                f"model {model.name} has non-trainable variables {others}: "
+                "PackedWeights runs models whose only state is dropout seeds"
+            )
         self.model = model
         self.compute_model = compute_model or model
         self.shapes = [tuple(int(d) for d in v.shape) for v in model.trainable_variables]
@@ -54,8 +55,9 @@ class PackedWeights:
 
     def initial_value(self) -> np.ndarray:
         """The model's current weights (its initialisation), packed: float32, shape (size,)."""
-        return np.concatenate([np.asarray(v.numpy(), np.float32).ravel()
-                               for v in self.model.trainable_variables])
+        return np.concatenate(
+            [np.asarray(v.numpy(), np.float32).ravel() for v in self.model.trainable_variables]
+        )
 
     def unpack(self, flat) -> list:
         """The model's trainable weights, in ``model.trainable_variables`` order, as tensors
@@ -76,10 +78,11 @@ class PackedWeights:
         """
         import tensorflow as tf
 
-        seeds = [tf.random.uniform((2,), maxval=2**62, dtype=tf.int64)
-                 for _ in self.compute_model.non_trainable_variables]
-        outputs, _ = self.compute_model.stateless_call(self.unpack(flat), seeds, images,
-                                                       training=training)
+        seeds = [
+            tf.random.uniform((2,), maxval=2**62, dtype=tf.int64)
+            for _ in self.compute_model.non_trainable_variables
+        ]
+        outputs, _ = self.compute_model.stateless_call(self.unpack(flat), seeds, images, training=training)
         return tf.cast(outputs, tf.float32)
 
     def copy_to_model(self, flat) -> None:

@@ -107,5 +107,4 @@ def _stop(trace_dir: Path, clock: tuple[float, float], extra: dict) -> None:
 
     cpu_s, wall_s = time.process_time() - clock[0], time.perf_counter() - clock[1]
     tf.profiler.experimental.stop()
-    trace_dir.with_suffix(".json").write_text(json.dumps(
-        {"cpu_s": cpu_s, "wall_s": wall_s, **extra}) + "\n")
+    trace_dir.with_suffix(".json").write_text(json.dumps({"cpu_s": cpu_s, "wall_s": wall_s, **extra}) + "\n")

@@ -92,7 +92,7 @@ def _scalar_value(value) -> float:
             return float(tensor.double_val[0])
         if tensor.tensor_content:
             fmt = "<d" if len(tensor.tensor_content) == 8 else "<f"
-            return float(struct.unpack(fmt, tensor.tensor_content[:struct.calcsize(fmt)])[0])
+            return float(struct.unpack(fmt, tensor.tensor_content[: struct.calcsize(fmt)])[0])
     return float(value.simple_value)
 
 
@@ -126,8 +126,10 @@ def draw(runs: list[Run], output: str | Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), dpi=100)
-    panels = [("train_cost", "test_cost", "cost (cross-entropy, nats)"),
-              ("train_accuracy", "test_accuracy", "accuracy")]
+    panels = [
+        ("train_cost", "test_cost", "cost (cross-entropy, nats)"),
+        ("train_accuracy", "test_accuracy", "accuracy"),
+    ]
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for column, (train_key, test_key, ylabel) in enumerate(panels):
         for row, xlabel in enumerate(("epoch", "wall-clock minutes since the run started")):
@@ -138,10 +140,19 @@ def draw(runs: list[Run], output: str | Path, title: str) -> Path:
                     points = run.series.get(key, [])
                     if not points:
                         continue
-                    xs = ([p.epoch for p in points] if row == 0
-                          else [(p.wall_time - run.start) / 60 for p in points])
-                    ax.plot(xs, [p.value for p in points], style, markersize=3,
-                            label=prefix + split, color=colours[index % len(colours)])
+                    xs = (
+                        [p.epoch for p in points]
+                        if row == 0
+                        else [(p.wall_time - run.start) / 60 for p in points]
+                    )
+                    ax.plot(
+                        xs,
+                        [p.value for p in points],
+                        style,
+                        markersize=3,
+                        label=prefix + split,
+                        color=colours[index % len(colours)],
+                    )
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
@@ -162,9 +173,11 @@ def title_of(run_dir: Path, series: dict[str, list[Point]]) -> str:
     result = read_result(run_dir)
     epochs = len(series.get("test_cost") or series.get("test_accuracy") or [])
     if result:
-        return (f"{run_dir.name}: {result['model']}, {result['strategy']}, {result['epochs']} "
-                f"epochs of {result['train_examples']} examples, test accuracy "
-                f"{result['test_accuracy']:.4f}, {result['total_time_s']:.0f} s")
+        return (
+            f"{run_dir.name}: {result['model']}, {result['strategy']}, {result['epochs']} "
+            f"epochs of {result['train_examples']} examples, test accuracy "
+            f"{result['test_accuracy']:.4f}, {result['total_time_s']:.0f} s"
+        )
     return f"{run_dir.name}: {epochs} epochs so far (no result.json yet)"
 
 
@@ -181,13 +194,19 @@ def run_dirs(given: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.report",
-        description="Draw runs' learning curves as one PNG (several runs overlaid).")
-    parser.add_argument("run_dir", nargs="+",
-                        help="a run's --log_dir (holding train/, validation/ and result.json), "
-                             "or a directory of runs")
-    parser.add_argument("-o", "--output", "--out",
-                        help=f"the PNG to write (default: RUN_DIR/{DEFAULT_NAME} for one "
-                             "RUN_DIR; required for several)")
+        description="Draw runs' learning curves as one PNG (several runs overlaid).",
+    )
+    parser.add_argument(
+        "run_dir",
+        nargs="+",
+        help="a run's --log_dir (holding train/, validation/ and result.json), or a directory of runs",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        "--out",
+        help=f"the PNG to write (default: RUN_DIR/{DEFAULT_NAME} for one RUN_DIR; required for several)",
+    )
     args = parser.parse_args(argv)
     given = [Path(d) for d in args.run_dir]
     if len(given) > 1 and not args.output:
@@ -196,9 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     for directory in given:
         found = [run for run in (load_run(d) for d in run_dirs(directory)) if run]
         if not found:
-            print(f"error: no per-epoch TensorBoard events in {directory / TRAIN_SUBDIR} nor "
-                  f"in runs below {directory}: give a run's --log_dir after at least one "
-                  "epoch, or a directory of such runs", file=sys.stderr)
+            print(
+                f"error: no per-epoch TensorBoard events in {directory / TRAIN_SUBDIR} nor "
+                f"in runs below {directory}: give a run's --log_dir after at least one "
+                "epoch, or a directory of such runs",
+                file=sys.stderr,
+            )
             return 1
         runs.extend(found)
     if len(runs) == 1:
@@ -208,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     output = draw(runs, args.output or given[0] / DEFAULT_NAME, title)
     for run in runs:
         last = {key: points[-1].value for key, points in run.series.items()}
-        print(f"{output}: {run.label}: {len(run.series.get('train_cost', []))} epochs; last "
-              "epoch: " + ", ".join(f"{key} {value:.4g}" for key, value in sorted(last.items())))
+        print(
+            f"{output}: {run.label}: {len(run.series.get('train_cost', []))} epochs; last "
+            "epoch: " + ", ".join(f"{key} {value:.4g}" for key, value in sorted(last.items()))
+        )
     return 0
 
 

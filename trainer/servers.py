@@ -94,8 +94,7 @@ class ClusterFiles:
 
     def mark_failed(self, code: int) -> None:
         """Tell the servers the chief ended for good with exit ``code`` (a permanent one)."""
-        self._write(self.failed, f"{RUN_ID_PREFIX}{self.run_id}\n{CODE_PREFIX}{code}\n"
-                                 f"time={time.time()}\n")
+        self._write(self.failed, f"{RUN_ID_PREFIX}{self.run_id}\n{CODE_PREFIX}{code}\ntime={time.time()}\n")
 
     def clear_failed(self) -> None:
         """Remove the failed marker (a chief of the run starting again)."""
@@ -114,8 +113,8 @@ class ClusterFiles:
         if self.run_id and marker_run_id(text) != self.run_id:
             return None
         for line in text.splitlines():
-            if line.startswith(CODE_PREFIX) and line[len(CODE_PREFIX):].strip().isdigit():
-                return int(line[len(CODE_PREFIX):])
+            if line.startswith(CODE_PREFIX) and line[len(CODE_PREFIX) :].strip().isdigit():
+                return int(line[len(CODE_PREFIX) :])
         return EXIT_CHIEF_FAILED
 
     def _write(self, path: Path, text: str) -> None:
@@ -157,7 +156,7 @@ def marker_run_id(text: str) -> str:
     (an empty heartbeat, a done holding only a time)."""
     for line in text.splitlines():
         if line.startswith(RUN_ID_PREFIX):
-            return line[len(RUN_ID_PREFIX):].strip()
+            return line[len(RUN_ID_PREFIX) :].strip()
     return ""
 
 
@@ -178,8 +177,9 @@ def start_heartbeat(files: ClusterFiles, interval_s: float = HEARTBEAT_INTERVAL_
     threading.Thread(target=beat, name="heartbeat", daemon=True).start()
 
 
-def server_decision(files: ClusterFiles, started_at: float, now: float,
-                    peer_timeout_s: float) -> tuple[str, str] | None:
+def server_decision(
+    files: ClusterFiles, started_at: float, now: float, peer_timeout_s: float
+) -> tuple[str, str] | None:
     """What a waiting server should do now: None to keep serving, or (``"exit0"`` |
     ``"exit1"`` | ``"failed"``, message).
 
@@ -194,8 +194,9 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
     failed = files.failed_code()
     # Without run ids (tasks started by hand) only a marker of this server's time counts:
     # the next chief removes an older one only once it starts, after its servers.
-    if failed is not None and (files.run_id or (files._mtime(files.failed) or 0.0)
-                               >= started_at - CLOCK_SLACK_S):
+    if failed is not None and (
+        files.run_id or (files._mtime(files.failed) or 0.0) >= started_at - CLOCK_SLACK_S
+    ):
         return "failed", chief_failed_message(files, failed)
     done = files.done_mtime()
     beat = files.heartbeat_mtime()
@@ -204,28 +205,30 @@ def server_decision(files: ClusterFiles, started_at: float, now: float,
         # A marker from before this server started counts only if no chief has beaten
         # since (the run is over and nobody is training): wait STALE_GRACE_S first so that
         # a chief starting a longer run in the same log dir can show its first heartbeat.
-        finished_before = (now - started_at > STALE_GRACE_S
-                           and (beat is None or done >= beat))
+        finished_before = now - started_at > STALE_GRACE_S and (beat is None or done >= beat)
         if finished_while_serving or finished_before:
             return "exit0", f"the chief finished the run ({files.done} written); exiting"
     last_seen = max(started_at, beat or 0.0)
     if now - last_seen > peer_timeout_s:
-        return "exit1", (f"lost the chief: no heartbeat in {files.heartbeat} for "
-                         f"{now - last_seen:.0f}s (--peer_timeout {peer_timeout_s:g}s); "
-                         "exiting non-zero so that the task is restarted or reported")
+        return "exit1", (
+            f"lost the chief: no heartbeat in {files.heartbeat} for "
+            f"{now - last_seen:.0f}s (--peer_timeout {peer_timeout_s:g}s); "
+            "exiting non-zero so that the task is restarted or reported"
+        )
     return None
 
 
 def chief_failed_message(files: ClusterFiles, code: int) -> str:
     """What a task says when it leaves because the chief ended for good with ``code``."""
     reason = PERMANENT_REASONS.get(code, "a permanent error")
-    return (f"the chief ended for good (exit {code}: {reason}; its log says why; "
-            f"{files.failed} written); exiting {EXIT_CHIEF_FAILED} so that this task ends "
-            "too instead of waiting for the peer timeout")
+    return (
+        f"the chief ended for good (exit {code}: {reason}; its log says why; "
+        f"{files.failed} written); exiting {EXIT_CHIEF_FAILED} so that this task ends "
+        "too instead of waiting for the peer timeout"
+    )
 
 
-def exit_when_chief_fails(files: ClusterFiles, task: str,
-                          interval_s: float = POLL_INTERVAL_S) -> None:
+def exit_when_chief_fails(files: ClusterFiles, task: str, interval_s: float = POLL_INTERVAL_S) -> None:
     """From a daemon thread: exit the process with EXIT_CHIEF_FAILED once this run's failed
     marker appears. For training tasks other than the chief (MultiWorkerMirroredStrategy's
     workers), which would otherwise wait in a collective until the watchdog's timeout."""
@@ -235,8 +238,7 @@ def exit_when_chief_fails(files: ClusterFiles, task: str,
         while True:
             code = files.failed_code()
             if code is not None:
-                print(f"{task}: {chief_failed_message(files, code)}", file=sys.stderr,
-                      flush=True)
+                print(f"{task}: {chief_failed_message(files, code)}", file=sys.stderr, flush=True)
                 tasklog.exit_now(EXIT_CHIEF_FAILED)
             time.sleep(interval_s)
 
@@ -253,6 +255,7 @@ def _exit_143_on_sigterm(task: str) -> None:
     local cluster). 143 (128 + SIGTERM) is what the Job's podFailurePolicy ignores
     (trainer/contract/exit_codes.py), so the replacement does not count against backoffLimit.
     """
+
     def stop(signum: int, frame: object) -> None:
         print(f"{task}: stopped by SIGTERM", file=sys.stderr, flush=True)
         os._exit(EXIT_SIGTERM)
@@ -260,8 +263,9 @@ def _exit_143_on_sigterm(task: str) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
-def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str,
-               peer_timeout_s: float) -> int:
+def run_server(
+    task_type: str, task_index: int, cluster_spec: dict, log_dir: str, peer_timeout_s: float
+) -> int:
     """Run a tf.distribute.Server for (task_type, task_index) until the run ends.
 
     Returns:
@@ -273,10 +277,14 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
     _exit_143_on_sigterm(f"{task_type} {task_index}")
     started_at = time.time()
     files = ClusterFiles(log_dir)
-    tf.distribute.Server(tf.train.ClusterSpec(cluster_spec), job_name=task_type,
-                         task_index=task_index, protocol="grpc", start=True)
-    print(f"{task_type} {task_index}: serving on {cluster_spec[task_type][task_index]}",
-          flush=True)
+    tf.distribute.Server(
+        tf.train.ClusterSpec(cluster_spec),
+        job_name=task_type,
+        task_index=task_index,
+        protocol="grpc",
+        start=True,
+    )
+    print(f"{task_type} {task_index}: serving on {cluster_spec[task_type][task_index]}", flush=True)
     from trainer.profiling import ServerProfile
 
     profile = ServerProfile(f"{task_type}-{task_index}")  # off unless TRAINER_PROFILE is set
@@ -285,7 +293,10 @@ def run_server(task_type: str, task_index: int, cluster_spec: dict, log_dir: str
         decision = server_decision(files, started_at, time.time(), peer_timeout_s)
         if decision:
             code, message = decision
-            print(f"{task_type} {task_index}: {message}", file=sys.stdout if code == "exit0"
-                  else sys.stderr, flush=True)
+            print(
+                f"{task_type} {task_index}: {message}",
+                file=sys.stdout if code == "exit0" else sys.stderr,
+                flush=True,
+            )
             return {"exit0": EXIT_OK, "failed": EXIT_CHIEF_FAILED}.get(code, EXIT_RETRY)
         time.sleep(POLL_INTERVAL_S)

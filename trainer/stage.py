@@ -95,9 +95,11 @@ def not_writable_message(dest: Path, blocking: Path, hint: str = "") -> str:
     lives and how to fix it: the stack passes it, trainer.stage knows neither)."""
     info = blocking.stat()
     what = "cannot write there" if blocking == dest else "cannot create it"
-    return (f"--dest {dest}: {what}: {blocking} belongs to uid {info.st_uid}, gid {info.st_gid}, mode "
-            f"{stat.S_IMODE(info.st_mode):04o} ({stat.filemode(info.st_mode)}), and this process runs as uid "
-            f"{os.getuid()}, gid {os.getgid()}, which may not create files in it." + (f" {hint}" if hint else ""))
+    return (
+        f"--dest {dest}: {what}: {blocking} belongs to uid {info.st_uid}, gid {info.st_gid}, mode "
+        f"{stat.S_IMODE(info.st_mode):04o} ({stat.filemode(info.st_mode)}), and this process runs as uid "
+        f"{os.getuid()}, gid {os.getgid()}, which may not create files in it." + (f" {hint}" if hint else "")
+    )
 
 
 def sha256_of(path: Path) -> str:
@@ -124,8 +126,10 @@ def url_list(sources: Sequence[str]) -> dict[str, str]:
     for url in sources:
         name = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         if not _is_url(url) or name not in ALL_IDX_FILES:
-            raise StageError(f"--source {url}: in a list of sources, each must be an http(s) URL "
-                             f"of one of {', '.join(ALL_IDX_FILES)}")
+            raise StageError(
+                f"--source {url}: in a list of sources, each must be an http(s) URL "
+                f"of one of {', '.join(ALL_IDX_FILES)}"
+            )
         if name in files:
             raise StageError(f"--source {url}: {name} is already given by {files[name]}")
         files[name] = url
@@ -143,8 +147,10 @@ def _wanted(source: str) -> list[str]:
     directory = Path(source)
     if not directory.is_dir():
         raise StageError(f"--source {source}: not a directory or http(s) URL")
-    if any((directory / n).exists() or (directory / raw_name(n)).exists()
-           for n in ALL_IDX_FILES) or not (directory / NPZ_FILE).exists():
+    if (
+        any((directory / n).exists() or (directory / raw_name(n)).exists() for n in ALL_IDX_FILES)
+        or not (directory / NPZ_FILE).exists()
+    ):
         return [idx_path(directory, n).name for n in ALL_IDX_FILES]
     return [NPZ_FILE]
 
@@ -182,8 +188,7 @@ def _fetch(source: str, name: str, tmp: Path, url: str | None = None) -> None:
     """
     if url is not None or _is_url(source):
         if url is None:
-            url = source if name == NPZ_FILE and source.endswith(".npz") else \
-                f"{source.rstrip('/')}/{name}"
+            url = source if name == NPZ_FILE and source.endswith(".npz") else f"{source.rstrip('/')}/{name}"
         try:
             download(url, tmp)  # ENOSPC passes: the caller says whose volume is full
         except DownloadError as err:
@@ -205,13 +210,14 @@ def _source_identity(source: str, name: str) -> tuple[str | None, str]:
 def _unknown_message(source: str, name: str, path: Path) -> str:
     digest = sha256_of(path)
     try:
-        content = f" (nor is {content_sha256(path)} of its decompressed bytes)" \
-            if name != NPZ_FILE else ""
+        content = f" (nor is {content_sha256(path)} of its decompressed bytes)" if name != NPZ_FILE else ""
     except DataError:
         content = ""
-    return (f"{source} {name}: sha256 {digest} is not a known checksum of {name}{content}; "
-            "refusing to stage it (--allow_unknown stages files that pass the trainer's "
-            "data checks)")
+    return (
+        f"{source} {name}: sha256 {digest} is not a known checksum of {name}{content}; "
+        "refusing to stage it (--allow_unknown stages files that pass the trainer's "
+        "data checks)"
+    )
 
 
 def _one_source(source: str | Sequence[str]) -> tuple[str, dict[str, str]]:
@@ -242,15 +248,19 @@ def _make_dest(dest: Path, hint: str = "") -> None:
     except OSError as err:
         if is_no_space(err):
             raise
-        raise StageError(f"--dest {dest}: cannot create the directory: "
-                         f"{err.strerror or err}") from None
+        raise StageError(f"--dest {dest}: cannot create the directory: {err.strerror or err}") from None
     # The staging files are made in dest itself: fail here, before anything is fetched.
     if not os.access(dest, os.W_OK | os.X_OK):
         raise VolumeNotWritable(not_writable_message(dest, dest, hint))
 
 
-def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
-          allow_unknown: bool = False, log=print, volume_hint: str = "") -> list[str]:
+def stage(
+    dest: str | Path,
+    source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
+    allow_unknown: bool = False,
+    log=print,
+    volume_hint: str = "",
+) -> list[str]:
     """Stage the data set of ``source`` (a directory or URL; a sequence: ``_one_source``) into
     ``dest``; return the file names now in place.
 
@@ -283,17 +293,26 @@ def stage(dest: str | Path, source: str | Sequence[str] = str(BUNDLED_DATA_DIR),
         return _stage_into(dest, source, urls, names, expected, allow_unknown, log, volume_hint)
 
 
-def _stage_into(dest: Path, source: str, urls: dict[str, str], names: list[str],
-                expected: dict[str, str | None], allow_unknown: bool, log, volume_hint: str
-                ) -> list[str]:
+def _stage_into(
+    dest: Path,
+    source: str,
+    urls: dict[str, str],
+    names: list[str],
+    expected: dict[str, str | None],
+    allow_unknown: bool,
+    log,
+    volume_hint: str,
+) -> list[str]:
     """``stage``'s writes, once every source file is checked: make ``dest``, fetch and check
     into a temporary directory, rename into place (see ``stage``)."""
     _make_dest(dest, volume_hint)
     for name in names:  # the trainer reads the .gz when both forms are there
         other = dest / (raw_name(name) if name.endswith(".gz") else f"{name}.gz")
         if name != NPZ_FILE and other.exists():
-            raise StageError(f"{dest}: holds {other.name}, the other form of {name}; stage "
-                             "into an empty directory (the trainer would read the .gz)")
+            raise StageError(
+                f"{dest}: holds {other.name}, the other form of {name}; stage "
+                "into an empty directory (the trainer would read the .gz)"
+            )
     staged_sets: dict[str, str] = {}
     in_place: list[str] = []
     work = Path(tempfile.mkdtemp(prefix=".stage.", suffix=".tmp", dir=dest))
@@ -314,8 +333,10 @@ def _stage_into(dest: Path, source: str, urls: dict[str, str], names: list[str],
             staged_sets[name] = what or "unknown checksum"
         known_sets = {v for v in staged_sets.values() if v != "unknown checksum"}
         if len(known_sets) > 1:
-            raise StageError(f"{dest}: files from different data sets would end up together: "
-                             f"{staged_sets}; stage into an empty directory")
+            raise StageError(
+                f"{dest}: files from different data sets would end up together: "
+                f"{staged_sets}; stage into an empty directory"
+            )
         if allow_unknown:
             # The trainer's checks (magic numbers, sizes, counts, label range) on the set as
             # it will be, before any file gets its final name.
@@ -327,16 +348,17 @@ def _stage_into(dest: Path, source: str, urls: dict[str, str], names: list[str],
                 raise DataError(str(err).replace(str(work), source.rstrip("/"))) from None
         for name in names:
             if name in in_place:
-                log(f"{dest / name}: already staged ({staged_sets[name]}, "
-                    f"sha256 {sha256_of(dest / name)})")
+                log(f"{dest / name}: already staged ({staged_sets[name]}, sha256 {sha256_of(dest / name)})")
                 continue
             tmp = work / name
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
             tmp.chmod(0o644)
             os.replace(tmp, dest / name)  # atomic: readers see the old file or the whole new one
-            log(f"{dest / name}: staged from {urls.get(name, source)} ({staged_sets[name]}, "
-                f"sha256 {sha256_of(dest / name)})")
+            log(
+                f"{dest / name}: staged from {urls.get(name, source)} ({staged_sets[name]}, "
+                f"sha256 {sha256_of(dest / name)})"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return names
@@ -345,17 +367,25 @@ def _stage_into(dest: Path, source: str, urls: dict[str, str], names: list[str],
 #: A URL's credentials in what staging prints: the user info before ``@`` and the query string
 #: (a presigned URL's signature and key id, e.g. OSS's ``?Expires=..&OSSAccessKeyId=..&Signature=..``),
 #: up to the whitespace, or the ``:``, ``,`` or ``)`` before whitespace, that ends the URL in a line.
-URL_SECRETS = re.compile(r"(?P<scheme>https?://)(?P<userinfo>[^/\s@]+@)?(?P<rest>[^\s?#]*)(?P<query>\?[^\s#]*?)?"
-                         r"(?=[:,)]?(?:\s|$))")
+URL_SECRETS = re.compile(
+    r"(?P<scheme>https?://)(?P<userinfo>[^/\s@]+@)?(?P<rest>[^\s?#]*)(?P<query>\?[^\s#]*?)?"
+    r"(?=[:,)]?(?:\s|$))"
+)
 
 
 def hide_url_secrets(text: str) -> str:
     """``text`` with the credentials of every http(s) URL in it hidden (URL_SECRETS): the
     user info becomes ``<hidden>@``, the query string ``?<hidden>``; the host and path stay,
     which say which file it is. Logs and pod termination messages outlive the URL's validity."""
+
     def hide(match: re.Match) -> str:
-        return (match["scheme"] + ("<hidden>@" if match["userinfo"] else "") + match["rest"]
-                + ("?<hidden>" if match["query"] else ""))
+        return (
+            match["scheme"]
+            + ("<hidden>@" if match["userinfo"] else "")
+            + match["rest"]
+            + ("?<hidden>" if match["query"] else "")
+        )
+
     return URL_SECRETS.sub(hide, text)
 
 
@@ -375,8 +405,10 @@ def sources_from_env(name: str) -> list[str]:
     except ValueError:
         sources = None
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        raise StageError(f"--sources_env {name}: the environment variable {name} must hold a JSON list of "
-                         "strings (its value is not shown)")
+        raise StageError(
+            f"--sources_env {name}: the environment variable {name} must hold a JSON list of "
+            "strings (its value is not shown)"
+        )
     return sources
 
 
@@ -384,23 +416,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.stage",
         description="Copy or download MNIST-format files into DIR, checksum-verified and "
-                    "atomic; a no-op when they are already there.")
+        "atomic; a no-op when they are already there.",
+    )
     parser.add_argument("--dest", required=True, help="directory to stage into (created)")
-    parser.add_argument("--source", action="append",
-                        help="directory or http(s) URL (of mnist.npz, or of a directory "
-                             "with the four IDX files); given four times, the URLs of the four "
-                             "IDX .gz files; default: the bundled mnist-10k sample")
-    parser.add_argument("--sources_env", metavar="NAME",
-                        help="take the sources from the environment variable NAME, a JSON list of "
-                             "strings, instead of --source: how the stack passes a data source that "
-                             "holds credentials (from a Kubernetes Secret, never in the command)")
-    parser.add_argument("--allow_unknown", action="store_true",
-                        help="accept checksums not in the known list if the files pass the "
-                             "trainer's data checks")
-    parser.add_argument("--volume_hint", default="",
-                        help="text that ends the error when DIR cannot be written: where the "
-                             "volume lives and how to fix it (exit code "
-                             f"{EXIT_VOLUME_NOT_WRITABLE})")
+    parser.add_argument(
+        "--source",
+        action="append",
+        help="directory or http(s) URL (of mnist.npz, or of a directory "
+        "with the four IDX files); given four times, the URLs of the four "
+        "IDX .gz files; default: the bundled mnist-10k sample",
+    )
+    parser.add_argument(
+        "--sources_env",
+        metavar="NAME",
+        help="take the sources from the environment variable NAME, a JSON list of "
+        "strings, instead of --source: how the stack passes a data source that "
+        "holds credentials (from a Kubernetes Secret, never in the command)",
+    )
+    parser.add_argument(
+        "--allow_unknown",
+        action="store_true",
+        help="accept checksums not in the known list if the files pass the trainer's data checks",
+    )
+    parser.add_argument(
+        "--volume_hint",
+        default="",
+        help="text that ends the error when DIR cannot be written: where the "
+        "volume lives and how to fix it (exit code "
+        f"{EXIT_VOLUME_NOT_WRITABLE})",
+    )
     args = parser.parse_args(argv)
     if args.sources_env and args.source:
         parser.error("--sources_env and --source exclude each other")
@@ -410,8 +454,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     try:
-        stage(args.dest, sources or [str(BUNDLED_DATA_DIR)], args.allow_unknown,
-              log=lambda line: print(hide_url_secrets(line)), volume_hint=args.volume_hint)
+        stage(
+            args.dest,
+            sources or [str(BUNDLED_DATA_DIR)],
+            args.allow_unknown,
+            log=lambda line: print(hide_url_secrets(line)),
+            volume_hint=args.volume_hint,
+        )
     except VolumeNotWritable as err:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).
         print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)

@@ -56,9 +56,11 @@ def start(log_dir: str | Path, task_name: str, header: str = "") -> Path | None:
     sys.stderr.flush()
     pipes = [os.pipe(), os.pipe()]  # (read, write) for stdout, stderr; not inheritable
     helper = subprocess.Popen(
-        [sys.executable, "-m", "trainer.tasklog", str(path), str(pipes[0][0]), str(pipes[1][0]),
-         banner],
-        stdin=subprocess.DEVNULL, pass_fds=(pipes[0][0], pipes[1][0]), close_fds=True)
+        [sys.executable, "-m", "trainer.tasklog", str(path), str(pipes[0][0]), str(pipes[1][0]), banner],
+        stdin=subprocess.DEVNULL,
+        pass_fds=(pipes[0][0], pipes[1][0]),
+        close_fds=True,
+    )
     saved = (os.dup(1), os.dup(2))
     for target, (read, write) in zip((1, 2), pipes):
         os.dup2(write, target)

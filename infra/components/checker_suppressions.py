@@ -81,37 +81,67 @@ class Suppression:
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(
-        "image by tag", WORKLOADS, ("CKV_K8S_43",), (),
+        "image by tag",
+        WORKLOADS,
+        ("CKV_K8S_43",),
+        (),
         "only on a workload whose image is a tag: the default images are built from docker/ by the user "
         "whose digest exists only after that build; a tag is pulled Always unless set otherwise and "
-        "worker.image ps.image and tensorboard.image take an @sha256 reference", only_if=any_tag),
+        "worker.image ps.image and tensorboard.image take an @sha256 reference",
+        only_if=any_tag,
+    ),
     Suppression(
-        "pull policy not Always", WORKLOADS, (), ("container-image-pull-policy",),
+        "pull policy not Always",
+        WORKLOADS,
+        (),
+        ("container-image-pull-policy",),
         "only on a workload pulled other than Always: an image by @sha256 digest (IfNotPresent by default: "
         "its content cannot change) or IfNotPresent or Never set for nodes with preloaded images "
-        "(pulumi up warns about a tag)", only_if=any_not_always),
+        "(pulumi up warns about a tag)",
+        only_if=any_not_always,
+    ),
     Suppression(
-        "tag not pulled Always", WORKLOADS, ("CKV_K8S_15",), (),
+        "tag not pulled Always",
+        WORKLOADS,
+        ("CKV_K8S_15",),
+        (),
         "only on a workload whose tag is pulled other than Always: worker.imagePullPolicy or "
         "ps.imagePullPolicy set to IfNotPresent or Never for nodes with preloaded images and no registry "
         "(pulumi up warns); unset they pull a tag Always",
-        only_if=any_tag_not_always),
+        only_if=any_tag_not_always,
+    ),
     Suppression(
-        "no CPU limit on a training task", frozenset({TASK}), ("CKV_K8S_11",), ("container-resources",),
+        "no CPU limit on a training task",
+        frozenset({TASK}),
+        ("CKV_K8S_11",),
+        ("container-resources",),
         "a CPU limit throttles TensorFlow's thread pools (sized to the node's cores) under the CFS quota; "
-        "a task requests worker.cpu or ps.cpu and its memory limit equals its request"),
+        "a task requests worker.cpu or ps.cpu and its memory limit equals its request",
+    ),
     Suppression(
-        "service-account token mounted", frozenset({MONITOR}), ("CKV_K8S_38",), (),
+        "service-account token mounted",
+        frozenset({MONITOR}),
+        ("CKV_K8S_38",),
+        (),
         "the run monitor lists and patches the run's Jobs through the API: its token is what it works with "
-        "(a Role of this namespace on this run's Jobs only)"),
+        "(a Role of this namespace on this run's Jobs only)",
+    ),
     Suppression(
-        "one-replica Deployment", frozenset({TENSORBOARD}), (), ("deployment-replicas",),
+        "one-replica Deployment",
+        frozenset({TENSORBOARD}),
+        (),
+        ("deployment-replicas",),
         "TensorBoard is a viewer of one run's log directory: one replica serves it and a second would read "
-        "every event file again"),
+        "every event file again",
+    ),
     Suppression(
-        "NodePort Service", frozenset({NODE_PORT_SERVICE}), (), ("service-type",),
+        "NodePort Service",
+        frozenset({NODE_PORT_SERVICE}),
+        (),
+        ("service-type",),
         "only with tensorboard.serviceType NodePort which the user chose and `pulumi up` warns about "
-        "(no login and no source ranges); the default is ClusterIP"),
+        "(no login and no source ranges); the default is ClusterIP",
+    ),
 )
 
 
@@ -127,8 +157,7 @@ def suppressions(role: str, pulls: Sequence[Pull] = ()) -> list[Suppression]:
     """
     if role not in ALL:
         raise ValueError(f"role {role!r}: must be one of {', '.join(sorted(ALL))}")
-    return [s for s in SUPPRESSIONS
-            if role in s.roles and (s.only_if is None or s.only_if(pulls))]
+    return [s for s in SUPPRESSIONS if role in s.roles and (s.only_if is None or s.only_if(pulls))]
 
 
 def annotations(role: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
@@ -143,8 +172,9 @@ def annotations(role: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
     return out
 
 
-def merged(own: Mapping[str, pulumi.Input[str]] | None, role: str,
-           pulls: Sequence[Pull] = ()) -> dict[str, pulumi.Input[str]] | None:
+def merged(
+    own: Mapping[str, pulumi.Input[str]] | None, role: str, pulls: Sequence[Pull] = ()
+) -> dict[str, pulumi.Input[str]] | None:
     """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
     field) when both are empty."""
     out = {**(own or {}), **annotations(role, pulls)}

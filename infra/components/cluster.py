@@ -53,8 +53,10 @@ def _pod_network(args: ClusterArgs) -> dict:
     ``pod_vswitch_ids`` with Terway (ACK CreateCluster takes PodVswitchIds, not a container CIDR)."""
     if args.network_plugin == "terway":
         if args.pod_vswitch_id is None:
-            raise ValueError("cluster.networkPlugin terway needs a pod vSwitch (cluster.podVswitchId, or one the "
-                             "stack creates of cluster.podVswitchCidr)")
+            raise ValueError(
+                "cluster.networkPlugin terway needs a pod vSwitch (cluster.podVswitchId, or one the "
+                "stack creates of cluster.podVswitchCidr)"
+            )
         return {"pod_vswitch_ids": [args.pod_vswitch_id]}
     return {"pod_cidr": args.pod_cidr}
 
@@ -68,20 +70,26 @@ def _warn(name: str, args: ClusterArgs, cluster: pulumi.Resource) -> None:
             f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
             "kubeconfig is a temporary credential (cluster.credentialMinutes); restrict the endpoint "
             "with an ACL in the ACK console, or set cluster.apiServerPublic false when Pulumi runs "
-            "inside the VPC.", resource=cluster)
+            "inside the VPC.",
+            resource=cluster,
+        )
     if args.network_plugin == "flannel":
         pulumi.log.warn(
             f"The cluster {name} uses Flannel (cluster.networkPlugin flannel), which does not enforce Kubernetes "
             "NetworkPolicy: the stack's NetworkPolicies are created but every pod still accepts traffic from "
             "any pod. For enforcement, create the cluster with Terway: pulumi config set cluster.networkPlugin "
             "terway on a new stack (ACK cannot change the plugin of an existing cluster: on a deployed stack "
-            "the change replaces the cluster).", resource=cluster)
+            "the change replaces the cluster).",
+            resource=cluster,
+        )
     deployed = args.deployed_network_plugin
     if deployed is not None and deployed != args.network_plugin:
         pulumi.log.warn(
             f"cluster.networkPlugin {args.network_plugin}: the stack's cluster {name} has {deployed}, which ACK cannot "
             "change, so `pulumi up` replaces the cluster (new nodes; every Kubernetes object is created again). To "
-            "keep it: pulumi config rm cluster.networkPlugin", resource=cluster)
+            "keep it: pulumi config rm cluster.networkPlugin",
+            resource=cluster,
+        )
 
 
 class Cluster(pulumi.ComponentResource):
@@ -143,8 +151,10 @@ class Cluster(pulumi.ComponentResource):
         # stays). `pulumi destroy` and `refresh` run the program only with --run-program;
         # without it they use the one in the state, which the API server refuses once expired.
         credential = alicloud.cs.get_cluster_credential_output(
-            cluster_id=self.cluster_id, temporary_duration_minutes=args.credential_minutes,
-            opts=pulumi.InvokeOutputOptions(parent=self))
+            cluster_id=self.cluster_id,
+            temporary_duration_minutes=args.credential_minutes,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)
         self.provider = k8s.Provider(
             f"{name}-k8s",

@@ -89,28 +89,46 @@ def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     once; a killed container (EXIT_KILLED) or a disruption (DisruptionTarget) gets a new pod
     that does not count; anything else (exit 1: the API server out of reach) counts against
     BACKOFF_LIMIT. A run is then never left unwatched because its monitor was killed."""
+
     def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
         return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action, on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=COMPONENT, operator="In", values=sorted(codes)))
+            action=action,
+            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                container_name=COMPONENT, operator="In", values=sorted(codes)
+            ),
+        )
 
-    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
-        # A bad environment: no new pod mends it.
-        exit_codes("FailJob", [run_monitor.EXIT_BAD_ENVIRONMENT]),
-        exit_codes("Ignore", EXIT_KILLED),
-        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
-            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type="DisruptionTarget", status="True")]),
-    ])
+    return k8s.batch.v1.PodFailurePolicyArgs(
+        rules=[
+            # A bad environment: no new pod mends it.
+            exit_codes("FailJob", [run_monitor.EXIT_BAD_ENVIRONMENT]),
+            exit_codes("Ignore", EXIT_KILLED),
+            k8s.batch.v1.PodFailurePolicyRuleArgs(
+                action="Ignore",
+                on_pod_conditions=[
+                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
+                        type="DisruptionTarget", status="True"
+                    )
+                ],
+            ),
+        ]
+    )
 
 
 def object_names(name: str) -> list[tuple[str, str]]:
     """``(Pulumi type, object name)`` of every Kubernetes object ``RunMonitor(name, ...)``
     creates in its namespace, all named ``<name>-monitor``."""
     object_name = f"{name}-{COMPONENT}"
-    return [(rtype, object_name) for rtype in (
-        "kubernetes:core/v1:ServiceAccount", "kubernetes:rbac.authorization.k8s.io/v1:Role",
-        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "kubernetes:core/v1:ConfigMap",
-        "kubernetes:batch/v1:Job")]
+    return [
+        (rtype, object_name)
+        for rtype in (
+            "kubernetes:core/v1:ServiceAccount",
+            "kubernetes:rbac.authorization.k8s.io/v1:Role",
+            "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+            "kubernetes:core/v1:ConfigMap",
+            "kubernetes:batch/v1:Job",
+        )
+    ]
 
 
 class RunMonitor(pulumi.ComponentResource):
@@ -134,44 +152,79 @@ class RunMonitor(pulumi.ComponentResource):
         object_name = f"{name}-{COMPONENT}"
         child = pulumi.ResourceOptions(parent=self)
         account = k8s.core.v1.ServiceAccount(
-            object_name, metadata=self._metadata(object_name),
+            object_name,
+            metadata=self._metadata(object_name),
             # Only the monitor's pod asks for a token (automountServiceAccountToken on the pod).
-            automount_service_account_token=False, opts=child)
+            automount_service_account_token=False,
+            opts=child,
+        )
         role = k8s.rbac.v1.Role(
-            object_name, metadata=self._metadata(object_name),
-            rules=[*(k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=["list"])
-                     for group, resource in LIST_RULES),
-                   k8s.rbac.v1.PolicyRuleArgs(api_groups=["batch"], resources=["jobs"], verbs=["patch"],
-                                              resource_names=self._patched())], opts=child)
+            object_name,
+            metadata=self._metadata(object_name),
+            rules=[
+                *(
+                    k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[resource], verbs=["list"])
+                    for group, resource in LIST_RULES
+                ),
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=["batch"], resources=["jobs"], verbs=["patch"], resource_names=self._patched()
+                ),
+            ],
+            opts=child,
+        )
         binding = k8s.rbac.v1.RoleBinding(
-            object_name, metadata=self._metadata(object_name),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
-                                             name=role.metadata.name),
-            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=account.metadata.name,
-                                              namespace=args.namespace)], opts=child)
+            object_name,
+            metadata=self._metadata(object_name),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="Role", name=role.metadata.name
+            ),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name=account.metadata.name, namespace=args.namespace
+                )
+            ],
+            opts=child,
+        )
         script = k8s.core.v1.ConfigMap(
-            object_name, metadata=self._metadata(object_name),
-            data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")}, opts=child)
+            object_name,
+            metadata=self._metadata(object_name),
+            data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")},
+            opts=child,
+        )
         job = k8s.batch.v1.Job(
-            object_name, metadata=self._metadata(object_name, AWAIT, role=suppress.MONITOR,
-                                                 pulls=[(args.image, args.image_pull_policy)]),
+            object_name,
+            metadata=self._metadata(
+                object_name, AWAIT, role=suppress.MONITOR, pulls=[(args.image, args.image_pull_policy)]
+            ),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=BACKOFF_LIMIT, pod_failure_policy=failure_policy(),
+                backoff_limit=BACKOFF_LIMIT,
+                pod_failure_policy=failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(name, COMPONENT)),
-                    spec=self._pod(account.metadata.name, script.metadata.name))),
+                    spec=self._pod(account.metadata.name, script.metadata.name),
+                ),
+            ),
             # The Role's binding first: a pod started before it is refused every call.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *args.after]))
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[binding, *args.after]),
+        )
         self.job_name = job.metadata.name
         self.register_outputs({"job_name": self.job_name})
 
-    def _metadata(self, name: str, annotations: dict | None = None,
-                  role: str = suppress.OBJECT, pulls: Sequence[suppress.Pull] = ()) -> k8s.meta.v1.ObjectMetaArgs:
+    def _metadata(
+        self,
+        name: str,
+        annotations: dict | None = None,
+        role: str = suppress.OBJECT,
+        pulls: Sequence[suppress.Pull] = (),
+    ) -> k8s.meta.v1.ObjectMetaArgs:
         """An object's metadata; ``role`` and its containers' ``pulls`` (image, pull policy)
         pick the checkers' suppressions it carries."""
         return k8s.meta.v1.ObjectMetaArgs(
-            name=name, namespace=self._args.namespace, labels=recommended_labels(self._name, COMPONENT),
-            annotations=suppress.merged(annotations, role, pulls))
+            name=name,
+            namespace=self._args.namespace,
+            labels=recommended_labels(self._name, COMPONENT),
+            annotations=suppress.merged(annotations, role, pulls),
+        )
 
     def _patched(self) -> list[str]:
         """The Jobs the Role lets the monitor patch: the run's task Jobs and its staging Job."""
@@ -181,11 +234,14 @@ class RunMonitor(pulumi.ComponentResource):
     def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
         args = self._args
         values: dict[str, pulumi.Input[str]] = {
-            "MONITOR_NAMESPACE": args.namespace_name, "MONITOR_PREFIX": self._name, "MONITOR_RUN_ID": args.run_id,
+            "MONITOR_NAMESPACE": args.namespace_name,
+            "MONITOR_PREFIX": self._name,
+            "MONITOR_RUN_ID": args.run_id,
             "MONITOR_SCHEDULE_TIMEOUT_S": str(args.schedule_timeout_seconds),
             "MONITOR_START_TIMEOUT_S": str(args.start_timeout_seconds),
             # The script is run from a read-only ConfigMap volume: no .pyc to write.
-            "PYTHONDONTWRITEBYTECODE": "1"}
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         if args.api_server:
             values["MONITOR_API_SERVER"] = args.api_server
         if args.staging_job_name:
@@ -209,12 +265,25 @@ class RunMonitor(pulumi.ComponentResource):
             tolerations=pods.tolerations(args.placement, uses_gpu=False),
             image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
             priority_class_name=args.priority_class_name,
-            containers=[k8s.core.v1.ContainerArgs(
-                name=COMPONENT, image=args.image, image_pull_policy=args.image_pull_policy,
-                command=["python", f"{SCRIPT_DIR}/{SCRIPT_KEY}"], env=self._env(),
-                resources=pods.resources(REQUESTS, LIMITS),
-                security_context=pods.container_security_context(),
-                volume_mounts=[k8s.core.v1.VolumeMountArgs(name="script", mount_path=SCRIPT_DIR, read_only=True),
-                               pods.scratch_mount()])],
-            volumes=[k8s.core.v1.VolumeArgs(name="script", config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(
-                name=config_map)), pods.scratch_volume()])
+            containers=[
+                k8s.core.v1.ContainerArgs(
+                    name=COMPONENT,
+                    image=args.image,
+                    image_pull_policy=args.image_pull_policy,
+                    command=["python", f"{SCRIPT_DIR}/{SCRIPT_KEY}"],
+                    env=self._env(),
+                    resources=pods.resources(REQUESTS, LIMITS),
+                    security_context=pods.container_security_context(),
+                    volume_mounts=[
+                        k8s.core.v1.VolumeMountArgs(name="script", mount_path=SCRIPT_DIR, read_only=True),
+                        pods.scratch_mount(),
+                    ],
+                )
+            ],
+            volumes=[
+                k8s.core.v1.VolumeArgs(
+                    name="script", config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=config_map)
+                ),
+                pods.scratch_volume(),
+            ],
+        )

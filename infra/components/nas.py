@@ -71,8 +71,9 @@ class NasStorage(pulumi.ComponentResource):
                 # (and emptied) for its zone.
                 zone_id=args.zone,
                 tags=cloud_tags(),
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy,
-                                            ignore_changes=["zoneId"]),
+                opts=pulumi.ResourceOptions(
+                    parent=self, retain_on_delete=args.retain_on_destroy, ignore_changes=["zoneId"]
+                ),
             ).id
         access_group = alicloud.nas.AccessGroup(
             f"{name}-access",
@@ -102,5 +103,6 @@ class NasStorage(pulumi.ComponentResource):
         )
         self.file_system_id = pulumi.Output.from_input(file_system_id)
         self.mount_target_domain = self.mount_target.mount_target_domain
-        self.register_outputs({"file_system_id": self.file_system_id,
-                               "mount_target_domain": self.mount_target_domain})
+        self.register_outputs(
+            {"file_system_id": self.file_system_id, "mount_target_domain": self.mount_target_domain}
+        )

@@ -62,25 +62,40 @@ class Network(pulumi.ComponentResource):
         self.pod_vswitch_id = None
         if args.vswitch_id is not None:
             if args.pod_vswitch_cidr is not None:
-                raise ValueError(f"cluster.podVswitchCidr {args.pod_vswitch_cidr}: no pod vSwitch can be created "
-                                 f"beside vswitch.id {args.vswitch_id}, whose VPC is not known; set "
-                                 "cluster.podVswitchId")
+                raise ValueError(
+                    f"cluster.podVswitchCidr {args.pod_vswitch_cidr}: no pod vSwitch can be created "
+                    f"beside vswitch.id {args.vswitch_id}, whose VPC is not known; set "
+                    "cluster.podVswitchId"
+                )
             self.vswitch_id = pulumi.Output.from_input(args.vswitch_id)
         else:
             vpc_id: pulumi.Input[str]
             if args.vpc_id is None:
-                vpc_id = alicloud.vpc.Network(f"{name}-vpc", vpc_name=name, cidr_block=args.vpc_cidr,
-                                              tags=cloud_tags(), opts=child).id
+                vpc_id = alicloud.vpc.Network(
+                    f"{name}-vpc", vpc_name=name, cidr_block=args.vpc_cidr, tags=cloud_tags(), opts=child
+                ).id
             else:
                 vpc_id = args.vpc_id
-            vswitch = alicloud.vpc.Switch(f"{name}-vswitch", vswitch_name=name, vpc_id=vpc_id,
-                                          cidr_block=args.vswitch_cidr, zone_id=args.zone, tags=cloud_tags(),
-                                          opts=child)
+            vswitch = alicloud.vpc.Switch(
+                f"{name}-vswitch",
+                vswitch_name=name,
+                vpc_id=vpc_id,
+                cidr_block=args.vswitch_cidr,
+                zone_id=args.zone,
+                tags=cloud_tags(),
+                opts=child,
+            )
             self.vswitch_id = vswitch.id
             if args.pod_vswitch_cidr is not None:
                 self.pod_vswitch_id = alicloud.vpc.Switch(
-                    f"{name}-vswitch-pods", vswitch_name=f"{name}-pods", vpc_id=vpc_id,
-                    cidr_block=args.pod_vswitch_cidr, zone_id=args.zone, tags=cloud_tags(), opts=child).id
+                    f"{name}-vswitch-pods",
+                    vswitch_name=f"{name}-pods",
+                    vpc_id=vpc_id,
+                    cidr_block=args.pod_vswitch_cidr,
+                    zone_id=args.zone,
+                    tags=cloud_tags(),
+                    opts=child,
+                ).id
         self.vswitch_cidr = pulumi.Output.from_input(args.vswitch_cidr)
         outputs = {"vswitch_id": self.vswitch_id, "vswitch_cidr": self.vswitch_cidr}
         if self.pod_vswitch_id is not None:

@@ -72,9 +72,15 @@ def component_policy_name(name: str, component: str) -> str:
 def object_names(name: str) -> list[tuple[str, str]]:
     """``(Pulumi type, object name)`` of every object ``RunNetworkPolicies(name, ...)`` creates,
     in its namespace."""
-    return [(NETWORK_POLICY, policy) for policy in (
-        tasks_policy_name(name), tensorboard_policy_name(name), component_policy_name(name, STAGE_COMPONENT),
-        component_policy_name(name, MONITOR_COMPONENT))]
+    return [
+        (NETWORK_POLICY, policy)
+        for policy in (
+            tasks_policy_name(name),
+            tensorboard_policy_name(name),
+            component_policy_name(name, STAGE_COMPONENT),
+            component_policy_name(name, MONITOR_COMPONENT),
+        )
+    ]
 
 
 def task_pods(name: str) -> k8s.meta.v1.LabelSelectorArgs:
@@ -82,15 +88,20 @@ def task_pods(name: str) -> k8s.meta.v1.LabelSelectorArgs:
     tf-replica-type label (which only task pods have)."""
     return k8s.meta.v1.LabelSelectorArgs(
         match_labels={"app.kubernetes.io/instance": name, STACK_LABEL: current_stack_mark()},
-        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key=TASK_TYPE_LABEL, operator="Exists")])
+        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key=TASK_TYPE_LABEL, operator="Exists")],
+    )
 
 
 def component_pods(name: str, component: str) -> k8s.meta.v1.LabelSelectorArgs:
     """The selector of the run's pods of ``component`` (tensorboard, stage-data, monitor):
     instance, component, this stack's mark."""
-    return k8s.meta.v1.LabelSelectorArgs(match_labels={
-        "app.kubernetes.io/instance": name, "app.kubernetes.io/component": component,
-        STACK_LABEL: current_stack_mark()})
+    return k8s.meta.v1.LabelSelectorArgs(
+        match_labels={
+            "app.kubernetes.io/instance": name,
+            "app.kubernetes.io/component": component,
+            STACK_LABEL: current_stack_mark(),
+        }
+    )
 
 
 def tensorboard_pods(name: str) -> k8s.meta.v1.LabelSelectorArgs:
@@ -146,8 +157,12 @@ def _tcp(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
 
 def _dns() -> k8s.networking.v1.NetworkPolicyEgressRuleArgs:
     """Egress to DNS on any address (see the module docstring)."""
-    return k8s.networking.v1.NetworkPolicyEgressRuleArgs(ports=[
-        k8s.networking.v1.NetworkPolicyPortArgs(protocol=protocol, port=DNS_PORT) for protocol in ("UDP", "TCP")])
+    return k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+        ports=[
+            k8s.networking.v1.NetworkPolicyPortArgs(protocol=protocol, port=DNS_PORT)
+            for protocol in ("UDP", "TCP")
+        ]
+    )
 
 
 def _anywhere(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]:
@@ -172,36 +187,62 @@ class RunNetworkPolicies(pulumi.ComponentResource):
             pods accept nothing (they listen on no port).
     """
 
-    def __init__(self, name: str, args: RunNetworkPoliciesArgs,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, args: RunNetworkPoliciesArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("tf-mnist:index:RunNetworkPolicies", name, None, opts)
         self._name, self._args = name, args
         peers = [k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=task_pods(name))]
         self.tasks = self._policy(
-            tasks_policy_name(name), task_pods(name),
-            ingress=[k8s.networking.v1.NetworkPolicyIngressRuleArgs(from_=peers, ports=_tcp(args.task_ports))],
-            egress=[k8s.networking.v1.NetworkPolicyEgressRuleArgs(to=peers, ports=_tcp(args.task_ports))])
+            tasks_policy_name(name),
+            task_pods(name),
+            ingress=[
+                k8s.networking.v1.NetworkPolicyIngressRuleArgs(from_=peers, ports=_tcp(args.task_ports))
+            ],
+            egress=[k8s.networking.v1.NetworkPolicyEgressRuleArgs(to=peers, ports=_tcp(args.task_ports))],
+        )
         exposed = [k8s.networking.v1.NetworkPolicyIngressRuleArgs(ports=_tcp([TENSORBOARD_PORT]))]
-        self.tensorboard = self._policy(tensorboard_policy_name(name), tensorboard_pods(name),
-                                        ingress=exposed if args.tensorboard_exposed else [], egress=[])
-        self.stage = self._policy(component_policy_name(name, STAGE_COMPONENT),
-                                  component_pods(name, STAGE_COMPONENT), ingress=[],
-                                  egress=_anywhere(args.source_ports))
-        self.monitor = self._policy(component_policy_name(name, MONITOR_COMPONENT),
-                                    component_pods(name, MONITOR_COMPONENT), ingress=[],
-                                    egress=_anywhere(args.api_server_ports))
+        self.tensorboard = self._policy(
+            tensorboard_policy_name(name),
+            tensorboard_pods(name),
+            ingress=exposed if args.tensorboard_exposed else [],
+            egress=[],
+        )
+        self.stage = self._policy(
+            component_policy_name(name, STAGE_COMPONENT),
+            component_pods(name, STAGE_COMPONENT),
+            ingress=[],
+            egress=_anywhere(args.source_ports),
+        )
+        self.monitor = self._policy(
+            component_policy_name(name, MONITOR_COMPONENT),
+            component_pods(name, MONITOR_COMPONENT),
+            ingress=[],
+            egress=_anywhere(args.api_server_ports),
+        )
         self.register_outputs({})
 
-    def _policy(self, object_name: str, pods: k8s.meta.v1.LabelSelectorArgs,
-                ingress: list[k8s.networking.v1.NetworkPolicyIngressRuleArgs],
-                egress: list[k8s.networking.v1.NetworkPolicyEgressRuleArgs]) -> k8s.networking.v1.NetworkPolicy:
+    def _policy(
+        self,
+        object_name: str,
+        pods: k8s.meta.v1.LabelSelectorArgs,
+        ingress: list[k8s.networking.v1.NetworkPolicyIngressRuleArgs],
+        egress: list[k8s.networking.v1.NetworkPolicyEgressRuleArgs],
+    ) -> k8s.networking.v1.NetworkPolicy:
         """One policy of both types for ``pods``: ``ingress`` as given, ``egress`` after DNS."""
         return k8s.networking.v1.NetworkPolicy(
             object_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=object_name, namespace=self._args.namespace,
+                name=object_name,
+                namespace=self._args.namespace,
                 labels=recommended_labels(self._name, "network-policy"),
-                annotations=suppress.merged(None, suppress.OBJECT)),
+                annotations=suppress.merged(None, suppress.OBJECT),
+            ),
             spec=k8s.networking.v1.NetworkPolicySpecArgs(
-                pod_selector=pods, policy_types=["Ingress", "Egress"], ingress=ingress, egress=[_dns(), *egress]),
-            opts=pulumi.ResourceOptions(parent=self))
+                pod_selector=pods,
+                policy_types=["Ingress", "Egress"],
+                ingress=ingress,
+                egress=[_dns(), *egress],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

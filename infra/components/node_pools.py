@@ -102,9 +102,13 @@ class NodePools(pulumi.ComponentResource):
         if args.gpu_size is not None:
             sizing: dict = (
                 # Autoscaling from 0: idle GPU nodes are released and cost nothing.
-                {"scaling_config": alicloud.cs.NodePoolScalingConfigArgs(
-                    enable=True, min_size=0, max_size=args.gpu_size, type="gpu")}
-                if args.gpu_autoscaling else {"desired_size": str(args.gpu_size)}
+                {
+                    "scaling_config": alicloud.cs.NodePoolScalingConfigArgs(
+                        enable=True, min_size=0, max_size=args.gpu_size, type="gpu"
+                    )
+                }
+                if args.gpu_autoscaling
+                else {"desired_size": str(args.gpu_size)}
             )
             self.gpu = alicloud.cs.NodePool(
                 f"{name}-gpu",
@@ -116,8 +120,11 @@ class NodePools(pulumi.ComponentResource):
                 system_disk_size=args.gpu_system_disk_size,
                 image_type=args.gpu_image_type,
                 labels=_gpu_labels(args.gpu_driver_version),
-                taints=[alicloud.cs.NodePoolTaintArgs(key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE,
-                                                      effect=GPU_TAINT_EFFECT)],
+                taints=[
+                    alicloud.cs.NodePoolTaintArgs(
+                        key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
+                    )
+                ],
                 key_name=args.key_name,
                 install_cloud_monitor=False,
                 tags=cloud_tags(),
@@ -138,8 +145,9 @@ def _gpu_labels(driver_version: str | None) -> list[alicloud.cs.NodePoolLabelArg
     return labels
 
 
-def _autoscaler(name: str, cluster_id: pulumi.Input[str], *, parent: pulumi.Resource,
-                after: alicloud.cs.NodePool) -> alicloud.cs.AutoscalingConfig:
+def _autoscaler(
+    name: str, cluster_id: pulumi.Input[str], *, parent: pulumi.Resource, after: alicloud.cs.NodePool
+) -> alicloud.cs.AutoscalingConfig:
     """The cluster's autoscaler, configured after the pools (ACK refuses a cluster change while
     a pool is scaling)."""
     return alicloud.cs.AutoscalingConfig(

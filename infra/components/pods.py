@@ -25,11 +25,19 @@ def tolerations(placement: Placement, uses_gpu: bool) -> list[k8s.core.v1.Tolera
 
     Returns None (no field) when there are none.
     """
-    items = ([GPU_TOLERATION] if uses_gpu else []) + [t for t in placement.tolerations
-                                                      if not (uses_gpu and dict(t) == GPU_TOLERATION)]
-    return [k8s.core.v1.TolerationArgs(key=t.get("key"), operator=t.get("operator"), value=t.get("value"),
-                                       effect=t.get("effect"), toleration_seconds=t.get("tolerationSeconds"))
-            for t in items] or None
+    items = ([GPU_TOLERATION] if uses_gpu else []) + [
+        t for t in placement.tolerations if not (uses_gpu and dict(t) == GPU_TOLERATION)
+    ]
+    return [
+        k8s.core.v1.TolerationArgs(
+            key=t.get("key"),
+            operator=t.get("operator"),
+            value=t.get("value"),
+            effect=t.get("effect"),
+            toleration_seconds=t.get("tolerationSeconds"),
+        )
+        for t in items
+    ] or None
 
 
 def image_pull_secrets(secret_name: str | None) -> list[k8s.core.v1.LocalObjectReferenceArgs] | None:
@@ -56,7 +64,9 @@ SCRATCH_PATH = "/tmp"
 #: The scratch emptyDir's cap: TensorFlow's and TensorBoard's temporary files are a few MB.
 SCRATCH_SIZE = "256Mi"
 #: The namespace labels that make the API server enforce (and warn and audit) "restricted".
-POD_SECURITY_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")}
+POD_SECURITY_LABELS = {
+    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")
+}
 
 
 def pod_security_context(identity: PodIdentity = IMAGE_IDENTITY) -> k8s.core.v1.PodSecurityContextArgs:
@@ -64,16 +74,22 @@ def pod_security_context(identity: PodIdentity = IMAGE_IDENTITY) -> k8s.core.v1.
     settings reject uid 0), fsGroup = that gid (so volume types that honour it, unlike
     hostPath, NFS and the NAS CSI driver, are group-writable), seccomp RuntimeDefault."""
     return k8s.core.v1.PodSecurityContextArgs(
-        run_as_non_root=True, run_as_user=identity.run_as_user, run_as_group=identity.run_as_group,
-        fs_group=identity.run_as_group, seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"))
+        run_as_non_root=True,
+        run_as_user=identity.run_as_user,
+        run_as_group=identity.run_as_group,
+        fs_group=identity.run_as_group,
+        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+    )
 
 
 def container_security_context() -> k8s.core.v1.SecurityContextArgs:
     """The container-level securityContext of every container: no privilege escalation, no
     capabilities, a read-only root filesystem (writes go to the volume and to SCRATCH_PATH)."""
     return k8s.core.v1.SecurityContextArgs(
-        allow_privilege_escalation=False, read_only_root_filesystem=True,
-        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]))
+        allow_privilege_escalation=False,
+        read_only_root_filesystem=True,
+        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+    )
 
 
 #: Every container's ephemeral-storage request and limit. What counts against them: the
@@ -91,13 +107,15 @@ def resources(requests: dict[str, str], limits: dict[str, str]) -> k8s.core.v1.R
     Kubernetes quantities) with the ephemeral storage of EPHEMERAL_STORAGE_*."""
     return k8s.core.v1.ResourceRequirementsArgs(
         requests={**requests, "ephemeral-storage": EPHEMERAL_STORAGE_REQUEST},
-        limits={**limits, "ephemeral-storage": EPHEMERAL_STORAGE_LIMIT})
+        limits={**limits, "ephemeral-storage": EPHEMERAL_STORAGE_LIMIT},
+    )
 
 
 def scratch_volume() -> k8s.core.v1.VolumeArgs:
     """The emptyDir mounted at SCRATCH_PATH."""
-    return k8s.core.v1.VolumeArgs(name=SCRATCH_VOLUME,
-                                  empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=SCRATCH_SIZE))
+    return k8s.core.v1.VolumeArgs(
+        name=SCRATCH_VOLUME, empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=SCRATCH_SIZE)
+    )
 
 
 def scratch_mount() -> k8s.core.v1.VolumeMountArgs:
@@ -107,8 +125,10 @@ def scratch_mount() -> k8s.core.v1.VolumeMountArgs:
 
 def scratch_env() -> list[k8s.core.v1.EnvVarArgs]:
     """HOME and TMPDIR on the scratch directory (the image's user has no home directory)."""
-    return [k8s.core.v1.EnvVarArgs(name="HOME", value=SCRATCH_PATH),
-            k8s.core.v1.EnvVarArgs(name="TMPDIR", value=SCRATCH_PATH)]
+    return [
+        k8s.core.v1.EnvVarArgs(name="HOME", value=SCRATCH_PATH),
+        k8s.core.v1.EnvVarArgs(name="TMPDIR", value=SCRATCH_PATH),
+    ]
 
 
 #: Seconds a task pod gets between SIGTERM and SIGKILL. On SIGTERM the chief finishes the

@@ -26,9 +26,19 @@ def docker_config_json(credentials: RegistryCredentials) -> str:
     given beside it as ``kubectl create secret docker-registry`` writes them.
     """
     auth = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
-    return json.dumps({"auths": {credentials.server: {
-        "username": credentials.username, "password": credentials.password, "auth": auth}}},
-        separators=(",", ":"), sort_keys=True)
+    return json.dumps(
+        {
+            "auths": {
+                credentials.server: {
+                    "username": credentials.username,
+                    "password": credentials.password,
+                    "auth": auth,
+                }
+            }
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    )
 
 
 @dataclass
@@ -64,8 +74,9 @@ class PullSecret(pulumi.ComponentResource):
         encoded = base64.b64encode(docker_config_json(args.credentials).encode()).decode()
         self.secret = k8s.core.v1.Secret(
             name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, namespace=args.namespace,
-                                                labels=recommended_labels(args.name_prefix, "registry")),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=name, namespace=args.namespace, labels=recommended_labels(args.name_prefix, "registry")
+            ),
             type=DOCKER_CONFIG_JSON,
             # data (base64), the form the API server stores; stringData is write-only there.
             data=pulumi.Output.secret({".dockerconfigjson": encoded}),

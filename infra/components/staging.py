@@ -59,8 +59,10 @@ def start_deadline(start_timeout_seconds: int) -> int:
         ValueError: outside 1..STAGING_TIMEOUT_SECONDS (the key's parser already refuses it).
     """
     if not 0 < start_timeout_seconds <= STAGING_TIMEOUT_SECONDS:
-        raise ValueError(f"data.startTimeoutSeconds {start_timeout_seconds}: must be between 1 and "
-                         f"{STAGING_TIMEOUT_SECONDS}")
+        raise ValueError(
+            f"data.startTimeoutSeconds {start_timeout_seconds}: must be between 1 and "
+            f"{STAGING_TIMEOUT_SECONDS}"
+        )
     return start_timeout_seconds
 
 
@@ -68,10 +70,18 @@ def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
     preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
     other failure fails the Job."""
-    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
-        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
-            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
-    ])
+    return k8s.batch.v1.PodFailurePolicyArgs(
+        rules=[
+            k8s.batch.v1.PodFailurePolicyRuleArgs(
+                action="Ignore",
+                on_pod_conditions=[
+                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
+                        type=DISRUPTION_TARGET, status="True"
+                    )
+                ],
+            ),
+        ]
+    )
 
 
 def source_secret_name(name: str) -> str:
@@ -79,29 +89,44 @@ def source_secret_name(name: str) -> str:
     return f"{name}-data-source"
 
 
-def stage_command(data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "",
-                  from_secret: bool = False) -> list[str]:
+def stage_command(
+    data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "", from_secret: bool = False
+) -> list[str]:
     """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
     per URL of a list, the one source, or none (the sample in the image), or, ``from_secret``,
     ``--sources_env DATA_SOURCES`` instead of them; and ``--volume_hint`` when given (the end of
     its error on a volume it cannot write)."""
-    sources = ["--sources_env", SOURCES_ENV] if from_secret else [a for s in source_list(source) for a in ("--source", s)]
+    sources = (
+        ["--sources_env", SOURCES_ENV]
+        if from_secret
+        else [a for s in source_list(source) for a in ("--source", s)]
+    )
     hint = ["--volume_hint", volume_hint] if volume_hint else []
     return ["python", "-m", "trainer.stage", "--dest", data_dir, *sources, *hint]
 
 
-def source_secret(name: str, source: str | tuple[str, ...], metadata: k8s.meta.v1.ObjectMetaArgs,
-                  parent: pulumi.Resource) -> k8s.core.v1.Secret:
+def source_secret(
+    name: str, source: str | tuple[str, ...], metadata: k8s.meta.v1.ObjectMetaArgs, parent: pulumi.Resource
+) -> k8s.core.v1.Secret:
     """The Secret ``metadata`` names, holding ``source`` under SOURCES_KEY as a JSON list, its
     value a Pulumi secret (encrypted in the state, hidden in the preview)."""
     return k8s.core.v1.Secret(
-        name, metadata=metadata, type="Opaque",
+        name,
+        metadata=metadata,
+        type="Opaque",
         string_data=pulumi.Output.secret({SOURCES_KEY: json.dumps(source_list(source))}),
-        opts=pulumi.ResourceOptions(parent=parent))
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 def source_env(secret_name: str) -> list[k8s.core.v1.EnvVarArgs]:
     """SOURCES_ENV from the SOURCES_KEY of the Secret ``secret_name`` (a plain name: the pod
     template holds no Output)."""
-    return [k8s.core.v1.EnvVarArgs(name=SOURCES_ENV, value_from=k8s.core.v1.EnvVarSourceArgs(
-        secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret_name, key=SOURCES_KEY)))]
+    return [
+        k8s.core.v1.EnvVarArgs(
+            name=SOURCES_ENV,
+            value_from=k8s.core.v1.EnvVarSourceArgs(
+                secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret_name, key=SOURCES_KEY)
+            ),
+        )
+    ]

@@ -35,8 +35,16 @@ ACCESS_MODES = ("ReadWriteMany",)
 NAME_HASH_HEX = 8
 
 
-def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str, path: str, storage: str,
-                match_labels: Mapping[str, str]) -> str:
+def volume_name(
+    name: str,
+    *,
+    namespace: str,
+    volume_type: str,
+    server_key: str,
+    path: str,
+    storage: str,
+    match_labels: Mapping[str, str],
+) -> str:
     """The PV's and the PVC's name: ``<name>-data-<8 hex>``, e.g. ``mnist-data-1a2b3c4d``.
 
     The hex digits are the start of the SHA-256 of everything of the pair that the API server
@@ -72,8 +80,14 @@ def volume_name(name: str, *, namespace: str, volume_type: str, server_key: str,
         source.update(NAS_MODE_ATTRIBUTES)
     elif volume_type == "hostPath":
         source["hostPathType"] = HOST_PATH_TYPE
-    fixed = {"source": source, "capacity": storage, "matchLabels": dict(match_labels),
-             "accessModes": list(ACCESS_MODES), "storageClassName": "", "namespace": namespace}
+    fixed = {
+        "source": source,
+        "capacity": storage,
+        "matchLabels": dict(match_labels),
+        "accessModes": list(ACCESS_MODES),
+        "storageClassName": "",
+        "namespace": namespace,
+    }
     text = json.dumps(fixed, sort_keys=True, separators=(",", ":"))
     return f"{name}-data-{hashlib.sha256(text.encode()).hexdigest()[:NAME_HASH_HEX]}"
 
@@ -108,9 +122,15 @@ class SharedVolumeArgs:
 
     def object_name(self, name: str) -> str:
         """The PV's and the claim's name for the volume named ``name`` (``volume_name``)."""
-        return volume_name(name, namespace=self.namespace_name, volume_type=self.volume_type,
-                           server_key=self.server_key, path=self.path_key, storage=self.storage,
-                           match_labels=self.match_labels)
+        return volume_name(
+            name,
+            namespace=self.namespace_name,
+            volume_type=self.volume_type,
+            server_key=self.server_key,
+            path=self.path_key,
+            storage=self.storage,
+            match_labels=self.match_labels,
+        )
 
 
 PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
@@ -131,15 +151,20 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
         ValueError: an unknown volume type.
     """
     if args.volume_type == "nas":
-        return {"mount_options": list(NAS_MOUNT_OPTIONS), "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
-            driver=NAS_CSI_DRIVER,
-            volume_handle=volume_handle,
-            # The driver refuses a server containing ':'; the directory goes in path.
-            volume_attributes={"server": args.server, "path": args.path, **NAS_MODE_ATTRIBUTES},
-        )}
+        return {
+            "mount_options": list(NAS_MOUNT_OPTIONS),
+            "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver=NAS_CSI_DRIVER,
+                volume_handle=volume_handle,
+                # The driver refuses a server containing ':'; the directory goes in path.
+                volume_attributes={"server": args.server, "path": args.path, **NAS_MODE_ATTRIBUTES},
+            ),
+        }
     if args.volume_type == "nfs":
-        return {"mount_options": list(NAS_MOUNT_OPTIONS),
-                "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=args.server, path=args.path)}
+        return {
+            "mount_options": list(NAS_MOUNT_OPTIONS),
+            "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=args.server, path=args.path),
+        }
     if args.volume_type == "hostPath":
         # No mountOptions: the API server refuses them on a hostPath PV.
         return {"host_path": k8s.core.v1.HostPathVolumeSourceArgs(path=args.path, type=HOST_PATH_TYPE)}
@@ -149,10 +174,15 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
 #: Where each volume type's directory lives, and who can change its owner there.
 _WHERE = {
     "hostPath": ("hostPath.path {path} on the node", "on the node"),
-    "nfs": ("nfs.path {path} on the NFS server (nfs.server)",
-            "on the NFS server, or as root on a machine that mounts the export without root squashing"),
-    "nas": ("nas.path {path} on the NAS file system, which the CSI driver makes writable by every uid "
-            "(mode 1777) but not what is under it", "as root on a machine that mounts the NAS file system"),
+    "nfs": (
+        "nfs.path {path} on the NFS server (nfs.server)",
+        "on the NFS server, or as root on a machine that mounts the export without root squashing",
+    ),
+    "nas": (
+        "nas.path {path} on the NAS file system, which the CSI driver makes writable by every uid "
+        "(mode 1777) but not what is under it",
+        "as root on a machine that mounts the NAS file system",
+    ),
 }
 
 
@@ -170,10 +200,12 @@ def unwritable_hint(volume_type: str, path: str | None, mount_path: str, uid: in
     """
     where, fix_at = _WHERE[volume_type]
     shown = path if path is not None else "<the directory>"
-    return (f"The volume at {mount_path} is {where.format(path=path if path is not None else '(a secret)')}. "
-            f"Fix: {fix_at}, `chown -R {uid}:{gid} {shown}`; or, if that directory belongs to a user other than "
-            "root, run the pods as that user: `pulumi config set pods.runAsUser <its uid>` and `pulumi config set "
-            "pods.runAsGroup <its gid>`. Then run `pulumi up` again: it replaces the failed staging Job.")
+    return (
+        f"The volume at {mount_path} is {where.format(path=path if path is not None else '(a secret)')}. "
+        f"Fix: {fix_at}, `chown -R {uid}:{gid} {shown}`; or, if that directory belongs to a user other than "
+        "root, run the pods as that user: `pulumi config set pods.runAsUser <its uid>` and `pulumi config set "
+        "pods.runAsGroup <its gid>`. Then run `pulumi up` again: it replaces the failed staging Job."
+    )
 
 
 class SharedVolume(pulumi.ComponentResource):
@@ -226,8 +258,9 @@ class SharedVolume(pulumi.ComponentResource):
         )
         self.pvc = k8s.core.v1.PersistentVolumeClaim(
             logical_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=object_name, namespace=args.namespace,
-                                                labels=recommended_labels(name, "storage")),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=object_name, namespace=args.namespace, labels=recommended_labels(name, "storage")
+            ),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=list(ACCESS_MODES),
                 storage_class_name="",

@@ -50,11 +50,15 @@ def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> lis
     """
     training = args.training
     flags: list[pulumi.Input[str]] = [
-        "--data_dir", args.data_dir,
-        "--log_dir", args.log_dir,
-        *recipe.flag_args({**training.recipe,
-                           "precision": task_precision(training.recipe["precision"], training.gpu_count)}),
-        "--peer_timeout", str(training.peer_timeout_seconds),
+        "--data_dir",
+        args.data_dir,
+        "--log_dir",
+        args.log_dir,
+        *recipe.flag_args(
+            {**training.recipe, "precision": task_precision(training.recipe["precision"], training.gpu_count)}
+        ),
+        "--peer_timeout",
+        str(training.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]
 
@@ -78,6 +82,7 @@ def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed:
         TypeError: a template holds an Output, whose value a preview may not know; the hash
             must be the same in every preview and update.
     """
+
     def plain(value: Any) -> Any:
         # Input types (``...Args``) as the dict of their set fields, with Pulumi's names.
         if pulumi_types.is_input_type(type(value)):
@@ -101,14 +106,26 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
 
     Anything else (1: lost peers) counts against backoffLimit.
     """
+
     def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
         return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action, on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=CONTAINER_NAME, operator="In", values=sorted(codes)))
+            action=action,
+            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                container_name=CONTAINER_NAME, operator="In", values=sorted(codes)
+            ),
+        )
 
-    return k8s.batch.v1.PodFailurePolicyArgs(rules=[
-        exit_codes("FailJob", PERMANENT_EXIT_CODES),
-        exit_codes("Ignore", [EXIT_SIGTERM]),
-        k8s.batch.v1.PodFailurePolicyRuleArgs(action="Ignore", on_pod_conditions=[
-            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")]),
-    ])
+    return k8s.batch.v1.PodFailurePolicyArgs(
+        rules=[
+            exit_codes("FailJob", PERMANENT_EXIT_CODES),
+            exit_codes("Ignore", [EXIT_SIGTERM]),
+            k8s.batch.v1.PodFailurePolicyRuleArgs(
+                action="Ignore",
+                on_pod_conditions=[
+                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
+                        type=DISRUPTION_TARGET, status="True"
+                    )
+                ],
+            ),
+        ]
+    )

@@ -22,9 +22,13 @@ LIMITS = {"cpu": "1", "memory": "2Gi"}
 #: Restarts a TensorBoard whose port stays closed for 2 minutes (6 x 20 s). A TCP check, not
 #: the readiness probe's HTTP one: a page served slowly while a large log directory loads
 #: makes TensorBoard unready, never restarted.
-LIVENESS_PROBE = k8s.core.v1.ProbeArgs(tcp_socket=k8s.core.v1.TCPSocketActionArgs(port="http"),
-                                       initial_delay_seconds=20, period_seconds=20, timeout_seconds=5,
-                                       failure_threshold=6)
+LIVENESS_PROBE = k8s.core.v1.ProbeArgs(
+    tcp_socket=k8s.core.v1.TCPSocketActionArgs(port="http"),
+    initial_delay_seconds=20,
+    period_seconds=20,
+    timeout_seconds=5,
+    failure_threshold=6,
+)
 SERVICE_PORT = 80
 #: ACK cloud-controller-manager annotations for CLB Services.
 LB_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
@@ -102,14 +106,19 @@ class TensorBoard(pulumi.ComponentResource):
         k8s.apps.v1.Deployment(
             full_name,
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=full_name, namespace=args.namespace, labels=labels,
-                annotations=suppress.merged(None, suppress.TENSORBOARD,
-                                            [(args.tensorboard.image, args.tensorboard.image_pull_policy)])),
+                name=full_name,
+                namespace=args.namespace,
+                labels=labels,
+                annotations=suppress.merged(
+                    None, suppress.TENSORBOARD, [(args.tensorboard.image, args.tensorboard.image_pull_policy)]
+                ),
+            ),
             spec=k8s.apps.v1.DeploymentSpecArgs(
                 replicas=1,
                 selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
-                template=k8s.core.v1.PodTemplateSpecArgs(metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                                                         spec=_pod(args)),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels), spec=_pod(args)
+                ),
             ),
             # Pulumi waits for the Deployment to be ready, which needs nodes (`after`).
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
@@ -121,21 +130,31 @@ class TensorBoard(pulumi.ComponentResource):
                 f"TensorBoard ({full_name}) is a NodePort Service: every node serves it, without login, to "
                 "whatever reaches a node's address (the VPC, or the internet where a node has a public IP), and "
                 "a NodePort takes no source ranges. Private: tensorboard.serviceType ClusterIP and kubectl "
-                "port-forward; shared: LoadBalancer with tensorboard.allowedSourceRanges.", resource=self)
+                "port-forward; shared: LoadBalancer with tensorboard.allowedSourceRanges.",
+                resource=self,
+            )
         service = k8s.core.v1.Service(
             full_name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=full_name, namespace=args.namespace, labels=labels,
-                                                annotations=suppress.merged(
-                                                    self._annotations(full_name, args),
-                                                    suppress.NODE_PORT_SERVICE if service_type == "NodePort"
-                                                    else suppress.OBJECT)),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=full_name,
+                namespace=args.namespace,
+                labels=labels,
+                annotations=suppress.merged(
+                    self._annotations(full_name, args),
+                    suppress.NODE_PORT_SERVICE if service_type == "NodePort" else suppress.OBJECT,
+                ),
+            ),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type=service_type,
                 selector=selector,
-                load_balancer_source_ranges=(list(source_ranges) or None) if service_type == "LoadBalancer"
+                load_balancer_source_ranges=(list(source_ranges) or None)
+                if service_type == "LoadBalancer"
                 else None,
-                ports=[k8s.core.v1.ServicePortArgs(name="http", port=SERVICE_PORT, target_port="http",
-                                                  protocol="TCP")],
+                ports=[
+                    k8s.core.v1.ServicePortArgs(
+                        name="http", port=SERVICE_PORT, target_port="http", protocol="TCP"
+                    )
+                ],
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -154,12 +173,21 @@ class TensorBoard(pulumi.ComponentResource):
             return annotations
         annotations[LB_ANNOTATION + "address-type"] = settings.address_type
         if settings.source_ranges and args.cloud_acl:
-            acl = alicloud.slb.Acl(f"{full_name}-acl", name=full_name, ip_version="ipv4", tags=cloud_tags(),
-                                   opts=pulumi.ResourceOptions(parent=self))
+            acl = alicloud.slb.Acl(
+                f"{full_name}-acl",
+                name=full_name,
+                ip_version="ipv4",
+                tags=cloud_tags(),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
             for i, cidr in enumerate(settings.source_ranges):
-                alicloud.slb.AclEntryAttachment(f"{full_name}-acl-{i}", acl_id=acl.id, entry=cidr,
-                                                comment=f"{full_name} allowlist",
-                                                opts=pulumi.ResourceOptions(parent=self))
+                alicloud.slb.AclEntryAttachment(
+                    f"{full_name}-acl-{i}",
+                    acl_id=acl.id,
+                    entry=cidr,
+                    comment=f"{full_name} allowlist",
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
             annotations[LB_ANNOTATION + "acl-status"] = "on"
             annotations[LB_ANNOTATION + "acl-id"] = acl.id
             annotations[LB_ANNOTATION + "acl-type"] = "white"
@@ -177,25 +205,36 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
         security_context=pods.pod_security_context(args.identity),
         automount_service_account_token=False,
-        containers=[k8s.core.v1.ContainerArgs(
-            name="tensorboard",
-            image=args.tensorboard.image,
-            image_pull_policy=args.tensorboard.image_pull_policy,
-            command=["tensorboard"],
-            args=["--logdir", args.log_dir, "--bind_all", "--port", str(TENSORBOARD_PORT)],
-            ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=TENSORBOARD_PORT)],
-            readiness_probe=k8s.core.v1.ProbeArgs(http_get=k8s.core.v1.HTTPGetActionArgs(path="/", port="http")),
-            liveness_probe=LIVENESS_PROBE,
-            resources=pods.resources(REQUESTS, LIMITS),
-            env=pods.scratch_env(),
-            security_context=pods.container_security_context(),
-            volume_mounts=[k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True),
-                           pods.scratch_mount()],
-        )],
-        volumes=[k8s.core.v1.VolumeArgs(
-            name="data",
-            persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
-                claim_name=args.pvc_name, read_only=True)), pods.scratch_volume()],
+        containers=[
+            k8s.core.v1.ContainerArgs(
+                name="tensorboard",
+                image=args.tensorboard.image,
+                image_pull_policy=args.tensorboard.image_pull_policy,
+                command=["tensorboard"],
+                args=["--logdir", args.log_dir, "--bind_all", "--port", str(TENSORBOARD_PORT)],
+                ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=TENSORBOARD_PORT)],
+                readiness_probe=k8s.core.v1.ProbeArgs(
+                    http_get=k8s.core.v1.HTTPGetActionArgs(path="/", port="http")
+                ),
+                liveness_probe=LIVENESS_PROBE,
+                resources=pods.resources(REQUESTS, LIMITS),
+                env=pods.scratch_env(),
+                security_context=pods.container_security_context(),
+                volume_mounts=[
+                    k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True),
+                    pods.scratch_mount(),
+                ],
+            )
+        ],
+        volumes=[
+            k8s.core.v1.VolumeArgs(
+                name="data",
+                persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                    claim_name=args.pvc_name, read_only=True
+                ),
+            ),
+            pods.scratch_volume(),
+        ],
     )
 
 

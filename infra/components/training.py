@@ -82,7 +82,6 @@ def task_names(name: str, replicas: cs.Replicas) -> list[str]:
     return [cs.task_name(name, task_type, index) for task_type, index in replicas.tasks()]
 
 
-
 @dataclass
 class TrainingJobArgs:
     """One training run and where it runs.
@@ -189,7 +188,8 @@ class TrainingJob(pulumi.ComponentResource):
         tasks = list(training.replicas.tasks())
         templates = templates_hash(
             {cs.task_name(name, t, i): self._template(t, i, spec, None) for t, i in tasks},
-            {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY})
+            {"podFailurePolicy": pod_failure_policy(), "podReplacementPolicy": POD_REPLACEMENT_POLICY},
+        )
         run = self._run_config_map(templates)
         run_id = run.metadata.uid.apply(lambda uid: f"{args.run_key}-{uid}")
         job_names = [self._task(task_type, index, spec, run_id, after=staging) for task_type, index in tasks]
@@ -199,9 +199,15 @@ class TrainingJob(pulumi.ComponentResource):
         self.staging_job_name = staging.metadata.name
         self.run_id = run_id
         self.run_dir = pulumi.Output.from_input(args.log_dir)
-        self.register_outputs({"cluster_spec": self.cluster_spec, "job_names": self.job_names,
-                               "staging_job_name": self.staging_job_name, "run_id": self.run_id,
-                               "run_dir": self.run_dir})
+        self.register_outputs(
+            {
+                "cluster_spec": self.cluster_spec,
+                "job_names": self.job_names,
+                "staging_job_name": self.staging_job_name,
+                "run_id": self.run_id,
+                "run_dir": self.run_dir,
+            }
+        )
 
     def _run_config_map(self, templates: str) -> k8s.core.v1.ConfigMap:
         """``<prefix>-run``: the run's identity. Replaced (a new object, so a new uid) exactly
@@ -232,12 +238,22 @@ class TrainingJob(pulumi.ComponentResource):
         name, secret_name = staging_name(self._name), staging.source_secret_name(self._name)
         placement = args.placement["stage-data"]
         annotations = {TIMEOUT_SECONDS: str(staging.STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
-        secret = (staging.source_secret(secret_name, training.data_source, self._metadata(secret_name, "stage-data"),
-                                        self) if args.data_source_secret else None)
+        secret = (
+            staging.source_secret(
+                secret_name, training.data_source, self._metadata(secret_name, "stage-data"), self
+            )
+            if args.data_source_secret
+            else None
+        )
         return k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, "stage-data", annotations, role=suppress.STAGE,
-                                    pulls=[(training.staging_image, training.ps.image_pull_policy)]),
+            metadata=self._metadata(
+                name,
+                "stage-data",
+                annotations,
+                role=suppress.STAGE,
+                pulls=[(training.staging_image, training.ps.image_pull_policy)],
+            ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=staging.STAGE_BACKOFF_LIMIT,
                 active_deadline_seconds=staging.start_deadline(training.staging_start_timeout_seconds),
@@ -260,8 +276,11 @@ class TrainingJob(pulumi.ComponentResource):
             # Pulumi waits for this Job: its pod needs the node pools (`after`) to exist. The run
             # monitor raises activeDeadlineSeconds once the pod runs: an update leaves the field
             # alone (no server-side-apply conflict with the monitor, no diff on the next preview).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *([secret] if secret else [])],
-                                        ignore_changes=["spec.activeDeadlineSeconds"]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[*args.after, *([secret] if secret else [])],
+                ignore_changes=["spec.activeDeadlineSeconds"],
+            ),
         )
 
     def _staging_container(self, secret_name: str, from_secret: bool) -> k8s.core.v1.ContainerArgs:
@@ -272,8 +291,9 @@ class TrainingJob(pulumi.ComponentResource):
             name=STAGE_CONTAINER,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
-            command=staging.stage_command(args.data_dir, training.data_source, args.volume_hint,
-                                          from_secret=from_secret),
+            command=staging.stage_command(
+                args.data_dir, training.data_source, args.volume_hint, from_secret=from_secret
+            ),
             # The stager's last line on failure is its error: the message
             # the pod's status, and so `pulumi up`, shows.
             termination_message_policy="FallbackToLogsOnError",
@@ -283,8 +303,14 @@ class TrainingJob(pulumi.ComponentResource):
             volume_mounts=[self._volume_mount(), pods.scratch_mount()],
         )
 
-    def _task(self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str],
-              after: pulumi.Resource) -> str:
+    def _task(
+        self,
+        task_type: str,
+        index: int,
+        spec: cs.ClusterSpec,
+        run_id: pulumi.Input[str],
+        after: pulumi.Resource,
+    ) -> str:
         """One task's headless Service and Job, both named ``<prefix>-<task_type>-<index>``;
         returns the name. The Job waits for ``after`` (the staging Job)."""
         training = self._args.training
@@ -310,8 +336,14 @@ class TrainingJob(pulumi.ComponentResource):
         annotations = {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60)} if waits else TASK_JOB_AWAIT
         k8s.batch.v1.Job(
             name,
-            metadata=self._metadata(name, task_type, annotations, selector, role=suppress.TASK,
-                                    pulls=[(task.image, task.image_pull_policy)]),
+            metadata=self._metadata(
+                name,
+                task_type,
+                annotations,
+                selector,
+                role=suppress.TASK,
+                pulls=[(task.image, task.image_pull_policy)],
+            ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=training.backoff_limit,
                 active_deadline_seconds=training.active_deadline_seconds,
@@ -326,9 +358,15 @@ class TrainingJob(pulumi.ComponentResource):
         )
         return name
 
-    def _metadata(self, name: str, component: str, annotations: dict | None = None,
-                  extra_labels: dict | None = None, role: str = suppress.OBJECT,
-                  pulls: Sequence[suppress.Pull] = ()) -> k8s.meta.v1.ObjectMetaArgs:
+    def _metadata(
+        self,
+        name: str,
+        component: str,
+        annotations: dict | None = None,
+        extra_labels: dict | None = None,
+        role: str = suppress.OBJECT,
+        pulls: Sequence[suppress.Pull] = (),
+    ) -> k8s.meta.v1.ObjectMetaArgs:
         """An object's metadata; ``role`` and its containers' ``pulls`` pick its checkers' suppressions."""
         return k8s.meta.v1.ObjectMetaArgs(
             name=name,
@@ -344,10 +382,13 @@ class TrainingJob(pulumi.ComponentResource):
         return k8s.core.v1.VolumeArgs(
             name=VOLUME_NAME,
             persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
-                claim_name=self._args.claim_name))
+                claim_name=self._args.claim_name
+            ),
+        )
 
-    def _template(self, task_type: str, index: int, spec: cs.ClusterSpec,
-                  run_id: pulumi.Input[str] | None) -> k8s.core.v1.PodTemplateSpecArgs:
+    def _template(
+        self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str] | None
+    ) -> k8s.core.v1.PodTemplateSpecArgs:
         """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see templates_hash)."""
         labels = {**recommended_labels(self._name, task_type), **task_selector(self._name, task_type, index)}
         return k8s.core.v1.PodTemplateSpecArgs(
@@ -355,8 +396,14 @@ class TrainingJob(pulumi.ComponentResource):
             spec=self._task_pod(task_type, index, self._args.training.task(task_type), spec, run_id),
         )
 
-    def _task_pod(self, task_type: str, index: int, task: TaskSettings, spec: cs.ClusterSpec,
-                  run_id: pulumi.Input[str] | None) -> k8s.core.v1.PodSpecArgs:
+    def _task_pod(
+        self,
+        task_type: str,
+        index: int,
+        task: TaskSettings,
+        spec: cs.ClusterSpec,
+        run_id: pulumi.Input[str] | None,
+    ) -> k8s.core.v1.PodSpecArgs:
         args, training = self._args, self._args.training
         env = [
             k8s.core.v1.EnvVarArgs(name="TF_CONFIG", value=cs.tf_config_json(spec, task_type, index)),
@@ -369,8 +416,10 @@ class TrainingJob(pulumi.ComponentResource):
             limits["nvidia.com/gpu"] = str(training.gpu_count)
         else:
             # ps, a CPU chief and CPU workers must not grab a GPU even on a GPU node.
-            env += [k8s.core.v1.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
-                    k8s.core.v1.EnvVarArgs(name="CUDA_VISIBLE_DEVICES", value="")]
+            env += [
+                k8s.core.v1.EnvVarArgs(name="NVIDIA_VISIBLE_DEVICES", value="void"),
+                k8s.core.v1.EnvVarArgs(name="CUDA_VISIBLE_DEVICES", value=""),
+            ]
         placement = args.placement[task_type]
         return k8s.core.v1.PodSpecArgs(
             # Never: a failed task gets a new pod (see the class docstring), which a
@@ -383,17 +432,21 @@ class TrainingJob(pulumi.ComponentResource):
             tolerations=pods.tolerations(placement, uses_gpu),
             priority_class_name=training.priority_class_name,
             image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
-            containers=[k8s.core.v1.ContainerArgs(
-                name=CONTAINER_NAME,
-                image=task.image,
-                image_pull_policy=task.image_pull_policy,
-                command=["python", "-m", "trainer"],
-                args=trainer_args(args, run_id),
-                env=env + pods.scratch_env(),
-                security_context=pods.container_security_context(),
-                ports=[k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")],
-                resources=pods.resources({"cpu": task.cpu, "memory": task.memory}, limits),
-                volume_mounts=[self._volume_mount(), pods.scratch_mount()],
-            )],
+            containers=[
+                k8s.core.v1.ContainerArgs(
+                    name=CONTAINER_NAME,
+                    image=task.image,
+                    image_pull_policy=task.image_pull_policy,
+                    command=["python", "-m", "trainer"],
+                    args=trainer_args(args, run_id),
+                    env=env + pods.scratch_env(),
+                    security_context=pods.container_security_context(),
+                    ports=[
+                        k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")
+                    ],
+                    resources=pods.resources({"cpu": task.cpu, "memory": task.memory}, limits),
+                    volume_mounts=[self._volume_mount(), pods.scratch_mount()],
+                )
+            ],
             volumes=[self._volume(), pods.scratch_volume()],
         )

@@ -32,8 +32,10 @@ def ack_version(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or not ACK_VERSION.match(raw):
-        raise ValueError("must be an ACK version <major>.<minor>.<patch>-aliyun.<n> such as 1.33.3-aliyun.1 "
-                         "(`aliyun cs GET /api/v1/metadata/versions` lists them)")
+        raise ValueError(
+            "must be an ACK version <major>.<minor>.<patch>-aliyun.<n> such as 1.33.3-aliyun.1 "
+            "(`aliyun cs GET /api/v1/metadata/versions` lists them)"
+        )
     return raw
 
 
@@ -42,8 +44,10 @@ def instance_types(raw: Any) -> tuple[str, ...]:
     items = string_list(raw)
     bad = [i for i in items if not INSTANCE_TYPE.match(i)]
     if bad:
-        raise ValueError(f"must be ECS instance types ecs.<family>.<size> such as ecs.gn5-c4g1.xlarge "
-                         f"(not {', '.join(bad)})")
+        raise ValueError(
+            f"must be ECS instance types ecs.<family>.<size> such as ecs.gn5-c4g1.xlarge "
+            f"(not {', '.join(bad)})"
+        )
     return items
 
 
@@ -52,14 +56,17 @@ def vswitch_id(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or not VSWITCH_ID.match(raw):
-        raise ValueError("must be a vSwitch id vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 "
-                         "(`aliyun vpc DescribeVSwitches` lists them)")
+        raise ValueError(
+            "must be a vSwitch id vsw-<lowercase letters and digits> such as vsw-bp1a2b3c4d5e6f7g8h9i0 "
+            "(`aliyun vpc DescribeVSwitches` lists them)"
+        )
     return raw
 
 
 def optional_choice(choices: tuple[str, ...]) -> Parser:
     """Parser of one of ``choices``, or None when unset or empty (the program then works the
     value out itself; see the key's description)."""
+
     def parse(raw: Any) -> str | None:
         if raw is None or raw == "":
             return None
@@ -76,9 +83,11 @@ def nvidia_driver_version(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or not NVIDIA_DRIVER_VERSION.match(raw):
-        raise ValueError("must be an NVIDIA driver version <branch>.<minor>[.<patch>] such as 550.144.03, one of "
-                         "ACK's supported versions (ACK installs its default driver for any other), or empty for "
-                         "ACK's default")
+        raise ValueError(
+            "must be an NVIDIA driver version <branch>.<minor>[.<patch>] such as 550.144.03, one of "
+            "ACK's supported versions (ACK installs its default driver for any other), or empty for "
+            "ACK's default"
+        )
     return raw
 
 

@@ -15,8 +15,15 @@ from infra.settings.read import Reading
 CLOUD_KEYS = tuple(k.name for k in KEYS if k.name.startswith(CLOUD_KEY_PREFIXES))
 GPU_POOL_KEYS = tuple(name for name in CLOUD_KEYS if name.startswith("gpuPool."))
 #: What shapes only a cluster the stack creates.
-CREATED_CLUSTER_KEYS = ("cluster.version", "cluster.networkPlugin", "cluster.podCidr", "cluster.podVswitchId",
-                        "cluster.podVswitchCidr", "cluster.serviceCidr", "cluster.apiServerPublic")
+CREATED_CLUSTER_KEYS = (
+    "cluster.version",
+    "cluster.networkPlugin",
+    "cluster.podCidr",
+    "cluster.podVswitchId",
+    "cluster.podVswitchCidr",
+    "cluster.serviceCidr",
+    "cluster.apiServerPublic",
+)
 #: The keys of a Terway cluster's pod vSwitch (refused with Flannel).
 POD_VSWITCH_KEYS = ("cluster.podVswitchId", "cluster.podVswitchCidr")
 
@@ -30,24 +37,34 @@ def mode_keys(r: Reading, _: Resolved) -> None:
         nas = ("nas.fileSystemId", *NAS_CREATE_KEYS) if v["persistence.volume.type"] == "nas" else ()
         for name in (*CLOUD_KEYS, *nas):
             if r.is_set(name):
-                r.refuse(name, "applies only without kubeconfig (with kubeconfig the stack deploys into that "
-                               "cluster and creates no VPC, cluster, node pool or NAS)")
+                r.refuse(
+                    name,
+                    "applies only without kubeconfig (with kubeconfig the stack deploys into that "
+                    "cluster and creates no VPC, cluster, node pool or NAS)",
+                )
         return
     if v["worker.gpuCount"] == 0:
         for name in GPU_POOL_KEYS:
             if r.is_set(name):
-                r.refuse(name, "applies only with worker.gpuCount > 0 (without GPU pods the stack creates no "
-                               "GPU pool)")
+                r.refuse(
+                    name,
+                    "applies only with worker.gpuCount > 0 (without GPU pods the stack creates no GPU pool)",
+                )
     if v["cluster.id"] is not None:
         for name in CREATED_CLUSTER_KEYS:
             if r.is_set(name):
-                r.refuse(name, "applies only when the stack creates the ACK cluster (cluster.id names an "
-                               "existing one)")
+                r.refuse(
+                    name,
+                    "applies only when the stack creates the ACK cluster (cluster.id names an existing one)",
+                )
     if v["vswitch.id"] is not None:
         for name in ("vpc.id", "vpc.cidr"):
             if r.is_set(name):
-                r.refuse(name, "applies only when the stack creates the vSwitch (vswitch.id names an existing "
-                               "one, in its own VPC)")
+                r.refuse(
+                    name,
+                    "applies only when the stack creates the vSwitch (vswitch.id names an existing "
+                    "one, in its own VPC)",
+                )
 
 
 def network_plugin(r: Reading, d: Resolved) -> None:
@@ -61,24 +78,39 @@ def network_plugin(r: Reading, d: Resolved) -> None:
     if d.network_plugin != "terway":
         for name in POD_VSWITCH_KEYS:
             if r.is_set(name):
-                r.refuse(name, "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods "
-                               "addresses of cluster.podCidr, not of a vSwitch)")
+                r.refuse(
+                    name,
+                    "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods "
+                    "addresses of cluster.podCidr, not of a vSwitch)",
+                )
         return
     if r.is_set("cluster.podCidr"):
-        r.refuse("cluster.podCidr", "applies only with cluster.networkPlugin flannel (a Terway cluster gives pods "
-                                    "addresses of its pod vSwitch: cluster.podVswitchId or cluster.podVswitchCidr)")
+        r.refuse(
+            "cluster.podCidr",
+            "applies only with cluster.networkPlugin flannel (a Terway cluster gives pods "
+            "addresses of its pod vSwitch: cluster.podVswitchId or cluster.podVswitchCidr)",
+        )
     if v["cluster.podVswitchId"] is not None:
         if r.is_set("cluster.podVswitchCidr"):
-            r.refuse("cluster.podVswitchCidr", "applies only without cluster.podVswitchId (that vSwitch gives the "
-                                               "pods their addresses, so the stack creates none)")
+            r.refuse(
+                "cluster.podVswitchCidr",
+                "applies only without cluster.podVswitchId (that vSwitch gives the "
+                "pods their addresses, so the stack creates none)",
+            )
         return
     if v["vswitch.id"] is not None:
         if r.is_set("cluster.podVswitchCidr"):
-            r.refuse("cluster.podVswitchCidr", "applies only when the stack creates the node vSwitch (vswitch.id "
-                                               "names an existing one, whose VPC the stack does not know)")
-        r.missing("cluster.podVswitchId", "required with cluster.networkPlugin terway and vswitch.id (the stack "
-                  "does not know the VPC of that vSwitch, so it cannot create the pod vSwitch there: give an "
-                  "existing vSwitch of that VPC and zone)")
+            r.refuse(
+                "cluster.podVswitchCidr",
+                "applies only when the stack creates the node vSwitch (vswitch.id "
+                "names an existing one, whose VPC the stack does not know)",
+            )
+        r.missing(
+            "cluster.podVswitchId",
+            "required with cluster.networkPlugin terway and vswitch.id (the stack "
+            "does not know the VPC of that vSwitch, so it cannot create the pod vSwitch there: give an "
+            "existing vSwitch of that VPC and zone)",
+        )
 
 
 def unread_state(r: Reading, d: Resolved) -> None:
@@ -87,8 +119,10 @@ def unread_state(r: Reading, d: Resolved) -> None:
     change without replacing it): when the state cannot be read, the key must be set."""
     if d.state_error is None:
         return
-    why = (f"this stack's state could not be read ({d.state_error}), and the default depends on whether the stack "
-           "already has {what} (a change replaces it): set the value it has, or {new} for a new one")
+    why = (
+        f"this stack's state could not be read ({d.state_error}), and the default depends on whether the stack "
+        "already has {what} (a change replaces it): set the value it has, or {new} for a new one"
+    )
     if creates_cluster(r.values) and r.values["cluster.networkPlugin"] is None:
         r.missing("cluster.networkPlugin", why.format(what="its ACK cluster", new="terway"))
     if creates_file_system(r.values) and r.values["nas.storageType"] is None:
@@ -103,22 +137,37 @@ def gpu_pool(r: Reading, _: Resolved) -> None:
     if v["kubeconfig"] is not None or v["worker.gpuCount"] == 0:
         return  # no GPU pool (mode_keys refuses the keys)
     families = known_families(v["gpuPool.instanceTypes"])
-    common = [c for c in ("cloud_efficiency", "cloud_ssd", "cloud_essd")
-              if all(c in f.system_disks for f in families.values())]
+    common = [
+        c
+        for c in ("cloud_efficiency", "cloud_ssd", "cloud_essd")
+        if all(c in f.system_disks for f in families.values())
+    ]
     disks = "; ".join(f"{t} takes {', '.join(f.system_disks)}" for t, f in families.items())
     if not common:
-        r.bad("gpuPool.instanceTypes", f"must share a system disk category, and these do not ({disks}): list "
-              "types of families that do, such as the default's GN5, gn6i and gn6v (all cloud_efficiency)")
+        r.bad(
+            "gpuPool.instanceTypes",
+            f"must share a system disk category, and these do not ({disks}): list "
+            "types of families that do, such as the default's GN5, gn6i and gn6v (all cloud_efficiency)",
+        )
     elif v["gpuPool.systemDiskCategory"] not in common:
-        r.bad("gpuPool.systemDiskCategory", f"must be a category every type of gpuPool.instanceTypes takes ({disks})",
-              fix_value=common[0])
+        r.bad(
+            "gpuPool.systemDiskCategory",
+            f"must be a category every type of gpuPool.instanceTypes takes ({disks})",
+            fix_value=common[0],
+        )
     version = v["gpuPool.driverVersion"]
     if version is not None:
-        old = [f"{t} ({f.gpu}, R{f.last_driver_branch} at most)" for t, f in families.items()
-               if f.last_driver_branch is not None and driver_branch(version) > f.last_driver_branch]
+        old = [
+            f"{t} ({f.gpu}, R{f.last_driver_branch} at most)"
+            for t, f in families.items()
+            if f.last_driver_branch is not None and driver_branch(version) > f.last_driver_branch
+        ]
         if old:
-            r.bad("gpuPool.driverVersion", f"must be a driver branch that still supports {', '.join(old)}",
-                  fix_value=KEYS_BY_NAME["gpuPool.driverVersion"].default)
+            r.bad(
+                "gpuPool.driverVersion",
+                f"must be a driver branch that still supports {', '.join(old)}",
+                fix_value=KEYS_BY_NAME["gpuPool.driverVersion"].default,
+            )
 
 
 def zone_in_region(r: Reading, region: str | None) -> None:
@@ -127,8 +176,12 @@ def zone_in_region(r: Reading, region: str | None) -> None:
     zone = r.values["zone"]
     if r.values["kubeconfig"] is None and r.values["vswitch.id"] is None and zone and region:
         if not zone.startswith(f"{region}-"):
-            r.bad("zone", f"must be a zone of region {region} (alicloud:region), such as {region}-a", "zone",
-                  fix_value=f"{region}-a")
+            r.bad(
+                "zone",
+                f"must be a zone of region {region} (alicloud:region), such as {region}-a",
+                "zone",
+                fix_value=f"{region}-a",
+            )
 
 
 def existing_nas(r: Reading, _: Resolved) -> None:
@@ -139,19 +192,29 @@ def existing_nas(r: Reading, _: Resolved) -> None:
         return
     domain, file_system = v["nas.mountTargetDomain"], v["nas.fileSystemId"]
     if domain is not None and file_system is not None:
-        r.refuse("nas.fileSystemId", "applies only without nas.mountTargetDomain (that mount target already "
-                                     "names the NAS, so the stack creates no NAS resource)")
+        r.refuse(
+            "nas.fileSystemId",
+            "applies only without nas.mountTargetDomain (that mount target already "
+            "names the NAS, so the stack creates no NAS resource)",
+        )
     if domain is not None and v["vpc.id"] is None and v["vswitch.id"] is None:
         # A mount target answers only inside its own VPC, and without vpc.id or vswitch.id
         # the stack creates a new VPC for the nodes.
-        r.bad("nas.mountTargetDomain", "needs vpc.id or vswitch.id of the VPC that mount target is in (a NAS "
-              "mount target serves only its own VPC; without them the stack creates a new one)", "vpc.id")
+        r.bad(
+            "nas.mountTargetDomain",
+            "needs vpc.id or vswitch.id of the VPC that mount target is in (a NAS "
+            "mount target serves only its own VPC; without them the stack creates a new one)",
+            "vpc.id",
+        )
     if domain is not None or file_system is not None:
         existing = "nas.mountTargetDomain" if domain is not None else "nas.fileSystemId"
         for name in NAS_CREATE_KEYS:
             if r.is_set(name):
-                r.refuse(name, f"applies only when the stack creates the NAS file system ({existing} names an "
-                               "existing one)")
+                r.refuse(
+                    name,
+                    f"applies only when the stack creates the NAS file system ({existing} names an "
+                    "existing one)",
+                )
 
 
 def credential_lifetime(r: Reading, _: Resolved) -> None:
@@ -161,9 +224,12 @@ def credential_lifetime(r: Reading, _: Resolved) -> None:
         return
     wait, minutes = v["job.waitTimeoutMinutes"], v["cluster.credentialMinutes"]
     if minutes <= wait:
-        r.bad("cluster.credentialMinutes", f"must exceed job.waitTimeoutMinutes ({wait}) with job.waitForChief: "
-              "the kubeconfig would expire while `pulumi up` waits for the chief",
-              fix_value=str(min(wait + 60, 4320)))
+        r.bad(
+            "cluster.credentialMinutes",
+            f"must exceed job.waitTimeoutMinutes ({wait}) with job.waitForChief: "
+            "the kubeconfig would expire while `pulumi up` waits for the chief",
+            fix_value=str(min(wait + 60, 4320)),
+        )
 
 
 #: ACK's longest names: a cluster's 63 characters (terraform-provider-alicloud's
@@ -180,7 +246,8 @@ def stack_name(r: Reading, stack: str) -> None:
         r.problems.append(
             f"Stack name '{stack}' is invalid for the cloud layer: its GPU node pool would be named {name} "
             f"({len(name)} characters; ACK allows {ACK_NAME_MAX}), so the stack name may have at most {longest}.\n"
-            f"    fix: pulumi stack rename {stack[:longest]}")
+            f"    fix: pulumi stack rename {stack[:longest]}"
+        )
 
 
 #: The rules of this module, in the order their violations are reported.

@@ -92,8 +92,12 @@ def creates_cluster(values: Mapping[str, Any]) -> bool:
 def creates_file_system(values: Mapping[str, Any]) -> bool:
     """Whether the stack creates a NAS file system: cloud mode on NAS, neither
     nas.mountTargetDomain nor nas.fileSystemId naming an existing one."""
-    return (values["kubeconfig"] is None and values["persistence.volume.type"] == "nas"
-            and values["nas.mountTargetDomain"] is None and values["nas.fileSystemId"] is None)
+    return (
+        values["kubeconfig"] is None
+        and values["persistence.volume.type"] == "nas"
+        and values["nas.mountTargetDomain"] is None
+        and values["nas.fileSystemId"] is None
+    )
 
 
 def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deployed]) -> dict[str, Any]:
@@ -111,7 +115,12 @@ def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deploy
         plugin = deployed.network_plugin or NEW_CLUSTER_NETWORK_PLUGIN
     if creates_file_system(values) and storage_type is None:
         storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
-    return {"network_plugin": plugin, "nas_storage_type": storage_type, "deployed": deployed, "state_error": error}
+    return {
+        "network_plugin": plugin,
+        "nas_storage_type": storage_type,
+        "deployed": deployed,
+        "state_error": error,
+    }
 
 
 def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = Deployed) -> Resolved:
@@ -124,8 +133,9 @@ def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = D
     """
     registry = values["imageRegistry"]
     cpu_image = values["ps.image"] or f"{registry}/{TRAINER_CPU_TAG}"
-    worker_image = values["worker.image"] or (f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0
-                                              else cpu_image)
+    worker_image = values["worker.image"] or (
+        f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0 else cpu_image
+    )
     identifier: str | None = None
     error: str | None = None
     if values["kubeconfig"] is not None:
@@ -161,13 +171,21 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
     v = reading.values
     training = _training(v, resolved)
     return section(
-        Settings, v, project=PROJECT, stack=stack, create_namespace=creates_namespace(v),
+        Settings,
+        v,
+        project=PROJECT,
+        stack=stack,
+        create_namespace=creates_namespace(v),
         cluster=_cluster(v, resolved, training),
         storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
         pods=section(PodIdentity, v),
         training=training,
-        tensorboard=section(TensorBoardSettings, v, image=resolved.tensorboard_image,
-                            image_pull_policy=pull_policy(v["ps.imagePullPolicy"], resolved.tensorboard_image)),
+        tensorboard=section(
+            TensorBoardSettings,
+            v,
+            image=resolved.tensorboard_image,
+            image_pull_policy=pull_policy(v["ps.imagePullPolicy"], resolved.tensorboard_image),
+        ),
         registry=_registry(v, resolved),
         placement=_placement(v, training.chief_uses_gpu),
         secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
@@ -178,15 +196,34 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
     # With ps.number 0 the chief is one of the synchronous replicas (MultiWorkerMirroredStrategy),
     # whose collectives refuse a group mixing CPU and GPU devices: it then runs like a worker.
     chief_uses_gpu = v["ps.number"] == 0 and v["worker.gpuCount"] > 0
-    ps = TaskSettings(resolved.cpu_image, pull_policy(v["ps.imagePullPolicy"], resolved.cpu_image), v["ps.port"],
-                      v["ps.cpu"], v["ps.memory"])
-    worker = TaskSettings(resolved.worker_image, pull_policy(v["worker.imagePullPolicy"], resolved.worker_image),
-                          v["worker.port"], v["worker.cpu"], v["worker.memory"])
+    ps = TaskSettings(
+        resolved.cpu_image,
+        pull_policy(v["ps.imagePullPolicy"], resolved.cpu_image),
+        v["ps.port"],
+        v["ps.cpu"],
+        v["ps.memory"],
+    )
+    worker = TaskSettings(
+        resolved.worker_image,
+        pull_policy(v["worker.imagePullPolicy"], resolved.worker_image),
+        v["worker.port"],
+        v["worker.cpu"],
+        v["worker.memory"],
+    )
     # A CPU chief runs the ps image and resources, on the workers' port.
     chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
-    return section(TrainingSettings, v, replicas=resolved.replicas, ports=resolved.ports, chief=chief,
-                   worker=worker, ps=ps, chief_uses_gpu=chief_uses_gpu, staging_image=resolved.cpu_image,
-                   recipe={row.dest: v[row.key] for row in recipe.HYPERPARAMETERS})
+    return section(
+        TrainingSettings,
+        v,
+        replicas=resolved.replicas,
+        ports=resolved.ports,
+        chief=chief,
+        worker=worker,
+        ps=ps,
+        chief_uses_gpu=chief_uses_gpu,
+        staging_image=resolved.cpu_image,
+        recipe={row.dest: v[row.key] for row in recipe.HYPERPARAMETERS},
+    )
 
 
 def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSettings) -> ClusterSettings:
@@ -194,10 +231,15 @@ def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSetting
     if gpu_pool_size is None:
         gpu_pods = v["worker.number"] + (1 if training.chief_uses_gpu else 0)
         gpu_pool_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
-    return section(ClusterSettings, v, identifier=resolved.cluster_identifier,
-                   identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
-                   gpu_pool_size=gpu_pool_size, network_plugin=resolved.network_plugin,
-                   deployed_network_plugin=resolved.deployed.network_plugin)
+    return section(
+        ClusterSettings,
+        v,
+        identifier=resolved.cluster_identifier,
+        identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
+        gpu_pool_size=gpu_pool_size,
+        network_plugin=resolved.network_plugin,
+        deployed_network_plugin=resolved.deployed.network_plugin,
+    )
 
 
 def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
@@ -212,8 +254,10 @@ def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
 
 def _placement(v: Mapping[str, Any], chief_uses_gpu: bool) -> dict[str, Placement]:
     """Role -> Placement: the staging Job takes the chief.* keys, a GPU chief the workers'."""
-    placement = {role: Placement(dict(v[f"{role}.nodeSelector"]), tuple(v[f"{role}.tolerations"]))
-                 for role in PLACEMENT_ROLES}
+    placement = {
+        role: Placement(dict(v[f"{role}.nodeSelector"]), tuple(v[f"{role}.tolerations"]))
+        for role in PLACEMENT_ROLES
+    }
     placement["stage-data"] = placement["chief"]
     if chief_uses_gpu:
         placement["chief"] = placement["worker"]

@@ -59,7 +59,10 @@ def stale_tag_warnings(pulls: Iterable[tuple[str, str, str]]) -> list[str]:
     for key, image, policy in pulls:
         if policy != ALWAYS and not has_digest(image) and image not in stale.setdefault((key, policy), []):
             stale[(key, policy)].append(image)
-    return [f"{key} is {policy} with tag {', '.join(images)}: a node that holds an image under that tag keeps "
-            "running it after the tag is pushed again. Unless the nodes run preloaded images without a registry, "
-            f"`pulumi config rm {key}` (tags are then pulled Always) or name the image by digest (@sha256:...)."
-            for (key, policy), images in stale.items() if images]
+    return [
+        f"{key} is {policy} with tag {', '.join(images)}: a node that holds an image under that tag keeps "
+        "running it after the tag is pushed again. Unless the nodes run preloaded images without a registry, "
+        f"`pulumi config rm {key}` (tags are then pulled Always) or name the image by digest (@sha256:...)."
+        for (key, policy), images in stale.items()
+        if images
+    ]

@@ -75,7 +75,13 @@ def recipe_key(row: recipe.Hyperparameter) -> Key:
 #: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
 #: key holds a string.
 _VALUE_TYPES: dict[Parser, str] = {
-    optional_positive_int: "integer", optional_boolean: "boolean", data_source: "string or list",
-    cidr_list: "list", string_list: "list", instance_types: "list", tolerations: "list", label_map: "map",
+    optional_positive_int: "integer",
+    optional_boolean: "boolean",
+    data_source: "string or list",
+    cidr_list: "list",
+    string_list: "list",
+    instance_types: "list",
+    tolerations: "list",
+    label_map: "map",
     node_selector: "map",
 }

@@ -44,8 +44,12 @@ NEW_NAS_STORAGE_TYPE = "Capacity"
 #: or no longer offered in a zone, and then the pool takes the next type instead of failing after
 #: the network, cluster, CPU pool and NAS exist: T4 (gn6i: 4 vCPU and 15 GiB hold a worker's
 #: 2 CPU and 8 GiB), then a larger T4, then V100 (gn6v). Put a current type first to prefer it.
-DEFAULT_GPU_INSTANCE_TYPES = ("ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
-                              "ecs.gn6v-c8g1.2xlarge")
+DEFAULT_GPU_INSTANCE_TYPES = (
+    "ecs.gn5-c4g1.xlarge",
+    "ecs.gn6i-c4g1.xlarge",
+    "ecs.gn6i-c8g1.2xlarge",
+    "ecs.gn6v-c8g1.2xlarge",
+)
 #: The NVIDIA driver of new GPU nodes, pinned with ACK's node pool label
 #: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default (535.161.07
 #: for clusters of 1.28 and later when this was written), which ACK changes over time and which

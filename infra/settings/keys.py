@@ -90,7 +90,13 @@ __all__ = [
 
 #: Keys that configure one volume type only, by type (refused with the others).
 VOLUME_KEYS = {
-    "nas": ("nas.storageType", "nas.retainOnDestroy", "nas.path", "nas.mountTargetDomain", "nas.fileSystemId"),
+    "nas": (
+        "nas.storageType",
+        "nas.retainOnDestroy",
+        "nas.path",
+        "nas.mountTargetDomain",
+        "nas.fileSystemId",
+    ),
     "nfs": ("nfs.server", "nfs.path"),
     "hostPath": ("hostPath.path",),
 }
@@ -105,10 +111,24 @@ PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every
 #: other value goes into object names, labels, pod specs or plain outputs, so a secret there
 #: is refused rather than written out in plain text.
-SECRET_CAPABLE_KEYS = ("kubeconfig", "nas.mountTargetDomain", "nfs.server", "nfs.path", "data.source",
-                       "registryCredentials.server", "registryCredentials.username", "registryCredentials.password")
+SECRET_CAPABLE_KEYS = (
+    "kubeconfig",
+    "nas.mountTargetDomain",
+    "nfs.server",
+    "nfs.path",
+    "data.source",
+    "registryCredentials.server",
+    "registryCredentials.username",
+    "registryCredentials.password",
+)
 #: SECRET_CAPABLE_KEYS as the refusal message lists them.
-SECRET_CAPABLE_SHOWN = ("kubeconfig", "nas.mountTargetDomain", "nfs.*", "data.source", "registryCredentials.*")
+SECRET_CAPABLE_SHOWN = (
+    "kubeconfig",
+    "nas.mountTargetDomain",
+    "nfs.*",
+    "data.source",
+    "registryCredentials.*",
+)
 
 KEYS: tuple[Key, ...] = (*CHART_KEYS, *DEPLOYMENT_KEYS, *CLOUD_KEYS, *STORAGE_KEYS)
 
@@ -121,8 +141,11 @@ def project_config_schema() -> dict[str, dict[str, Any]]:
     Only keys the schema can express (string, integer, boolean) are declared, each with its
     default: a declared key without one is *required* by the CLI.
     """
-    return {k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
-            for k in KEYS if k.schema_type is not None}
+    return {
+        k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
+        for k in KEYS
+        if k.schema_type is not None
+    }
 
 
 def config_table_markdown() -> str:

@@ -13,28 +13,76 @@ from infra.settings.parsers import absolute_path, boolean, export_path, nfs_serv
 
 STORAGE_KEYS: tuple[Key, ...] = (
     # Not declared in Pulumi.yaml, like cluster.networkPlugin: unset, the type comes from the state.
-    Key("nas.storageType", None, optional_choice(NAS_STORAGE_TYPES), NEW_NAS_STORAGE_TYPE, None,
+    Key(
+        "nas.storageType",
+        None,
+        optional_choice(NAS_STORAGE_TYPES),
+        NEW_NAS_STORAGE_TYPE,
+        None,
         "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium), in "
         "zone; unset = Capacity for a new file system (the cheapest per GiB; this job moves megabytes), and for one "
-        "the stack already created the type it has (read from the stack's state: a change replaces it, empty)."),
-    Key("nas.retainOnDestroy", True, boolean, "false", "boolean",
-        "Keep the NAS file system (and its data) when the stack is destroyed."),
-    Key("nas.path", "/data", absolute_path, "/data", "string",
+        "the stack already created the type it has (read from the stack's state: a change replaces it, empty).",
+    ),
+    Key(
+        "nas.retainOnDestroy",
+        True,
+        boolean,
+        "false",
+        "boolean",
+        "Keep the NAS file system (and its data) when the stack is destroyed.",
+    ),
+    Key(
+        "nas.path",
+        "/data",
+        absolute_path,
+        "/data",
+        "string",
         "Directory on the NAS that the PV mounts; the CSI driver creates it when missing and makes it writable "
-        "by every uid (mode 1777, not recursive)."),
-    Key("nas.mountTargetDomain", None, optional_string, "xxxx.cn-hangzhou.nas.aliyuncs.com", None,
+        "by every uid (mode 1777, not recursive).",
+    ),
+    Key(
+        "nas.mountTargetDomain",
+        None,
+        optional_string,
+        "xxxx.cn-hangzhou.nas.aliyuncs.com",
+        None,
         "Existing NAS mount target: the stack then creates no NAS (without kubeconfig it must be in the "
-        "VPC of vpc.id or vswitch.id)."),
-    Key("nas.fileSystemId", None, optional_string, "0a1b2c3d4e", None,
+        "VPC of vpc.id or vswitch.id).",
+    ),
+    Key(
+        "nas.fileSystemId",
+        None,
+        optional_string,
+        "0a1b2c3d4e",
+        None,
         "Existing standard NAS file system (without kubeconfig): the stack creates only its access group, "
-        "rule and mount target in the node vSwitch."),
-    Key("nfs.server", None, nfs_server, "nfs.example.internal", None,
-        "NFS server of persistence.volume.type nfs (host name or IP address)."),
-    Key("nfs.path", None, export_path, "/exports/tf-mnist", None,
+        "rule and mount target in the node vSwitch.",
+    ),
+    Key(
+        "nfs.server",
+        None,
+        nfs_server,
+        "nfs.example.internal",
+        None,
+        "NFS server of persistence.volume.type nfs (host name or IP address).",
+    ),
+    Key(
+        "nfs.path",
+        None,
+        export_path,
+        "/exports/tf-mnist",
+        None,
         "Exported directory that the PV mounts (persistence.volume.type nfs); must be writable by "
-        "pods.runAsUser (root squashing off)."),
-    Key("hostPath.path", "/var/lib/tf-mnist", absolute_path, "/var/lib/tf-mnist", "string",
+        "pods.runAsUser (root squashing off).",
+    ),
+    Key(
+        "hostPath.path",
+        "/var/lib/tf-mnist",
+        absolute_path,
+        "/var/lib/tf-mnist",
+        "string",
         "Directory on the node that backs the PV (persistence.volume.type hostPath); must be writable by "
         "pods.runAsUser (created root-owned, mode 0755, when missing: the staging Job then fails and says how "
-        "to fix it)."),
+        "to fix it).",
+    ),
 )

@@ -36,11 +36,15 @@ def kubeconfig_server(kubeconfig: str) -> str:
         try:
             text = Path(kubeconfig).expanduser().read_text()
         except OSError as error:
-            raise ValueError(f"cannot be read ({error.strerror or error}), so the stack cannot tell which "
-                             "cluster it names (set it to an existing kubeconfig file, or set "
-                             "clusterIdentifier)") from None
-    rule = ("names no API server in its current context, so the stack cannot tell which cluster it is "
-            "(fix the kubeconfig, or set clusterIdentifier)")
+            raise ValueError(
+                f"cannot be read ({error.strerror or error}), so the stack cannot tell which "
+                "cluster it names (set it to an existing kubeconfig file, or set "
+                "clusterIdentifier)"
+            ) from None
+    rule = (
+        "names no API server in its current context, so the stack cannot tell which cluster it is "
+        "(fix the kubeconfig, or set clusterIdentifier)"
+    )
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -30,10 +30,14 @@ def label_map(raw: Any) -> dict[str, str]:
     for key, value in raw.items():
         value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         prefix, _, name = key.rpartition("/")
-        if (not _LABEL_NAME.match(name) or len(name) > 63
-                or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))
-                or not isinstance(value, str)
-                or len(value) > 63 or (value and not _LABEL_NAME.match(value))):
+        if (
+            not _LABEL_NAME.match(name)
+            or len(name) > 63
+            or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))
+            or not isinstance(value, str)
+            or len(value) > 63
+            or (value and not _LABEL_NAME.match(value))
+        ):
             raise ValueError(rule)
         labels[key] = value
     return labels
@@ -66,8 +70,10 @@ def tolerations(raw: Any) -> tuple[dict[str, Any], ...]:
     tolerationSeconds an integer, only with NoExecute. Returns each toleration with
     exactly the fields given (operator filled in).
     """
-    rule = ('must be a list of tolerations such as '
-            '[{"key":"dedicated","operator":"Equal","value":"training","effect":"NoSchedule"}]')
+    rule = (
+        "must be a list of tolerations such as "
+        '[{"key":"dedicated","operator":"Equal","value":"training","effect":"NoSchedule"}]'
+    )
     if raw in (None, "", []):
         return ()
     try:
@@ -84,11 +90,17 @@ def tolerations(raw: Any) -> tuple[dict[str, Any], ...]:
         if not all(isinstance(v, str) for v in (key, value, operator, effect)):
             raise ValueError(rule)
         prefix, _, name = key.rpartition("/")
-        if key and (not _LABEL_NAME.match(name) or len(name) > 63
-                    or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))):
+        if key and (
+            not _LABEL_NAME.match(name)
+            or len(name) > 63
+            or (prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)))
+        ):
             raise ValueError(rule)
-        if operator not in ("Equal", "Exists") or (operator == "Exists" and value) \
-                or (not key and operator != "Exists"):
+        if (
+            operator not in ("Equal", "Exists")
+            or (operator == "Exists" and value)
+            or (not key and operator != "Exists")
+        ):
             raise ValueError(rule)
         if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
             raise ValueError(rule)
@@ -96,8 +108,11 @@ def tolerations(raw: Any) -> tuple[dict[str, Any], ...]:
             raise ValueError(rule)
         if seconds is not None:
             try:
-                seconds = integer(0)(seconds) if not isinstance(seconds, float) or not seconds.is_integer() \
+                seconds = (
+                    integer(0)(seconds)
+                    if not isinstance(seconds, float) or not seconds.is_integer()
                     else int(seconds)
+                )
             except ValueError:
                 raise ValueError(rule) from None
             if effect != "NoExecute":

@@ -18,8 +18,11 @@ from infra.settings.read import read
 from infra.settings.rules import cross_check
 
 
-def load_settings(config: pulumi.Config | None = None, stack: str | None = None,
-                  deployed: Callable[[], Deployed] = read_deployed) -> Settings:
+def load_settings(
+    config: pulumi.Config | None = None,
+    stack: str | None = None,
+    deployed: Callable[[], Deployed] = read_deployed,
+) -> Settings:
     """Read and validate the whole stack configuration.
 
     In phases: ``read`` parses every key on its own (and finds keys that are none of the

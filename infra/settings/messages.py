@@ -27,8 +27,7 @@ class ConfigError(pulumi.RunError):
     def __init__(self, violations: Sequence[str]) -> None:
         self.violations = list(violations)
         count = len(self.violations)
-        header = (f"{count} invalid configuration value{'s' if count != 1 else ''}; "
-                  "nothing was deployed:")
+        header = f"{count} invalid configuration value{'s' if count != 1 else ''}; nothing was deployed:"
         super().__init__("\n".join([header, *self.violations]))
 
 
@@ -62,14 +61,17 @@ def shown(raw: Any, secret: bool = False) -> str:
     return str(raw)
 
 
-def conflict(key: str, flat: Any, structured: Any, flat_secret: bool = False,
-             structured_secret: bool = False) -> str:
+def conflict(
+    key: str, flat: Any, structured: Any, flat_secret: bool = False, structured_secret: bool = False
+) -> str:
     """The violation of a key set both ways to different values, with both ways out."""
     flat_shown, structured_shown = shown(flat, flat_secret), shown(structured, structured_secret)
-    return (f"Configuration '{PROJECT}:{key}' is set twice, to '{flat_shown}' (flat) and to "
-            f"'{structured_shown}' (--path): a key must be set one way only.\n"
-            f"    fix: pulumi config rm {key} (keeps '{structured_shown}'), "
-            f"or pulumi config rm --path {key} (keeps '{flat_shown}')")
+    return (
+        f"Configuration '{PROJECT}:{key}' is set twice, to '{flat_shown}' (flat) and to "
+        f"'{structured_shown}' (--path): a key must be set one way only.\n"
+        f"    fix: pulumi config rm {key} (keeps '{structured_shown}'), "
+        f"or pulumi config rm --path {key} (keeps '{flat_shown}')"
+    )
 
 
 def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secret: bool = False) -> str:
@@ -77,49 +79,63 @@ def violation(key: str, raw: Any, rule: str, fix_key: str, fix_value: str, secre
 
     A value set with ``--secret`` is shown as ``[secret]``, never as its plaintext.
     """
-    return (f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
-            f"    fix: pulumi config set {fix_key} {fix_value}")
+    return (
+        f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
+        f"    fix: pulumi config set {fix_key} {fix_value}"
+    )
 
 
 def secret_refused(name: str, structured: bool) -> str:
     """The violation of a secret the stack would write out in plain text (value not shown)."""
     capable = ", ".join(SECRET_CAPABLE_SHOWN[:-1]) + " and " + SECRET_CAPABLE_SHOWN[-1]
     if structured:
-        return (f"Configuration '{PROJECT}:{name}' holds a secret: the stack writes {name}.* values into "
-                "Kubernetes objects and stack outputs in plain text, so they cannot stay secret "
-                f"(only {capable} can).\n"
-                f"    fix: pulumi config set --path {name}.<key> <value> (again, without --secret)")
-    return (f"Configuration '{PROJECT}:{name}' is a secret: the stack writes this value into Kubernetes "
-            "objects and stack outputs in plain text, so it cannot stay secret "
+        return (
+            f"Configuration '{PROJECT}:{name}' holds a secret: the stack writes {name}.* values into "
+            "Kubernetes objects and stack outputs in plain text, so they cannot stay secret "
             f"(only {capable} can).\n"
-            f"    fix: pulumi config set {name} <value> (again, without --secret)")
+            f"    fix: pulumi config set --path {name}.<key> <value> (again, without --secret)"
+        )
+    return (
+        f"Configuration '{PROJECT}:{name}' is a secret: the stack writes this value into Kubernetes "
+        "objects and stack outputs in plain text, so it cannot stay secret "
+        f"(only {capable} can).\n"
+        f"    fix: pulumi config set {name} <value> (again, without --secret)"
+    )
 
 
 def not_applicable(key: str, raw: Any, rule: str, form: str | None, secret: bool = False) -> str:
     """The violation of a key that the rest of the configuration makes meaningless: its fix
     removes it, in the form it was set."""
-    return (f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
-            f"    fix: pulumi config rm {'--path ' if form == PATH else ''}{key}")
+    return (
+        f"Configuration '{PROJECT}:{key}' value '{shown(raw, secret)}' is invalid: {rule}.\n"
+        f"    fix: pulumi config rm {'--path ' if form == PATH else ''}{key}"
+    )
 
 
 def missing(key: str, rule: str, fix: str | None = None, secret: bool = False) -> str:
     """The violation of a required key that is not set."""
-    return (f"Configuration '{PROJECT}:{key}' is missing: {rule}.\n"
-            f"    fix: pulumi config set {'--secret ' if secret else ''}{key} {fix or KEYS_BY_NAME[key].fix}")
+    return (
+        f"Configuration '{PROJECT}:{key}' is missing: {rule}.\n"
+        f"    fix: pulumi config set {'--secret ' if secret else ''}{key} {fix or KEYS_BY_NAME[key].fix}"
+    )
 
 
 def password_not_secret(key: str, form: str | None) -> str:
     """The violation of a password set without ``--secret`` (its value is not shown)."""
     path = "--path " if form == PATH else ""
-    return (f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "
-            "in plain text.\n"
-            f"    fix: pulumi config set --secret {path}{key} <password>")
+    return (
+        f"Configuration '{PROJECT}:{key}' is not a secret: the stack file would hold the registry password "
+        "in plain text.\n"
+        f"    fix: pulumi config set --secret {path}{key} <password>"
+    )
 
 
 def source_credentials_not_secret(key: str, what: str, form: str | None) -> str:
     """The violation of a data source URL with credentials set without ``--secret`` (its value
     is not shown: ``what`` names the credential, e.g. "the query parameter 'Signature'")."""
     path = "--path " if form == PATH else ""
-    return (f"Configuration '{PROJECT}:{key}' holds a credential ({what}) but is not a secret: the stack file, "
-            "the staging Job and the state would hold it in plain text.\n"
-            f"    fix: pulumi config set --secret {path}{key} <the same value>")
+    return (
+        f"Configuration '{PROJECT}:{key}' holds a credential ({what}) but is not a secret: the stack file, "
+        "the staging Job and the state would hold it in plain text.\n"
+        f"    fix: pulumi config set --secret {path}{key} <the same value>"
+    )

@@ -35,8 +35,10 @@ def section(cls: type[T], values: Mapping[str, Any], **derived: Any) -> T:
         TypeError: ``derived`` misses a field, or names one that is not a field of ``cls``.
     """
     keyed = {f.name: values[f.metadata[KEY]] for f in fields(cls) if KEY in f.metadata}
-    return cls(**{name: dict(value) if isinstance(value, Mapping) else value for name, value in keyed.items()},
-               **derived)
+    return cls(
+        **{name: dict(value) if isinstance(value, Mapping) else value for name, value in keyed.items()},
+        **derived,
+    )
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,12 @@ class ClusterSettings:
         """Whether the stack creates a pod vSwitch: for a Terway cluster it creates (no
         cluster.id) without cluster.podVswitchId (the rules then made sure it creates the node
         vSwitch too, so the VPC is known)."""
-        return (self.create_cloud and self.cluster_id is None and self.network_plugin == "terway"
-                and self.pod_vswitch_id is None)
+        return (
+            self.create_cloud
+            and self.cluster_id is None
+            and self.network_plugin == "terway"
+            and self.pod_vswitch_id is None
+        )
 
 
 @dataclass(frozen=True)
@@ -232,7 +238,9 @@ class TrainingSettings:
     def uses_gpu(self, task_type: str) -> bool:
         """Whether ``task_type``'s pods request GPUs: workers with worker.gpuCount > 0, and
         then the chief too when it trains with them (``chief_uses_gpu``)."""
-        return self.gpu_count > 0 and (task_type == "worker" or (task_type == "chief" and self.chief_uses_gpu))
+        return self.gpu_count > 0 and (
+            task_type == "worker" or (task_type == "chief" and self.chief_uses_gpu)
+        )
 
 
 @dataclass(frozen=True)
@@ -304,8 +312,12 @@ class Settings:
     def run_key(self) -> str:
         """The key of this configuration's run directory (``runs.run_key``)."""
         t = self.training
-        return runs.run_key(recipe.run_key_recipe(t.recipe), runs.source_key(t.data_source),
-                            runs.layout(t.replicas, t.gpu_count), runs.trainer_images(t.worker.image, t.ps.image))
+        return runs.run_key(
+            recipe.run_key_recipe(t.recipe),
+            runs.source_key(t.data_source),
+            runs.layout(t.replicas, t.gpu_count),
+            runs.trainer_images(t.worker.image, t.ps.image),
+        )
 
     @property
     def log_dir(self) -> str:

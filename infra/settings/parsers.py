@@ -25,8 +25,11 @@ _INT = re.compile(r"^[+-]?[0-9]+$")
 
 def integer(minimum: int, maximum: int | None = None) -> Parser:
     """Parser of an integer in [minimum, maximum]: an int or a decimal string ("4", not "4.5")."""
-    rule = (f"must be an integer >= {minimum}" if maximum is None
-            else f"must be an integer between {minimum} and {maximum}")
+    rule = (
+        f"must be an integer >= {minimum}"
+        if maximum is None
+        else f"must be an integer between {minimum} and {maximum}"
+    )
 
     def parse(raw: Any) -> int:
         if isinstance(raw, bool):
@@ -66,13 +69,15 @@ def positive_number(raw: Any) -> float:
     return _number(raw, "must be a number > 0", lambda value: math.isfinite(value) and value > 0)
 
 
-def number(minimum: float | None = None, maximum: float | None = None, *, above: bool = False,
-           below: bool = False) -> Parser:
+def number(
+    minimum: float | None = None, maximum: float | None = None, *, above: bool = False, below: bool = False
+) -> Parser:
     """A parser of finite numbers (floats or numeric strings) within the limits: ``minimum``
     (``above``: excluded), ``maximum`` (``below``: excluded); None is no limit. The rule reads
     ``must be a number >= 0 and < 1`` (the recipe's numbers, trainer/contract/recipe.py)."""
     bounds = ([f"{'>' if above else '>='} {minimum:g}"] if minimum is not None else []) + (
-        [f"{'<' if below else '<='} {maximum:g}"] if maximum is not None else [])
+        [f"{'<' if below else '<='} {maximum:g}"] if maximum is not None else []
+    )
     rule = " and ".join(["must be a number", *bounds]).replace("number and", "number", 1)
 
     def accept(value: float) -> bool:
@@ -100,6 +105,7 @@ def optional_boolean(raw: Any) -> bool | None:
 
 def one_of(choices: Sequence[str]) -> Parser:
     """Parser accepting exactly one of ``choices`` (case-sensitive, as Kubernetes is)."""
+
     def parse(raw: Any) -> str:
         if not isinstance(raw, str) or raw not in choices:
             raise ValueError("must be one of " + ", ".join(choices))
@@ -125,9 +131,11 @@ def fraction(raw: Any) -> float:
 
 
 _URL = re.compile(r"^https?://[^\s/]+[^\s]*$")
-_DATA_SOURCE_RULE = ("must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files), "
-                     "an absolute path (a directory on the volume under mountPath, or inside the trainer image), "
-                     "or a list of http(s) URLs of the four IDX .gz files or of one mnist.npz")
+_DATA_SOURCE_RULE = (
+    "must be an http(s) URL (of mnist.npz, or of a directory holding the four MNIST IDX files), "
+    "an absolute path (a directory on the volume under mountPath, or inside the trainer image), "
+    "or a list of http(s) URLs of the four IDX .gz files or of one mnist.npz"
+)
 
 
 def data_source(raw: Any) -> str | tuple[str, ...] | None:
@@ -173,8 +181,7 @@ def quantity(raw: Any) -> str:
     if isinstance(raw, bool):
         raise ValueError(rule)
     text = str(raw) if isinstance(raw, (int, float)) else raw
-    if not isinstance(text, str) or not _QUANTITY.match(text) or float(
-            re.sub(r"[A-Za-z]+$", "", text)) <= 0:
+    if not isinstance(text, str) or not _QUANTITY.match(text) or float(re.sub(r"[A-Za-z]+$", "", text)) <= 0:
         raise ValueError(rule)
     return text
 
@@ -185,10 +192,11 @@ _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
 _LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 # As in the reference implementation, a first segment is a registry host only when it has a
 # dot or a port, or is localhost; otherwise it is a (lowercase) path component.
-_DOMAIN = (rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABEL}:[0-9]+)")
+_DOMAIN = rf"(?:localhost(?::[0-9]+)?|{_LABEL}(?:\.{_LABEL})+(?::[0-9]+)?|{_LABEL}:[0-9]+)"
 _IMAGE = re.compile(
     rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
-    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
 
 
 def image_reference(raw: Any) -> str | None:
@@ -210,8 +218,10 @@ def registry(raw: Any) -> str:
 def dns_label(raw: Any) -> str:
     """A name prefix: DNS-1035 label of <= 40 characters, leaving room for "-worker-NNN"."""
     if not isinstance(raw, str) or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", raw) or len(raw) > 40:
-        raise ValueError("must be a DNS-1035 label of at most 40 characters (lowercase letters, "
-                         "digits and '-', starting with a letter)")
+        raise ValueError(
+            "must be a DNS-1035 label of at most 40 characters (lowercase letters, "
+            "digits and '-', starting with a letter)"
+        )
     return raw
 
 
@@ -226,8 +236,14 @@ def namespace(raw: Any) -> str:
 
 def absolute_path(raw: Any) -> str:
     """An absolute POSIX path other than "/", without "//", "..", or a trailing slash."""
-    if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or raw == "/" or "//" in raw \
-            or raw.endswith("/") or "/../" in raw + "/":
+    if (
+        not isinstance(raw, str)
+        or not re.match(r"^/[A-Za-z0-9._/-]*$", raw)
+        or raw == "/"
+        or "//" in raw
+        or raw.endswith("/")
+        or "/../" in raw + "/"
+    ):
         raise ValueError("must be an absolute path other than '/', such as /data")
     return raw
 
@@ -237,8 +253,13 @@ def export_path(raw: Any) -> str | None:
     None when unset."""
     if raw is None or raw == "":
         return None
-    if not isinstance(raw, str) or not re.match(r"^/[A-Za-z0-9._/-]*$", raw) or "//" in raw \
-            or (raw != "/" and raw.endswith("/")) or "/../" in raw + "/":
+    if (
+        not isinstance(raw, str)
+        or not re.match(r"^/[A-Za-z0-9._/-]*$", raw)
+        or "//" in raw
+        or (raw != "/" and raw.endswith("/"))
+        or "/../" in raw + "/"
+    ):
         raise ValueError("must be an absolute path such as /exports/tf-mnist")
     return raw
 
@@ -254,8 +275,10 @@ def nfs_server(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or len(raw) > 253 or not re.match(rf"^{_HOST_LABEL}(\.{_HOST_LABEL})*$", raw):
-        raise ValueError("must be a host name or IPv4 address of the NFS server, without ':' or a path "
-                         "(the exported directory goes in nfs.path)")
+        raise ValueError(
+            "must be a host name or IPv4 address of the NFS server, without ':' or a path "
+            "(the exported directory goes in nfs.path)"
+        )
     return raw
 
 
@@ -264,8 +287,9 @@ def registry_host(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or not re.match(rf"^{_DOMAIN}$", raw):
-        raise ValueError("must be a registry host such as registry.cn-hangzhou.aliyuncs.com (no scheme, "
-                         "no path)")
+        raise ValueError(
+            "must be a registry host such as registry.cn-hangzhou.aliyuncs.com (no scheme, no path)"
+        )
     return raw
 
 
@@ -290,8 +314,10 @@ def dns_subdomain(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or len(raw) > 253 or not _DNS_SUBDOMAIN.match(raw):
-        raise ValueError("must be a Kubernetes object name (lowercase letters, digits, '-' and '.', at "
-                         "most 253 characters)")
+        raise ValueError(
+            "must be a Kubernetes object name (lowercase letters, digits, '-' and '.', at "
+            "most 253 characters)"
+        )
     return raw
 
 
@@ -348,8 +374,10 @@ def pod_uid(raw: Any) -> int:
     try:
         return integer(1, MAX_POD_ID)(raw)
     except ValueError:
-        raise ValueError(f"must be an integer between 1 and {MAX_POD_ID}, a uid other than root's 0 (Pod "
-                         "Security \"restricted\" refuses pods that run as root)") from None
+        raise ValueError(
+            f"must be an integer between 1 and {MAX_POD_ID}, a uid other than root's 0 (Pod "
+            'Security "restricted" refuses pods that run as root)'
+        ) from None
 
 
 def pod_gid(raw: Any) -> int:

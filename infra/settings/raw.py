@@ -76,6 +76,7 @@ def conflicting(key: Key, flat: Any, structured: Any) -> bool:
     A valid structured value equal to the key's default is not a conflict: the CLI writes
     Pulumi.yaml's default there by itself (and the flat value is then the user's).
     """
+
     def parsed(raw: Any) -> tuple[bool, Any]:
         try:
             return True, key.parse(raw)
@@ -93,4 +94,4 @@ def project_config() -> dict[str, Any]:
     """Every ``tf-mnist:`` key of this run (the engine's config), without the prefix."""
     merged = {**get_config_env(), **CONFIG.get()}
     prefix = f"{PROJECT}:"
-    return {key[len(prefix):]: value for key, value in merged.items() if key.startswith(prefix)}
+    return {key[len(prefix) :]: value for key, value in merged.items() if key.startswith(prefix)}

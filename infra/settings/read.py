@@ -18,7 +18,8 @@ from infra.settings.raw import FLAT, PATH, RawConfig, conflicting, project_confi
 #: Top-level names under which every key can stay secret (registryCredentials): a
 #: `pulumi config set --secret --path a.b` makes all of `a` secret, which is refused elsewhere.
 _SECRET_CAPABLE_HEADS = {k.split(".")[0] for k in SECRET_CAPABLE_KEYS if "." in k} - {
-    k.name.split(".")[0] for k in KEYS if k.name not in SECRET_CAPABLE_KEYS}
+    k.name.split(".")[0] for k in KEYS if k.name not in SECRET_CAPABLE_KEYS
+}
 
 
 @dataclass
@@ -48,8 +49,14 @@ class Reading:
     problems: list[str] = field(default_factory=list)
     own_problem: dict[str, int] = field(default_factory=dict)
 
-    def bad(self, name: str, rule: str, fix_key: str | None = None, fix_value: str | None = None,
-            shown_as: str | None = None) -> None:
+    def bad(
+        self,
+        name: str,
+        rule: str,
+        fix_key: str | None = None,
+        fix_value: str | None = None,
+        shown_as: str | None = None,
+    ) -> None:
         """``name``'s value breaks ``rule``; the fix sets ``fix_key`` (default ``name``) to
         ``fix_value`` (default that key's fix), in the form that key was set in.
 
@@ -58,8 +65,9 @@ class Reading:
         fix_name = fix_key or name
         args, value = fix_args(KEYS_BY_NAME[fix_name], self.forms[fix_name])
         raw = self.raws[name] if self.raws[name] is not None else self.values[name]
-        self.problems.append(violation(name, shown_as or raw, rule, args, fix_value or value,
-                                       secret=name in self.secrets))
+        self.problems.append(
+            violation(name, shown_as or raw, rule, args, fix_value or value, secret=name in self.secrets)
+        )
 
     def refuse(self, name: str, rule: str) -> None:
         """``name`` does not apply: this violation replaces its own one, if any."""
@@ -126,8 +134,9 @@ def _read_key(reading: Reading, key: Key, refused_heads: set[str]) -> None:
             reading.values[key.name] = key.parse(raw)
         except ValueError as error:
             reading.own_problem[key.name] = len(reading.problems)
-            reading.problems.append(violation(key.name, raw, str(error), *fix_args(key, form),
-                                              secret=key.name in reading.secrets))
+            reading.problems.append(
+                violation(key.name, raw, str(error), *fix_args(key, form), secret=key.name in reading.secrets)
+            )
 
 
 def unknown_keys(config: Mapping[str, Any]) -> list[str]:
@@ -176,7 +185,9 @@ def unknown_keys(config: Mapping[str, Any]) -> list[str]:
     for path, raw, structured, secret in sorted(found, key=lambda f: f[0]):
         close = difflib.get_close_matches(path, sorted(names | heads), n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        out.append(f"Configuration '{PROJECT}:{path}' value '{shown(raw, secret)}' is not a setting of this "
-                   f"stack{hint}: the program would ignore it.\n"
-                   f"    fix: pulumi config rm {'--path ' if structured else ''}{path}")
+        out.append(
+            f"Configuration '{PROJECT}:{path}' value '{shown(raw, secret)}' is not a setting of this "
+            f"stack{hint}: the program would ignore it.\n"
+            f"    fix: pulumi config rm {'--path ' if structured else ''}{path}"
+        )
     return out

@@ -35,8 +35,11 @@ def ports(r: Reading, _: Resolved) -> None:
     """ps and workers listen on different ports (a chief listens on worker.port)."""
     worker_port = r.values["worker.port"]
     if r.values["ps.port"] == worker_port:
-        r.bad("ps.port", f"must differ from worker.port ({worker_port})",
-              fix_value=str(worker_port + 1000 if worker_port <= 64535 else worker_port - 1000))
+        r.bad(
+            "ps.port",
+            f"must differ from worker.port ({worker_port})",
+            fix_value=str(worker_port + 1000 if worker_port <= 64535 else worker_port - 1000),
+        )
 
 
 def cloud_layer(r: Reading, _: Resolved) -> None:
@@ -44,9 +47,12 @@ def cloud_layer(r: Reading, _: Resolved) -> None:
     v = r.values
     if v["kubeconfig"] is None and v["worker.gpuCount"] > v["gpuPool.gpusPerInstance"]:
         # A pod's GPUs come from one node: a bigger request stays Pending on every GPU node.
-        r.bad("worker.gpuCount", f"must be at most gpuPool.gpusPerInstance ({v['gpuPool.gpusPerInstance']}), "
-              "the GPUs of one node (or choose larger gpuPool.instanceTypes and set gpuPool.gpusPerInstance)",
-              fix_value=str(v["gpuPool.gpusPerInstance"]))
+        r.bad(
+            "worker.gpuCount",
+            f"must be at most gpuPool.gpusPerInstance ({v['gpuPool.gpusPerInstance']}), "
+            "the GPUs of one node (or choose larger gpuPool.instanceTypes and set gpuPool.gpusPerInstance)",
+            fix_value=str(v["gpuPool.gpusPerInstance"]),
+        )
     if _creates_network(r) and v["cluster.id"] is not None:
         r.bad("cluster.id", "needs vswitch.id (and vswitch.cidr) of the cluster's node vSwitch", "vswitch.id")
     if _creates_network(r) and not v["zone"]:
@@ -61,18 +67,26 @@ def volume(r: Reading, _: Resolved) -> None:
         # The cluster the stack creates has several nodes (a CPU pool, a GPU pool), which share
         # no host directory, and a VPC of its own, where no NFS server runs: NAS (created
         # with it) is what its pods can all mount.
-        reason = ("a directory of one node is not shared by the several nodes of the cluster the stack "
-                  "creates" if volume_type == "hostPath" else
-                  "the stack creates the cluster in a VPC of its own, where it creates NAS and no NFS "
-                  "server runs")
-        r.bad("persistence.volume.type", f"must be nas without kubeconfig ({reason}); {volume_type} needs an "
-              "existing cluster (kubeconfig)", fix_value="nas")
+        reason = (
+            "a directory of one node is not shared by the several nodes of the cluster the stack creates"
+            if volume_type == "hostPath"
+            else "the stack creates the cluster in a VPC of its own, where it creates NAS and no NFS "
+            "server runs"
+        )
+        r.bad(
+            "persistence.volume.type",
+            f"must be nas without kubeconfig ({reason}); {volume_type} needs an "
+            "existing cluster (kubeconfig)",
+            fix_value="nas",
+        )
     for type_, names in VOLUME_KEYS.items():
         if type_ != volume_type:
             for name in names:
                 if r.is_set(name):
-                    r.refuse(name, f"applies only with persistence.volume.type {type_} "
-                                   f"(this stack's is {volume_type})")
+                    r.refuse(
+                        name,
+                        f"applies only with persistence.volume.type {type_} (this stack's is {volume_type})",
+                    )
     if v["kubeconfig"] is not None and volume_type == "nas" and v["nas.mountTargetDomain"] is None:
         r.missing("nas.mountTargetDomain", "required with kubeconfig (the stack then creates no NAS)")
     if volume_type == "nfs":
@@ -84,8 +98,12 @@ def volume(r: Reading, _: Resolved) -> None:
 def namespace(r: Reading, _: Resolved) -> None:
     """The stack creates (and on destroy deletes) no namespace that every cluster has."""
     if creates_namespace(r.values) and r.values["namespace"] in SYSTEM_NAMESPACES:
-        r.bad("createNamespace", f"must be false with namespace {r.values['namespace']}, which every cluster "
-              "has: the stack would try to create it and, on destroy, delete it", fix_value="false")
+        r.bad(
+            "createNamespace",
+            f"must be false with namespace {r.values['namespace']}, which every cluster "
+            "has: the stack would try to create it and, on destroy, delete it",
+            fix_value="false",
+        )
 
 
 def cidrs(r: Reading, d: Resolved) -> None:
@@ -129,11 +147,20 @@ def _pod_vswitch_cidr(r: Reading) -> None:
     if v["vpc.id"] is None:
         vpc = ipaddress.IPv4Network(v["vpc.cidr"])
         taken = [ipaddress.IPv4Network(c) for c in others.values()]
-        free = next((str(s) for s in vpc.subnets(new_prefix=max(pods.prefixlen, vpc.prefixlen))
-                     if not any(s.overlaps(t) for t in taken)), None)
+        free = next(
+            (
+                str(s)
+                for s in vpc.subnets(new_prefix=max(pods.prefixlen, vpc.prefixlen))
+                if not any(s.overlaps(t) for t in taken)
+            ),
+            None,
+        )
         if not pods.subnet_of(vpc):
-            r.bad("cluster.podVswitchCidr", f"must lie inside vpc.cidr ({v['vpc.cidr']}): the pod vSwitch is one of "
-                  "the node VPC", fix_value=free)
+            r.bad(
+                "cluster.podVswitchCidr",
+                f"must lie inside vpc.cidr ({v['vpc.cidr']}): the pod vSwitch is one of the node VPC",
+                fix_value=free,
+            )
             return
     _first_overlap(r, "cluster.podVswitchCidr", others, fix_value=free)
 
@@ -144,18 +171,27 @@ def registry_credentials(r: Reading, d: Resolved) -> None:
     v = r.values
     username, password = v["registryCredentials.username"], v["registryCredentials.password"]
     if password is not None and "registryCredentials.password" not in r.secrets:
-        r.problems.append(password_not_secret("registryCredentials.password",
-                                              r.forms["registryCredentials.password"]))
+        r.problems.append(
+            password_not_secret("registryCredentials.password", r.forms["registryCredentials.password"])
+        )
     if username is not None and password is None:
-        r.missing("registryCredentials.password", "required with registryCredentials.username (the stack "
-                  "creates the pull Secret from both)", "<password>", secret=True)
+        r.missing(
+            "registryCredentials.password",
+            "required with registryCredentials.username (the stack creates the pull Secret from both)",
+            "<password>",
+            secret=True,
+        )
     if password is not None and username is None:
-        r.missing("registryCredentials.username", "required with registryCredentials.password (the stack "
-                  "creates the pull Secret from both)")
+        r.missing(
+            "registryCredentials.username",
+            "required with registryCredentials.password (the stack creates the pull Secret from both)",
+        )
     if username is None and password is None:
         if r.is_set("registryCredentials.server"):
-            r.refuse("registryCredentials.server", "applies only with registryCredentials.username and "
-                                                   "registryCredentials.password")
+            r.refuse(
+                "registryCredentials.server",
+                "applies only with registryCredentials.username and registryCredentials.password",
+            )
         return
     hosts = sorted({image_host(i) for i in (d.worker_image, d.cpu_image, d.tensorboard_image)})
     if d.registry_server in hosts:
@@ -163,11 +199,19 @@ def registry_credentials(r: Reading, d: Resolved) -> None:
     # Kubelet offers a Secret's login only to the registry it names.
     shown = ", ".join(hosts)
     if v["registryCredentials.server"] is None:
-        r.missing("registryCredentials.server", f"required when no image comes from the host of imageRegistry "
-                  f"({d.registry_server}): the images come from {shown}", hosts[0])
+        r.missing(
+            "registryCredentials.server",
+            f"required when no image comes from the host of imageRegistry "
+            f"({d.registry_server}): the images come from {shown}",
+            hosts[0],
+        )
     else:
-        r.bad("registryCredentials.server", f"names registry {d.registry_server}, which no image of the stack "
-              f"comes from ({shown}), so the pull Secret would never be used", fix_value=hosts[0])
+        r.bad(
+            "registryCredentials.server",
+            f"names registry {d.registry_server}, which no image of the stack "
+            f"comes from ({shown}), so the pull Secret would never be used",
+            fix_value=hosts[0],
+        )
 
 
 def cluster_identity(r: Reading, d: Resolved) -> None:
@@ -175,34 +219,46 @@ def cluster_identity(r: Reading, d: Resolved) -> None:
     kubeconfig = r.values["kubeconfig"]
     if kubeconfig is None:
         if r.is_set("clusterIdentifier"):
-            r.refuse("clusterIdentifier", "applies only with kubeconfig (without it the ACK cluster id "
-                                          "identifies the cluster)")
+            r.refuse(
+                "clusterIdentifier",
+                "applies only with kubeconfig (without it the ACK cluster id identifies the cluster)",
+            )
     elif d.cluster_identifier_error is not None:
         # Content is shown by its size only: even unset as a secret it holds credentials.
-        r.bad("kubeconfig", d.cluster_identifier_error, shown_as=None if is_kubeconfig_path(kubeconfig) else
-              f"<kubeconfig content, {len(kubeconfig.splitlines())} lines>")
+        r.bad(
+            "kubeconfig",
+            d.cluster_identifier_error,
+            shown_as=None
+            if is_kubeconfig_path(kubeconfig)
+            else f"<kubeconfig content, {len(kubeconfig.splitlines())} lines>",
+        )
 
 
 def tensorboard(r: Reading, _: Resolved) -> None:
     """An internet load balancer in front of TensorBoard, which has no login, names who may
     reach it: TensorBoard serves every run's data (and its file paths) to whoever connects."""
     v = r.values
-    if (v["tensorboard.serviceType"] == "LoadBalancer" and v["tensorboard.addressType"] == "internet"
-            and not v["tensorboard.allowedSourceRanges"]):
+    if (
+        v["tensorboard.serviceType"] == "LoadBalancer"
+        and v["tensorboard.addressType"] == "internet"
+        and not v["tensorboard.allowedSourceRanges"]
+    ):
         # A list key: the fix sets its first item with --path (messages.missing would not).
         r.problems.append(
             f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' is missing: required with "
             "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
             "without source ranges the whole internet reaches it); or keep it private with "
             "tensorboard.serviceType ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.\n"
-            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
+        )
     everyone = [r for r in v["tensorboard.allowedSourceRanges"] if r.endswith("/0")]
     if v["tensorboard.serviceType"] == "LoadBalancer" and everyone:
         r.problems.append(
             f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' value {everyone[0]!r} is invalid: a /0 range "
             "admits every address, so it names no one (TensorBoard has no login); list the addresses that may "
             "reach it, or keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.\n"
-            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32")
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
+        )
 
 
 def data_source_credentials(r: Reading, _: Resolved) -> None:
@@ -223,8 +279,19 @@ def task_names(r: Reading, d: Resolved) -> None:
 
 
 #: Every rule, in the order its violations are reported.
-RULES: tuple[Rule, ...] = (ports, cloud_layer, *CLOUD_RULES, volume, namespace, cidrs, registry_credentials,
-                           data_source_credentials, cluster_identity, tensorboard, task_names)
+RULES: tuple[Rule, ...] = (
+    ports,
+    cloud_layer,
+    *CLOUD_RULES,
+    volume,
+    namespace,
+    cidrs,
+    registry_credentials,
+    data_source_credentials,
+    cluster_identity,
+    tensorboard,
+    task_names,
+)
 
 
 def cross_check(reading: Reading, resolved: Resolved) -> None:

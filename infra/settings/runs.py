@@ -55,8 +55,11 @@ def layout(replicas: cs.Replicas, gpu_count: int) -> dict[str, Any]:
     """
     if replicas.ps > 0:
         return {"strategy": "parameter_server"}
-    return {"strategy": "multi_worker_mirrored", "replicas": replicas.chief + replicas.worker,
-            "gpusPerReplica": gpu_count}
+    return {
+        "strategy": "multi_worker_mirrored",
+        "replicas": replicas.chief + replicas.worker,
+        "gpusPerReplica": gpu_count,
+    }
 
 
 def trainer_images(worker_image: str, cpu_image: str) -> dict[str, str]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: Signing parameters by exact name (compared lower-case).
-SIGNING_NAMES = frozenset({"ossaccesskeyid", "awsaccesskeyid", "googleaccessid", "expires", "signature",
-                           "security-token"})
+SIGNING_NAMES = frozenset(
+    {"ossaccesskeyid", "awsaccesskeyid", "googleaccessid", "expires", "signature", "security-token"}
+)
 #: Signing parameters by prefix (compared lower-case).
 SIGNING_PREFIXES = ("x-oss-", "x-amz-", "x-goog-")
 
@@ -53,5 +54,9 @@ def without_credentials(source: str) -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
     netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    kept = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True) if not _is_signing(name)]
+    kept = [
+        (name, value)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+        if not _is_signing(name)
+    ]
     return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept), parts.fragment))

@@ -31,7 +31,6 @@ ps or worker has yet to end), 4 the run could not be read (no kubectl,
 the API server refused, no task or staging Jobs of that prefix); 2 is argparse's bad usage.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -67,31 +66,42 @@ def read_runs(runs_dir: str, prefix: str, cluster: Kubectl | None, volume: str |
     if volume is not None:
         return runs_scan.scan(str(Path(volume, *Path(runs_dir).parts[-2:])))
     assert cluster is not None
-    text = cluster.exec(f"deployment/{prefix}-tensorboard",
-                        ["python", "-c", Path(runs_scan.__file__).read_text(), runs_dir])
+    text = cluster.exec(
+        f"deployment/{prefix}-tensorboard", ["python", "-c", Path(runs_scan.__file__).read_text(), runs_dir]
+    )
     try:
         return json.loads(text)
     except ValueError:
-        raise StatusError(f"the scan of {runs_dir} in {prefix}-tensorboard printed no JSON: {text[:200]!r}") from None
+        raise StatusError(
+            f"the scan of {runs_dir} in {prefix}-tensorboard printed no JSON: {text[:200]!r}"
+        ) from None
 
 
 def stack_outputs(cwd: Path = PROJECT_DIR) -> dict:
     """``pulumi stack output --json --show-secrets`` of the current stack."""
     pulumi = shutil.which("pulumi")
     if pulumi is None:
-        raise StatusError("pulumi not found on PATH: pass --kubeconfig, --namespace and "
-                          "--prefix, or run where the Pulumi CLI is")
-    proc = subprocess.run([pulumi, "stack", "output", "--json", "--show-secrets"], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+        raise StatusError(
+            "pulumi not found on PATH: pass --kubeconfig, --namespace and "
+            "--prefix, or run where the Pulumi CLI is"
+        )
+    proc = subprocess.run(
+        [pulumi, "stack", "output", "--json", "--show-secrets"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
-        raise StatusError(f"pulumi stack output: {proc.stderr.strip()} (or pass --kubeconfig, "
-                          "--namespace and --prefix)")
+        raise StatusError(
+            f"pulumi stack output: {proc.stderr.strip()} (or pass --kubeconfig, --namespace and --prefix)"
+        )
     return json.loads(proc.stdout or "{}")
 
 
-def resolve(args: argparse.Namespace,
-            outputs: Callable[[], dict] = stack_outputs) -> tuple[str | None, str, str,
-                                                                 str | None, str | None]:
+def resolve(
+    args: argparse.Namespace, outputs: Callable[[], dict] = stack_outputs
+) -> tuple[str | None, str, str, str | None, str | None]:
     """(kubeconfig or None, namespace, prefix, TensorBoard URL, run id) from the flags, the
     missing ones from the stack's outputs. The kubeconfig is a path, or the file's content where
     the stack created the cluster: ``kubeconfig_file`` gives kubectl a file either way."""
@@ -106,8 +116,9 @@ def resolve(args: argparse.Namespace,
         if kubeconfig is None and out.get("kubeconfig"):
             kubeconfig = str(out["kubeconfig"])
     if not namespace or not prefix:
-        raise StatusError("no namespace or prefix: pass --namespace and --prefix (the stack's "
-                          "namespace and namePrefix)")
+        raise StatusError(
+            "no namespace or prefix: pass --namespace and --prefix (the stack's namespace and namePrefix)"
+        )
     return kubeconfig, namespace, prefix, url, run_id
 
 
@@ -132,45 +143,74 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m infra.status",
         description="Show a stack's training run: its tasks, the chief's progress, logs and "
-                    "TensorBoard, and why a task waits. Exit status: 0 finished, 1 failed (staging included), 3 still "
-                    "going (staging included), 4 "
-                    "unreadable.")
+        "TensorBoard, and why a task waits. Exit status: 0 finished, 1 failed (staging included), 3 still "
+        "going (staging included), 4 "
+        "unreadable.",
+    )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: the stack's output)")
     parser.add_argument("--namespace", help="namespace (default: the stack's output)")
-    parser.add_argument("--prefix", help="the stack's namePrefix, e.g. mnist (default: from "
-                                         "the stack's jobNames output)")
+    parser.add_argument(
+        "--prefix", help="the stack's namePrefix, e.g. mnist (default: from the stack's jobNames output)"
+    )
     parser.add_argument("--watch", action="store_true", help="refresh until the run ends")
-    parser.add_argument("--interval", type=float, default=5.0,
-                        help="seconds between refreshes with --watch (default 5)")
-    parser.add_argument("--timeout", type=float, default=0.0,
-                        help="with --watch, give up after this many seconds (exit 3); "
-                             "0 (the default) waits for the end")
+    parser.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between refreshes with --watch (default 5)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="with --watch, give up after this many seconds (exit 3); 0 (the default) waits for the end",
+    )
     parser.add_argument("--kubectl", default="kubectl", help="the kubectl binary")
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                        help="text (the default) or json: the same facts, machine-readable")
-    parser.add_argument("--runs", action="store_true",
-                        help="list every run of the stack on the volume (state, test accuracy, "
-                             "epochs) instead of the current run's tasks")
-    parser.add_argument("--runs_dir", help="with --runs: the stack's runs directory (default: "
-                                           "the stack's runsDir output)")
-    parser.add_argument("--volume", help="with --runs: read the runs from this local directory "
-                                         "holding the volume's files instead of through the "
-                                         "TensorBoard pod")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (the default) or json: the same facts, machine-readable",
+    )
+    parser.add_argument(
+        "--runs",
+        action="store_true",
+        help="list every run of the stack on the volume (state, test accuracy, "
+        "epochs) instead of the current run's tasks",
+    )
+    parser.add_argument(
+        "--runs_dir", help="with --runs: the stack's runs directory (default: the stack's runsDir output)"
+    )
+    parser.add_argument(
+        "--volume",
+        help="with --runs: read the runs from this local directory "
+        "holding the volume's files instead of through the "
+        "TensorBoard pod",
+    )
     return parser
 
 
-def main(argv: list[str] | None = None, cluster: Cluster | None = None,
-         outputs: Callable[[], dict] = stack_outputs,
-         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-         sleep: Callable[[float], None] = time.sleep) -> int:
+def main(
+    argv: list[str] | None = None,
+    cluster: Cluster | None = None,
+    outputs: Callable[[], dict] = stack_outputs,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     args = build_parser().parse_args(argv)
     if args.runs:
         return _main_runs(args, outputs)
     try:
         kubeconfig, namespace, prefix, url, run_id = resolve(args, outputs)
         with kubeconfig_file(kubeconfig) as kubeconfig_path:
-            return _show(args, cluster or Kubectl(kubeconfig_path, namespace, args.kubectl), prefix, namespace,
-                         url, run_id, clock, sleep)
+            return _show(
+                args,
+                cluster or Kubectl(kubeconfig_path, namespace, args.kubectl),
+                prefix,
+                namespace,
+                url,
+                run_id,
+                clock,
+                sleep,
+            )
     except StatusError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -178,8 +218,16 @@ def main(argv: list[str] | None = None, cluster: Cluster | None = None,
         return EXIT_RUNNING
 
 
-def _show(args: argparse.Namespace, cluster: Cluster, prefix: str, namespace: str, url: str | None,
-          run_id: str | None, clock: Callable[[], datetime], sleep: Callable[[float], None]) -> int:
+def _show(
+    args: argparse.Namespace,
+    cluster: Cluster,
+    prefix: str,
+    namespace: str,
+    url: str | None,
+    run_id: str | None,
+    clock: Callable[[], datetime],
+    sleep: Callable[[float], None],
+) -> int:
     """Prints the run's status once, or with ``--watch`` until it ends; returns the exit code."""
     started = time.monotonic()
     while True:
@@ -203,7 +251,9 @@ def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
     """``--runs``: print the runs table; 0 once read, 4 when unreadable."""
     try:
         from_cluster = args.volume is None
-        wanted = args.runs_dir is None or (from_cluster and None in (args.kubeconfig, args.namespace, args.prefix))
+        wanted = args.runs_dir is None or (
+            from_cluster and None in (args.kubeconfig, args.namespace, args.prefix)
+        )
         out = outputs() if wanted else {}
         runs_dir = args.runs_dir or out.get("runsDir")
         if not runs_dir:

@@ -82,7 +82,8 @@ class RunStatus:
     def exit_code(self) -> int:
         """0 Finished, 1 Failed or Staging failed (the run cannot start), 3 anything else."""
         return {"Finished": EXIT_FINISHED, "Failed": EXIT_FAILED, STAGING_FAILED: EXIT_FAILED}.get(
-            self.state, EXIT_RUNNING)
+            self.state, EXIT_RUNNING
+        )
 
 
 def _time(stamp: str | None) -> datetime | None:
@@ -92,8 +93,14 @@ def _time(stamp: str | None) -> datetime | None:
 
 
 def _condition(obj: dict, kind: str) -> dict | None:
-    return next((c for c in obj.get("status", {}).get("conditions") or []
-                 if c.get("type") == kind and c.get("status") == "True"), None)
+    return next(
+        (
+            c
+            for c in obj.get("status", {}).get("conditions") or []
+            if c.get("type") == kind and c.get("status") == "True"
+        ),
+        None,
+    )
 
 
 def job_state(job: dict) -> str:
@@ -125,8 +132,10 @@ def pod_why(pod: dict, claims: dict[str, str]) -> list[str]:
         if terminated.get("exitCode"):
             # The termination message's last line: the stager's error (FallbackToLogsOnError).
             lines = (terminated.get("message") or "").strip().splitlines()
-            found.append(f"exited {terminated['exitCode']} ({terminated.get('reason') or 'Error'})"
-                         + (f": {lines[-1]}" if lines else ""))
+            found.append(
+                f"exited {terminated['exitCode']} ({terminated.get('reason') or 'Error'})"
+                + (f": {lines[-1]}" if lines else "")
+            )
     for volume in pod.get("spec", {}).get("volumes") or []:
         claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if claim and claims.get(claim, "missing") != "Bound":
@@ -136,50 +145,84 @@ def pod_why(pod: dict, claims: dict[str, str]) -> list[str]:
 
 def _task_row(name: str, job: dict, mine: list[dict], claims: dict[str, str], now: datetime) -> TaskRow:
     labels = job["metadata"]["labels"]
-    task = f"{labels[TASK_TYPE_LABEL]}-{labels.get(TASK_INDEX_LABEL, '0')}" if TASK_TYPE_LABEL in labels else \
-        STAGE_COMPONENT
+    task = (
+        f"{labels[TASK_TYPE_LABEL]}-{labels.get(TASK_INDEX_LABEL, '0')}"
+        if TASK_TYPE_LABEL in labels
+        else STAGE_COMPONENT
+    )
     newest = mine[-1] if mine else None
     restarts = int(job.get("status", {}).get("failed") or 0) + sum(
-        int(c.get("restartCount") or 0) for p in mine
-        for c in p.get("status", {}).get("containerStatuses") or [])
+        int(c.get("restartCount") or 0)
+        for p in mine
+        for c in p.get("status", {}).get("containerStatuses") or []
+    )
     started = _time(job.get("status", {}).get("startTime") or job["metadata"].get("creationTimestamp"))
     why = pod_why(newest, claims) if newest else []
     failed = _condition(job, "Failed")
     if failed:
         why.append(f"Job failed: {failed.get('reason') or 'Failed'}: {failed.get('message') or 'no message'}")
     return TaskRow(
-        task=task, job=name, state=job_state(job),
-        phase=newest["status"].get("phase", "-") if newest else "-", restarts=restarts,
+        task=task,
+        job=name,
+        state=job_state(job),
+        phase=newest["status"].get("phase", "-") if newest else "-",
+        restarts=restarts,
         node=(newest or {}).get("spec", {}).get("nodeName") or "-",
-        age_s=(now - started).total_seconds() if started else None, why=why,
-        ended_because=(job["metadata"].get("annotations") or {}).get(ENDED_BECAUSE))
+        age_s=(now - started).total_seconds() if started else None,
+        why=why,
+        ended_because=(job["metadata"].get("annotations") or {}).get(ENDED_BECAUSE),
+    )
 
 
-def warnings_about(events: list[dict], names: set[str], now: datetime, pods_of: str | None = None) -> list[EventRow]:
+def warnings_about(
+    events: list[dict], names: set[str], now: datetime, pods_of: str | None = None
+) -> list[EventRow]:
     """The NEWEST_EVENTS newest Warning events whose object is one of ``names`` or, with
     ``pods_of`` (a Job's name), a pod of that Job gone since (``<job>-<suffix>``), newest first."""
+
     def when(event: dict) -> str:
-        return (event.get("lastTimestamp") or event.get("eventTime") or
-                event.get("metadata", {}).get("creationTimestamp") or "")
+        return (
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or event.get("metadata", {}).get("creationTimestamp")
+            or ""
+        )
 
     def about(involved: dict) -> bool:
         name = involved.get("name") or ""
-        return name in names or bool(pods_of and involved.get("kind") == "Pod" and name.startswith(f"{pods_of}-"))
-    mine = sorted((e for e in events if e.get("type", "Warning") == "Warning"
-                   and about(e.get("involvedObject", {}))), key=when, reverse=True)
+        return name in names or bool(
+            pods_of and involved.get("kind") == "Pod" and name.startswith(f"{pods_of}-")
+        )
+
+    mine = sorted(
+        (e for e in events if e.get("type", "Warning") == "Warning" and about(e.get("involvedObject", {}))),
+        key=when,
+        reverse=True,
+    )
     out = []
     for event in mine[:NEWEST_EVENTS]:
         at = _time(when(event))
         involved = event["involvedObject"]
-        out.append(EventRow(object=f"{involved.get('kind', '?').lower()}/{involved['name']}",
-                            reason=event.get("reason") or "-", message=(event.get("message") or "").strip(),
-                            count=int(event.get("count") or 1),
-                            age_s=(now - at).total_seconds() if at else None))
+        out.append(
+            EventRow(
+                object=f"{involved.get('kind', '?').lower()}/{involved['name']}",
+                reason=event.get("reason") or "-",
+                message=(event.get("message") or "").strip(),
+                count=int(event.get("count") or 1),
+                age_s=(now - at).total_seconds() if at else None,
+            )
+        )
     return out
 
 
-def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
-            tensorboard_url: str | None = None, run_id: str | None = None) -> RunStatus:
+def collect(
+    cluster: Cluster,
+    prefix: str,
+    namespace: str,
+    now: datetime,
+    tensorboard_url: str | None = None,
+    run_id: str | None = None,
+) -> RunStatus:
     """Read the run of ``prefix`` through ``cluster``.
 
     Before the task Jobs exist (staging runs first, and they wait for it), the run's state is
@@ -195,11 +238,16 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
     jobs = {n: o for n, o in all_jobs.items() if TASK_TYPE_LABEL in o["metadata"].get("labels", {})}
     staging_job = _component_job(all_jobs, STAGE_COMPONENT)
     if not jobs and staging_job is None:
-        raise StatusError(f"no task or staging Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
-                          f"{namespace}: check --prefix, --namespace and --kubeconfig (or "
-                          "whether `pulumi up` has run)")
-    claims = {o["metadata"]["name"]: o.get("status", {}).get("phase", "Pending")
-              for o in objects if o.get("kind") == "PersistentVolumeClaim"}
+        raise StatusError(
+            f"no task or staging Jobs labelled {INSTANCE_LABEL}={prefix} in namespace "
+            f"{namespace}: check --prefix, --namespace and --kubeconfig (or "
+            "whether `pulumi up` has run)"
+        )
+    claims = {
+        o["metadata"]["name"]: o.get("status", {}).get("phase", "Pending")
+        for o in objects
+        if o.get("kind") == "PersistentVolumeClaim"
+    }
     pods = _pods_by_job(objects)
     rows = [_task_row(name, job, pods.get(name, []), claims, now) for name, job in jobs.items()]
     chief_pod, log_dir, chief_run_id = _chief(jobs, pods)
@@ -209,22 +257,37 @@ def collect(cluster: Cluster, prefix: str, namespace: str, now: datetime,
     monitor_job = _component_job(all_jobs, "monitor")
     monitor = job_state(monitor_job) if monitor_job is not None else None
     names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
-    tensorboard = tensorboard_url or (f"kubectl --namespace {namespace} port-forward "
-                                      f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/")
+    tensorboard = tensorboard_url or (
+        f"kubectl --namespace {namespace} port-forward "
+        f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/"
+    )
     staging = _staging_row(staging_job, pods, claims, now)
-    return RunStatus(prefix=prefix, namespace=namespace, state=_run_state(rows) if rows else _staging_state(staging),
-                     tasks=rows, progress=progress, log_dir=log_dir, chief_pod=chief_pod, tensorboard=tensorboard,
-                     run_id=run_id, monitor=monitor, claims=dict(sorted(claims.items())),
-                     warnings=warnings_about(cluster.events(), names, now,
-                                             staging.job if staging and staging.state != "Complete" else None),
-                     staging=staging)
+    return RunStatus(
+        prefix=prefix,
+        namespace=namespace,
+        state=_run_state(rows) if rows else _staging_state(staging),
+        tasks=rows,
+        progress=progress,
+        log_dir=log_dir,
+        chief_pod=chief_pod,
+        tensorboard=tensorboard,
+        run_id=run_id,
+        monitor=monitor,
+        claims=dict(sorted(claims.items())),
+        warnings=warnings_about(
+            cluster.events(), names, now, staging.job if staging and staging.state != "Complete" else None
+        ),
+        staging=staging,
+    )
 
 
 def _component_job(jobs: dict[str, dict], component: str) -> dict | None:
     """The first of ``jobs`` whose component label is ``component`` (the staging Job, the run
     monitor's), None without one."""
-    return next((job for job in jobs.values()
-                 if job["metadata"].get("labels", {}).get(COMPONENT_LABEL) == component), None)
+    return next(
+        (job for job in jobs.values() if job["metadata"].get("labels", {}).get(COMPONENT_LABEL) == component),
+        None,
+    )
 
 
 def _pods_by_job(objects: list[dict]) -> dict[str | None, list[dict]]:
@@ -238,14 +301,16 @@ def _pods_by_job(objects: list[dict]) -> dict[str | None, list[dict]]:
     return pods
 
 
-def _chief(jobs: dict[str, dict], pods: dict[str | None, list[dict]]) -> tuple[str | None, str | None, str | None]:
+def _chief(
+    jobs: dict[str, dict], pods: dict[str | None, list[dict]]
+) -> tuple[str | None, str | None, str | None]:
     """The chief's newest pod, and the ``--log_dir`` and ``--run_id`` of its Job's container;
     None for each one missing."""
     chief_pod = log_dir = run_id = None
     for name, job in jobs.items():
         if job["metadata"]["labels"][TASK_TYPE_LABEL] == "chief":
             chief_pod = pods[name][-1]["metadata"]["name"] if pods.get(name) else None
-            args = (job["spec"]["template"]["spec"]["containers"][0].get("args") or [])
+            args = job["spec"]["template"]["spec"]["containers"][0].get("args") or []
             if "--log_dir" in args[:-1]:
                 log_dir = args[args.index("--log_dir") + 1]
             if run_id is None and "--run_id" in args[:-1]:
@@ -253,8 +318,9 @@ def _chief(jobs: dict[str, dict], pods: dict[str | None, list[dict]]) -> tuple[s
     return chief_pod, log_dir, run_id
 
 
-def _staging_row(staging_job: dict | None, pods: dict[str | None, list[dict]], claims: dict[str, str],
-                 now: datetime) -> TaskRow | None:
+def _staging_row(
+    staging_job: dict | None, pods: dict[str | None, list[dict]], claims: dict[str, str], now: datetime
+) -> TaskRow | None:
     """The staging Job's row, None without the Job. Its state is Pending, not Running, while
     its pod waits: the Job counts a waiting pod as active."""
     if staging_job is None:

@@ -28,19 +28,18 @@ class Cluster(Protocol):
 class Kubectl:
     """``kubectl --kubeconfig K --namespace NS ...``."""
 
-    def __init__(self, kubeconfig: str | None, namespace: str, kubectl: str = "kubectl",
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, kubeconfig: str | None, namespace: str, kubectl: str = "kubectl", timeout_s: float = 30.0
+    ) -> None:
         path = shutil.which(kubectl)
         if path is None:
             raise StatusError(f"{kubectl} not found on PATH: install kubectl or pass --kubectl")
-        self.base = [path, *(["--kubeconfig", kubeconfig] if kubeconfig else []),
-                     "--namespace", namespace]
+        self.base = [path, *(["--kubeconfig", kubeconfig] if kubeconfig else []), "--namespace", namespace]
         self.timeout_s = timeout_s
 
     def _run(self, *args: str) -> str:
         try:
-            proc = subprocess.run([*self.base, *args], capture_output=True, text=True,
-                                  timeout=self.timeout_s)
+            proc = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             raise StatusError(f"kubectl {' '.join(args)}: no answer in {self.timeout_s:g}s") from None
         if proc.returncode != 0:
@@ -48,13 +47,13 @@ class Kubectl:
         return proc.stdout
 
     def get(self, kinds: str, selector: str) -> list[dict]:
-        return json.loads(self._run("get", kinds, "--selector", selector, "--output",
-                                    "json"))["items"]
+        return json.loads(self._run("get", kinds, "--selector", selector, "--output", "json"))["items"]
 
     def events(self) -> list[dict]:
         try:
-            return json.loads(self._run("get", "events", "--field-selector", "type=Warning",
-                                        "--output", "json"))["items"]
+            return json.loads(
+                self._run("get", "events", "--field-selector", "type=Warning", "--output", "json")
+            )["items"]
         except StatusError:  # a user who may read the run but not events still gets the rest
             return []
 

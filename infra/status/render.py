@@ -32,8 +32,10 @@ def progress_line(progress: ParsedLog) -> str:
     lines of epoch e and no Epoch line before them: e - 1 epochs are done.
     """
     if progress.done and progress.test_accuracy is not None:
-        return (f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
-                f"{progress.final_cost:.4f}, total time {progress.total_time_s:.0f}s")
+        return (
+            f"finished: test accuracy {progress.test_accuracy:.4f}, final cost "
+            f"{progress.final_cost:.4f}, total time {progress.total_time_s:.0f}s"
+        )
     total = progress.epochs_total or (progress.epochs[-1]["epochs"] if progress.epochs else None)
     if not progress.epochs and not progress.steps:
         return "no progress lines yet"
@@ -43,8 +45,7 @@ def progress_line(progress: ParsedLog) -> str:
     parts = [f"epoch {done} of {total if total else '?'} done"]
     in_epoch = step if step and step["epoch"] > done else None
     if in_epoch:
-        parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of " \
-                    f"{in_epoch['batches']})"
+        parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of {in_epoch['batches']})"
     if in_epoch or not last:
         parts.append(f"cost {step['cost']:.4f}")
     else:
@@ -64,8 +65,7 @@ def progress_line(progress: ParsedLog) -> str:
     return ", ".join(parts)
 
 
-def time_left(progress: ParsedLog, total: int | None, done: int,
-              in_epoch: dict | None) -> float | None:
+def time_left(progress: ParsedLog, total: int | None, done: int, in_epoch: dict | None) -> float | None:
     """Seconds of training left: the ``total - done`` epochs still to train at the mean
     epoch time of the Epoch lines, less the share of the epoch in progress done; before any
     Epoch line, at the newest Step line's AvgTime x the epoch's batches. Evaluation and
@@ -90,30 +90,48 @@ def render(status: RunStatus) -> str:
     # The staging Job heads the table until it completes: before that no task Job exists.
     staging = [status.staging] if status.staging is not None and status.staging.state != "Complete" else []
     table = [("TASK", "JOB", "STATUS", "POD", "RESTARTS", "NODE", "AGE")]
-    table += [(r.task, r.job, r.state, r.phase, str(r.restarts), r.node, age(r.age_s))
-              for r in staging + status.tasks]
+    table += [
+        (r.task, r.job, r.state, r.phase, str(r.restarts), r.node, age(r.age_s))
+        for r in staging + status.tasks
+    ]
     lines += _columns(table)
     why = [f"  {r.task}: {w}" for r in staging + status.tasks for w in r.why]
-    why += [f"  {r.task}: ended by the run monitor: {r.ended_because}" for r in status.tasks if r.ended_because]
+    why += [
+        f"  {r.task}: ended by the run monitor: {r.ended_because}" for r in status.tasks if r.ended_because
+    ]
     if why:
         lines += ["", "Why:", *why]
     unbound = {c: p for c, p in status.claims.items() if p != "Bound"}
     if unbound:
-        lines += ["", *(f"Claim {c}: {p}, not Bound (the pods that mount it wait)" for c, p in unbound.items())]
+        lines += [
+            "",
+            *(f"Claim {c}: {p}, not Bound (the pods that mount it wait)" for c, p in unbound.items()),
+        ]
     if status.warnings:
         lines += ["", "Warnings (newest first):"]
-        lines += ["  " + line for line in _columns(
-            [("AGE", "OBJECT", "REASON", "COUNT", "MESSAGE")]
-            + [(age(w.age_s), w.object, w.reason, str(w.count), _one_line(w.message)) for w in status.warnings])]
+        lines += [
+            "  " + line
+            for line in _columns(
+                [("AGE", "OBJECT", "REASON", "COUNT", "MESSAGE")]
+                + [
+                    (age(w.age_s), w.object, w.reason, str(w.count), _one_line(w.message))
+                    for w in status.warnings
+                ]
+            )
+        ]
     lines += ["", f"Chief:       {progress_line(status.progress)}"]
     if status.monitor:
-        lines.append(f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "
-                     f"{status.namespace} logs job/{status.prefix}-monitor)")
+        lines.append(
+            f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "
+            f"{status.namespace} logs job/{status.prefix}-monitor)"
+        )
     if staging:
         lines.append(f"Staging:     kubectl --namespace {status.namespace} logs job/{staging[0].job}")
     if status.log_dir:
-        lines.append(f"Logs:        {status.log_dir}/logs/<task>.log on the shared volume; "
-                     f"kubectl --namespace {status.namespace} logs job/{status.prefix}-chief-0")
+        lines.append(
+            f"Logs:        {status.log_dir}/logs/<task>.log on the shared volume; "
+            f"kubectl --namespace {status.namespace} logs job/{status.prefix}-chief-0"
+        )
     lines.append(f"TensorBoard: {status.tensorboard}")
     lines += status.notes
     return "\n".join(lines)
@@ -135,7 +153,7 @@ def _columns(table: list[tuple[str, ...]]) -> list[str]:
 
 def _one_line(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def render_runs(runs_dir: str, runs: list[dict], current: str | None) -> str:
@@ -146,7 +164,18 @@ def render_runs(runs_dir: str, runs: list[dict], current: str | None) -> str:
     for run in runs:
         accuracy = "-" if run["test_accuracy"] is None else f"{run['test_accuracy']:.4f}"
         mark = "*" if current and current.rstrip("/").endswith("/" + run["key"]) else ""
-        table.append((mark, run["key"], run["state"], accuracy, str(run["epochs"] or "-"), run["model"] or "-",
-                      str(run["checkpoints"]), "yes" if run["export"] else "no", run["run_id"] or "-"))
+        table.append(
+            (
+                mark,
+                run["key"],
+                run["state"],
+                accuracy,
+                str(run["epochs"] or "-"),
+                run["model"] or "-",
+                str(run["checkpoints"]),
+                "yes" if run["export"] else "no",
+                run["run_id"] or "-",
+            )
+        )
     lines = [f"Runs in {runs_dir} (* = the stack's current configuration):", "", *_columns(table)]
     return "\n".join(lines)

@@ -18,7 +18,7 @@ ROLE_NAME = re.compile(r"\bAliyun(?:CS|CIS|OOS)[A-Za-z0-9]*Role\b")
 def _deploy_section() -> str:
     text = rb.README.read_text()
     start = text.index("## Deploying to Alibaba Cloud")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def test_the_preparation_runs_the_account_project_before_the_stacks_first_up():

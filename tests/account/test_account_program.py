@@ -67,8 +67,13 @@ class _Mocks(pulumi.runtime.Mocks):
                 return {}, [("", "Post https://ram.aliyuncs.com/: dial tcp: no such host")]
             return {"names": list(self.account), "ids": list(self.account), "roles": []}
         if args.token == READ_STATE:
-            outputs = {f"urn:pulumi:acct::tf-mnist-account::{ROLE}::{name}": {
-                "type": ROLE, "outputs": {"roleName": name}} for name in self.state}
+            outputs = {
+                f"urn:pulumi:acct::tf-mnist-account::{ROLE}::{name}": {
+                    "type": ROLE,
+                    "outputs": {"roleName": name},
+                }
+                for name in self.state
+            }
             return {"name": args.args.get("stackName"), "outputs": outputs}
         if args.token in (ACK_SERVICE, NAS_SERVICE):
             if self.refuse_services:
@@ -85,9 +90,14 @@ class _Monitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            self.run.registrations.append({"type": request.type, "name": request.name,
-                                           "inputs": rpc.deserialize_properties(request.object),
-                                           "retain_on_delete": request.retainOnDelete})
+            self.run.registrations.append(
+                {
+                    "type": request.type,
+                    "name": request.name,
+                    "inputs": rpc.deserialize_properties(request.object),
+                    "retain_on_delete": request.retainOnDelete,
+                }
+            )
         return response
 
 
@@ -97,11 +107,19 @@ class _Log(logging.Handler):
         self.run = run
 
     def emit(self, record: logging.LogRecord) -> None:
-        (self.run.warnings if record.levelno >= logging.WARNING else self.run.infos).append(record.getMessage())
+        (self.run.warnings if record.levelno >= logging.WARNING else self.run.infos).append(
+            record.getMessage()
+        )
 
 
-def run_account(config: dict[str, str] | None = None, *, account: list[str] | None = (),
-                state: tuple[str, ...] = (), preview: bool = False, refuse_services: bool = False) -> Run:
+def run_account(
+    config: dict[str, str] | None = None,
+    *,
+    account: list[str] | None = (),
+    state: tuple[str, ...] = (),
+    preview: bool = False,
+    refuse_services: bool = False,
+) -> Run:
     """Run account.program.run() once under fresh mocks.
 
     Args:
@@ -116,8 +134,9 @@ def run_account(config: dict[str, str] | None = None, *, account: list[str] | No
     logger = logging.getLogger(f"account-test-{id(run)}")
     logger.setLevel(logging.INFO)
     logger.addHandler(_Log(run))
-    pulumi.runtime.set_mocks(mocks, project=program.PROJECT, stack="acct", preview=preview,
-                             monitor=_Monitor(mocks), logger=logger)
+    pulumi.runtime.set_mocks(
+        mocks, project=program.PROJECT, stack="acct", preview=preview, monitor=_Monitor(mocks), logger=logger
+    )
     pulumi.runtime.set_all_config(dict(config or {}), [])
 
     def body():
@@ -127,7 +146,8 @@ def run_account(config: dict[str, str] | None = None, *, account: list[str] | No
             run.error = error
             return None
         return pulumi.Output.all(**{k: pulumi.Output.from_input(v) for k, v in outputs.items()}).apply(
-            run.outputs.update)
+            run.outputs.update
+        )
 
     pulumi.runtime.test(body)()
     return run
@@ -144,16 +164,26 @@ def test_a_fresh_account_gets_every_role_with_its_trust_and_system_policy():
         inputs = roles[role.name]["inputs"]
         assert inputs["roleName"] == role.name
         trust = json.loads(inputs["assumeRolePolicyDocument"])
-        assert trust["Statement"] == [{"Action": "sts:AssumeRole", "Effect": "Allow",
-                                       "Principal": {"Service": [role.service]}}]
+        assert trust["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": [role.service]}}
+        ]
         attached = attachments[f"{role.name}-policy"]["inputs"]
         assert attached == {"roleName": role.name, "policyName": f"{role.name}Policy", "policyType": "System"}
-    services = {json.loads(r["inputs"]["assumeRolePolicyDocument"])["Statement"][0]["Principal"]["Service"][0]
-                for r in roles.values()}
+    services = {
+        json.loads(r["inputs"]["assumeRolePolicyDocument"])["Statement"][0]["Principal"]["Service"][0]
+        for r in roles.values()
+    }
     assert services == {"cs.aliyuncs.com", "oos.aliyuncs.com"}
-    assert roles["AliyunOOSLifecycleHook4CSRole"]["inputs"]["assumeRolePolicyDocument"].count("oos.aliyuncs.com")
-    assert {"AliyunCSDefaultRole", "AliyunCSManagedKubernetesRole", "AliyunCSManagedCsiPluginRole",
-            "AliyunCSManagedCsiProvisionerRole", "AliyunCSManagedAutoScalerRole"} <= set(roles)
+    assert roles["AliyunOOSLifecycleHook4CSRole"]["inputs"]["assumeRolePolicyDocument"].count(
+        "oos.aliyuncs.com"
+    )
+    assert {
+        "AliyunCSDefaultRole",
+        "AliyunCSManagedKubernetesRole",
+        "AliyunCSManagedCsiPluginRole",
+        "AliyunCSManagedCsiProvisionerRole",
+        "AliyunCSManagedAutoScalerRole",
+    } <= set(roles)
     assert run.outputs["roles"] == {name: "created by this stack" for name in ALL}
 
 
@@ -242,8 +272,12 @@ def test_existing_roles_from_the_config_replace_the_lookup():
 
 
 def test_bad_values_are_reported_together():
-    run = run_account({"tf-mnist-account:activateServices": "maybe",
-                       "tf-mnist-account:existingRoles": '["AliyunCSDefaultRole", "AliyunCSRoleTypo"]'})
+    run = run_account(
+        {
+            "tf-mnist-account:activateServices": "maybe",
+            "tf-mnist-account:existingRoles": '["AliyunCSDefaultRole", "AliyunCSRoleTypo"]',
+        }
+    )
     message = str(run.error)
     assert message.startswith("2 invalid configuration values; nothing was changed:")
     assert "'tf-mnist-account:activateServices' value 'maybe' is invalid: must be true or false" in message

@@ -62,15 +62,21 @@ def local_cluster() -> Iterator[Kube]:
             pytest.fail(reason + "; REQUIRE_LOCAL_CLUSTER=1")
         pytest.skip(reason)
     if run_tool("status").returncode != 3:
-        pytest.fail("a local cluster is already running; these tests start and stop their own: "
-                    "run tools/local-cluster/local-cluster down first")
+        pytest.fail(
+            "a local cluster is already running; these tests start and stop their own: "
+            "run tools/local-cluster/local-cluster down first"
+        )
     bins = binaries_dir()
     before, netns_before = host_sysctls(), host_netns()
     try:
         up = run_tool("up")
         assert up.returncode == 0, f"local-cluster up failed:\n{up.stderr[-4000:]}"
-        kube = Kube(bins / "kubectl", Path(up.stdout.strip().splitlines()[-1]), host_before=before,
-                    netns_before=netns_before)
+        kube = Kube(
+            bins / "kubectl",
+            Path(up.stdout.strip().splitlines()[-1]),
+            host_before=before,
+            netns_before=netns_before,
+        )
         images = run_tool("images")
         assert images.returncode == 0, f"local-cluster images failed:\n{images.stderr[-4000:]}"
         yield kube

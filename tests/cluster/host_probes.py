@@ -30,8 +30,11 @@ def tls_context(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLConte
 
 def http_get(host: str, port: int, path: str, ctx: ssl.SSLContext | None) -> tuple[int, str]:
     """(status, body) of one GET; raises what the connection raises (a TLS alert, a reset)."""
-    conn = (http.client.HTTPSConnection(host, port, context=ctx, timeout=10) if ctx
-            else http.client.HTTPConnection(host, port, timeout=10))
+    conn = (
+        http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
+        if ctx
+        else http.client.HTTPConnection(host, port, timeout=10)
+    )
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -43,7 +46,7 @@ def http_get(host: str, port: int, path: str, ctx: ssl.SSLContext | None) -> tup
 def cgroup_hierarchies() -> list[Path]:
     """The mounted cgroup hierarchies: the root alone under cgroup v2, else each v1 controller's."""
     root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.procs").exists():   # cgroup v2 only
+    if (root / "cgroup.procs").exists():  # cgroup v2 only
         return [root]
     return sorted(d for d in root.iterdir() if (d / "cgroup.procs").exists())
 

@@ -29,17 +29,24 @@ def cluster_unavailable() -> str:
     return ""
 
 
-def run_tool(*args: str, timeout: float = 3600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_tool(
+    *args: str, timeout: float = 3600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Runs ``local-cluster ARGS`` (``env``: extra environment variables); its stderr
     (progress) is kept for the failure message."""
-    return subprocess.run([str(TOOL), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(TOOL), *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def binaries_dir() -> Path:
     """The cluster's bin dir (kubectl, ...): what tools/local-cluster/build.sh prints last."""
-    proc = subprocess.run(["bash", str(REPO / "tools" / "local-cluster" / "build.sh")], capture_output=True,
-                          text=True, timeout=3600)
+    proc = subprocess.run(
+        ["bash", str(REPO / "tools" / "local-cluster" / "build.sh")],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert proc.returncode == 0, f"build.sh failed:\n{proc.stderr[-3000:]}"
     return Path(proc.stdout.strip().splitlines()[-1])
 
@@ -56,16 +63,27 @@ class Kube:
     #: host_netns() before the cluster came up
     netns_before: set[str] | None = None
 
-    def run(self, *args: str, input_: str | None = None, check: bool = True,
-            timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([str(self.kubectl_bin), f"--kubeconfig={self.kubeconfig}", "-n", self.namespace,
-                               *args], input=input_, capture_output=True, text=True, timeout=timeout)
+    def run(
+        self, *args: str, input_: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [str(self.kubectl_bin), f"--kubeconfig={self.kubeconfig}", "-n", self.namespace, *args],
+            input=input_,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check:
             assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {proc.stderr}"
         return proc
 
     def apply(self, *objects: dict) -> None:
-        self.run("apply", "-f", "-", input_=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+        self.run(
+            "apply",
+            "-f",
+            "-",
+            input_=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+        )
 
     def get(self, kind: str, name: str = "") -> dict[str, Any]:
         return json.loads(self.run("get", kind, *([name] if name else []), "-o", "json").stdout)
@@ -73,8 +91,9 @@ class Kube:
     def logs(self, what: str, *args: str) -> str:
         return self.run("logs", what, *args).stdout
 
-    def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 180,
-                 every: float = 0.5) -> Any:
+    def wait_for(
+        self, what: str, predicate: Callable[[], Any], timeout: float = 180, every: float = 0.5
+    ) -> Any:
         """Polls ``predicate`` until it returns a truthy value; fails naming ``what``."""
         deadline = time.monotonic() + timeout
         last: Any = None
@@ -110,8 +129,11 @@ SYSCTLS = ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables", "net/ipv
 
 
 def host_sysctls() -> dict[str, str]:
-    return {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS
-            if Path("/proc/sys", name).exists()}
+    return {
+        name: Path("/proc/sys", name).read_text().strip()
+        for name in SYSCTLS
+        if Path("/proc/sys", name).exists()
+    }
 
 
 def host_netns() -> set[str]:

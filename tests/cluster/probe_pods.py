@@ -15,18 +15,26 @@ TRAINER_IMAGE = f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}"
 def trainer_pod(name: str, command: list[str], labels: dict | None = None) -> dict:
     """A pod that runs ``command`` in the trainer image the node holds (never pulled), once."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {"app": name}},
-        "spec": {"restartPolicy": "Never", "containers": [
-            {"name": "main", "image": TRAINER_IMAGE, "imagePullPolicy": "Never", "command": command}]},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "main", "image": TRAINER_IMAGE, "imagePullPolicy": "Never", "command": command}
+            ],
+        },
     }
 
 
 def trainer_job(name: str, command: list[str], backoff_limit: int) -> dict:
     """A Job of ``trainer_pod``'s pod, retried up to ``backoff_limit`` times."""
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"backoffLimit": backoff_limit,
-                     "template": {"spec": trainer_pod(name, command)["spec"]}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": backoff_limit, "template": {"spec": trainer_pod(name, command)["spec"]}},
+    }
 
 
 #: Each pod serves its name on port 8000 and connects to the other by its headless Service's
@@ -105,8 +113,11 @@ def start_knocking(kube: Kube, name: str, address: str, seconds: int, *mode: str
 def knock_outcomes(kube: Kube, name: str, seconds: int) -> list[str]:
     """The outcome lines of KNOCK_SCRIPT's pod ``name`` (``seconds`` its argument) once it ends
     (in "after-gone" mode, call it once the server is gone)."""
-    kube.wait_for(f"pod {name} to finish", lambda: pod_phase(kube, name) in ("Succeeded", "Failed"),
-                  timeout=seconds + 120)
+    kube.wait_for(
+        f"pod {name} to finish",
+        lambda: pod_phase(kube, name) in ("Succeeded", "Failed"),
+        timeout=seconds + 120,
+    )
     logs = kube.logs(name)
     assert pod_phase(kube, name) == "Succeeded", logs
     return [line.split(" ", 1)[1] for line in logs.splitlines() if line[:1].isdigit()]

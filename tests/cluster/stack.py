@@ -42,9 +42,16 @@ LOCAL_CLUSTER_CONFIG = {
     # The API server where pods reach it (tools/local-cluster's relay on its bridge: no
     # kube-proxy routes the kubernetes Service), for the run monitor.
     "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.cpu": "100m", "worker.memory": "2Gi",
-    "ps.number": "1", "ps.cpu": "100m", "ps.memory": "2Gi",
-    "createNamespace": "true", "persistence.volume.type": "hostPath",
+    "worker.gpuCount": "0",
+    "worker.imagePullPolicy": "IfNotPresent",
+    "ps.imagePullPolicy": "IfNotPresent",
+    "worker.cpu": "100m",
+    "worker.memory": "2Gi",
+    "ps.number": "1",
+    "ps.cpu": "100m",
+    "ps.memory": "2Gi",
+    "createNamespace": "true",
+    "persistence.volume.type": "hostPath",
 }
 
 
@@ -89,8 +96,9 @@ def owner_config(owner: tuple[int, int] = VOLUME_OWNER) -> dict[str, str]:
 
 
 @contextmanager
-def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, stack: str,
-                     config: dict[str, str]) -> Iterator[tuple[PulumiProject, Path]]:
+def stack_on_cluster(
+    local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, stack: str, config: dict[str, str]
+) -> Iterator[tuple[PulumiProject, Path]]:
     """A stack ``stack`` of a copy of the project, in kubeconfig mode against ``local_cluster``,
     with ``config`` (``--path`` keys) and a fresh hostPath volume of VOLUME_OWNER, whom the pods
     run as (``owner_config``, unless ``config`` says otherwise); destroyed, and its volume
@@ -103,11 +111,22 @@ def stack_on_cluster(local_cluster: Kube, tmp_path_factory: pytest.TempPathFacto
         (the project, the volume's host directory).
     """
     toolchain, home = engine_home(tmp_path_factory)
-    project = PulumiProject(REPO, tmp_path_factory.mktemp("e2e"), toolchain, include=PROJECT_FILES,
-                            pulumi_home=home, venv=REPO / ".venv")
+    project = PulumiProject(
+        REPO,
+        tmp_path_factory.mktemp("e2e"),
+        toolchain,
+        include=PROJECT_FILES,
+        pulumi_home=home,
+        venv=REPO / ".venv",
+    )
     project.init_stack(stack)
     volume = pod_volume("tf-mnist-e2e-volume-", VOLUME_OWNER)
-    settings = {**owner_config(), **config, "kubeconfig": str(local_cluster.kubeconfig), "hostPath.path": str(volume)}
+    settings = {
+        **owner_config(),
+        **config,
+        "kubeconfig": str(local_cluster.kubeconfig),
+        "hostPath.path": str(volume),
+    }
     for key, value in settings.items():
         project.set_config(key, value, path=True)
     try:
@@ -126,7 +145,7 @@ def on_volume(project: PulumiProject, volume: Path, output: str) -> Path:
     """Where the stack output ``output`` (a path under the pods' mountPath /data) is on the host."""
     value = outputs(project)[output]
     assert value.startswith("/data/"), (output, value)
-    return volume / value[len("/data/"):]
+    return volume / value[len("/data/") :]
 
 
 def sha256(path: Path) -> str:
@@ -135,17 +154,23 @@ def sha256(path: Path) -> str:
 
 def file_states(directory: Path) -> dict[str, tuple[str, int]]:
     """Each file under ``directory`` (its path there): its SHA-256 and its mtime in nanoseconds."""
-    return {str(p.relative_to(directory)): (sha256(p), p.stat().st_mtime_ns)
-            for p in directory.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (sha256(p), p.stat().st_mtime_ns)
+        for p in directory.rglob("*")
+        if p.is_file()
+    }
 
 
-def wait_for_tasks(kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeout: float = 900) -> dict[str, str]:
+def wait_for_tasks(
+    kube: Kube, prefix: str, tasks: Sequence[str] = TASKS, timeout: float = 900
+) -> dict[str, str]:
     """Each task Job's end (``Complete`` or ``Failed``) by name, once every one has ended."""
     names = [f"{prefix}-{t}" for t in tasks]
 
     def ends() -> dict[str, str] | None:
         found = {n: job_condition(kube, n) for n in names}
         return found if all(found.values()) else None
+
     return kube.wait_for(f"{names} to end", ends, timeout=timeout, every=2)
 
 
@@ -153,8 +178,11 @@ def live_object_kinds(project: PulumiProject, kube: Kube) -> set[str]:
     """The kinds of the Kubernetes objects in the stack's state, asserting that each one exists
     in the cluster with the uid the state holds."""
     state = json.loads(project.pulumi("stack", "export", "--show-secrets").stdout)
-    objects = [r for r in state["deployment"]["resources"]
-               if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")]
+    objects = [
+        r
+        for r in state["deployment"]["resources"]
+        if r["type"].startswith("kubernetes:") and not r["type"].startswith("pulumi:providers")
+    ]
     kinds = set()
     for r in objects:
         meta = r["outputs"]["metadata"]
@@ -188,9 +216,20 @@ def chief_epochs(kube: Kube, prefix: str) -> set[int]:
 
 def port_forward(kube: Kube, target: str, port: int) -> tuple[subprocess.Popen, int]:
     """``kubectl port-forward TARGET 0:PORT``: the process (stop it by its pid) and the local port."""
-    proc = subprocess.Popen([str(kube.kubectl_bin), f"--kubeconfig={kube.kubeconfig}", "-n", kube.namespace,
-                             "port-forward", target, f"0:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            str(kube.kubectl_bin),
+            f"--kubeconfig={kube.kubeconfig}",
+            "-n",
+            kube.namespace,
+            "port-forward",
+            target,
+            f"0:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     found = re.search(r"127\.0\.0\.1:(\d+)", line)
@@ -223,8 +262,10 @@ def chief_epoch_figures(kube: Kube, prefix: str) -> str:
     at = [stamp for stamp, line in stamped_logs(kube, f"job/{prefix}-chief-0") if parse_log(line).epochs]
     chief = parse_log(kube.logs(f"job/{prefix}-chief-0"))
     after = [round(b - a - e["epoch_time_s"], 1) for a, b, e in zip(at, at[1:], chief.epochs[1:])]
-    return (f"chief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
-            f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s")
+    return (
+        f"chief: batch {max(s['avg_ms'] for s in chief.steps):.0f} ms at most, "
+        f"epochs {[round(e['epoch_time_s'], 1) for e in chief.epochs]} s, checkpoint + evaluation {after} s"
+    )
 
 
 def tensorboard_json(port: int, path: str, timeout: float = 5, **query: str) -> Any:
@@ -237,11 +278,23 @@ def tensorboard_json(port: int, path: str, timeout: float = 5, **query: str) -> 
 
 def infra_status(kube: Kube, *args: str) -> subprocess.CompletedProcess:
     """``python -m infra.status ARGS`` against ``kube``'s cluster and namespace (kubectl on PATH)."""
-    return subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "infra.status", "--kubeconfig",
-                           str(kube.kubeconfig), "--namespace", kube.namespace, *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"})
-
+    return subprocess.run(
+        [
+            str(REPO / ".venv" / "bin" / "python"),
+            "-m",
+            "infra.status",
+            "--kubeconfig",
+            str(kube.kubeconfig),
+            "--namespace",
+            kube.namespace,
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": f"{kube.kubectl_bin.parent}:{os.environ['PATH']}"},
+    )
 
 
 def run_status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProcess:
@@ -252,8 +305,13 @@ def run_status(kube: Kube, prefix: str, *args: str) -> subprocess.CompletedProce
 
 def _monitor_pods(kube: Kube, prefix: str, gone: set[str]) -> list[dict]:
     """The run monitor's pods of ``prefix`` that are Running or Succeeded, less those in ``gone`` (uids)."""
-    return [p for p in kube.get("pods")["items"] if p["metadata"]["labels"].get("job-name") == f"{prefix}-monitor"
-            and p["metadata"]["uid"] not in gone and p["status"]["phase"] in ("Running", "Succeeded")]
+    return [
+        p
+        for p in kube.get("pods")["items"]
+        if p["metadata"]["labels"].get("job-name") == f"{prefix}-monitor"
+        and p["metadata"]["uid"] not in gone
+        and p["status"]["phase"] in ("Running", "Succeeded")
+    ]
 
 
 def _monitor_pid(prefix: str) -> int | None:
@@ -316,18 +374,26 @@ def kill_the_monitor(kube: Kube, prefix: str, times: int) -> list[str]:
     done: list[str] = []
     for kill in range(times):
         try:
-            pod = kube.wait_for("a new monitor pod to run", lambda: _monitor_pods(kube, prefix, gone) or None,
-                                timeout=300, every=1)[0]
+            pod = kube.wait_for(
+                "a new monitor pod to run",
+                lambda: _monitor_pods(kube, prefix, gone) or None,
+                timeout=300,
+                every=1,
+            )[0]
         except AssertionError as err:
-            raise AssertionError(f"{err} after {done}:\n"
-                                 + kube.run("describe", "job", f"{prefix}-monitor", check=False).stdout) from None
+            raise AssertionError(
+                f"{err} after {done}:\n"
+                + kube.run("describe", "job", f"{prefix}-monitor", check=False).stdout
+            ) from None
         if pod["status"]["phase"] == "Succeeded":
             break
         gone.add(pod["metadata"]["uid"])
         pid = None
         if kill % 2 == 0:
             try:
-                pid = kube.wait_for("the monitor's process", lambda: _monitor_pid(prefix), timeout=20, every=0.5)
+                pid = kube.wait_for(
+                    "the monitor's process", lambda: _monitor_pid(prefix), timeout=20, every=0.5
+                )
             except AssertionError:
                 pid = None
         if pid is not None:

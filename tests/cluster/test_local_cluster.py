@@ -54,8 +54,13 @@ NAMESPACE = "smoke"
 @pytest.fixture(scope="module")
 def kube(local_cluster: Kube) -> Kube:
     local_cluster.run("create", "namespace", NAMESPACE)
-    return Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, NAMESPACE, local_cluster.host_before,
-                local_cluster.netns_before)
+    return Kube(
+        local_cluster.kubectl_bin,
+        local_cluster.kubeconfig,
+        NAMESPACE,
+        local_cluster.host_before,
+        local_cluster.netns_before,
+    )
 
 
 def test_up_with_a_port_in_use_names_the_part_and_leaves_nothing_running() -> None:
@@ -122,9 +127,11 @@ def test_up_again_is_a_no_op(kube: Kube) -> None:
 
 def test_trainer_image_runs_in_a_pod(kube: Kube) -> None:
     kube.apply(trainer_pod("trainer-help", ["python", "-m", "trainer", "--help"]))
+
     def finished() -> str:
         phase = pod_phase(kube, "trainer-help")
         return phase if phase in ("Succeeded", "Failed") else ""
+
     phase = kube.wait_for("pod trainer-help to finish", finished)
     logs = kube.logs("trainer-help")
     assert phase == "Succeeded", logs
@@ -136,9 +143,18 @@ def test_trainer_image_runs_in_a_pod(kube: Kube) -> None:
 def test_pods_reach_each_other_by_headless_service_name(kube: Kube) -> None:
     objects = []
     for me, peer in (("dns-a", "dns-b"), ("dns-b", "dns-a")):
-        objects.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": me},
-                        "spec": {"clusterIP": "None", "selector": {"app": me},
-                                 "ports": [{"port": 8000, "targetPort": 8000}]}})
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": me},
+                "spec": {
+                    "clusterIP": "None",
+                    "selector": {"app": me},
+                    "ports": [{"port": 8000, "targetPort": 8000}],
+                },
+            }
+        )
         objects.append(trainer_pod(me, ["python", "-c", PEER_SCRIPT, me, f"{peer}.{NAMESPACE}.svc"]))
     kube.apply(*objects)
     for name in ("dns-a", "dns-b"):
@@ -152,19 +168,39 @@ def test_pods_reach_each_other_by_headless_service_name(kube: Kube) -> None:
 
 
 def test_csi_pv_labelled_train_mnist_binds_to_a_selecting_claim(kube: Kube) -> None:
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
-          "metadata": {"name": "smoke-nas", "labels": {"train": "mnist"}},
-          "spec": {"capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany"],
-                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                   "csi": {"driver": "nasplugin.csi.alibabacloud.com", "volumeHandle": "smoke-nas",
-                           "volumeAttributes": {"server": "example.cn-hangzhou.nas.aliyuncs.com", "path": "/data"}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "smoke-nas"},
-           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
-                    "resources": {"requests": {"storage": "5Gi"}},
-                    "selector": {"matchLabels": {"train": "mnist"}}}}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "smoke-nas", "labels": {"train": "mnist"}},
+        "spec": {
+            "capacity": {"storage": "5Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "csi": {
+                "driver": "nasplugin.csi.alibabacloud.com",
+                "volumeHandle": "smoke-nas",
+                "volumeAttributes": {"server": "example.cn-hangzhou.nas.aliyuncs.com", "path": "/data"},
+            },
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "smoke-nas"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "5Gi"}},
+            "selector": {"matchLabels": {"train": "mnist"}},
+        },
+    }
     kube.apply(pv, pvc)
-    kube.wait_for("the claim to bind", lambda: kube.get("pvc", "smoke-nas")["status"].get("phase") == "Bound",
-                  timeout=180)
+    kube.wait_for(
+        "the claim to bind",
+        lambda: kube.get("pvc", "smoke-nas")["status"].get("phase") == "Bound",
+        timeout=180,
+    )
     assert kube.get("pvc", "smoke-nas")["spec"]["volumeName"] == "smoke-nas"
     assert kube.get("pv", "smoke-nas")["status"]["phase"] == "Bound"
     kube.run("delete", "pvc", "smoke-nas", "--wait=true")
@@ -181,14 +217,20 @@ def test_job_runs_to_succeeded(kube: Kube) -> None:
 def test_failing_job_is_retried_up_to_backoff_limit(kube: Kube) -> None:
     kube.apply(trainer_job("smoke-fail", ["python", "-c", "raise SystemExit(1)"], 2))
     # The Job controller's back-off between retries is 10 s, then 20 s.
-    assert kube.wait_for("job smoke-fail to fail", lambda: job_condition(kube, "smoke-fail"), timeout=240) == "Failed"
+    assert (
+        kube.wait_for("job smoke-fail to fail", lambda: job_condition(kube, "smoke-fail"), timeout=240)
+        == "Failed"
+    )
     status = kube.get("job", "smoke-fail")["status"]
     assert status["failed"] == 3, status
     reasons = [c.get("reason") for c in status["conditions"] if c["type"] == "Failed"]
     assert reasons == ["BackoffLimitExceeded"], status["conditions"]
     pods = kube.get("pods")["items"]
-    exit_codes = [p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
-                  for p in pods if p["metadata"]["labels"].get("job-name") == "smoke-fail"]
+    exit_codes = [
+        p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]
+        for p in pods
+        if p["metadata"]["labels"].get("job-name") == "smoke-fail"
+    ]
     assert exit_codes == [1, 1, 1], exit_codes
 
 
@@ -198,19 +240,31 @@ def test_no_key_or_kubeconfig_is_readable_by_others(kube: Kube) -> None:
     assert file_mode(kube.kubeconfig) == 0o600
     secrets: list[Path] = []
     for top, dirnames, files in os.walk(STATE_DIR):
-        if Path(top) == STATE_DIR:   # not the image store: layers, no credentials
+        if Path(top) == STATE_DIR:  # not the image store: layers, no credentials
             dirnames[:] = [d for d in dirnames if d != "containerd"]
         for name in files:
             if name.endswith((".key", ".pem")) or "kubeconfig" in name or Path(top) == STATE_DIR / "pki":
                 secrets.append(Path(top) / name)
     names = {str(p.relative_to(STATE_DIR)) for p in secrets}
-    assert {"kubeconfig", "pki/ca.key", "pki/sa.key", "pki/etcd-ca.key", "pki/apiserver-etcd-client.key",
-            "etc/kubelet.kubeconfig", "etc/coredns.kubeconfig", "kubelet/pki/kubelet.key"} <= names, names
+    assert {
+        "kubeconfig",
+        "pki/ca.key",
+        "pki/sa.key",
+        "pki/etcd-ca.key",
+        "pki/apiserver-etcd-client.key",
+        "etc/kubelet.kubeconfig",
+        "etc/coredns.kubeconfig",
+        "kubelet/pki/kubelet.key",
+    } <= names, names
     wide = {str(p): oct(file_mode(p)) for p in secrets if file_mode(p) & 0o077}
     assert wide == {}, "readable by group or others"
     # Every directory between the state directory and a secret is closed to others too.
-    open_dirs = {str(d): oct(file_mode(d)) for p in secrets for d in p.parents
-                 if (d == STATE_DIR or STATE_DIR in d.parents) and file_mode(d) & 0o077}
+    open_dirs = {
+        str(d): oct(file_mode(d))
+        for p in secrets
+        for d in p.parents
+        if (d == STATE_DIR or STATE_DIR in d.parents) and file_mode(d) & 0o077
+    }
     assert open_dirs == {}
 
 
@@ -220,13 +274,13 @@ def test_etcd_refuses_a_client_without_a_certificate(kube: Kube) -> None:
     client = (pki / "etcd-healthcheck-client.crt", pki / "etcd-healthcheck-client.key")
     status, body = http_get("127.0.0.1", 2379, "/health", tls_context(ca, client))
     assert (status, '"health":"true"' in body) == (200, True), body
-    for port in (2379, 2380):   # clients and peers
+    for port in (2379, 2380):  # clients and peers
         with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
             http_get("127.0.0.1", port, "/health", tls_context(ca))
     # A certificate from the cluster CA (the admin's) is not one etcd trusts either.
     with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
         http_get("127.0.0.1", 2379, "/health", tls_context(ca, (pki / "admin.crt", pki / "admin.key")))
-    try:   # plain HTTP: etcd closes the connection without an answer
+    try:  # plain HTTP: etcd closes the connection without an answer
         status, body = http_get("127.0.0.1", 2379, "/health", None)
     except ConnectionError:
         status, body = 0, ""
@@ -237,8 +291,9 @@ def test_anonymous_requests_to_the_api_server_get_401(kube: Kube) -> None:
     pki = STATE_DIR / "pki"
     for path in ("/readyz", "/livez", "/version", "/api/v1/namespaces"):
         with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.urlopen(f"https://127.0.0.1:6443{path}", context=tls_context(pki / "ca.crt"),
-                                   timeout=10)
+            urllib.request.urlopen(
+                f"https://127.0.0.1:6443{path}", context=tls_context(pki / "ca.crt"), timeout=10
+            )
         assert err.value.code == 401, path
     admin = tls_context(pki / "ca.crt", (pki / "admin.crt", pki / "admin.key"))
     with urllib.request.urlopen("https://127.0.0.1:6443/readyz", timeout=10, context=admin) as resp:
@@ -280,36 +335,49 @@ def test_the_agent_outlives_packets_to_an_address_no_pod_has(kube: Kube) -> None
     # The knocker runs until the server is gone and 40 s more: not for a fixed 40 s from its
     # start, which the wait and the deletion below could outlast on a loaded machine.
     start_knocking(kube, "knocker", serve(kube, "short-lived"), 40, "after-gone")
-    kube.wait_for("the knocker's first connection",
-                  lambda: "connected" in kube.run("logs", "knocker", check=False).stdout, timeout=120)
+    kube.wait_for(
+        "the knocker's first connection",
+        lambda: "connected" in kube.run("logs", "knocker", check=False).stdout,
+        timeout=120,
+    )
     kube.run("delete", "pod", "short-lived", "--grace-period=0", "--force", "--wait=true")
     outcomes = knock_outcomes(kube, "knocker", 40)
     assert outcomes[0] == "connected" and len(outcomes) >= 2 and outcomes[-1] != "connected", outcomes
-    assert [line.split()[:2] for line in nfqueue_readers(100)] == readers, \
-        "the NetworkPolicy agent stopped reading its queue:\n" + \
-        (STATE_DIR / "logs" / "network-policies.log").read_text()[-3000:]
+    assert [line.split()[:2] for line in nfqueue_readers(100)] == readers, (
+        "the NetworkPolicy agent stopped reading its queue:\n"
+        + (STATE_DIR / "logs" / "network-policies.log").read_text()[-3000:]
+    )
     # And it still passes pod-to-pod traffic.
     start_knocking(kube, "second-knocker", serve(kube, "second-server"), 180, "until-connected")
     assert knock_outcomes(kube, "second-knocker", 180)[-1] == "connected"
     kube.run("delete", "pod", "knocker", "second-server", "second-knocker", "--grace-period=0", "--force")
 
 
-def test_down_of_directories_that_do_not_exist_leaves_the_running_cluster_alone(kube: Kube, tmp_path: Path) -> None:
+def test_down_of_directories_that_do_not_exist_leaves_the_running_cluster_alone(
+    kube: Kube, tmp_path: Path
+) -> None:
     """The cgroup root, the bridge and its nftables table have fixed names: a `down` for state
     and run directories that do not exist (no cluster of theirs runs) must not take them from
     the cluster that does."""
     kube.apply(trainer_pod("survivor", ["sleep", "3600"]))
     kube.wait_for("pod survivor to run", lambda: pod_phase(kube, "survivor") == "Running")
-    absent = {"LOCAL_CLUSTER_STATE": str(tmp_path / "absent-state"), "LOCAL_CLUSTER_RUN": str(tmp_path / "absent-run")}
+    absent = {
+        "LOCAL_CLUSTER_STATE": str(tmp_path / "absent-state"),
+        "LOCAL_CLUSTER_RUN": str(tmp_path / "absent-run"),
+    }
     down = run_tool("down", env=absent, timeout=120)
     assert down.returncode == 0, down.stderr
-    assert f"down: nothing was running ({tmp_path / 'absent-state'} and {tmp_path / 'absent-run'} do not exist)" \
-        in down.stderr, down.stderr
+    assert (
+        f"down: nothing was running ({tmp_path / 'absent-state'} and {tmp_path / 'absent-run'} do not exist)"
+        in down.stderr
+    ), down.stderr
     assert "removed" not in down.stderr, down.stderr
     assert not (tmp_path / "absent-state").exists() and not (tmp_path / "absent-run").exists()
     assert Path("/sys/class/net/tf-mnist0").exists(), "the running cluster's bridge was deleted"
     assert run_tool("status").returncode == 0, "the running cluster is no longer healthy"
-    assert kube.run("exec", "survivor", "--", "true", check=False).returncode == 0, "its pod's process was killed"
+    assert kube.run("exec", "survivor", "--", "true", check=False).returncode == 0, (
+        "its pod's process was killed"
+    )
     kube.run("delete", "pod", "survivor", "--wait=false")
 
 
@@ -321,8 +389,12 @@ def test_down_leaves_no_process_namespace_bridge_or_mount(kube: Kube) -> None:
         assert all(d.is_dir() for d in foreign), foreign
         assert sleeper.poll() is None, "down killed a process in another kubelet's pod cgroup"
     assert run_tool("status").returncode == 3
-    assert processes_mentioning(str(STATE_DIR), str(RUN_DIR), "kube-apiserver", "kubelet --config",
-                                "containerd-shim") == []
+    assert (
+        processes_mentioning(
+            str(STATE_DIR), str(RUN_DIR), "kube-apiserver", "kubelet --config", "containerd-shim"
+        )
+        == []
+    )
     assert host_netns() == kube.netns_before
     assert not Path("/sys/class/net/tf-mnist0").exists()
     mounts = Path("/proc/self/mountinfo").read_text()

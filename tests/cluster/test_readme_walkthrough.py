@@ -87,8 +87,10 @@ class Walkthrough:
     netns_before: set[str]
 
     def block(self, name: str) -> str:
-        assert name in self.sections, (f"walk-through block {name!r} never ran (the walk-through exited "
-                                       f"{self.returncode}):\n{self.output[-6000:]}")
+        assert name in self.sections, (
+            f"walk-through block {name!r} never ran (the walk-through exited "
+            f"{self.returncode}):\n{self.output[-6000:]}"
+        )
         return self.sections[name][0]
 
 
@@ -96,8 +98,14 @@ def _run_script(text: str, cwd: Path, env: dict[str, str], log: Path, timeout: f
     """Runs bash script ``text`` in its own process group, output (stdout and stderr in order)
     into ``log``; on timeout the whole group is killed and 124 returned."""
     with log.open("a") as out:
-        proc = subprocess.Popen(["bash", "-c", text], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", text],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -119,8 +127,10 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
         pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
     if run_tool("status").returncode != 3:
-        pytest.fail("a local cluster is already running; the walk-through's blocks start and stop their own: "
-                    "run tools/local-cluster/local-cluster down first")
+        pytest.fail(
+            "a local cluster is already running; the walk-through's blocks start and stop their own: "
+            "run tools/local-cluster/local-cluster down first"
+        )
     work = tmp_path_factory.mktemp("readme-walkthrough")
     clone = rb.scratch_checkout(work / "clone")
     # Not under pytest's tmp dirs: those are mode 0700, and TensorBoard runs as uid 10001.
@@ -132,8 +142,12 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
     (clone / "Pulumi.local.yaml").write_text(f"config:\n  tf-mnist:hostPath.path: {volume}\n")
     backend = work / "backend"
     backend.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("KUBECONFIG", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_STACK")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in ("KUBECONFIG", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_STACK")
+    }
     env["PULUMI_BACKEND_URL"] = f"file://{backend}"
     log, cleanup = work / "walkthrough.log", work / "cleanup.log"
     sysctls_before, netns_before = host_sysctls(), host_netns()
@@ -148,10 +162,22 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthroug
                 run_tool("down")
     output = log.read_text()
     sections = rb.sections(output)
-    print("walk-through blocks: " + ", ".join(f"{name} {seconds:.1f} s" for name, (_, seconds) in sections.items()))
+    print(
+        "walk-through blocks: "
+        + ", ".join(f"{name} {seconds:.1f} s" for name, (_, seconds) in sections.items())
+    )
     try:
-        yield Walkthrough(returncode, output, cleanup.read_text() if cleanup.exists() else "", sections, clone,
-                          volume, backend, sysctls_before, netns_before)
+        yield Walkthrough(
+            returncode,
+            output,
+            cleanup.read_text() if cleanup.exists() else "",
+            sections,
+            clone,
+            volume,
+            backend,
+            sysctls_before,
+            netns_before,
+        )
     finally:
         shutil.rmtree(volume, ignore_errors=True)
 
@@ -162,7 +188,8 @@ def test_the_blocks_run_to_the_end_as_pasted(walkthrough: Walkthrough) -> None:
     assert walkthrough.returncode == 0, (
         f"walk-through block {failed} (the block opening at {where.get(failed[0]) if failed else '?'}) "
         f"exited {walkthrough.returncode}; the walk-through's output:\n{walkthrough.output[-8000:]}\n"
-        f"then the clean-up, the local-cluster-down block again:\n{walkthrough.cleanup[-2000:]}")
+        f"then the clean-up, the local-cluster-down block again:\n{walkthrough.cleanup[-2000:]}"
+    )
     assert list(walkthrough.sections) == BLOCKS
     assert all(seconds >= 0 for _, seconds in walkthrough.sections.values()), walkthrough.sections
 
@@ -173,8 +200,15 @@ def test_cluster_up_shows_a_ready_node_and_every_part_healthy(walkthrough: Walkt
     assert str(STATE_DIR / "kubeconfig") in text, text[-3000:]
     assert re.search(r"^\S+\s+Ready\s+\S*\s+\S+\s+v1\.34\.", text, re.M), f"no Ready node:\n{text[-3000:]}"
     parts = re.findall(r"^(\S+)\s+pid \d+\s+(\S+)$", text, re.M)
-    assert {name for name, _ in parts} >= {"etcd", "kube-apiserver", "kube-controller-manager",
-                                           "kube-scheduler", "containerd", "coredns", "kubelet"}, parts
+    assert {name for name, _ in parts} >= {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "containerd",
+        "coredns",
+        "kubelet",
+    }, parts
     assert all(health == "healthy" for _, health in parts), parts
 
 
@@ -182,7 +216,9 @@ def test_local_stack_ends_with_every_job_complete_and_tensorboard_running(walkth
     text = walkthrough.block("local-stack")
     jobs = dict(re.findall(r"^job\.batch/(\S+)\s+(\S+\s+\d+/\d+)\s", text, re.M))
     assert set(jobs) == JOBS, f"Jobs shown: {jobs}\n{text[-4000:]}"
-    assert all(re.fullmatch(r"Complete\s+1/1", state) for name, state in jobs.items() if name != MONITOR), jobs
+    assert all(re.fullmatch(r"Complete\s+1/1", state) for name, state in jobs.items() if name != MONITOR), (
+        jobs
+    )
     assert re.fullmatch(r"(Complete|Running)\s+[01]/1", jobs[MONITOR]), jobs
     pods = re.findall(r"^pod/(\S+)\s+(\d+/\d+)\s+(\S+)\s", text, re.M)
     pods = [p for p in pods if not p[0].startswith(f"{MONITOR}-")]
@@ -202,9 +238,13 @@ def _chief_accuracy(text: str) -> float:
 def test_the_chiefs_last_lines_give_the_accuracy(walkthrough: Walkthrough) -> None:
     text = walkthrough.block("local-stack")
     tail = text.rstrip("\n").splitlines()[-4:]
-    assert [line.split(":")[0] for line in tail] == ["Test-Accuracy", "Total Time", "Final Cost", "done"], tail
+    assert [line.split(":")[0] for line in tail] == ["Test-Accuracy", "Total Time", "Final Cost", "done"], (
+        tail
+    )
     accuracy = _chief_accuracy("\n".join(tail))
-    assert ACCURACY[0] <= accuracy <= ACCURACY[1], f"test accuracy {accuracy}; docs/local-cluster.md says about 0.97"
+    assert ACCURACY[0] <= accuracy <= ACCURACY[1], (
+        f"test accuracy {accuracy}; docs/local-cluster.md says about 0.97"
+    )
     assert "Run already finished" not in text
 
 
@@ -217,8 +257,15 @@ def test_destroy_keeps_the_run_and_the_data_on_the_volume(walkthrough: Walkthrou
     result = json.loads((run / "result.json").read_text())
     assert f"{result['test_accuracy']:.4f}" == f"{_chief_accuracy(walkthrough.block('local-stack')):.4f}"
     assert result["epochs"] == 3
-    for part in ("checkpoints", "train", "validation", "export", "logs/chief-0.log", "logs/worker-1.log",
-                 "logs/ps-0.log"):
+    for part in (
+        "checkpoints",
+        "train",
+        "validation",
+        "export",
+        "logs/chief-0.log",
+        "logs/worker-1.log",
+        "logs/ps-0.log",
+    ):
         assert (run / part).exists(), f"{run}/{part} missing after destroy"
     assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == sorted(ALL_IDX_FILES)
     # `pulumi stack rm local` takes the stack out of the backend and deletes Pulumi.local.yaml.
@@ -231,8 +278,17 @@ def test_destroy_keeps_the_run_and_the_data_on_the_volume(walkthrough: Walkthrou
 def test_cluster_down_leaves_no_process_bridge_or_mount(walkthrough: Walkthrough) -> None:
     assert "local-cluster-down" in walkthrough.sections, "the page's down block never ran in order"
     assert run_tool("status").returncode == 3
-    assert processes_mentioning(str(STATE_DIR), str(RUN_DIR), "kube-apiserver", "kubelet --config",
-                                "containerd-shim", f"{walkthrough.volume}") == []
+    assert (
+        processes_mentioning(
+            str(STATE_DIR),
+            str(RUN_DIR),
+            "kube-apiserver",
+            "kubelet --config",
+            "containerd-shim",
+            f"{walkthrough.volume}",
+        )
+        == []
+    )
     assert not Path("/sys/class/net/tf-mnist0").exists()
     mounts = Path("/proc/self/mountinfo").read_text()
     assert str(STATE_DIR) + "/" not in mounts and str(RUN_DIR) not in mounts

@@ -36,8 +36,11 @@ def _up(project, settings: dict[str, str]) -> None:
 
 
 def _jobs(kube: Kube) -> dict[str, dict]:
-    return {j["metadata"]["name"]: j for j in kube.get("jobs")["items"]
-            if j["metadata"]["labels"].get("app.kubernetes.io/instance") == PREFIX}
+    return {
+        j["metadata"]["name"]: j
+        for j in kube.get("jobs")["items"]
+        if j["metadata"]["labels"].get("app.kubernetes.io/instance") == PREFIX
+    }
 
 
 def _failed_at(job: dict) -> float | None:
@@ -49,9 +52,13 @@ def _failed_at(job: dict) -> float | None:
 
 
 def _live_task_pods(kube: Kube) -> list[str]:
-    return [f"{p['metadata']['name']} {p['status']['phase']}" for p in kube.get("pods")["items"]
-            if p["metadata"]["labels"].get("app.kubernetes.io/instance") == PREFIX
-            and "tf-replica-type" in p["metadata"]["labels"] and p["status"]["phase"] in ("Pending", "Running")]
+    return [
+        f"{p['metadata']['name']} {p['status']['phase']}"
+        for p in kube.get("pods")["items"]
+        if p["metadata"]["labels"].get("app.kubernetes.io/instance") == PREFIX
+        and "tf-replica-type" in p["metadata"]["labels"]
+        and p["status"]["phase"] in ("Pending", "Running")
+    ]
 
 
 def _every_task_failed(kube: Kube) -> dict[str, dict] | None:
@@ -72,9 +79,14 @@ def test_a_monitor_killed_three_times_still_watches_a_run_that_ends_well(stack, 
         kills = kill_the_monitor(kube, PREFIX, 3)
     outcomes = wait_for_tasks(kube, PREFIX)
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
-    monitor = kube.wait_for("the monitor Job to end", lambda: job_condition(kube, f"{PREFIX}-monitor"), timeout=180)
+    monitor = kube.wait_for(
+        "the monitor Job to end", lambda: job_condition(kube, f"{PREFIX}-monitor"), timeout=180
+    )
     print(f"\nthe monitor's pod ended by: {kills}")
-    assert len(kills) == 3 and monitor == "Complete", (kills, kube.run("describe", "job", f"{PREFIX}-monitor").stdout)
+    assert len(kills) == 3 and monitor == "Complete", (
+        kills,
+        kube.run("describe", "job", f"{PREFIX}-monitor").stdout,
+    )
     shown = run_status(kube, PREFIX)
     assert shown.returncode == 0 and "FINISHED" in shown.stdout, shown.stdout + shown.stderr
 
@@ -85,32 +97,53 @@ def test_a_chief_that_fails_for_good_ends_every_task_within_30_s(stack, kube: Ku
     project, _ = stack
     _up(project, {"job.backoffLimit": "0", "hyperparams.epochs": "50", "job.peerTimeoutSeconds": "600"})
     chief = f"{PREFIX}-chief-0"
-    kube.wait_for("every task pod Running", lambda: len([p for p in _live_task_pods(kube) if "Running" in p])
-                  == len(TASKS), timeout=300, every=2)
-    kube.wait_for("the chief's first step", lambda: "Step:" in kube.run("logs", f"job/{chief}", check=False).stdout,
-                  timeout=300, every=2)
+    kube.wait_for(
+        "every task pod Running",
+        lambda: len([p for p in _live_task_pods(kube) if "Running" in p]) == len(TASKS),
+        timeout=300,
+        every=2,
+    )
+    kube.wait_for(
+        "the chief's first step",
+        lambda: "Step:" in kube.run("logs", f"job/{chief}", check=False).stdout,
+        timeout=300,
+        every=2,
+    )
     # Ctrl-C to the trainer (pid 1): KeyboardInterrupt, exit 1.
     kube.run("exec", f"job/{chief}", "--", "python", "-c", "import os, signal; os.kill(1, signal.SIGINT)")
     kube.wait_for(f"job {chief} to fail", lambda: job_condition(kube, chief) == "Failed", timeout=120)
     jobs = kube.wait_for("every task Job to fail", lambda: _every_task_failed(kube), timeout=90, every=1)
     chief_job = jobs[chief]
     assert [c["reason"] for c in chief_job["status"]["conditions"] if c["type"] == "Failed"] == [
-        "BackoffLimitExceeded"], chief_job["status"]
-    lags = {n: _failed_at(j) - _failed_at(chief_job) for n, j in jobs.items()
-            if n != chief and "tf-replica-type" in j["metadata"]["labels"]}
+        "BackoffLimitExceeded"
+    ], chief_job["status"]
+    lags = {
+        n: _failed_at(j) - _failed_at(chief_job)
+        for n, j in jobs.items()
+        if n != chief and "tf-replica-type" in j["metadata"]["labels"]
+    }
     print(f"\ntasks failed after the chief's Job: {lags} s")
     assert all(lag <= 30 for lag in lags.values()), lags
     for name in lags:
         job = jobs[name]
         assert job["metadata"]["annotations"][ENDED_BECAUSE].startswith(
-            f"the chief's Job {chief} failed: BackoffLimitExceeded"), job["metadata"]
-        assert [c["reason"] for c in job["status"]["conditions"] if c["type"] == "Failed"] == ["DeadlineExceeded"]
+            f"the chief's Job {chief} failed: BackoffLimitExceeded"
+        ), job["metadata"]
+        assert [c["reason"] for c in job["status"]["conditions"] if c["type"] == "Failed"] == [
+            "DeadlineExceeded"
+        ]
     assert _live_task_pods(kube) == []
-    kube.wait_for("the monitor Job to complete", lambda: job_condition(kube, f"{PREFIX}-monitor") == "Complete",
-                  timeout=180)
+    kube.wait_for(
+        "the monitor Job to complete",
+        lambda: job_condition(kube, f"{PREFIX}-monitor") == "Complete",
+        timeout=180,
+    )
     shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout, shown.stdout + shown.stderr
-    assert f"worker-0: ended by the run monitor: the chief's Job {chief} failed: BackoffLimitExceeded" in shown.stdout
+    assert (
+        f"worker-0: ended by the run monitor: the chief's Job {chief} failed: BackoffLimitExceeded"
+        in shown.stdout
+    )
 
 
 def test_a_missing_image_shows_as_image_pull_back_off_with_its_name(stack, kube: Kube) -> None:
@@ -121,6 +154,7 @@ def test_a_missing_image_shows_as_image_pull_back_off_with_its_name(stack, kube:
         shown = run_status(kube, PREFIX)
         lines = [line for line in shown.stdout.splitlines() if "worker-0: ImagePullBackOff" in line]
         return lines[0] if lines else None
+
     line = kube.wait_for("infra.status to show ImagePullBackOff", pull_back_off, timeout=180, every=3)
     assert f"(image {MISSING_IMAGE})" in line, line
     facts = json.loads(run_status(kube, PREFIX, "-o", "json").stdout)
@@ -136,8 +170,12 @@ def test_a_pull_that_never_succeeds_ends_the_run_after_the_start_timeout(stack, 
     started = time.time()
     _up(project, {"worker.image": MISSING_IMAGE, "job.startTimeoutSeconds": str(START_TIMEOUT_S)})
     try:
-        jobs = kube.wait_for("the monitor to end every task Job", lambda: _every_task_ended_by_the_monitor(kube),
-                             timeout=START_TIMEOUT_S + 120, every=1)
+        jobs = kube.wait_for(
+            "the monitor to end every task Job",
+            lambda: _every_task_ended_by_the_monitor(kube),
+            timeout=START_TIMEOUT_S + 120,
+            every=1,
+        )
     finally:
         project.pulumi("config", "rm", "--path", "job.startTimeoutSeconds", check=False)
     ended = time.time()
@@ -149,8 +187,10 @@ def test_a_pull_that_never_succeeds_ends_the_run_after_the_start_timeout(stack, 
     assert _live_task_pods(kube) == []
     shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout and MISSING_IMAGE in shown.stdout, shown.stdout
-    print(f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started: "
-          f"{next(iter(reasons.values()))}")
+    print(
+        f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started: "
+        f"{next(iter(reasons.values()))}"
+    )
 
 
 def _every_task_ended_by_the_monitor(kube: Kube) -> dict[str, dict] | None:
@@ -166,11 +206,17 @@ def test_a_gpu_request_no_node_meets_fails_the_run_after_the_schedule_timeout(st
     started = time.time()
     _up(project, {"worker.gpuCount": "1", "job.scheduleTimeoutSeconds": str(SCHEDULE_TIMEOUT_S)})
     try:
-        jobs = kube.wait_for("the monitor to end every task Job", lambda: _every_task_ended_by_the_monitor(kube),
-                             timeout=SCHEDULE_TIMEOUT_S + 60, every=1)
+        jobs = kube.wait_for(
+            "the monitor to end every task Job",
+            lambda: _every_task_ended_by_the_monitor(kube),
+            timeout=SCHEDULE_TIMEOUT_S + 60,
+            every=1,
+        )
     except AssertionError as err:
-        raise AssertionError(f"{err}\nmonitor log:\n{kube.run('logs', f'job/{PREFIX}-monitor', check=False).stdout}"
-                             f"\npods: {_live_task_pods(kube)}") from None
+        raise AssertionError(
+            f"{err}\nmonitor log:\n{kube.run('logs', f'job/{PREFIX}-monitor', check=False).stdout}"
+            f"\npods: {_live_task_pods(kube)}"
+        ) from None
     ended = time.time()
     worker = jobs[f"{PREFIX}-worker-0"]
     limits = worker["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
@@ -182,8 +228,10 @@ def test_a_gpu_request_no_node_meets_fails_the_run_after_the_schedule_timeout(st
     # The Jobs fail once their pods have gone: the pending workers at once, the chief and the
     # ps within their grace period (TASK_GRACE_SECONDS, 120 s).
     kube.wait_for("every task Job to fail", lambda: _every_task_failed(kube), timeout=180, every=2)
-    print(f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started, every Job failed "
-          f"{time.time() - started:.0f} s after; {next(iter(reasons.values()))}")
+    print(
+        f"\nthe monitor ended the run {ended - started:.0f} s after `pulumi up` started, every Job failed "
+        f"{time.time() - started:.0f} s after; {next(iter(reasons.values()))}"
+    )
     assert _live_task_pods(kube) == []
     shown = run_status(kube, PREFIX)
     assert shown.returncode == 1 and "FAILED" in shown.stdout, shown.stdout + shown.stderr

@@ -61,13 +61,18 @@ REGISTRY_PASSWORD = "e2e-not-a-real-registry-password"
 #: What the dev stack needs changed to run here (structured keys, as Pulumi.dev.yaml holds
 #: them): the local cluster's needs and a small run.
 LOCAL_CONFIG = {
-    **LOCAL_CLUSTER_CONFIG, "worker.number": "2",
-    "hyperparams.epochs": str(EPOCHS), "hyperparams.batchsize": "64", "namespace": NAMESPACE,
+    **LOCAL_CLUSTER_CONFIG,
+    "worker.number": "2",
+    "hyperparams.epochs": str(EPOCHS),
+    "hyperparams.batchsize": "64",
+    "namespace": NAMESPACE,
 }
 
 
 @pytest.fixture(scope="module")
-def stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PulumiProject, Path]]:
+def stack(
+    local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[PulumiProject, Path]]:
     """The dev stack configured for the local cluster, and its volume's host directory."""
     with stack_on_cluster(local_cluster, tmp_path_factory, "dev", LOCAL_CONFIG) as (project, volume):
         # A private registry's credentials: the stack creates the pull Secret and every pod
@@ -106,8 +111,19 @@ def test_up_stages_the_data(stack, kube: Kube) -> None:
     # TensorBoard Deployment, so no timing here can tell.)
     # Every kind the stack makes in kubeconfig mode with a hostPath volume and registry credentials.
     assert live_object_kinds(project, kube) == {
-        "Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "Service", "Job", "Deployment",
-        "Secret", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}
+        "Namespace",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Service",
+        "Job",
+        "Deployment",
+        "Secret",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+    }
     claims = kube.get("pvc")["items"]
     assert len(claims) == 1 and claims[0]["status"]["phase"] == "Bound", claims
     pv = kube.get("pv", claims[0]["spec"]["volumeName"])
@@ -160,8 +176,12 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
     for mode in ("enforce", "warn", "audit"):
         assert json.loads(labels).get(f"pod-security.kubernetes.io/{mode}") == "restricted", labels
     # The API server enforces it: a pod with no securityContext (root) is refused.
-    root_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root-probe"},
-                "spec": {"containers": [{"name": "c", "image": "localhost/tf-mnist/pause:3.10"}]}}
+    root_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "root-probe"},
+        "spec": {"containers": [{"name": "c", "image": "localhost/tf-mnist/pause:3.10"}]},
+    }
     refused = kube.run("apply", "--dry-run=server", "-f", "-", input_=json.dumps(root_pod), check=False)
     assert refused.returncode != 0 and 'violates PodSecurity "restricted' in refused.stderr, refused
     pods = kube.get("pods")["items"]
@@ -172,9 +192,15 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
         assert pod["status"]["phase"] in ("Succeeded", "Running"), (name, pod["status"])
         if pod["metadata"]["labels"].get("app.kubernetes.io/component") == "monitor":
             # The one pod with a service-account token: it reads the run's Jobs and pods.
-            assert spec["automountServiceAccountToken"] is True and spec["serviceAccountName"] == f"{PREFIX}-monitor"
-            spec = {**spec, "automountServiceAccountToken": False,
-                    "volumes": [v for v in spec["volumes"] if "projected" not in v and "configMap" not in v]}
+            assert (
+                spec["automountServiceAccountToken"] is True
+                and spec["serviceAccountName"] == f"{PREFIX}-monitor"
+            )
+            spec = {
+                **spec,
+                "automountServiceAccountToken": False,
+                "volumes": [v for v in spec["volumes"] if "projected" not in v and "configMap" not in v],
+            }
         context = spec["securityContext"]
         # The volume's owner (pods.runAsUser/runAsGroup), except the monitor, which mounts no volume.
         monitor = pod["metadata"]["labels"].get("app.kubernetes.io/component") == "monitor"
@@ -186,7 +212,10 @@ def test_the_namespace_enforces_restricted_and_every_pod_passes_it(stack, kube: 
         for container in spec["containers"]:
             c = container["securityContext"]
             assert (c["allowPrivilegeEscalation"], c["readOnlyRootFilesystem"], c["capabilities"]) == (
-                False, True, {"drop": ["ALL"]}), (name, c)
+                False,
+                True,
+                {"drop": ["ALL"]},
+            ), (name, c)
     # The processes themselves run as that uid, and cannot write outside the volume and /tmp.
     tensorboard = f"deployment/{PREFIX}-tensorboard"
     assert kube.run("exec", tensorboard, "--", "id", "-u").stdout.strip() == str(VOLUME_OWNER[0])
@@ -203,30 +232,39 @@ def test_pods_reference_the_created_pull_secret(stack, kube: Kube) -> None:
     secret = kube.get("secret", f"{PREFIX}-registry")
     assert secret["type"] == "kubernetes.io/dockerconfigjson"
     pods = kube.get("pods")["items"]
-    assert pods and all(p["spec"].get("imagePullSecrets") == [{"name": f"{PREFIX}-registry"}] for p in pods), \
-        [(p["metadata"]["name"], p["spec"].get("imagePullSecrets")) for p in pods]
+    assert pods and all(
+        p["spec"].get("imagePullSecrets") == [{"name": f"{PREFIX}-registry"}] for p in pods
+    ), [(p["metadata"]["name"], p["spec"].get("imagePullSecrets")) for p in pods]
     state, shown = project.pulumi("stack", "export").stdout, project.pulumi("stack", "output").stdout
     assert REGISTRY_PASSWORD not in state and REGISTRY_PASSWORD not in shown
 
 
 def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
     name = f"{PREFIX}-tensorboard"
-    kube.wait_for("TensorBoard Available", lambda: any(
-        c["type"] == "Available" and c["status"] == "True"
-        for c in kube.get("deployment", name).get("status", {}).get("conditions", [])), timeout=180)
+    kube.wait_for(
+        "TensorBoard Available",
+        lambda: any(
+            c["type"] == "Available" and c["status"] == "True"
+            for c in kube.get("deployment", name).get("status", {}).get("conditions", [])
+        ),
+        timeout=180,
+    )
     service_port = kube.get("service", name)["spec"]["ports"][0]["port"]
     proc, local_port = port_forward(kube, f"service/{name}", service_port)
     try:
+
         def tags() -> dict:
             try:
                 return tensorboard_json(local_port, "/data/plugin/scalars/tags")
             except OSError:
                 return {}
+
         def validation_runs() -> dict:
             return {run: run_tags for run, run_tags in tags().items() if run.endswith("/validation")}
+
         # TensorBoard's convention: <run>/train and <run>/validation, each with epoch_accuracy.
         runs = kube.wait_for("TensorBoard to list a validation run", validation_runs, timeout=120, every=2)
-        (run, run_tags), = runs.items()
+        ((run, run_tags),) = runs.items()
         assert run == f"{run_dirs[PREFIX].name}/validation", (run, run_dirs)
         tag = "epoch_accuracy"
         assert tag in run_tags, run_tags
@@ -234,8 +272,11 @@ def test_tensorboard_serves_the_chiefs_scalars(kube: Kube) -> None:
         def points() -> list:
             found = tensorboard_json(local_port, "/data/plugin/scalars/scalars", run=run, tag=tag)
             return found if len(found) >= EPOCHS else []
+
         # TensorBoard reloads its event files every few seconds: the last epoch may come later.
-        series = kube.wait_for(f"TensorBoard's {tag} series to hold {EPOCHS} epochs", points, timeout=180, every=2)
+        series = kube.wait_for(
+            f"TensorBoard's {tag} series to hold {EPOCHS} epochs", points, timeout=180, every=2
+        )
         assert [step for _, step, _ in series] == list(range(1, EPOCHS + 1)), series
         assert abs(series[-1][2] - timings["first_run_result"]) < 1e-4, (series, timings)
     finally:
@@ -268,7 +309,9 @@ def test_a_changed_learning_rate_is_a_second_run_beside_the_first(stack, kube: K
         assert result["epochs"] == EPOCHS and result["test_accuracy"] >= 0.95, result
         assert f"run_id={second_id}" in (second / "cluster" / "done").read_text()
         assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
-        listed = infra_status(kube, "--runs", "--prefix", PREFIX, "--runs_dir", f"/data/runs/{first.parent.name}")
+        listed = infra_status(
+            kube, "--runs", "--prefix", PREFIX, "--runs_dir", f"/data/runs/{first.parent.name}"
+        )
         assert listed.returncode == 0, listed.stdout + listed.stderr
         rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[3:]}
         assert rows[first.name][0] == "finished" and rows[second.name][0] == "finished", listed.stdout
@@ -290,15 +333,20 @@ def test_a_changed_claim_size_and_selector_apply_on_the_live_stack(stack, kube: 
     claims = kube.get("pvc")["items"]
     assert [c["metadata"]["name"] for c in claims] != [old] and len(claims) == 1, claims
     claim = claims[0]
-    assert claim["status"]["phase"] == "Bound" and claim["status"]["capacity"]["storage"] == "6Gi", claim["status"]
+    assert claim["status"]["phase"] == "Bound" and claim["status"]["capacity"]["storage"] == "6Gi", claim[
+        "status"
+    ]
     pv = kube.get("pv", claim["spec"]["volumeName"])
     labels = pv["metadata"]["labels"]
     assert (labels["train"], labels["tier"]) == ("mnist", "e2e"), labels
     assert pv["spec"]["hostPath"]["path"] == str(volume)
     assert kube.run("get", "pv", old, check=False).returncode != 0, "the old volume is still there"
     for job in [j for n, j in jobs_by_name(kube).items() if n != f"{PREFIX}-monitor"]:
-        mounts = [v["persistentVolumeClaim"]["claimName"] for v in job["spec"]["template"]["spec"]["volumes"]
-                  if "persistentVolumeClaim" in v]
+        mounts = [
+            v["persistentVolumeClaim"]["claimName"]
+            for v in job["spec"]["template"]["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        ]
         assert mounts == [claim["metadata"]["name"]], (job["metadata"]["name"], mounts)
     # The re-created Jobs find the finished run on the volume and end without retraining.
     assert wait_for_tasks(kube, PREFIX) == {f"{PREFIX}-{t}": "Complete" for t in TASKS}
@@ -385,8 +433,10 @@ def test_a_run_with_worker_0_deleted_mid_training_ends_with_the_configured_epoch
     assert outcomes == {f"{prefix}-{t}": "Complete" for t in TASKS}, outcomes
     pods = job_pods(kube, f"{prefix}-worker-0")
     assert pods and all(p["metadata"]["uid"] != victim[0]["metadata"]["uid"] for p in pods), (
-        "worker-0's pod was not replaced:\n" + kube.run("describe", "job", f"{prefix}-worker-0").stdout
-        + kube.run("get", "events", "--sort-by=.lastTimestamp").stdout[-3000:])
+        "worker-0's pod was not replaced:\n"
+        + kube.run("describe", "job", f"{prefix}-worker-0").stdout
+        + kube.run("get", "events", "--sort-by=.lastTimestamp").stdout[-3000:]
+    )
     result = json.loads((run_dirs[prefix] / "result.json").read_text())
     assert result["epochs"] == SECOND_EPOCHS and result["test_accuracy"] >= 0.95, result
     assert chief_epochs(kube, prefix) == set(range(1, SECOND_EPOCHS + 1))
@@ -397,8 +447,12 @@ def test_a_permanent_trainer_error_fails_the_job_at_once(stack, kube: Kube) -> N
     # Job's podFailurePolicy turns into FailJob without the backoffLimit's retries.
     project, _ = stack
     prefix = "mnist3"
-    for key, value in {"namePrefix": prefix, "hyperparams.batchsize": "100000",
-                       "job.activeDeadlineSeconds": "900", "job.peerTimeoutSeconds": "120"}.items():
+    for key, value in {
+        "namePrefix": prefix,
+        "hyperparams.batchsize": "100000",
+        "job.activeDeadlineSeconds": "900",
+        "job.peerTimeoutSeconds": "120",
+    }.items():
         project.set_config(key, value, path=key != "namePrefix")
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     chief = f"{prefix}-chief-0"

@@ -36,12 +36,24 @@ TASKS = ("chief-0", "worker-0")
 #: The smallest run the stack makes: a chief and one worker (synchronous, no ps), one epoch of
 #: the sample in the image at batch 128 (about 80 steps), requests that fit twice on one node
 #: (ps.* are the chief's).
-TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.number": "1", "worker.cpu": "100m", "worker.memory": "2Gi",
-        "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi", "hyperparams.epochs": "1",
-        "hyperparams.batchsize": "128",
-        "namespace": NAMESPACE, "persistence.volume.type": "hostPath",
-        # The pods run as the owner of the shared volume (VOLUME_OWNER).
-        **owner_config()}
+TINY = {
+    "monitor.apiServer": "https://10.244.0.1:6443",
+    "worker.gpuCount": "0",
+    "worker.imagePullPolicy": "IfNotPresent",
+    "ps.imagePullPolicy": "IfNotPresent",
+    "worker.number": "1",
+    "worker.cpu": "100m",
+    "worker.memory": "2Gi",
+    "ps.number": "0",
+    "ps.cpu": "100m",
+    "ps.memory": "2Gi",
+    "hyperparams.epochs": "1",
+    "hyperparams.batchsize": "128",
+    "namespace": NAMESPACE,
+    "persistence.volume.type": "hostPath",
+    # The pods run as the owner of the shared volume (VOLUME_OWNER).
+    **owner_config(),
+}
 
 
 def _stack(project: PulumiProject, name: str, kube: Kube, volume: Path, **config: str) -> None:
@@ -49,17 +61,25 @@ def _stack(project: PulumiProject, name: str, kube: Kube, volume: Path, **config
     if name != "dev":
         shutil.copy(REPO / "Pulumi.dev.yaml", project.dir / f"Pulumi.{name}.yaml")
     project.init_stack(name)
-    for key, value in {**TINY, "kubeconfig": str(kube.kubeconfig), "hostPath.path": str(volume), **config}.items():
+    for key, value in {
+        **TINY,
+        "kubeconfig": str(kube.kubeconfig),
+        "hostPath.path": str(volume),
+        **config,
+    }.items():
         project.set_config(key, value, path=True)
 
 
 def _project(toolchain, home: Path, workdir: Path) -> PulumiProject:
-    return PulumiProject(REPO, workdir, toolchain, include=PROJECT_FILES, pulumi_home=home, venv=REPO / ".venv")
+    return PulumiProject(
+        REPO, workdir, toolchain, include=PROJECT_FILES, pulumi_home=home, venv=REPO / ".venv"
+    )
 
 
 @pytest.fixture(scope="module")
-def stacks(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[PulumiProject, PulumiProject, Path, Kube]]:
+def stacks(
+    local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[PulumiProject, PulumiProject, Path, Kube]]:
     """Backend A with stack dev deployed; backend B (no stack yet); the shared volume; kubectl."""
     toolchain, home = engine_home(tmp_path_factory)
     first = _project(toolchain, home, tmp_path_factory.mktemp("backend-a"))
@@ -96,13 +116,14 @@ def _wait_for_run(kube: Kube, prefix: str) -> dict[str, str]:
     def outcomes() -> dict[str, str] | None:
         found = {n: job_condition(kube, n) for n in names}
         return found if all(found.values()) else None
+
     return kube.wait_for(f"{names} to end", outcomes, timeout=600, every=2)
 
 
 def _run_dir(project: PulumiProject, volume: Path) -> Path:
     run_dir = json.loads(project.pulumi("stack", "output", "--json").stdout)["runDir"]
     assert run_dir.startswith("/data/"), run_dir
-    return volume / run_dir[len("/data/"):]
+    return volume / run_dir[len("/data/") :]
 
 
 def _refused(proc, *lines: str) -> str:
@@ -121,21 +142,47 @@ def test_the_same_prefix_is_refused_and_another_prefix_trains_beside_it(stacks) 
     kinds = sorted(key.split()[0] for key in before)
     # The run's objects, the run monitor's ServiceAccount, Role, RoleBinding, ConfigMap, Job,
     # and the run's four NetworkPolicies.
-    assert kinds == sorted(["Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ConfigMap",
-                            "Job", "Job", "Job", "Service", "Service", "Service", "Deployment",
-                            "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job",
-                            "NetworkPolicy", "NetworkPolicy", "NetworkPolicy", "NetworkPolicy"]), before
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "ConfigMap",
+            "ConfigMap",
+            "Job",
+            "Job",
+            "Job",
+            "Service",
+            "Service",
+            "Service",
+            "Deployment",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Job",
+            "NetworkPolicy",
+            "NetworkPolicy",
+            "NetworkPolicy",
+            "NetworkPolicy",
+        ]
+    ), before
     first_run_id = json.loads(first.pulumi("stack", "output", "--json").stdout)["runId"]
     config_map = f"ConfigMap {NAMESPACE}/{PREFIX}-run"
-    fix = "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace <another namespace>`"
+    fix = (
+        "`pulumi config set namePrefix <another prefix>` or `pulumi config set namespace <another namespace>`"
+    )
 
     # A stack of the same name in another backend carries the same label: its state tells it apart.
     _stack(second, "dev", kube, volume)
-    _refused(second.pulumi("up", "--yes", "--skip-preview", check=False, timeout=600),
-             "Kubernetes objects that stack dev would create already exist and are not this stack's; "
-             "nothing was deployed:",
-             f"  {config_map}: labelled as this stack's (tf-mnist.io/stack=organization.tf-mnist.dev) but not in "
-             "this stack's state", fix)
+    _refused(
+        second.pulumi("up", "--yes", "--skip-preview", check=False, timeout=600),
+        "Kubernetes objects that stack dev would create already exist and are not this stack's; "
+        "nothing was deployed:",
+        f"  {config_map}: labelled as this stack's (tf-mnist.io/stack=organization.tf-mnist.dev) but not in "
+        "this stack's state",
+        fix,
+    )
 
     _stack(second, "second", kube, volume)
     owner = f"  {config_map}: created by stack organization.tf-mnist.dev (label tf-mnist.io/stack)"
@@ -144,7 +191,7 @@ def test_the_same_prefix_is_refused_and_another_prefix_trains_beside_it(stacks) 
     lines = refused.splitlines()
     start = next(i for i, line in enumerate(lines) if "already exist" in line)
     end = next(i for i, line in enumerate(lines) if "names of its own" in line)
-    print("\nthe second stack's up said:\n" + "\n".join(lines[start:end + 1]))
+    print("\nthe second stack's up said:\n" + "\n".join(lines[start : end + 1]))
     assert f"  Job {NAMESPACE}/{PREFIX}-chief-0: created by stack organization.tf-mnist.dev" in refused
     assert "PersistentVolume mnist-data-" in refused, refused  # the cluster-scoped one too
     assert _uids(first, kube) == before
@@ -166,6 +213,8 @@ def test_the_same_prefix_is_refused_and_another_prefix_trains_beside_it(stacks) 
     assert runs["second"].parent == volume / "runs" / f"second-{NAMESPACE}-other", runs
     for name, run_dir in runs.items():
         checkpoints = run_dir / "checkpoints"
-        assert (checkpoints / "checkpoint").is_file() and list(checkpoints.glob("ckpt-*.index")), \
-            (name, sorted(str(p.relative_to(volume)) for p in run_dir.rglob("*")))
+        assert (checkpoints / "checkpoint").is_file() and list(checkpoints.glob("ckpt-*.index")), (
+            name,
+            sorted(str(p.relative_to(volume)) for p in run_dir.rglob("*")),
+        )
         assert json.loads((run_dir / "result.json").read_text())["epochs"] == 1, name

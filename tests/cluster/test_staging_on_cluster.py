@@ -38,10 +38,21 @@ pytestmark = pytest.mark.cluster
 PREFIX = "mnist"
 STAGING = f"{PREFIX}-stage-data"
 #: The smallest run (as test_volume_ownership.py's); staging fails before any task Job exists.
-TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.number": "1",
-        "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent",
-        "worker.cpu": "100m", "worker.memory": "2Gi", "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi",
-        "hyperparams.epochs": "1", "createNamespace": "true", "persistence.volume.type": "hostPath"}
+TINY = {
+    "monitor.apiServer": "https://10.244.0.1:6443",
+    "worker.gpuCount": "0",
+    "worker.number": "1",
+    "worker.imagePullPolicy": "IfNotPresent",
+    "ps.imagePullPolicy": "IfNotPresent",
+    "worker.cpu": "100m",
+    "worker.memory": "2Gi",
+    "ps.number": "0",
+    "ps.cpu": "100m",
+    "ps.memory": "2Gi",
+    "hyperparams.epochs": "1",
+    "createNamespace": "true",
+    "persistence.volume.type": "hostPath",
+}
 #: The cluster's bridge address on the host (tools/local-cluster/localcluster/layout.py BRIDGE_IP):
 #: pods reach it (the cluster DNS and the API server's relay listen there); nothing leaves the machine.
 BRIDGE_IP = "10.244.0.1"
@@ -86,19 +97,32 @@ def _not_found_server() -> Iterator[str]:
 
 
 @contextmanager
-def _stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, namespace: str,
-           config: dict[str, str]) -> Iterator[tuple[PulumiProject, Kube]]:
+def _stack(
+    local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, namespace: str, config: dict[str, str]
+) -> Iterator[tuple[PulumiProject, Kube]]:
     """Stack ``dev`` of a project copy on a fresh volume the pods can write, in ``namespace``, with
     ``config``; destroyed, and the volume removed, on exit."""
     toolchain, home = engine_home(tmp_path_factory)
-    project = PulumiProject(REPO, tmp_path_factory.mktemp(namespace), toolchain, include=PROJECT_FILES,
-                            pulumi_home=home, venv=REPO / ".venv")
+    project = PulumiProject(
+        REPO,
+        tmp_path_factory.mktemp(namespace),
+        toolchain,
+        include=PROJECT_FILES,
+        pulumi_home=home,
+        venv=REPO / ".venv",
+    )
     kube = Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, namespace)
     owner = (2000, 3000)
     volume = pod_volume(f"{namespace}-", owner)
     project.init_stack("dev")
-    settings = {**TINY, **owner_config(owner), "namespace": namespace, "kubeconfig": str(kube.kubeconfig),
-                "hostPath.path": str(volume), **config}
+    settings = {
+        **TINY,
+        **owner_config(owner),
+        "namespace": namespace,
+        "kubeconfig": str(kube.kubeconfig),
+        "hostPath.path": str(volume),
+        **config,
+    }
     for key, value in settings.items():
         project.set_config(key, value, path=True)
     try:
@@ -117,10 +141,14 @@ def _failed(kube: Kube) -> dict:
     """The staging Job's Failed condition (asserted there), with ``after_s``: seconds from the
     Job's creation to it."""
     job = kube.get("job", STAGING)
-    failed = [c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+    failed = [
+        c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"
+    ]
     assert failed, job["status"]
-    return {**failed[0], "after_s": _seconds(failed[0]["lastTransitionTime"]) - _seconds(
-        job["metadata"]["creationTimestamp"])}
+    return {
+        **failed[0],
+        "after_s": _seconds(failed[0]["lastTransitionTime"]) - _seconds(job["metadata"]["creationTimestamp"]),
+    }
 
 
 def _up(project: PulumiProject) -> tuple[subprocess.CompletedProcess, float]:
@@ -131,14 +159,22 @@ def _up(project: PulumiProject) -> tuple[subprocess.CompletedProcess, float]:
     return proc, time.monotonic() - started
 
 
-def test_a_404_data_source_fails_up_within_a_minute_with_the_stagers_line(local_cluster, tmp_path_factory) -> None:
-    with _not_found_server() as base, _stack(local_cluster, tmp_path_factory, "tf-mnist-bad-source",
-                                             {"data.source": f"{base}/moved/mnist.npz"}) as (project, kube):
+def test_a_404_data_source_fails_up_within_a_minute_with_the_stagers_line(
+    local_cluster, tmp_path_factory
+) -> None:
+    with (
+        _not_found_server() as base,
+        _stack(
+            local_cluster, tmp_path_factory, "tf-mnist-bad-source", {"data.source": f"{base}/moved/mnist.npz"}
+        ) as (project, kube),
+    ):
         proc, took = _up(project)
         output = proc.stdout + proc.stderr
         failed = _failed(kube)
-        print(f"\nthe failed `pulumi up` took {took:.0f} s, the Job failed {failed['after_s']:.0f} s after its "
-              f"creation ({failed['reason']}); it said:\n{output[-3000:]}")
+        print(
+            f"\nthe failed `pulumi up` took {took:.0f} s, the Job failed {failed['after_s']:.0f} s after its "
+            f"creation ({failed['reason']}); it said:\n{output[-3000:]}"
+        )
         assert proc.returncode != 0, output
         assert failed["reason"] == "BackoffLimitExceeded" and failed["after_s"] < FAIL_FAST_S, failed
         assert f"error: {base}/moved/mnist.npz: not found (HTTP 404)" in output, output
@@ -166,21 +202,34 @@ def _status_while(kube: Kube, until: float) -> list[subprocess.CompletedProcess]
     return shown
 
 
-def test_a_staging_pod_that_never_starts_fails_up_after_the_start_timeout(local_cluster, tmp_path_factory) -> None:
-    config = {"data.startTimeoutSeconds": str(START_TIMEOUT_S), "ps.image": MISSING_IMAGE,
-              "worker.image": MISSING_IMAGE}
-    with _stack(local_cluster, tmp_path_factory, "tf-mnist-stuck-staging", config) as (project, kube), \
-            ThreadPoolExecutor(1) as pool:
+def test_a_staging_pod_that_never_starts_fails_up_after_the_start_timeout(
+    local_cluster, tmp_path_factory
+) -> None:
+    config = {
+        "data.startTimeoutSeconds": str(START_TIMEOUT_S),
+        "ps.image": MISSING_IMAGE,
+        "worker.image": MISSING_IMAGE,
+    }
+    with (
+        _stack(local_cluster, tmp_path_factory, "tf-mnist-stuck-staging", config) as (project, kube),
+        ThreadPoolExecutor(1) as pool,
+    ):
         up = pool.submit(_up, project)
-        kube.wait_for(f"job {STAGING}", lambda: kube.run("get", "job", STAGING, check=False).returncode == 0,
-                      timeout=300, every=2)
+        kube.wait_for(
+            f"job {STAGING}",
+            lambda: kube.run("get", "job", STAGING, check=False).returncode == 0,
+            timeout=300,
+            every=2,
+        )
         during = _status_while(kube, time.monotonic() + START_TIMEOUT_S)
         proc, took = up.result(timeout=900)
         output = proc.stdout + proc.stderr
         failed = _failed(kube)
-        print(f"\nthe failed `pulumi up` took {took:.0f} s, the Job failed {failed['after_s']:.0f} s after its "
-              f"creation ({failed['reason']}); it said:\n{output[-3000:]}\ninfra.status meanwhile said:\n"
-              f"{during[-1].stdout}")
+        print(
+            f"\nthe failed `pulumi up` took {took:.0f} s, the Job failed {failed['after_s']:.0f} s after its "
+            f"creation ({failed['reason']}); it said:\n{output[-3000:]}\ninfra.status meanwhile said:\n"
+            f"{during[-1].stdout}"
+        )
         assert proc.returncode != 0, output
         assert failed["reason"] == "DeadlineExceeded", failed
         # (Whole-second timestamps: the deadline counts from the Job's startTime, at its creation.)

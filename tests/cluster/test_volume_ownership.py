@@ -34,10 +34,22 @@ pytestmark = pytest.mark.cluster
 
 #: The smallest run: a chief and one worker, one epoch of the image's sample (as
 #: test_stack_ownership.py's), each test in a namespace of its own.
-TINY = {"monitor.apiServer": "https://10.244.0.1:6443", "worker.gpuCount": "0", "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent", "worker.number": "1",
-        "worker.cpu": "100m", "worker.memory": "2Gi", "ps.number": "0", "ps.cpu": "100m", "ps.memory": "2Gi",
-        "hyperparams.epochs": "1", "hyperparams.batchsize": "128", "createNamespace": "true",
-        "persistence.volume.type": "hostPath"}
+TINY = {
+    "monitor.apiServer": "https://10.244.0.1:6443",
+    "worker.gpuCount": "0",
+    "worker.imagePullPolicy": "IfNotPresent",
+    "ps.imagePullPolicy": "IfNotPresent",
+    "worker.number": "1",
+    "worker.cpu": "100m",
+    "worker.memory": "2Gi",
+    "ps.number": "0",
+    "ps.cpu": "100m",
+    "ps.memory": "2Gi",
+    "hyperparams.epochs": "1",
+    "hyperparams.batchsize": "128",
+    "createNamespace": "true",
+    "persistence.volume.type": "hostPath",
+}
 PREFIX = "mnist"
 STAGING = f"{PREFIX}-stage-data"
 TASKS = (f"{PREFIX}-chief-0", f"{PREFIX}-worker-0")
@@ -47,18 +59,32 @@ FAIL_FAST_S = 60
 
 
 @contextmanager
-def _stack(local_cluster: Kube, tmp_path_factory: pytest.TempPathFactory, namespace: str,
-           owner: tuple[int, int] | None) -> Iterator[tuple[PulumiProject, Path, Kube]]:
+def _stack(
+    local_cluster: Kube,
+    tmp_path_factory: pytest.TempPathFactory,
+    namespace: str,
+    owner: tuple[int, int] | None,
+) -> Iterator[tuple[PulumiProject, Path, Kube]]:
     """Stack ``dev`` of a project copy on a fresh volume (root's, or ``owner``'s), in ``namespace``;
     destroyed, and the volume removed, on exit."""
     toolchain, home = engine_home(tmp_path_factory)
-    project = PulumiProject(REPO, tmp_path_factory.mktemp(namespace), toolchain, include=PROJECT_FILES,
-                            pulumi_home=home, venv=REPO / ".venv")
+    project = PulumiProject(
+        REPO,
+        tmp_path_factory.mktemp(namespace),
+        toolchain,
+        include=PROJECT_FILES,
+        pulumi_home=home,
+        venv=REPO / ".venv",
+    )
     kube = Kube(local_cluster.kubectl_bin, local_cluster.kubeconfig, namespace)
     volume = pod_volume(f"{namespace}-", owner)
     project.init_stack("dev")
-    for key, value in {**TINY, "namespace": namespace, "kubeconfig": str(kube.kubeconfig),
-                       "hostPath.path": str(volume)}.items():
+    for key, value in {
+        **TINY,
+        "namespace": namespace,
+        "kubeconfig": str(kube.kubeconfig),
+        "hostPath.path": str(volume),
+    }.items():
         project.set_config(key, value, path=True)
     try:
         yield project, volume, kube
@@ -79,7 +105,9 @@ def _failed_up(project: PulumiProject, kube: Kube) -> str:
     # prints that KeyboardInterrupt's traceback beside the Job's error: not the program's.)
     assert proc.returncode != 0, output
     job = kube.get("job", STAGING)
-    failed = [c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"]
+    failed = [
+        c for c in job["status"].get("conditions", []) if c["type"] == "Failed" and c["status"] == "True"
+    ]
     assert failed and failed[0]["reason"] == "BackoffLimitExceeded", job["status"]
     created = _seconds(job["metadata"]["creationTimestamp"])
     assert _seconds(failed[0]["lastTransitionTime"]) - created < FAIL_FAST_S, job["status"]
@@ -100,8 +128,10 @@ def _trains(project: PulumiProject, kube: Kube, volume: Path) -> dict:
     project.pulumi("up", "--yes", "--skip-preview", timeout=900)
     assert kube.get("job", STAGING)["metadata"]["uid"] != failed_uid, "the failed staging Job was kept"
     assert job_condition(kube, STAGING) == "Complete"
-    ends = {name: kube.wait_for(f"{name} to end", lambda n=name: job_condition(kube, n), timeout=600, every=2)
-            for name in TASKS}
+    ends = {
+        name: kube.wait_for(f"{name} to end", lambda n=name: job_condition(kube, n), timeout=600, every=2)
+        for name in TASKS
+    }
     assert ends == {name: "Complete" for name in TASKS}, ends
     run_dir = json.loads(project.pulumi("stack", "output", "--json").stdout)["runDir"]
     result = json.loads((volume / run_dir.removeprefix("/data/") / "result.json").read_text())
@@ -120,12 +150,15 @@ def test_a_root_owned_volume_fails_fast_and_trains_once_chowned(local_cluster, t
     with _stack(local_cluster, tmp_path_factory, "tf-mnist-root-volume", None) as (project, volume, kube):
         output = _failed_up(project, kube)
         # The message names the directory, its owner and mode, the pods' uid, and the fixes.
-        for said in ("--dest /data/mnist/", "cannot create it: /data belongs to uid 0, gid 0, mode 0755 "
-                     "(drwxr-xr-x), and this process runs as uid 10001, gid 10001",
-                     f"The volume at /data is hostPath.path {volume} on the node.",
-                     f"Fix: on the node, `chown -R 10001:10001 {volume}`",
-                     "`pulumi config set pods.runAsUser <its uid>`",
-                     "Then run `pulumi up` again: it replaces the failed staging Job."):
+        for said in (
+            "--dest /data/mnist/",
+            "cannot create it: /data belongs to uid 0, gid 0, mode 0755 "
+            "(drwxr-xr-x), and this process runs as uid 10001, gid 10001",
+            f"The volume at /data is hostPath.path {volume} on the node.",
+            f"Fix: on the node, `chown -R 10001:10001 {volume}`",
+            "`pulumi config set pods.runAsUser <its uid>`",
+            "Then run `pulumi up` again: it replaces the failed staging Job.",
+        ):
             assert said in output, (said, output)
         assert not (volume / "mnist").exists()
 
@@ -138,8 +171,10 @@ def test_pods_run_as_the_owner_of_a_users_directory(local_cluster, tmp_path_fact
     owner = (2000, 3000)
     with _stack(local_cluster, tmp_path_factory, "tf-mnist-user-volume", owner) as (project, volume, kube):
         output = _failed_up(project, kube)
-        assert "/data belongs to uid 2000, gid 3000, mode 0755 (drwxr-xr-x), and this process runs as uid " \
-               "10001, gid 10001" in output, output
+        assert (
+            "/data belongs to uid 2000, gid 3000, mode 0755 (drwxr-xr-x), and this process runs as uid "
+            "10001, gid 10001" in output
+        ), output
 
         for key, value in owner_config(owner).items():
             project.set_config(key, value)

@@ -37,13 +37,18 @@ LOAD_BALANCER_IP = "203.0.113.10"
 CLUSTER_SERVER = "https://192.0.2.10:6443"
 
 
-def kubeconfig_content(server: str = CLUSTER_SERVER, token: str = "token-1", ca: str = "Q0EtMQ==",
-                       cluster_name: str = "existing") -> str:
+def kubeconfig_content(
+    server: str = CLUSTER_SERVER, token: str = "token-1", ca: str = "Q0EtMQ==", cluster_name: str = "existing"
+) -> str:
     """A kubeconfig for an existing cluster, as `kubectl config view --raw` prints one."""
-    return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster_name}\n  cluster:\n"
-            f"    server: {server}\n    certificate-authority-data: {ca}\n"
-            f"contexts:\n- name: ctx\n  context: {{cluster: {cluster_name}, user: me}}\n"
-            f"current-context: ctx\nusers:\n- name: me\n  user: {{token: {token}}}\n")
+    return (
+        f"apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster_name}\n  cluster:\n"
+        f"    server: {server}\n    certificate-authority-data: {ca}\n"
+        f"contexts:\n- name: ctx\n  context: {{cluster: {cluster_name}, user: me}}\n"
+        f"current-context: ctx\nusers:\n- name: me\n  user: {{token: {token}}}\n"
+    )
+
+
 CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
 #: The engine's function that returns this stack's state (infra/settings/deployed.py, infra/ownership.py).
 STATE_TOKEN = "pulumi:pulumi:readStackResourceOutputs"
@@ -56,14 +61,20 @@ def deployed_cloud(plugin: str = "flannel", storage_type: str = "Performance", s
     stack deployed them: Flannel on its pod CIDR or Terway on a pod vSwitch, and a file system of
     ``storage_type`` in the zone NAS picked for it (outputs as the provider records them)."""
     prefix = f"urn:pulumi:{stack}::tf-mnist::pulumi:pulumi:Stack"
-    network = ({"podCidr": "172.20.0.0/16", "addons": [{"name": "flannel"}]} if plugin == "flannel"
-               else {"podVswitchIds": ["vsw-pods0123456789"], "addons": [{"name": "terway-eniip"}]})
+    network = (
+        {"podCidr": "172.20.0.0/16", "addons": [{"name": "flannel"}]}
+        if plugin == "flannel"
+        else {"podVswitchIds": ["vsw-pods0123456789"], "addons": [{"name": "terway-eniip"}]}
+    )
     return {
         f"{prefix}$tf-mnist:index:Cluster${CLUSTER_TYPE}::tf-mnist-{stack}-ack": {
-            "type": CLUSTER_TYPE, "outputs": {"id": "c-deployed", "serviceCidr": "172.21.0.0/20", **network}},
+            "type": CLUSTER_TYPE,
+            "outputs": {"id": "c-deployed", "serviceCidr": "172.21.0.0/20", **network},
+        },
         f"{prefix}$tf-mnist:index:NasStorage${FILE_SYSTEM_TYPE}::tf-mnist-{stack}-fs": {
             "type": FILE_SYSTEM_TYPE,
-            "outputs": {"id": "0a1b2c3d4e", "storageType": storage_type, "zoneId": "cn-hangzhou-g"}},
+            "outputs": {"id": "0a1b2c3d4e", "storageType": storage_type, "zoneId": "cn-hangzhou-g"},
+        },
     }
 
 
@@ -126,8 +137,9 @@ class Run:
 
     def one(self, type_: str, name: str) -> Registration:
         found = [r for r in self.registrations if r.type == type_ and r.name == name]
-        assert len(found) == 1, f"expected one {type_} named {name!r}, found {len(found)}: " + \
-            ", ".join(sorted(r.name for r in self.of_type(type_)))
+        assert len(found) == 1, f"expected one {type_} named {name!r}, found {len(found)}: " + ", ".join(
+            sorted(r.name for r in self.of_type(type_))
+        )
         return found[0]
 
     def by_urn(self, urn: str) -> Registration:
@@ -138,13 +150,21 @@ def mock_uid(name: str, inputs: dict, creation: str = "") -> str:
     """The uid the mock API server gives object ``name`` with ``inputs``: the same for the same
     object and inputs (an update that changes nothing keeps the uid), another one for another
     ``creation`` (the same object created anew, as after a destroy)."""
-    digest = hashlib.sha256(json.dumps([creation, name, inputs], sort_keys=True, default=str).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps([creation, name, inputs], sort_keys=True, default=str).encode()
+    ).hexdigest()
     return str(uuid.UUID(digest[:32]))
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, preview: bool, creation: str = "",
-                 unreadable_state: str | None = None, unreadable_reads: int | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        preview: bool,
+        creation: str = "",
+        unreadable_state: str | None = None,
+        unreadable_reads: int | None = None,
+    ) -> None:
         self.run = run
         self.preview = preview
         self.creation = creation
@@ -191,28 +211,38 @@ class _Monitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            self.run.registrations.append(Registration(
-                urn=response.urn,
-                type=request.type,
-                name=request.name,
-                inputs=rpc.deserialize_properties(request.object),
-                custom=request.custom,
-                parent=request.parent,
-                dependencies=list(request.dependencies),
-                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-                provider=request.provider,
-                retain_on_delete=request.retainOnDelete,
-                delete_before_replace=request.deleteBeforeReplace,
-                aliases=[str(a) for a in request.aliases],
-                ignore_changes=list(request.ignoreChanges),
-            ))
+            self.run.registrations.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    inputs=rpc.deserialize_properties(request.object),
+                    custom=request.custom,
+                    parent=request.parent,
+                    dependencies=list(request.dependencies),
+                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                    provider=request.provider,
+                    retain_on_delete=request.retainOnDelete,
+                    delete_before_replace=request.deleteBeforeReplace,
+                    aliases=[str(a) for a in request.aliases],
+                    ignore_changes=list(request.ignoreChanges),
+                )
+            )
         return response
 
 
-def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "dev",
-                secret_keys: tuple[str, ...] = (), creation: str = "", cluster: FakeCluster | None = None,
-                state: dict[str, Any] | None = None, unreadable_state: str | None = None,
-                unreadable_reads: int | None = None) -> Run:
+def run_program(
+    config: dict[str, str],
+    *,
+    preview: bool = False,
+    stack: str = "dev",
+    secret_keys: tuple[str, ...] = (),
+    creation: str = "",
+    cluster: FakeCluster | None = None,
+    state: dict[str, Any] | None = None,
+    unreadable_state: str | None = None,
+    unreadable_reads: int | None = None,
+) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
     Args:
@@ -257,8 +287,9 @@ def run_program(config: dict[str, str], *, preview: bool = False, stack: str = "
         def keep(values: dict) -> None:
             run.outputs.update(values)
 
-        return pulumi.Output.all(pulumi.Output.from_input(secrecy()),
-                                 pulumi.Output.all(**outputs).apply(keep))
+        return pulumi.Output.all(
+            pulumi.Output.from_input(secrecy()), pulumi.Output.all(**outputs).apply(keep)
+        )
 
     pulumi.runtime.test(program_body)()
     return run
@@ -308,8 +339,11 @@ def to_manifest(inputs: Any) -> Any:
 def own_annotations(metadata: dict) -> dict:
     """An object's annotations without the policy checkers' suppressions (``checkov.io/skip*``,
     ``kube-score/ignore``: infra/components/checker_suppressions.py, tested on their own)."""
-    return {k: v for k, v in (metadata.get("annotations") or {}).items()
-            if not k.startswith("checkov.io/skip") and k != "kube-score/ignore"}
+    return {
+        k: v
+        for k, v in (metadata.get("annotations") or {}).items()
+        if not k.startswith("checkov.io/skip") and k != "kube-score/ignore"
+    }
 
 
 #: What infra/components/pods.resources adds to every container's requests and limits.

@@ -47,8 +47,12 @@ def test_a_digest_pulled_if_not_present_is_suppressed_for_kube_score_only():
 
 def test_a_tag_pulled_if_not_present_carries_both_pull_policy_entries():
     found = [s.name for s in suppress.suppressions(suppress.MONITOR, [(TAG, "Never")])]
-    assert found == ["image by tag", "pull policy not Always", "tag not pulled Always",
-                     "service-account token mounted"]
+    assert found == [
+        "image by tag",
+        "pull policy not Always",
+        "tag not pulled Always",
+        "service-account token mounted",
+    ]
     assert "CKV_K8S_15=" in str(suppress.annotations(suppress.MONITOR, [(TAG, "IfNotPresent")]))
     assert "CKV_K8S_15=" not in str(suppress.annotations(suppress.MONITOR, [(TAG, "Always")]))
 
@@ -65,7 +69,9 @@ def test_the_namespace_and_the_uid_are_fixed_not_suppressed():
 def test_merged_keeps_the_objects_own_annotations():
     assert suppress.merged(None, suppress.OBJECT) is None
     assert suppress.merged({"a": "1"}, suppress.NODE_PORT_SERVICE) == {
-        "a": "1", "kube-score/ignore": "service-type"}
+        "a": "1",
+        "kube-score/ignore": "service-type",
+    }
 
 
 def test_an_unknown_role_is_refused():
@@ -86,14 +92,15 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
         containers = job.inputs["spec"]["template"]["spec"]["containers"]
         pulls = [(c["image"], c["imagePullPolicy"]) for c in containers]
         assert [policy for _, policy in pulls] == ["Always"], job.name
-        assert {k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])} == \
-            suppress.annotations(role, pulls), job.name
+        assert {
+            k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])
+        } == suppress.annotations(role, pulls), job.name
         assert "CKV_K8S_15" not in str(annotations) and "container-image-pull-policy" not in str(annotations)
 
 
 def test_docs_list_every_suppression_with_its_ids():
     page = (me.REPO / "docs" / "checkers.md").read_text()
-    table = page[page.index("## What is suppressed, and why"):]
+    table = page[page.index("## What is suppressed, and why") :]
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert set(rows) - {"suppression"} == {s.name for s in suppress.SUPPRESSIONS}
     for entry in suppress.SUPPRESSIONS:

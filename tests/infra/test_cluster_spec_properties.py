@@ -32,7 +32,12 @@ def topologies(draw):
     replicas = cs.Replicas(chief=1, worker=draw(st.integers(1, 40)), ps=draw(st.integers(0, 8)))
     worker_port = draw(ports)
     ps_port = draw(ports.filter(lambda p: p != worker_port))
-    return draw(prefixes), draw(namespaces), replicas, {"chief": worker_port, "worker": worker_port, "ps": ps_port}
+    return (
+        draw(prefixes),
+        draw(namespaces),
+        replicas,
+        {"chief": worker_port, "worker": worker_port, "ps": ps_port},
+    )
 
 
 @given(topologies())

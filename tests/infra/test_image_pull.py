@@ -43,40 +43,62 @@ def test_every_container_of_the_dev_stack_pulls_its_tag_always(dev_config):
 def test_digests_are_pulled_if_not_present_and_tags_always(dev_config):
     config = {**dev_config, "tf-mnist:ps.image": DIGEST, "tf-mnist:tensorboard.image": BOARD_DIGEST}
     found = pulls(me.run_program(config))
-    assert found["mnist-ps-0"] == found["mnist-chief-0"] == found["mnist-stage-data"] == found["mnist-monitor"] \
+    assert (
+        found["mnist-ps-0"]
+        == found["mnist-chief-0"]
+        == found["mnist-stage-data"]
+        == found["mnist-monitor"]
         == (DIGEST, "IfNotPresent")
+    )
     assert found["mnist-tensorboard"] == (BOARD_DIGEST, "IfNotPresent")
     assert found["mnist-worker-0"][1] == "Always" and "trainer:2.21.0-gpu" in found["mnist-worker-0"][0]
 
 
 def test_an_explicit_policy_wins_and_a_stale_tag_is_warned_about(dev_config, caplog):
-    config = me.set_flat(me.set_flat(dev_config, "worker.imagePullPolicy", "IfNotPresent"),
-                         "ps.imagePullPolicy", "Never")
+    config = me.set_flat(
+        me.set_flat(dev_config, "worker.imagePullPolicy", "IfNotPresent"), "ps.imagePullPolicy", "Never"
+    )
     found = pulls(me.run_program(config))
     assert found["mnist-worker-1"][1] == "IfNotPresent"
-    assert {found[n][1] for n in ("mnist-ps-0", "mnist-chief-0", "mnist-stage-data", "mnist-monitor",
-                                  "mnist-tensorboard")} == {"Never"}
-    assert "worker.imagePullPolicy is IfNotPresent with tag registry.cn-hangzhou.aliyuncs.com/tf-mnist/" \
-           "trainer:2.21.0-gpu: a node that holds an image under that tag keeps running it" in caplog.text
-    assert "ps.imagePullPolicy is Never with tag registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu, " \
-           "registry.cn-hangzhou.aliyuncs.com/tf-mnist/tensorboard:2.21.0" in caplog.text
+    assert {
+        found[n][1]
+        for n in ("mnist-ps-0", "mnist-chief-0", "mnist-stage-data", "mnist-monitor", "mnist-tensorboard")
+    } == {"Never"}
+    assert (
+        "worker.imagePullPolicy is IfNotPresent with tag registry.cn-hangzhou.aliyuncs.com/tf-mnist/"
+        "trainer:2.21.0-gpu: a node that holds an image under that tag keeps running it" in caplog.text
+    )
+    assert (
+        "ps.imagePullPolicy is Never with tag registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu, "
+        "registry.cn-hangzhou.aliyuncs.com/tf-mnist/tensorboard:2.21.0" in caplog.text
+    )
     assert "`pulumi config rm ps.imagePullPolicy`" in caplog.text
 
 
 def test_no_warning_for_tags_pulled_always_or_digests(dev_config, caplog):
-    me.run_program(me.set_flat({**dev_config, "tf-mnist:ps.image": DIGEST, "tf-mnist:tensorboard.image": BOARD_DIGEST},
-                               "ps.imagePullPolicy", "IfNotPresent"))
+    me.run_program(
+        me.set_flat(
+            {**dev_config, "tf-mnist:ps.image": DIGEST, "tf-mnist:tensorboard.image": BOARD_DIGEST},
+            "ps.imagePullPolicy",
+            "IfNotPresent",
+        )
+    )
     assert "imagePullPolicy is" not in caplog.text
     assert images.stale_tag_warnings([("ps.imagePullPolicy", "t:1", "Always"), ("k", DIGEST, "Never")]) == []
 
 
 def test_a_bad_policy_is_refused_with_the_fix(dev_config):
     run = me.run_program(me.set_flat(dev_config, "worker.imagePullPolicy", "Sometimes"))
-    assert "Configuration 'tf-mnist:worker.imagePullPolicy' value 'Sometimes' is invalid: must be one of Always, " \
-           "IfNotPresent, Never (or unset)" in str(run.error)
+    assert (
+        "Configuration 'tf-mnist:worker.imagePullPolicy' value 'Sometimes' is invalid: must be one of Always, "
+        "IfNotPresent, Never (or unset)" in str(run.error)
+    )
     assert "fix: pulumi config set worker.imagePullPolicy Always" in str(run.error)
 
 
 def test_the_pull_policy_leaves_the_run_alone(dev_config):
     base = me.run_program(dev_config).outputs["runDir"]
-    assert me.run_program(me.set_flat(dev_config, "ps.imagePullPolicy", "IfNotPresent")).outputs["runDir"] == base
+    assert (
+        me.run_program(me.set_flat(dev_config, "ps.imagePullPolicy", "IfNotPresent")).outputs["runDir"]
+        == base
+    )

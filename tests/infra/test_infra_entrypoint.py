@@ -28,11 +28,14 @@ SCRIPT = textwrap.dedent("""
 
 def test_program_directory_runs_without_the_repo_on_sys_path(dev_config):
     infra = str(me.REPO / "infra")
-    script = SCRIPT.format(repo=str(me.REPO), infra=infra, tests=str(me.REPO / "tests" / "infra"),
-                           config=dev_config)
-    result = subprocess.run([sys.executable, "-c", script], cwd=infra, capture_output=True, text=True,
-                            timeout=120)
+    script = SCRIPT.format(
+        repo=str(me.REPO), infra=infra, tests=str(me.REPO / "tests" / "infra"), config=dev_config
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=infra, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == (
         '["mnist-chief-0", "mnist-monitor", "mnist-ps-0", "mnist-ps-1", "mnist-stage-data", "mnist-worker-0", '
-        '"mnist-worker-1"]')
+        '"mnist-worker-1"]'
+    )

@@ -51,11 +51,19 @@ def test_task_jobs_replace_failed_pods_under_a_pod_failure_policy(dev_config):
         assert spec["template"]["spec"]["restartPolicy"] == "Never", name
         assert spec["podReplacementPolicy"] == "Failed", name
         assert spec["backoffLimit"] == 4, name
-        assert spec["podFailurePolicy"] == {"rules": [
-            {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [2, 3, 4, 5]}},
-            {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [143]}},
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        ]}, name
+        assert spec["podFailurePolicy"] == {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [2, 3, 4, 5]},
+                },
+                {
+                    "action": "Ignore",
+                    "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [143]},
+                },
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]
+        }, name
         assert "activeDeadlineSeconds" not in spec, name
     # The staging Job has a policy of its own (tests/infra/test_infra_volume_ownership.py).
     staging = run.one(JOB, "mnist-stage-data").inputs["spec"]
@@ -67,6 +75,7 @@ def test_the_policy_follows_the_trainers_exit_codes():
     assert exit_codes.PERMANENT_EXIT_CODES == (2, 3, 4, 5)
     assert exit_codes.EXIT_SIGTERM == 143
     from infra.components.training import CONTAINER_NAME, pod_failure_policy
+
     rules = pod_failure_policy().rules
     assert rules[0].on_exit_codes.values == sorted(exit_codes.PERMANENT_EXIT_CODES)
     assert rules[0].on_exit_codes.container_name == CONTAINER_NAME
@@ -107,7 +116,10 @@ def test_staging_start_timeout(dev_config):
     assert me.own_annotations(staging["metadata"])["pulumi.com/timeoutSeconds"] == "1200"
     for bad, rule in (("0", "between 10 and 1200"), ("1201", "between 10 and 1200")):
         error = str(me.run_program(_set(dev_config, data__startTimeoutSeconds=bad)).error)
-        assert f"'tf-mnist:data.startTimeoutSeconds' value '{bad}' is invalid: must be an integer {rule}" in error
+        assert (
+            f"'tf-mnist:data.startTimeoutSeconds' value '{bad}' is invalid: must be an integer {rule}"
+            in error
+        )
 
 
 def test_peer_timeout_reaches_every_task(dev_config):
@@ -121,19 +133,27 @@ def test_peer_timeout_reaches_every_task(dev_config):
 def test_the_peer_timeout_default_is_the_trainers():
     from infra import settings as st
     from trainer import flags
-    assert st.KEYS_BY_NAME["job.peerTimeoutSeconds"].default == flags.build_parser().parse_args([]).peer_timeout
+
+    assert (
+        st.KEYS_BY_NAME["job.peerTimeoutSeconds"].default == flags.build_parser().parse_args([]).peer_timeout
+    )
 
 
-@pytest.mark.parametrize("key,value,rule,fix", [
-    ("job.activeDeadlineSeconds", "0", "must be an integer >= 1", "job.activeDeadlineSeconds 86400"),
-    ("job.activeDeadlineSeconds", "1d", "must be an integer >= 1", "job.activeDeadlineSeconds 86400"),
-    ("job.peerTimeoutSeconds", "30", "must be an integer >= 60", "job.peerTimeoutSeconds 600"),
-    ("job.peerTimeoutSeconds", "10m", "must be an integer >= 60", "job.peerTimeoutSeconds 600"),
-])
+@pytest.mark.parametrize(
+    "key,value,rule,fix",
+    [
+        ("job.activeDeadlineSeconds", "0", "must be an integer >= 1", "job.activeDeadlineSeconds 86400"),
+        ("job.activeDeadlineSeconds", "1d", "must be an integer >= 1", "job.activeDeadlineSeconds 86400"),
+        ("job.peerTimeoutSeconds", "30", "must be an integer >= 60", "job.peerTimeoutSeconds 600"),
+        ("job.peerTimeoutSeconds", "10m", "must be an integer >= 60", "job.peerTimeoutSeconds 600"),
+    ],
+)
 def test_bad_job_settings_give_their_exact_message(dev_config, key, value, rule, fix):
     run = me.run_program({**dev_config, f"tf-mnist:{key}": value})
-    assert str(run.error) == (f"{HEADER_1}\nConfiguration 'tf-mnist:{key}' value '{value}' is invalid: {rule}.\n"
-                              f"    fix: pulumi config set {fix}")
+    assert str(run.error) == (
+        f"{HEADER_1}\nConfiguration 'tf-mnist:{key}' value '{value}' is invalid: {rule}.\n"
+        f"    fix: pulumi config set {fix}"
+    )
     assert run.registrations == []
 
 
@@ -165,7 +185,8 @@ def test_the_run_config_map_is_replaced_not_updated(dev_config):
     # Task Jobs take the id from it: the engine orders them after it.
     chief = me.run_program(dev_config).one(JOB, "mnist-chief-0")
     assert config_map.urn in chief.dependencies or any(
-        config_map.urn in urns for urns in chief.property_dependencies.values())
+        config_map.urn in urns for urns in chief.property_dependencies.values()
+    )
 
 
 def test_a_destroy_and_up_gives_the_run_a_fresh_id_in_the_same_directory(dev_config):
@@ -186,24 +207,38 @@ def test_a_preview_of_a_new_stack_shows_the_run_id_as_unknown(dev_config):
     assert "runId" not in preview.outputs or preview.outputs["runId"] is None
 
 
-@pytest.mark.parametrize("changes", [{"hyperparams.epochs": "200"}, {"worker.number": "3"},
-                                     {"ps.image": f"{REGISTRY}/trainer:2.21.1-cpu"},
-                                     {"worker.nodeSelector": '{"disk": "ssd"}'}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"hyperparams.epochs": "200"},
+        {"worker.number": "3"},
+        {"ps.image": f"{REGISTRY}/trainer:2.21.1-cpu"},
+        {"worker.nodeSelector": '{"disk": "ssd"}'},
+    ],
+)
 def test_a_change_that_replaces_the_jobs_is_a_new_run(dev_config, changes):
     before = me.run_program(dev_config).outputs["runId"]
-    (key, value), = changes.items()
+    ((key, value),) = changes.items()
     after = me.run_program(me.set_flat(dev_config, key, value)).outputs["runId"]
     assert after != before
 
 
-@pytest.mark.parametrize("changes", [{"job.backoffLimit": "6"}, {"job.waitForChief": "true"},
-                                     {"job.activeDeadlineSeconds": "3600"},
-                                     {"tensorboard.image": f"{REGISTRY}/tensorboard:2.22.0"}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"job.backoffLimit": "6"},
+        {"job.waitForChief": "true"},
+        {"job.activeDeadlineSeconds": "3600"},
+        {"tensorboard.image": f"{REGISTRY}/tensorboard:2.22.0"},
+    ],
+)
 def test_a_change_that_updates_the_jobs_in_place_keeps_the_run(dev_config, changes):
     # backoffLimit, the deadline and the await annotations do not force replacement
     # (pulumi-kubernetes replaces a Job on spec.template, completions, parallelism, selector).
     before = me.run_program(dev_config).outputs["runId"]
-    after = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in changes.items()}}).outputs["runId"]
+    after = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in changes.items()}}).outputs[
+        "runId"
+    ]
     assert after == before
 
 
@@ -213,8 +248,11 @@ def test_the_templates_hash_refuses_a_template_holding_an_output():
 
     from infra.components.training import templates_hash
 
-    template = k8s.core.v1.PodTemplateSpecArgs(spec=k8s.core.v1.PodSpecArgs(
-        containers=[k8s.core.v1.ContainerArgs(name="x", image=pulumi.Output.from_input("y"))]))
+    template = k8s.core.v1.PodTemplateSpecArgs(
+        spec=k8s.core.v1.PodSpecArgs(
+            containers=[k8s.core.v1.ContainerArgs(name="x", image=pulumi.Output.from_input("y"))]
+        )
+    )
     with pytest.raises(TypeError, match="has no fixed value"):
         templates_hash({"x": template})
 
@@ -223,20 +261,35 @@ def test_the_templates_hash_refuses_a_template_holding_an_output():
 
 
 def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(dev_config):
-    run = me.run_program(_set(dev_config, ps__number="0", worker__nodeSelector='{"gpu": "p100"}',
-                              worker__tolerations='[{"key":"team","operator":"Equal","value":"ml"}]',
-                              chief__nodeSelector='{"tf-mnist/pool": "cpu"}'))
+    run = me.run_program(
+        _set(
+            dev_config,
+            ps__number="0",
+            worker__nodeSelector='{"gpu": "p100"}',
+            worker__tolerations='[{"key":"team","operator":"Equal","value":"ml"}]',
+            chief__nodeSelector='{"tf-mnist/pool": "cpu"}',
+        )
+    )
     assert run.error is None, run.error
     chief, worker = run.one(JOB, "mnist-chief-0"), run.one(JOB, "mnist-worker-0")
     for job in (chief, worker):
         container, pod = _container(job), _pod(job)
         assert container["image"] == f"{REGISTRY}/trainer:2.21.0-gpu", job.name
-        assert container["resources"]["limits"] == {"memory": "8Gi", "nvidia.com/gpu": "1", **me.EPHEMERAL_LIMIT}, \
+        assert container["resources"]["limits"] == {
+            "memory": "8Gi",
+            "nvidia.com/gpu": "1",
+            **me.EPHEMERAL_LIMIT,
+        }, job.name
+        assert container["resources"]["requests"] == {"cpu": "2", "memory": "8Gi", **me.EPHEMERAL_REQUEST}, (
             job.name
-        assert container["resources"]["requests"] == {"cpu": "2", "memory": "8Gi", **me.EPHEMERAL_REQUEST}, job.name
-        assert pod["tolerations"] == [GPU_TOLERATION, {"key": "team", "operator": "Equal", "value": "ml"}], job.name
+        )
+        assert pod["tolerations"] == [GPU_TOLERATION, {"key": "team", "operator": "Equal", "value": "ml"}], (
+            job.name
+        )
         assert pod["nodeSelector"] == {"gpu": "p100"}, job.name
-        assert "NVIDIA_VISIBLE_DEVICES" not in _env(container) and "CUDA_VISIBLE_DEVICES" not in _env(container)
+        assert "NVIDIA_VISIBLE_DEVICES" not in _env(container) and "CUDA_VISIBLE_DEVICES" not in _env(
+            container
+        )
     # chief.* then places only the staging Job (CPU, the CPU image).
     staging = run.one(JOB, "mnist-stage-data")
     assert _pod(staging)["nodeSelector"] == {"tf-mnist/pool": "cpu"}
@@ -249,9 +302,15 @@ def test_the_gpu_pool_holds_the_gpu_chief_too(dev_config):
     assert gpu.inputs["desiredSize"] == "3"  # (2 workers + the chief) x 1 GPU / 1 GPU per node
     with_ps = me.run_program(fixed).one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert with_ps.inputs["desiredSize"] == "2"  # the chief of ParameterServerStrategy runs on CPU
-    autoscaled = me.run_program(_set(dev_config, ps__number="0", worker__number="3", worker__gpuCount="2",
-                                     gpuPool__gpusPerInstance="2"))
-    assert autoscaled.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["scalingConfig"]["maxSize"] == 4
+    autoscaled = me.run_program(
+        _set(
+            dev_config, ps__number="0", worker__number="3", worker__gpuCount="2", gpuPool__gpusPerInstance="2"
+        )
+    )
+    assert (
+        autoscaled.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["scalingConfig"]["maxSize"]
+        == 4
+    )
 
 
 @pytest.mark.parametrize("changes", [{"ps.number": "0", "worker.gpuCount": "0"}, {"ps.number": "1"}])

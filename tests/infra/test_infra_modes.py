@@ -21,34 +21,55 @@ def _set(config: dict, **flat: str) -> dict:
 
 
 def _kubernetes_objects(run: me.Run) -> list[me.Registration]:
-    return [r for r in run.registrations
-            if r.type.startswith("kubernetes:") and r.custom and not r.type.startswith("pulumi:providers:")]
+    return [
+        r
+        for r in run.registrations
+        if r.type.startswith("kubernetes:") and r.custom and not r.type.startswith("pulumi:providers:")
+    ]
 
 
 CONFIGS = {
     "dev": {},
     "4w-1ps": {"worker.number": "4", "ps.number": "1"},
     "cpu-sync": {"worker.gpuCount": "0", "ps.number": "0", "tensorboard.serviceType": "ClusterIP"},
-    "allowlist-namespace-wait": {"tensorboard.serviceType": "LoadBalancer",
-                                 "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]', "namespace": "training",
-                                 "createNamespace": "true", "job.waitForChief": "true"},
+    "allowlist-namespace-wait": {
+        "tensorboard.serviceType": "LoadBalancer",
+        "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
+        "namespace": "training",
+        "createNamespace": "true",
+        "job.waitForChief": "true",
+    },
     # A GPU chief, placement for every role, a deadline, a priority
     # class, a pull Secret created from credentials.
     "gpu-chief-placement-registry": {
-        "ps.number": "0", "job.activeDeadlineSeconds": "86400", "job.peerTimeoutSeconds": "900",
+        "ps.number": "0",
+        "job.activeDeadlineSeconds": "86400",
+        "job.peerTimeoutSeconds": "900",
         "job.priorityClassName": "training-high",
         "worker.nodeSelector": '{"aliyun.accelerator/nvidia_name": "Tesla-P100-PCIE-16GB"}',
         "worker.tolerations": '[{"key":"dedicated","operator":"Equal","value":"training","effect":"NoSchedule"}]',
-        "chief.nodeSelector": '{"tf-mnist/pool": "cpu"}', "ps.tolerations": '[{"operator":"Exists"}]',
+        "chief.nodeSelector": '{"tf-mnist/pool": "cpu"}',
+        "ps.tolerations": '[{"operator":"Exists"}]',
         "tensorboard.nodeSelector": '{"tf-mnist/pool": "cpu"}',
         "tensorboard.tolerations": '[{"key":"a","operator":"Exists","effect":"NoExecute","tolerationSeconds":60}]',
-        "registryCredentials.username": "ml-team", "registryCredentials.password": "s3cr3t"},
+        "registryCredentials.username": "ml-team",
+        "registryCredentials.password": "s3cr3t",
+    },
     # On an existing cluster: NFS, an allowlist, an existing pull Secret.
-    "existing-nfs": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "nfs",
-                     "nfs.server": "10.0.0.5", "nfs.path": "/exports/tf-mnist", "imagePullSecret": "acr-pull",
-                     "tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'},
-    "existing-hostPath": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "hostPath",
-                          "tensorboard.serviceType": "NodePort"},
+    "existing-nfs": {
+        "kubeconfig": me.kubeconfig_content(),
+        "persistence.volume.type": "nfs",
+        "nfs.server": "10.0.0.5",
+        "nfs.path": "/exports/tf-mnist",
+        "imagePullSecret": "acr-pull",
+        "tensorboard.serviceType": "LoadBalancer",
+        "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
+    },
+    "existing-hostPath": {
+        "kubeconfig": me.kubeconfig_content(),
+        "persistence.volume.type": "hostPath",
+        "tensorboard.serviceType": "NodePort",
+    },
 }
 SECRET_KEYS = {"gpu-chief-placement-registry": ("tf-mnist:registryCredentials.password",)}
 #: Objects (kind, a field of its spec) a configuration must produce, so that they get validated.
@@ -61,14 +82,19 @@ MUST_VALIDATE = {
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_kubernetes_object_validates_strictly(dev_config, name):
-    run = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in CONFIGS[name].items()}},
-                         secret_keys=SECRET_KEYS.get(name, ()))
+    run = me.run_program(
+        {**dev_config, **{f"tf-mnist:{k}": v for k, v in CONFIGS[name].items()}},
+        secret_keys=SECRET_KEYS.get(name, ()),
+    )
     assert run.error is None, run.error
     objects = _kubernetes_objects(run)
     assert len(objects) >= 9
     manifests = [me.to_manifest(obj.inputs) for obj in objects]
     for kind, field_ in MUST_VALIDATE.get(name, []):
-        assert any(m["kind"] == kind and field_ in {**m, **m.get("spec", {})} for m in manifests), (kind, field_)
+        assert any(m["kind"] == kind and field_ in {**m, **m.get("spec", {})} for m in manifests), (
+            kind,
+            field_,
+        )
     for obj in objects:
         manifest = me.to_manifest(obj.inputs)
         assert manifest["kind"] == obj.type.rsplit(":", 1)[1], obj.type
@@ -106,6 +132,7 @@ def test_checks_fail_when_an_assertion_never_ran(dev_config):
     @pulumi.runtime.test
     def body():
         from infra import program
+
         outputs = program.run()
         return checks.on(outputs["clusterId"], "cluster id", lambda value: None)
 
@@ -122,11 +149,17 @@ def test_checks_pass_when_the_assertion_ran(dev_config, checks):
     @pulumi.runtime.test
     def body():
         from infra import program
-        outputs = program.run()
-        return checks.on(outputs["clusterId"], "cluster id",
-                         lambda value: seen.append(value) or _assert_equal(value, me.CLUSTER_ID))
 
-    pulumi.runtime.set_mocks(me._Mocks(me.Run(), preview=False), project="tf-mnist", stack="dev", preview=False)
+        outputs = program.run()
+        return checks.on(
+            outputs["clusterId"],
+            "cluster id",
+            lambda value: seen.append(value) or _assert_equal(value, me.CLUSTER_ID),
+        )
+
+    pulumi.runtime.set_mocks(
+        me._Mocks(me.Run(), preview=False), project="tf-mnist", stack="dev", preview=False
+    )
     pulumi.runtime.set_all_config(dev_config, [])
     body()
     assert seen == [me.CLUSTER_ID]
@@ -141,19 +174,34 @@ def test_cpu_workers_without_gpu_pool(dev_config):
     pools = [p.name for p in run.of_type("alicloud:cs/nodePool:NodePool")]
     assert pools == ["tf-mnist-dev-cpu"]
     for name in ("mnist-worker-0", "mnist-worker-1"):
-        container = run.one("kubernetes:batch/v1:Job", name).inputs["spec"]["template"]["spec"]["containers"][0]
+        container = run.one("kubernetes:batch/v1:Job", name).inputs["spec"]["template"]["spec"]["containers"][
+            0
+        ]
         assert container["image"].endswith("/trainer:2.21.0-cpu")
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
 
 
 def test_gpu_pool_size_from_worker_demand_and_autoscaling(dev_config):
-    run = me.run_program(_set(dev_config, worker__number="5", worker__gpuCount="2", gpuPool__gpusPerInstance="4",
-                              gpuPool__autoscaling="true"))
+    run = me.run_program(
+        _set(
+            dev_config,
+            worker__number="5",
+            worker__gpuCount="2",
+            gpuPool__gpusPerInstance="4",
+            gpuPool__autoscaling="true",
+        )
+    )
     gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert "desiredSize" not in gpu.inputs
-    assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 3, "type": "gpu"}  # ceil(10/4)
+    assert gpu.inputs["scalingConfig"] == {
+        "enable": True,
+        "minSize": 0,
+        "maxSize": 3,
+        "type": "gpu",
+    }  # ceil(10/4)
     limits = run.one("kubernetes:batch/v1:Job", "mnist-worker-4").inputs["spec"]["template"]["spec"][
-        "containers"][0]["resources"]["limits"]
+        "containers"
+    ][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "2"
 
 
@@ -161,21 +209,32 @@ def test_no_ps_means_synchronous_workers(dev_config):
     run = me.run_program(_set(dev_config, ps__number="0"))
     assert run.outputs["clusterSpec"] == {
         "chief": ["mnist-chief-0.tf-mnist.svc:8000"],
-        "worker": ["mnist-worker-0.tf-mnist.svc:8000", "mnist-worker-1.tf-mnist.svc:8000"]}
+        "worker": ["mnist-worker-0.tf-mnist.svc:8000", "mnist-worker-1.tf-mnist.svc:8000"],
+    }
     assert not [j for j in run.of_type("kubernetes:batch/v1:Job") if "-ps-" in j.name]
 
 
 def test_tensorboard_allowlist_uses_an_slb_acl_and_no_warning(dev_config, caplog):
-    run = me.run_program(_set(dev_config, tensorboard__serviceType="LoadBalancer",
-                              tensorboard__allowedSourceRanges='["203.0.113.0/24", "198.51.100.7/32"]'))
+    run = me.run_program(
+        _set(
+            dev_config,
+            tensorboard__serviceType="LoadBalancer",
+            tensorboard__allowedSourceRanges='["203.0.113.0/24", "198.51.100.7/32"]',
+        )
+    )
     acl = run.one("alicloud:slb/acl:Acl", "mnist-tensorboard-acl")
-    entries = sorted(e.inputs["entry"] for e in run.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment"))
+    entries = sorted(
+        e.inputs["entry"] for e in run.of_type("alicloud:slb/aclEntryAttachment:AclEntryAttachment")
+    )
     assert entries == ["198.51.100.7/32", "203.0.113.0/24"]
     svc = run.one("kubernetes:core/v1:Service", "mnist-tensorboard")
     prefix = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
     assert me.own_annotations(svc.inputs["metadata"]) == {
-        prefix + "address-type": "internet", prefix + "acl-status": "on",
-        prefix + "acl-id": "mnist-tensorboard-acl-id", prefix + "acl-type": "white"}
+        prefix + "address-type": "internet",
+        prefix + "acl-status": "on",
+        prefix + "acl-id": "mnist-tensorboard-acl-id",
+        prefix + "acl-type": "white",
+    }
     assert acl.urn in svc.dependencies
     assert "open to the whole internet" not in caplog.text
 
@@ -189,8 +248,13 @@ def test_wait_for_chief_awaits_only_the_chief(dev_config):
 
 
 def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):
-    run = me.run_program(_set(dev_config, kubeconfig=me.kubeconfig_content(),
-                              nas__mountTargetDomain="abc.cn-hangzhou.nas.aliyuncs.com"))
+    run = me.run_program(
+        _set(
+            dev_config,
+            kubeconfig=me.kubeconfig_content(),
+            nas__mountTargetDomain="abc.cn-hangzhou.nas.aliyuncs.com",
+        )
+    )
     assert run.error is None
     assert not [r for r in run.registrations if r.type.startswith("alicloud:")]
     assert run.calls == []
@@ -205,20 +269,27 @@ def test_kubeconfig_mode_needs_a_mount_target(dev_config):
     assert str(run.error).endswith(
         "Configuration 'tf-mnist:nas.mountTargetDomain' is missing: required with kubeconfig "
         "(the stack then creates no NAS).\n    fix: pulumi config set nas.mountTargetDomain "
-        "xxxx.cn-hangzhou.nas.aliyuncs.com")
+        "xxxx.cn-hangzhou.nas.aliyuncs.com"
+    )
     assert run.registrations == []
 
 
 def test_existing_cluster_and_vswitch(dev_config):
-    run = me.run_program(_set(dev_config, cluster__id="c-existing", vswitch__id="vsw-existing",
-                              vswitch__cidr="10.0.1.0/24"))
+    run = me.run_program(
+        _set(dev_config, cluster__id="c-existing", vswitch__id="vsw-existing", vswitch__cidr="10.0.1.0/24")
+    )
     assert run.error is None
     types = {r.type for r in run.registrations}
     assert "alicloud:cs/managedKubernetes:ManagedKubernetes" not in types
     assert "alicloud:vpc/switch:Switch" not in types and "alicloud:vpc/network:Network" not in types
     assert run.calls_besides_state[0].args["clusterId"] == "c-existing"
-    assert run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule").inputs["sourceCidrIp"] == "10.0.1.0/24"
-    assert run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["vswitchIds"] == ["vsw-existing"]
+    assert (
+        run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule").inputs["sourceCidrIp"]
+        == "10.0.1.0/24"
+    )
+    assert run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu").inputs["vswitchIds"] == [
+        "vsw-existing"
+    ]
 
 
 def test_name_prefix_and_namespace_let_two_runs_share_a_cluster(dev_config):
@@ -228,7 +299,9 @@ def test_name_prefix_and_namespace_let_two_runs_share_a_cluster(dev_config):
     assert run.outputs["clusterSpec"]["ps"] == ["exp2-ps-0.research.svc:9000", "exp2-ps-1.research.svc:9000"]
     pvc = run.one("kubernetes:core/v1:PersistentVolumeClaim", "exp2-data")
     assert pvc.inputs["metadata"]["namespace"] == "research"
-    args = run.one("kubernetes:batch/v1:Job", "exp2-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
+    args = run.one("kubernetes:batch/v1:Job", "exp2-chief-0").inputs["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
     assert args[args.index("--log_dir") + 1] == run.outputs["runDir"]
     assert run.outputs["runDir"].startswith("/data/runs/dev-research-exp2/")
 
@@ -243,8 +316,11 @@ def test_custom_match_labels_flow_to_pv_and_pvc(dev_config):
     assert pvc.inputs["spec"]["selector"]["matchLabels"] == {"train": "mnist", "team": "vision"}
 
 
-KUBECONFIG_PATH_MODE = {"tf-mnist:kubeconfig": "~/.kube/config", "tf-mnist:clusterIdentifier": "existing",
-                        "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"}
+KUBECONFIG_PATH_MODE = {
+    "tf-mnist:kubeconfig": "~/.kube/config",
+    "tf-mnist:clusterIdentifier": "existing",
+    "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
+}
 
 
 def test_follow_log_commands_work_with_a_kubeconfig_path(dev_config):
@@ -254,7 +330,8 @@ def test_follow_log_commands_work_with_a_kubeconfig_path(dev_config):
     run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE})
     assert run.error is None
     assert run.outputs["followChiefLog"] == [
-        "kubectl --kubeconfig ~/.kube/config --namespace tf-mnist logs --follow job/mnist-chief-0"]
+        "kubectl --kubeconfig ~/.kube/config --namespace tf-mnist logs --follow job/mnist-chief-0"
+    ]
     assert run.secret_outputs["followChiefLog"] is False
 
 
@@ -265,8 +342,10 @@ def test_follow_log_commands_keep_a_secret_kubeconfig_path_secret(dev_config):
 
 
 def test_follow_log_commands_with_kubeconfig_content(dev_config):
-    run = me.run_program({**dev_config, **KUBECONFIG_PATH_MODE,
-                          "tf-mnist:kubeconfig": me.kubeconfig_content()})
+    run = me.run_program(
+        {**dev_config, **KUBECONFIG_PATH_MODE, "tf-mnist:kubeconfig": me.kubeconfig_content()}
+    )
     assert run.outputs["followChiefLog"] == [
         "pulumi stack output kubeconfig --show-secrets > tf-mnist-kubeconfig.yaml",
-        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0"]
+        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0",
+    ]

@@ -35,22 +35,37 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     # Never: under OnFailure each in-place restart counts against backoffLimit (two kills of the
     # node's processes failed the Job of a run that trained to the end); kills get new pods.
     assert pod["restartPolicy"] == "Never"
-    assert job.inputs["spec"]["podFailurePolicy"] == {"rules": [
-        {"action": "FailJob", "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [2]}},
-        {"action": "Ignore", "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [137, 143]}},
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    assert job.inputs["spec"]["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [2]},
+            },
+            {
+                "action": "Ignore",
+                "onExitCodes": {"containerName": "monitor", "operator": "In", "values": [137, 143]},
+            },
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        ]
+    }
     (container,) = pod["containers"]
     assert container["image"] == "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
     assert container["command"] == ["python", "/monitor/run_monitor.py"]
     assert {"name": "script", "configMap": {"name": NAME}} in pod["volumes"]
     assert {"name": "script", "mountPath": "/monitor", "readOnly": True} in container["volumeMounts"]
-    assert container["resources"] == {"requests": {"cpu": "10m", "memory": "64Mi", **me.EPHEMERAL_REQUEST},
-                                      "limits": {"cpu": "500m", "memory": "128Mi", **me.EPHEMERAL_LIMIT}}
+    assert container["resources"] == {
+        "requests": {"cpu": "10m", "memory": "64Mi", **me.EPHEMERAL_REQUEST},
+        "limits": {"cpu": "500m", "memory": "128Mi", **me.EPHEMERAL_LIMIT},
+    }
     env = _env(run)
     chief_args = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["containers"][0]["args"]
     assert env["MONITOR_RUN_ID"] == run.outputs["runId"] == chief_args[chief_args.index("--run_id") + 1]
-    assert (env["MONITOR_NAMESPACE"], env["MONITOR_PREFIX"], env["MONITOR_SCHEDULE_TIMEOUT_S"],
-            env["MONITOR_START_TIMEOUT_S"]) == ("tf-mnist", "mnist", "1800", "900")
+    assert (
+        env["MONITOR_NAMESPACE"],
+        env["MONITOR_PREFIX"],
+        env["MONITOR_SCHEDULE_TIMEOUT_S"],
+        env["MONITOR_START_TIMEOUT_S"],
+    ) == ("tf-mnist", "mnist", "1800", "900")
     assert "MONITOR_API_SERVER" not in env
     # The staging Job's deadline, raised once its pod runs (run_monitor.staging_deadline).
     assert (env["MONITOR_STAGING_JOB"], env["MONITOR_STAGING_DEADLINE_S"]) == ("mnist-stage-data", "1200")
@@ -71,11 +86,26 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     assert role.inputs["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["patch"],
-         "resourceNames": ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1",
-                           "mnist-stage-data"]}]
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "verbs": ["patch"],
+            "resourceNames": [
+                "mnist-chief-0",
+                "mnist-worker-0",
+                "mnist-worker-1",
+                "mnist-ps-0",
+                "mnist-ps-1",
+                "mnist-stage-data",
+            ],
+        },
+    ]
     binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", NAME)
-    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}
+    assert binding.inputs["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": NAME,
+    }
     assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": "tf-mnist"}]
     # No ClusterRole: the monitor sees nothing outside its namespace.
     assert not [r for r in run.registrations if "ClusterRole" in r.type]
@@ -90,24 +120,37 @@ def test_a_new_run_gets_a_new_monitor(dev_config):
     after = me.run_program(me.set_flat(dev_config, "hyperparams.epochs", "7"))
     assert before.outputs["runId"] != after.outputs["runId"]
     assert (_env(before)["MONITOR_RUN_ID"], _env(after)["MONITOR_RUN_ID"]) == (
-        before.outputs["runId"], after.outputs["runId"])
+        before.outputs["runId"],
+        after.outputs["runId"],
+    )
 
 
 def test_schedule_timeout_and_api_server_reach_the_script(dev_config):
-    config = me.set_flat(me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "45"),
-                         "monitor.apiServer", "https://10.244.0.1:6443")
+    config = me.set_flat(
+        me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "45"),
+        "monitor.apiServer",
+        "https://10.244.0.1:6443",
+    )
     env = _env(me.run_program(config))
     assert (env["MONITOR_SCHEDULE_TIMEOUT_S"], env["MONITOR_API_SERVER"]) == ("45", "https://10.244.0.1:6443")
 
 
 def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
     run = me.run_program(me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "-5"))
-    assert str(run.error) == "\n".join([
-        HEADER_1, "Configuration 'tf-mnist:job.scheduleTimeoutSeconds' value '-5' is invalid: must be an integer >= 0.",
-        "    fix: pulumi config set job.scheduleTimeoutSeconds 1800"])
+    assert str(run.error) == "\n".join(
+        [
+            HEADER_1,
+            "Configuration 'tf-mnist:job.scheduleTimeoutSeconds' value '-5' is invalid: must be an integer >= 0.",
+            "    fix: pulumi config set job.scheduleTimeoutSeconds 1800",
+        ]
+    )
     run = me.run_program(me.set_flat(dev_config, "monitor.apiServer", "http://10.244.0.1:6443"))
-    assert str(run.error) == "\n".join([
-        HEADER_1, "Configuration 'tf-mnist:monitor.apiServer' value 'http://10.244.0.1:6443' is invalid: must be "
-        "an https URL of a host and an optional port, such as https://10.244.0.1:6443 (no path).",
-        "    fix: pulumi config set monitor.apiServer https://10.244.0.1:6443"])
+    assert str(run.error) == "\n".join(
+        [
+            HEADER_1,
+            "Configuration 'tf-mnist:monitor.apiServer' value 'http://10.244.0.1:6443' is invalid: must be "
+            "an https URL of a host and an optional port, such as https://10.244.0.1:6443 (no path).",
+            "    fix: pulumi config set monitor.apiServer https://10.244.0.1:6443",
+        ]
+    )
     assert run.registrations == []

@@ -15,8 +15,12 @@ JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 STACK_MARK = "organization.tf-mnist.dev"
 #: The four files of a data.source list.
-IDX = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-       "t10k-labels-idx1-ubyte.gz"]
+IDX = [
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+]
 #: Every policy's first egress rule: DNS on any address.
 DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
 
@@ -32,8 +36,10 @@ def _run(config: dict) -> me.Run:
 
 
 def _task_pod_selector() -> dict:
-    return {"matchLabels": {"app.kubernetes.io/instance": "mnist", "tf-mnist.io/stack": STACK_MARK},
-            "matchExpressions": [{"key": "tf-replica-type", "operator": "Exists"}]}
+    return {
+        "matchLabels": {"app.kubernetes.io/instance": "mnist", "tf-mnist.io/stack": STACK_MARK},
+        "matchExpressions": [{"key": "tf-replica-type", "operator": "Exists"}],
+    }
 
 
 def test_task_ports_admit_only_the_runs_own_tasks(dev_config):
@@ -48,21 +54,31 @@ def test_task_ports_admit_only_the_runs_own_tasks(dev_config):
     # Every task pod carries the labels the policy selects; no other pod of the stack does.
     for job in run.of_type(JOB):
         labels = job.inputs["spec"]["template"]["metadata"]["labels"]
-        selected = (labels.get("app.kubernetes.io/instance") == "mnist"
-                    and labels.get("tf-mnist.io/stack") == STACK_MARK and "tf-replica-type" in labels)
+        selected = (
+            labels.get("app.kubernetes.io/instance") == "mnist"
+            and labels.get("tf-mnist.io/stack") == STACK_MARK
+            and "tf-replica-type" in labels
+        )
         assert selected == (job.name.split("-")[1] in ("chief", "worker", "ps")), job.name
 
 
-@pytest.mark.parametrize("service_type, admitted", [
-    ("ClusterIP", []),
-    ("NodePort", [{"ports": [{"protocol": "TCP", "port": 6006}]}]),
-])
+@pytest.mark.parametrize(
+    "service_type, admitted",
+    [
+        ("ClusterIP", []),
+        ("NodePort", [{"ports": [{"protocol": "TCP", "port": 6006}]}]),
+    ],
+)
 def test_tensorboard_admits_only_what_its_service_exposes(dev_config, service_type, admitted):
     run = _run(_set(dev_config, **{"tensorboard.serviceType": service_type}))
     spec = run.one(POLICY, "mnist-tensorboard").inputs["spec"]
-    assert spec["podSelector"] == {"matchLabels": {
-        "app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "tensorboard",
-        "tf-mnist.io/stack": STACK_MARK}}
+    assert spec["podSelector"] == {
+        "matchLabels": {
+            "app.kubernetes.io/instance": "mnist",
+            "app.kubernetes.io/component": "tensorboard",
+            "tf-mnist.io/stack": STACK_MARK,
+        }
+    }
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     assert spec.get("ingress", []) == admitted
     assert spec["egress"] == [DNS]
@@ -86,29 +102,44 @@ def test_the_pods_wait_for_the_policies(dev_config):
         assert policies <= waits_for, workload.name
 
 
-@pytest.mark.parametrize("source, ports", [
-    (None, []),
-    ("/data/incoming/mnist", []),
-    ("https://example.com/mnist.npz", [80, 443]),
-    (json.dumps([f"http://10.244.0.1:8123/{name}" for name in IDX[:2]]
-                + [f"https://example.com:8443/{name}" for name in IDX[2:]]), [80, 443, 8123, 8443]),
-])
+@pytest.mark.parametrize(
+    "source, ports",
+    [
+        (None, []),
+        ("/data/incoming/mnist", []),
+        ("https://example.com/mnist.npz", [80, 443]),
+        (
+            json.dumps(
+                [f"http://10.244.0.1:8123/{name}" for name in IDX[:2]]
+                + [f"https://example.com:8443/{name}" for name in IDX[2:]]
+            ),
+            [80, 443, 8123, 8443],
+        ),
+    ],
+)
 def test_staging_may_open_only_its_data_sources_ports(dev_config, source, ports):
     config = dev_config if source is None else _set(dev_config, **{"data.source": source})
     spec = _run(config).one(POLICY, "mnist-stage-data").inputs["spec"]
-    assert spec["podSelector"] == {"matchLabels": {
-        "app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "stage-data",
-        "tf-mnist.io/stack": STACK_MARK}}
+    assert spec["podSelector"] == {
+        "matchLabels": {
+            "app.kubernetes.io/instance": "mnist",
+            "app.kubernetes.io/component": "stage-data",
+            "tf-mnist.io/stack": STACK_MARK,
+        }
+    }
     assert spec["policyTypes"] == ["Ingress", "Egress"] and spec.get("ingress", []) == []
     web = [{"ports": [{"protocol": "TCP", "port": p} for p in ports]}] if ports else []
     assert spec["egress"] == [DNS, *web]
 
 
-@pytest.mark.parametrize("api_server, ports", [
-    (None, [443, 6443]),
-    ("https://10.244.0.1:6443", [443, 6443]),
-    ("https://api.example.com:16443", [443, 6443, 16443]),
-])
+@pytest.mark.parametrize(
+    "api_server, ports",
+    [
+        (None, [443, 6443]),
+        ("https://10.244.0.1:6443", [443, 6443]),
+        ("https://api.example.com:16443", [443, 6443, 16443]),
+    ],
+)
 def test_the_monitor_may_open_only_the_api_servers_ports(dev_config, api_server, ports):
     config = dev_config if api_server is None else _set(dev_config, **{"monitor.apiServer": api_server})
     spec = _run(config).one(POLICY, "mnist-monitor").inputs["spec"]
@@ -122,8 +153,9 @@ def test_every_pod_of_the_run_is_selected_by_exactly_one_policy(dev_config):
     selectors = [r.inputs["spec"]["podSelector"] for r in run.of_type(POLICY)]
 
     def selects(selector: dict, labels: dict) -> bool:
-        return (selector["matchLabels"].items() <= labels.items()
-                and all(e["key"] in labels for e in selector.get("matchExpressions", [])))
+        return selector["matchLabels"].items() <= labels.items() and all(
+            e["key"] in labels for e in selector.get("matchExpressions", [])
+        )
 
     for workload in [*run.of_type(JOB), *run.of_type(DEPLOYMENT)]:
         labels = workload.inputs["spec"]["template"]["metadata"]["labels"]

@@ -16,8 +16,13 @@ HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 CONFIGS = {
     "dev": {},
     "gpu-chief": {"ps.number": "0"},
-    "existing-hostPath": {"kubeconfig": me.kubeconfig_content(), "persistence.volume.type": "hostPath",
-                          "worker.gpuCount": "0", "createNamespace": "true", "namespace": "training"},
+    "existing-hostPath": {
+        "kubeconfig": me.kubeconfig_content(),
+        "persistence.volume.type": "hostPath",
+        "worker.gpuCount": "0",
+        "createNamespace": "true",
+        "namespace": "training",
+    },
 }
 
 
@@ -38,11 +43,17 @@ def test_every_pod_is_restricted(dev_config, name):
     assert run.error is None, run.error
     specs = _pod_specs(run)
     tasks = [n for n in specs if n.split("-")[1] in ("chief", "worker", "ps")]
-    assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor"} <= set(specs) and len(tasks) >= 3, sorted(specs)
+    assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor"} <= set(specs) and len(tasks) >= 3, (
+        sorted(specs)
+    )
     for pod_name, pod in specs.items():
         assert pod["securityContext"] == {
-            "runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,
-            "seccompProfile": {"type": "RuntimeDefault"}}, pod_name
+            "runAsNonRoot": True,
+            "runAsUser": 10001,
+            "runAsGroup": 10001,
+            "fsGroup": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }, pod_name
         # Only the run monitor has a token: it reads the API (tests/infra/test_infra_monitor.py).
         monitor = pod_name == "mnist-monitor"
         assert pod["automountServiceAccountToken"] is monitor, pod_name
@@ -52,8 +63,10 @@ def test_every_pod_is_restricted(dev_config, name):
         assert all(set(v) - {"name"} <= allowed for v in pod["volumes"]), pod_name
         for container in pod["containers"]:
             assert container["securityContext"] == {
-                "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                "capabilities": {"drop": ["ALL"]}}, pod_name
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+            }, pod_name
             assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"], pod_name
             env = {e["name"]: e.get("value") for e in container["env"]}
             assert (env["HOME"], env["TMPDIR"]) == ("/tmp", "/tmp"), pod_name
@@ -93,50 +106,71 @@ def test_an_internet_load_balancer_without_source_ranges_is_refused(dev_config, 
     if address_type:
         overrides["tensorboard.addressType"] = address_type
     run = me.run_program(_set(dev_config, overrides))
-    assert str(run.error) == "\n".join([
-        HEADER_1,
-        "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' is missing: required with "
-        "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
-        "without source ranges the whole internet reaches it); or keep it private with tensorboard.serviceType "
-        "ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.",
-        "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"])
+    assert str(run.error) == "\n".join(
+        [
+            HEADER_1,
+            "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' is missing: required with "
+            "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
+            "without source ranges the whole internet reaches it); or keep it private with tensorboard.serviceType "
+            "ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.",
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32",
+        ]
+    )
     assert run.registrations == [] and run.calls_besides_state == []
 
 
 @pytest.mark.parametrize("ranges", ['["0.0.0.0/0"]', '["198.51.100.7/32", "0.0.0.0/0"]'])
 @pytest.mark.parametrize("address_type", ["internet", "intranet"])
 def test_a_load_balancer_open_to_every_address_is_refused(dev_config, ranges, address_type):
-    run = me.run_program(_set(dev_config, {"tensorboard.serviceType": "LoadBalancer",
-                                           "tensorboard.addressType": address_type,
-                                           "tensorboard.allowedSourceRanges": ranges}))
-    assert str(run.error) == "\n".join([
-        HEADER_1,
-        "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid: a /0 range admits "
-        "every address, so it names no one (TensorBoard has no login); list the addresses that may reach it, or "
-        "keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.",
-        "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"])
+    run = me.run_program(
+        _set(
+            dev_config,
+            {
+                "tensorboard.serviceType": "LoadBalancer",
+                "tensorboard.addressType": address_type,
+                "tensorboard.allowedSourceRanges": ranges,
+            },
+        )
+    )
+    assert str(run.error) == "\n".join(
+        [
+            HEADER_1,
+            "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid: a /0 range admits "
+            "every address, so it names no one (TensorBoard has no login); list the addresses that may reach it, or "
+            "keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.",
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32",
+        ]
+    )
     assert run.registrations == [] and run.calls_besides_state == []
 
 
 def test_a_node_port_tensorboard_is_warned_about(dev_config, caplog):
     run = me.run_program(_set(dev_config, {"tensorboard.serviceType": "NodePort"}))
     assert run.error is None, run.error
-    assert ("TensorBoard (mnist-tensorboard) is a NodePort Service: every node serves it, without login, to "
-            "whatever reaches a node's address") in caplog.text
+    assert (
+        "TensorBoard (mnist-tensorboard) is a NodePort Service: every node serves it, without login, to "
+        "whatever reaches a node's address"
+    ) in caplog.text
     caplog.clear()
     assert me.run_program(dev_config).error is None
     assert "NodePort Service" not in caplog.text, "the default ClusterIP is warned about"
 
 
-@pytest.mark.parametrize("overrides", [
-    {"tensorboard.serviceType": "LoadBalancer", "tensorboard.addressType": "intranet"},
-    {"tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["198.51.100.7/32"]'},
-    {"tensorboard.serviceType": "NodePort"},
-], ids=["intranet", "source-ranges", "node-port"])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"tensorboard.serviceType": "LoadBalancer", "tensorboard.addressType": "intranet"},
+        {"tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["198.51.100.7/32"]'},
+        {"tensorboard.serviceType": "NodePort"},
+    ],
+    ids=["intranet", "source-ranges", "node-port"],
+)
 def test_a_load_balancer_that_names_who_reaches_it_is_accepted(dev_config, overrides):
     run = me.run_program(_set(dev_config, overrides))
     assert run.error is None, run.error
-    assert run.one(SERVICE, "mnist-tensorboard").inputs["spec"]["type"] == overrides["tensorboard.serviceType"]
+    assert (
+        run.one(SERVICE, "mnist-tensorboard").inputs["spec"]["type"] == overrides["tensorboard.serviceType"]
+    )
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -155,8 +189,13 @@ def test_every_container_has_ephemeral_storage_and_helpers_a_cpu_limit(dev_confi
 def test_tensorboard_is_restarted_when_its_port_stays_closed(dev_config):
     pod = _pod_specs(me.run_program(dev_config))["mnist-tensorboard"]
     container = pod["containers"][0]
-    assert container["livenessProbe"] == {"tcpSocket": {"port": "http"}, "initialDelaySeconds": 20,
-                                          "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 6}
+    assert container["livenessProbe"] == {
+        "tcpSocket": {"port": "http"},
+        "initialDelaySeconds": 20,
+        "periodSeconds": 20,
+        "timeoutSeconds": 5,
+        "failureThreshold": 6,
+    }
     # Unlike readiness (an HTTP page), which a slow load may fail without a restart.
     assert container["readinessProbe"] == {"httpGet": {"path": "/", "port": "http"}}
 
@@ -169,9 +208,16 @@ def test_the_dev_stack_runs_in_a_namespace_of_its_own_that_it_creates(dev_config
     (namespace,) = run.of_type(NAMESPACE)
     assert namespace.name == "tf-mnist" and namespace.inputs["metadata"]["name"] == "tf-mnist"
     labels = namespace.inputs["metadata"]["labels"]
-    assert all(labels[f"pod-security.kubernetes.io/{mode}"] == "restricted" for mode in ("enforce", "warn", "audit"))
-    placed = [r for r in run.registrations if r.type.startswith("kubernetes:") and "metadata" in r.inputs
-              and r.type not in (NAMESPACE, "kubernetes:core/v1:PersistentVolume")]
+    assert all(
+        labels[f"pod-security.kubernetes.io/{mode}"] == "restricted" for mode in ("enforce", "warn", "audit")
+    )
+    placed = [
+        r
+        for r in run.registrations
+        if r.type.startswith("kubernetes:")
+        and "metadata" in r.inputs
+        and r.type not in (NAMESPACE, "kubernetes:core/v1:PersistentVolume")
+    ]
     assert len(placed) > 20 and {r.inputs["metadata"]["namespace"] for r in placed} == {"tf-mnist"}, placed
     assert run.outputs["namespace"] == "tf-mnist"
 
@@ -180,15 +226,22 @@ def test_every_pod_runs_as_a_uid_and_gid_above_10000(dev_config):
     # checkov CKV_K8S_40 and kube-score's container-security-context-user-group-id.
     for pod_name, pod in _pod_specs(me.run_program(dev_config)).items():
         context = pod["securityContext"]
-        assert min(context["runAsUser"], context["runAsGroup"], context["fsGroup"]) > 10000, (pod_name, context)
+        assert min(context["runAsUser"], context["runAsGroup"], context["fsGroup"]) > 10000, (
+            pod_name,
+            context,
+        )
 
 
-@pytest.mark.parametrize("overrides,created", [
-    ({"namespace": "team-a"}, []),
-    ({"namespace": "default"}, []),
-    ({"createNamespace": "false"}, []),
-    ({"namespace": "team-a", "createNamespace": "true"}, ["team-a"]),
-], ids=["another-namespace-exists", "the-old-default", "tf-mnist-not-created", "another-created"])
+@pytest.mark.parametrize(
+    "overrides,created",
+    [
+        ({"namespace": "team-a"}, []),
+        ({"namespace": "default"}, []),
+        ({"createNamespace": "false"}, []),
+        ({"namespace": "team-a", "createNamespace": "true"}, ["team-a"]),
+    ],
+    ids=["another-namespace-exists", "the-old-default", "tf-mnist-not-created", "another-created"],
+)
 def test_only_the_default_namespace_is_created_unless_told(dev_config, overrides, created):
     run = me.run_program(_set(dev_config, overrides))
     assert run.error is None, run.error

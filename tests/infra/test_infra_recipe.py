@@ -38,15 +38,26 @@ def _recipe_config(dev_config: dict) -> dict:
     return _without(dev_config, *RECIPE_KEYS)
 
 
-@pytest.mark.parametrize("changes", [
-    {}, {"ps.number": "0"}, {"hyperparams.model": "mlp", "hyperparams.optimizer": "sgd"},
-    {"hyperparams.lrSchedule": "constant", "hyperparams.lrScaling": "linear", "hyperparams.dropout": "0",
-     "hyperparams.augmentShift": "7", "hyperparams.seed": "2147483647", "hyperparams.learningrate": "1e-05",
-     "hyperparams.labelSmoothing": "0"},
-    {"data.source": '["https://m.example/mnist.npz"]', "job.peerTimeoutSeconds": "60"},
-    {"hyperparams.precision": "mixed_bfloat16", "hyperparams.localSteps": "50"},
-    {"hyperparams.precision": "float32", "hyperparams.localSteps": "10", "ps.number": "0"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"ps.number": "0"},
+        {"hyperparams.model": "mlp", "hyperparams.optimizer": "sgd"},
+        {
+            "hyperparams.lrSchedule": "constant",
+            "hyperparams.lrScaling": "linear",
+            "hyperparams.dropout": "0",
+            "hyperparams.augmentShift": "7",
+            "hyperparams.seed": "2147483647",
+            "hyperparams.learningrate": "1e-05",
+            "hyperparams.labelSmoothing": "0",
+        },
+        {"data.source": '["https://m.example/mnist.npz"]', "job.peerTimeoutSeconds": "60"},
+        {"hyperparams.precision": "mixed_bfloat16", "hyperparams.localSteps": "50"},
+        {"hyperparams.precision": "float32", "hyperparams.localSteps": "10", "ps.number": "0"},
+    ],
+)
 def test_the_trainers_own_parser_accepts_every_tasks_args(dev_config, changes):
     # A flag the trainer does not define, or a value its choices refuse, fails here: argparse
     # exits 2 (SystemExit), and flags.validate raises FlagError.
@@ -72,7 +83,15 @@ def test_every_trainer_flag_a_user_tunes_is_a_key():
     tuned = set(RECIPE_KEYS.values())
     # What the stack sets itself (directories, run id, peer timeout) or what only paces the
     # work (steps per tf.function call, log lines) is not a recipe key.
-    not_keys = {"data_dir", "log_dir", "run_id", "peer_timeout", "steps_per_execution", "log_interval", "help"}
+    not_keys = {
+        "data_dir",
+        "log_dir",
+        "run_id",
+        "peer_timeout",
+        "steps_per_execution",
+        "log_interval",
+        "help",
+    }
     assert {a.dest for a in flags.build_parser()._actions} == tuned | not_keys
 
 
@@ -86,9 +105,21 @@ def test_the_program_defaults_are_the_trainers_and_the_launchers(dev_config):
     for args in (parsed, launcher, trainer):
         assert {dest: getattr(args, dest) for dest in RECIPE_KEYS.values()} == recipe.defaults()
     # The measured recipe's values (a row added later pins its own in its tests).
-    measured = {"epochs": 2, "batch_size": 64, "learning_rate": 0.004, "model": "convnet_fc_slim", "optimizer": "adam",
-                "lr_schedule": "warmup_cosine", "lr_scaling": "sqrt", "dropout": 0.1, "label_smoothing": 0.1,
-                "augment_shift": 0, "seed": 42, "precision": "auto", "local_steps": 50}
+    measured = {
+        "epochs": 2,
+        "batch_size": 64,
+        "learning_rate": 0.004,
+        "model": "convnet_fc_slim",
+        "optimizer": "adam",
+        "lr_schedule": "warmup_cosine",
+        "lr_scaling": "sqrt",
+        "dropout": 0.1,
+        "label_smoothing": 0.1,
+        "augment_shift": 0,
+        "seed": 42,
+        "precision": "auto",
+        "local_steps": 50,
+    }
     assert {dest: recipe.defaults()[dest] for dest in measured} == measured
 
 
@@ -116,11 +147,17 @@ def test_every_row_reaches_every_task_and_the_run_key_as_its_table_says(dev_conf
 
 
 def test_the_recipe_choices_are_the_trainers():
-    for dest, choices in {"model": recipe.MODELS, "optimizer": recipe.OPTIMIZERS, "lr_schedule": recipe.LR_SCHEDULES,
-                          "lr_scaling": recipe.LR_SCALINGS, "precision": recipe.PRECISIONS}.items():
+    for dest, choices in {
+        "model": recipe.MODELS,
+        "optimizer": recipe.OPTIMIZERS,
+        "lr_schedule": recipe.LR_SCHEDULES,
+        "lr_scaling": recipe.LR_SCALINGS,
+        "precision": recipe.PRECISIONS,
+    }.items():
         action = next(a for a in flags.build_parser()._actions if a.dest == dest)
         assert tuple(action.choices) == choices, dest
     from trainer.data import ALL_IDX_FILES, NPZ_FILE
+
     assert recipe.IDX_FILE_NAMES == ALL_IDX_FILES and recipe.NPZ_FILE_NAME == NPZ_FILE
 
 
@@ -148,23 +185,38 @@ def test_the_run_dir_holds_stack_namespace_and_prefix(dev_config):
     assert _run_dir(dev_config, mountPath="/mnt/shared").startswith("/mnt/shared/runs/dev-tf-mnist-mnist/")
 
 
-@pytest.mark.parametrize("key,value", [
-    ("hyperparams.learningrate", "0.002"), ("hyperparams.batchsize", "128"), ("hyperparams.model", "convnet"),
-    ("hyperparams.optimizer", "sgd"), ("hyperparams.lrSchedule", "constant"), ("hyperparams.lrScaling", "none"),
-    ("hyperparams.dropout", "0.5"), ("hyperparams.augmentShift", "2"), ("hyperparams.seed", "7"),
-    ("hyperparams.labelSmoothing", "0.2"),
-    ("data.source", "https://m.example/mnist.npz"), ("ps.number", "0"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("hyperparams.learningrate", "0.002"),
+        ("hyperparams.batchsize", "128"),
+        ("hyperparams.model", "convnet"),
+        ("hyperparams.optimizer", "sgd"),
+        ("hyperparams.lrSchedule", "constant"),
+        ("hyperparams.lrScaling", "none"),
+        ("hyperparams.dropout", "0.5"),
+        ("hyperparams.augmentShift", "2"),
+        ("hyperparams.seed", "7"),
+        ("hyperparams.labelSmoothing", "0.2"),
+        ("data.source", "https://m.example/mnist.npz"),
+        ("ps.number", "0"),
+    ],
+)
 def test_a_change_of_what_is_learnt_is_a_new_run_dir(dev_config, key, value):
     assert _run_dir(dev_config, **{key: value}) != _run_dir(dev_config)
 
 
-@pytest.mark.parametrize("changes", [
-    {"hyperparams.epochs": "200"},
-    # With ps each worker's batch is its own update: more workers or ps continue the run.
-    {"worker.number": "3"}, {"ps.number": "1"},
-    {"job.backoffLimit": "6"}, {"worker.memory": "16Gi"},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"hyperparams.epochs": "200"},
+        # With ps each worker's batch is its own update: more workers or ps continue the run.
+        {"worker.number": "3"},
+        {"ps.number": "1"},
+        {"job.backoffLimit": "6"},
+        {"worker.memory": "16Gi"},
+    ],
+)
 def test_raising_epochs_or_the_ps_layout_keeps_the_run_dir(dev_config, changes):
     assert _run_dir(dev_config, **changes) == _run_dir(dev_config)
 
@@ -182,8 +234,15 @@ def test_a_new_data_source_stages_into_a_new_directory(dev_config):
     assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", default.outputs["dataDir"])
     assert changed.outputs["dataDir"] != default.outputs["dataDir"]
     staging = changed.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert staging["command"][:-2] == ["python", "-m", "trainer.stage", "--dest", changed.outputs["dataDir"],
-                                       "--source", url]
+    assert staging["command"][:-2] == [
+        "python",
+        "-m",
+        "trainer.stage",
+        "--dest",
+        changed.outputs["dataDir"],
+        "--source",
+        url,
+    ]
 
 
 def test_a_url_list_is_one_source_flag_per_file(dev_config):
@@ -199,7 +258,9 @@ def test_a_structured_url_list_is_accepted():
     # `pulumi config set --path 'data.source[0]' URL` stores a list.
     urls = [f"https://m.example/{name}" for name in reversed(recipe.IDX_FILE_NAMES)]
     assert st.data_source(urls) == tuple(urls)
-    assert st.data_source(["https://m.example/a/mnist.npz?token=x"]) == ("https://m.example/a/mnist.npz?token=x",)
+    assert st.data_source(["https://m.example/a/mnist.npz?token=x"]) == (
+        "https://m.example/a/mnist.npz?token=x",
+    )
 
 
 @pytest.mark.parametrize("key,value", [("hyperparams.precision", "float32"), ("hyperparams.localSteps", "1")])
@@ -209,10 +270,15 @@ def test_how_the_steps_compute_and_exchange_continues_the_run(dev_config, key, v
     assert _run_dir(dev_config, **{key: value}) == _run_dir(dev_config)
 
 
-@pytest.mark.parametrize("gpus,precision,expected", [
-    ("0", "auto", "auto"), ("1", "auto", "float32"), ("1", "mixed_bfloat16", "mixed_bfloat16"),
-    ("0", "float32", "float32"),
-])
+@pytest.mark.parametrize(
+    "gpus,precision,expected",
+    [
+        ("0", "auto", "auto"),
+        ("1", "auto", "float32"),
+        ("1", "mixed_bfloat16", "mixed_bfloat16"),
+        ("0", "float32", "float32"),
+    ],
+)
 def test_auto_precision_is_float32_for_every_task_of_a_gpu_stack(dev_config, gpus, precision, expected):
     # With a ps the CPU chief traces what the GPU workers run: every task gets one precision.
     config = me.set_flat(me.set_flat(dev_config, "worker.gpuCount", gpus), "hyperparams.precision", precision)

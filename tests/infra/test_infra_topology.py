@@ -67,8 +67,11 @@ def _training_jobs(run: me.Run) -> list[me.Registration]:
 
 def test_task_names_services_and_jobs(topology):
     run, workers, ps = topology
-    tasks = ["mnist-chief-0", *[f"mnist-worker-{i}" for i in range(workers)],
-             *[f"mnist-ps-{i}" for i in range(ps)]]
+    tasks = [
+        "mnist-chief-0",
+        *[f"mnist-worker-{i}" for i in range(workers)],
+        *[f"mnist-ps-{i}" for i in range(ps)],
+    ]
     assert sorted(j.name for j in run.of_type(JOB)) == sorted([*tasks, "mnist-stage-data", "mnist-monitor"])
     assert sorted(s.name for s in run.of_type(SERVICE)) == sorted([*tasks, "mnist-tensorboard"])
     for name in [*tasks, "mnist-stage-data"]:
@@ -105,13 +108,21 @@ def test_task_labels_selectors_and_ports(topology):
             assert pod_labels["tf-replica-index"] == str(index)
             assert pod_labels["app.kubernetes.io/component"] == task_type
             selector = svc.inputs["spec"]["selector"]
-            assert selector == {"app.kubernetes.io/instance": "mnist", "tf-replica-type": task_type,
-                                "tf-replica-index": str(index)}
+            assert selector == {
+                "app.kubernetes.io/instance": "mnist",
+                "tf-replica-type": task_type,
+                "tf-replica-index": str(index),
+            }
             assert selector.items() <= pod_labels.items(), name
             assert svc.inputs["spec"]["clusterIP"] == "None", f"{name} must be headless"
             (svc_port,) = svc.inputs["spec"]["ports"]
             (container_port,) = _container(job)["ports"]
-            assert svc_port["port"] == svc_port["targetPort"] == container_port["containerPort"] == ports[task_type]
+            assert (
+                svc_port["port"]
+                == svc_port["targetPort"]
+                == container_port["containerPort"]
+                == ports[task_type]
+            )
 
 
 def test_tf_config_of_every_task_parses_back_to_its_own_task(topology):
@@ -148,7 +159,9 @@ def test_gpu_limits_and_tolerations_only_on_workers(topology):
         pod = job.inputs["spec"]["template"]["spec"]
         if job.name.startswith("mnist-worker-"):
             assert limits["nvidia.com/gpu"] == "1", job.name
-            assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+            assert pod["tolerations"] == [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ]
             assert container["image"] == GPU_IMAGE
             assert "NVIDIA_VISIBLE_DEVICES" not in _env(container)
         else:
@@ -166,28 +179,67 @@ def test_trainer_and_staging_commands(topology):
     claim = run.one(PVC, "mnist-data").inputs["metadata"]["name"]
     for job in _training_jobs(run):
         container = _container(job)
-        assert container["volumeMounts"] == [{"name": "data", "mountPath": "/data"},
-                                             {"name": "tmp", "mountPath": "/tmp"}]
+        assert container["volumeMounts"] == [
+            {"name": "data", "mountPath": "/data"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ]
         assert job.inputs["spec"]["template"]["spec"]["volumes"] == [
             {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+            {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
+        ]
         data_dir = run.outputs["dataDir"]
         assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", data_dir)
         if job.name == "mnist-stage-data":
             # Then where the volume lives and how to fix it (tests/infra/test_infra_volume_ownership.py).
-            assert container["command"][:-1] == ["python", "-m", "trainer.stage", "--dest", data_dir, "--volume_hint"]
+            assert container["command"][:-1] == [
+                "python",
+                "-m",
+                "trainer.stage",
+                "--dest",
+                data_dir,
+                "--volume_hint",
+            ]
             continue
         assert container["command"] == ["python", "-m", "trainer"]
         assert re.fullmatch(r"/data/runs/dev-tf-mnist-mnist/[0-9a-f]{12}", run.outputs["runDir"])
         # The dev stack sets no hyperparams: the program's recipe defaults.
-        assert container["args"] == ["--data_dir", data_dir, "--log_dir", run.outputs["runDir"],
-                                     "--epochs", "2", "--batch_size", "64", "--learning_rate", "0.004",
-                                     "--model", "convnet_fc_slim", "--optimizer", "adam",
-                                     "--lr_schedule", "warmup_cosine", "--lr_scaling", "sqrt", "--dropout", "0.1",
-                                     "--label_smoothing", "0.1", "--augment_shift", "0", "--seed", "42",
-                                     # auto is float32 for GPU workers (the dev stack's)
-                                     "--precision", "float32", "--local_steps", "50",
-                                     "--peer_timeout", "600", "--run_id", run.outputs["runId"]]
+        assert container["args"] == [
+            "--data_dir",
+            data_dir,
+            "--log_dir",
+            run.outputs["runDir"],
+            "--epochs",
+            "2",
+            "--batch_size",
+            "64",
+            "--learning_rate",
+            "0.004",
+            "--model",
+            "convnet_fc_slim",
+            "--optimizer",
+            "adam",
+            "--lr_schedule",
+            "warmup_cosine",
+            "--lr_scaling",
+            "sqrt",
+            "--dropout",
+            "0.1",
+            "--label_smoothing",
+            "0.1",
+            "--augment_shift",
+            "0",
+            "--seed",
+            "42",
+            # auto is float32 for GPU workers (the dev stack's)
+            "--precision",
+            "float32",
+            "--local_steps",
+            "50",
+            "--peer_timeout",
+            "600",
+            "--run_id",
+            run.outputs["runId"],
+        ]
         assert _env(container)["GRPC_FAIL_FAST"] == "use_caller"
         assert job.inputs["spec"]["backoffLimit"] == 4
 
@@ -202,8 +254,9 @@ def test_task_jobs_do_not_await_training_and_wait_for_staging(topology):
     for job in _training_jobs(run):
         if job.name != "mnist-stage-data":
             # Ready once created (no wait for training), and deletion is awaited (not skipAwait).
-            assert me.own_annotations(job.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}, \
-                job.name
+            assert me.own_annotations(job.inputs["metadata"]) == {
+                "pulumi.com/waitFor": "jsonpath={.metadata.uid}"
+            }, job.name
             assert staging.urn in job.dependencies, job.name
     for svc in run.of_type(SERVICE):
         if svc.name != "mnist-tensorboard":
@@ -229,8 +282,12 @@ def test_pv_and_pvc_bind_to_each_other_and_retain(topology):
     assert pv.inputs["spec"]["csi"] == {
         "driver": "nasplugin.csi.alibabacloud.com",
         "volumeHandle": name,
-        "volumeAttributes": {"server": me.MOUNT_TARGET_DOMAIN, "path": "/data", "mode": "1777",
-                             "modeType": "non-recursive"},
+        "volumeAttributes": {
+            "server": me.MOUNT_TARGET_DOMAIN,
+            "path": "/data",
+            "mode": "1777",
+            "modeType": "non-recursive",
+        },
     }
     assert pv.inputs["spec"]["mountOptions"] == ["nolock,tcp,noresvport", "vers=3"]
     assert (run.outputs["pvName"], run.outputs["pvcName"]) == (name, name)
@@ -261,8 +318,12 @@ def test_cloud_layer(dev_config):
     cpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-cpu")
     gpu = run.one("alicloud:cs/nodePool:NodePool", "tf-mnist-dev-gpu")
     assert cpu.urn in gpu.dependencies, "node pools must be created one after another"
-    assert gpu.inputs["instanceTypes"] == ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge",
-                                           "ecs.gn6v-c8g1.2xlarge"]
+    assert gpu.inputs["instanceTypes"] == [
+        "ecs.gn5-c4g1.xlarge",
+        "ecs.gn6i-c4g1.xlarge",
+        "ecs.gn6i-c8g1.2xlarge",
+        "ecs.gn6v-c8g1.2xlarge",
+    ]
     # From 0 to 2 nodes: 2 workers x 1 GPU / 1 GPU per instance.
     assert gpu.inputs["scalingConfig"] == {"enable": True, "minSize": 0, "maxSize": 2, "type": "gpu"}
     assert "desiredSize" not in gpu.inputs
@@ -288,8 +349,13 @@ def test_cloud_layer(dev_config):
 
 
 def test_stack_outputs(dev_config):
-    run = me.run_program({**dev_config, "tf-mnist:tensorboard.serviceType": "LoadBalancer",
-                          "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]'})
+    run = me.run_program(
+        {
+            **dev_config,
+            "tf-mnist:tensorboard.serviceType": "LoadBalancer",
+            "tf-mnist:tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
+        }
+    )
     out = run.outputs
     assert out["clusterId"] == me.CLUSTER_ID
     assert out["kubeconfig"] == me.KUBECONFIG
@@ -297,8 +363,10 @@ def test_stack_outputs(dev_config):
     assert out["nasFileSystemId"] == "tf-mnist-dev-fs-id"
     assert out["mountTargetDomain"] == me.MOUNT_TARGET_DOMAIN
     assert out["tensorboardUrl"] == f"http://{me.LOAD_BALANCER_IP}/"
-    assert out["followChiefLog"][-1] == \
-        "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0"
+    assert (
+        out["followChiefLog"][-1]
+        == "kubectl --kubeconfig tf-mnist-kubeconfig.yaml --namespace tf-mnist logs --follow job/mnist-chief-0"
+    )
 
 
 def test_tensorboard(dev_config):
@@ -307,12 +375,18 @@ def test_tensorboard(dev_config):
     container = _container(deployment)
     assert container["image"] == f"{REGISTRY}/tensorboard:2.21.0"
     # One TensorBoard over every run of the stack.
-    assert container["args"][:2] == ["--logdir", "/data/runs/dev-tf-mnist-mnist"] == ["--logdir", run.outputs["runsDir"]]
+    assert (
+        container["args"][:2]
+        == ["--logdir", "/data/runs/dev-tf-mnist-mnist"]
+        == ["--logdir", run.outputs["runsDir"]]
+    )
     svc = run.one(SERVICE, "mnist-tensorboard")
     # Private by default: reached with kubectl port-forward, no load balancer, no URL.
     assert svc.inputs["spec"]["type"] == "ClusterIP"
-    assert svc.inputs["spec"]["selector"].items() <= \
-        deployment.inputs["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        svc.inputs["spec"]["selector"].items()
+        <= deployment.inputs["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert me.own_annotations(svc.inputs["metadata"]) == {}
     assert run.outputs["tensorboardUrl"] is None
 
@@ -322,5 +396,12 @@ def test_staging_source_comes_from_data_source(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:data.source": url})
     assert run.error is None, run.error
     container = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][:-2] == ["python", "-m", "trainer.stage", "--dest", run.outputs["dataDir"],
-                                         "--source", url]
+    assert container["command"][:-2] == [
+        "python",
+        "-m",
+        "trainer.stage",
+        "--dest",
+        run.outputs["dataDir"],
+        "--source",
+        url,
+    ]

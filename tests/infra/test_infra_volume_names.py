@@ -20,8 +20,12 @@ JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 KUBERNETES_VERSION = "1.33.0"  # as tests/infra/test_infra_modes.py
 #: An existing cluster with an NFS server: every source field is plain config.
-NFS = {"tf-mnist:kubeconfig": me.kubeconfig_content(), "tf-mnist:persistence.volume.type": "nfs",
-       "tf-mnist:nfs.server": "10.0.0.5", "tf-mnist:nfs.path": "/exports/tf-mnist"}
+NFS = {
+    "tf-mnist:kubeconfig": me.kubeconfig_content(),
+    "tf-mnist:persistence.volume.type": "nfs",
+    "tf-mnist:nfs.server": "10.0.0.5",
+    "tf-mnist:nfs.path": "/exports/tf-mnist",
+}
 #: A DNS subdomain (RFC 1123), which is what the API server asks of PV and claim names.
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -50,8 +54,10 @@ def _run(config: dict, **kwargs) -> me.Run:
 
 
 def _names(run: me.Run) -> tuple[str, str]:
-    return (run.one(PV, "mnist-data").inputs["metadata"]["name"],
-            run.one(PVC, "mnist-data").inputs["metadata"]["name"])
+    return (
+        run.one(PV, "mnist-data").inputs["metadata"]["name"],
+        run.one(PVC, "mnist-data").inputs["metadata"]["name"],
+    )
 
 
 def _claims_in_pod_templates(run: me.Run) -> dict[str, list[str]]:
@@ -60,7 +66,9 @@ def _claims_in_pod_templates(run: me.Run) -> dict[str, list[str]]:
     # The run monitor mounts no claim (it reads only the API).
     for obj in [*[j for j in run.of_type(JOB) if j.name != "mnist-monitor"], *run.of_type(DEPLOYMENT)]:
         volumes = obj.inputs["spec"]["template"]["spec"]["volumes"]
-        out[obj.name] = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+        out[obj.name] = [
+            v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v
+        ]
     return out
 
 
@@ -109,12 +117,20 @@ def test_other_changes_keep_the_names(nfs_config, key):
     assert _names(_run(_nested(nfs_config, dotted, value))) == _names(_run(nfs_config)), key
 
 
-@pytest.mark.parametrize("change", [
-    {"tf-mnist:nfs.server": "10.0.0.6"},
-    {"tf-mnist:nfs.path": "/exports/other"},
-    {"tf-mnist:persistence.volume.type": "hostPath", "tf-mnist:nfs.server": None, "tf-mnist:nfs.path": None,
-     "tf-mnist:hostPath.path": "/exports/tf-mnist"},
-], ids=["server", "path", "type"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tf-mnist:nfs.server": "10.0.0.6"},
+        {"tf-mnist:nfs.path": "/exports/other"},
+        {
+            "tf-mnist:persistence.volume.type": "hostPath",
+            "tf-mnist:nfs.server": None,
+            "tf-mnist:nfs.path": None,
+            "tf-mnist:hostPath.path": "/exports/tf-mnist",
+        },
+    ],
+    ids=["server", "path", "type"],
+)
 def test_a_new_volume_source_renames_both(nfs_config, change):
     config = {k: v for k, v in {**nfs_config, **change}.items() if v is not None}
     assert _names(_run(config)) != _names(_run(nfs_config))
@@ -134,7 +150,9 @@ def test_the_stack_nas_is_renamed_with_a_new_file_system_only(dev_config):
     # The mock's mount target domain is not in the name: it is unknown at preview.
     preview = _run(dev_config, preview=True)
     assert _names(preview) == base
-    assert isinstance(preview.one(PV, "mnist-data").inputs["spec"]["csi"]["volumeAttributes"]["server"], Unknown)
+    assert isinstance(
+        preview.one(PV, "mnist-data").inputs["spec"]["csi"]["volumeAttributes"]["server"], Unknown
+    )
 
 
 def test_the_claim_is_pre_bound_to_its_pv_and_every_pod_mounts_it(nfs_config):
@@ -161,9 +179,15 @@ def test_the_pulumi_names_stay_so_a_rename_is_a_create_before_delete_replacement
         assert not after.one(type_, "mnist-data").retain_on_delete
 
 
-@pytest.mark.parametrize("change", [{}, {"persistence.pvc.storage": "10Gi"},
-                                    {"persistence.pvc.matchLabels": {"train": "mnist", "team": "vision"}}],
-                         ids=["as-is", "storage", "matchLabels"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"persistence.pvc.storage": "10Gi"},
+        {"persistence.pvc.matchLabels": {"train": "mnist", "team": "vision"}},
+    ],
+    ids=["as-is", "storage", "matchLabels"],
+)
 def test_renamed_pairs_validate_strictly(nfs_config, change):
     config = nfs_config
     for dotted, value in change.items():
@@ -193,14 +217,27 @@ def test_a_secret_server_stays_out_of_the_name(nfs_config):
 
 
 def test_volume_name_hashes_each_fixed_field():
-    base = dict(namespace="default", volume_type="nfs", server_key="10.0.0.5", path="/x", storage="5Gi",
-                match_labels={"train": "mnist"})
+    base = dict(
+        namespace="default",
+        volume_type="nfs",
+        server_key="10.0.0.5",
+        path="/x",
+        storage="5Gi",
+        match_labels={"train": "mnist"},
+    )
     names = {storage.volume_name("mnist", **base)}
-    for field_, other in [("namespace", "research"), ("volume_type", "nas"), ("server_key", "10.0.0.6"),
-                          ("path", "/y"), ("storage", "6Gi"), ("match_labels", {"train": "other"})]:
+    for field_, other in [
+        ("namespace", "research"),
+        ("volume_type", "nas"),
+        ("server_key", "10.0.0.6"),
+        ("path", "/y"),
+        ("storage", "6Gi"),
+        ("match_labels", {"train": "other"}),
+    ]:
         names.add(storage.volume_name("mnist", **{**base, field_: other}))
     assert len(names) == 7
     # Label order is not a change.
     reordered = {**base, "match_labels": {"b": "2", "a": "1"}}
-    assert (storage.volume_name("mnist", **reordered)
-            == storage.volume_name("mnist", **{**base, "match_labels": {"a": "1", "b": "2"}}))
+    assert storage.volume_name("mnist", **reordered) == storage.volume_name(
+        "mnist", **{**base, "match_labels": {"a": "1", "b": "2"}}
+    )

@@ -10,41 +10,90 @@ from infra import run_monitor as rm
 RUN_ID = "r1-0123"
 #: 2026-01-02T12:00:00Z
 NOW = 1767355200.0
-UNSCHEDULABLE = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are "
-                 "available: 1 No preemption victims found for incoming pod.")
+UNSCHEDULABLE = (
+    "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are "
+    "available: 1 No preemption victims found for incoming pod."
+)
 
 
-def job(task_type: str, index: int = 0, *, condition: str | None = None, reason: str = "", message: str = "",
-        run_id: str = RUN_ID, annotations: dict | None = None) -> dict:
-    conditions = [{"type": condition, "status": "True", "reason": reason, "message": message}] if condition else []
-    return {"metadata": {"name": f"mnist-{task_type}-{index}", "annotations": annotations or {},
-                         "labels": {"app.kubernetes.io/instance": "mnist", "tf-replica-type": task_type}},
-            "spec": {"template": {"spec": {"containers": [{"args": ["--log_dir", "/data/x", "--run_id", run_id]}]}}},
-            "status": {"conditions": conditions}}
+def job(
+    task_type: str,
+    index: int = 0,
+    *,
+    condition: str | None = None,
+    reason: str = "",
+    message: str = "",
+    run_id: str = RUN_ID,
+    annotations: dict | None = None,
+) -> dict:
+    conditions = (
+        [{"type": condition, "status": "True", "reason": reason, "message": message}] if condition else []
+    )
+    return {
+        "metadata": {
+            "name": f"mnist-{task_type}-{index}",
+            "annotations": annotations or {},
+            "labels": {"app.kubernetes.io/instance": "mnist", "tf-replica-type": task_type},
+        },
+        "spec": {
+            "template": {"spec": {"containers": [{"args": ["--log_dir", "/data/x", "--run_id", run_id]}]}}
+        },
+        "status": {"conditions": conditions},
+    }
 
 
-def pending_pod(task_type: str, index: int = 0, *, since: str = "2026-01-02T11:55:00Z",
-                reason: str = "Unschedulable") -> dict:
-    return {"metadata": {"name": f"mnist-{task_type}-{index}-x1", "creationTimestamp": "2026-01-02T11:54:59Z",
-                         "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type}},
-            "status": {"phase": "Pending", "conditions": [
-                {"type": "PodScheduled", "status": "False", "reason": reason, "message": UNSCHEDULABLE,
-                 "lastTransitionTime": since}]}}
+def pending_pod(
+    task_type: str, index: int = 0, *, since: str = "2026-01-02T11:55:00Z", reason: str = "Unschedulable"
+) -> dict:
+    return {
+        "metadata": {
+            "name": f"mnist-{task_type}-{index}-x1",
+            "creationTimestamp": "2026-01-02T11:54:59Z",
+            "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type},
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": reason,
+                    "message": UNSCHEDULABLE,
+                    "lastTransitionTime": since,
+                }
+            ],
+        },
+    }
 
 
 def run_of(*, chief: dict | None = None) -> list[dict]:
-    return [chief or job("chief"), job("worker", 0), job("worker", 1), job("ps", 0),
-            {"metadata": {"name": "mnist-stage-data", "labels": {"app.kubernetes.io/instance": "mnist"}},
-             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}]
+    return [
+        chief or job("chief"),
+        job("worker", 0),
+        job("worker", 1),
+        job("ps", 0),
+        {
+            "metadata": {"name": "mnist-stage-data", "labels": {"app.kubernetes.io/instance": "mnist"}},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        },
+    ]
 
 
 def test_a_failed_chief_ends_every_other_running_task_with_its_condition():
-    jobs = run_of(chief=job("chief", condition="Failed", reason="BackoffLimitExceeded",
-                            message="Job has reached the specified backoff limit"))
+    jobs = run_of(
+        chief=job(
+            "chief",
+            condition="Failed",
+            reason="BackoffLimitExceeded",
+            message="Job has reached the specified backoff limit",
+        )
+    )
     jobs[3] = job("ps", 0, condition="Complete")  # an ended task is left alone
     decision = rm.decide(jobs, [], RUN_ID, NOW, 1800)
-    reason = ("the chief's Job mnist-chief-0 failed: BackoffLimitExceeded: Job has reached the specified "
-              "backoff limit")
+    reason = (
+        "the chief's Job mnist-chief-0 failed: BackoffLimitExceeded: Job has reached the specified "
+        "backoff limit"
+    )
     assert decision.end == {"mnist-worker-0": reason, "mnist-worker-1": reason}
     assert not decision.done
 
@@ -74,14 +123,20 @@ def test_a_pod_unschedulable_past_the_timeout_ends_every_task_with_the_scheduler
     assert waiting.end == {} and not waiting.done
     assert waiting.why == f"pod mnist-worker-1-x1 unschedulable for 60 s: {UNSCHEDULABLE}"
     decision = rm.decide(run_of(), pods, RUN_ID, NOW, 60)
-    reason = ("pod mnist-worker-1-x1 of Job mnist-worker-1 could not be scheduled for 60 s "
-              f"(job.scheduleTimeoutSeconds 60): {UNSCHEDULABLE}")
-    assert decision.end == {n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")}
+    reason = (
+        "pod mnist-worker-1-x1 of Job mnist-worker-1 could not be scheduled for 60 s "
+        f"(job.scheduleTimeoutSeconds 60): {UNSCHEDULABLE}"
+    )
+    assert decision.end == {
+        n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")
+    }
 
 
 def test_the_chief_ended_for_a_stuck_pod_passes_that_reason_on():
     reason = "pod mnist-worker-1-x1 of Job mnist-worker-1 could not be scheduled for 60 s: ..."
-    chief = job("chief", condition="Failed", reason="DeadlineExceeded", annotations={rm.ENDED_BECAUSE: reason})
+    chief = job(
+        "chief", condition="Failed", reason="DeadlineExceeded", annotations={rm.ENDED_BECAUSE: reason}
+    )
     jobs = run_of(chief=chief)
     jobs[2]["metadata"]["annotations"] = {rm.ENDED_BECAUSE: reason}
     assert rm.decide(jobs, [], RUN_ID, NOW, 60).end == {"mnist-worker-0": reason, "mnist-ps-0": reason}
@@ -102,22 +157,42 @@ def test_only_this_runs_jobs_count():
     old_chief = job("chief", condition="Failed", reason="BackoffLimitExceeded", run_id="r0-old")
     decision = rm.decide([old_chief, job("worker", 0), job("ps", 0)], [], RUN_ID, NOW, 1800)
     assert decision.end == {} and not decision.done
-    assert rm.decide([job("worker", 0, run_id="r0-old")], [], RUN_ID, NOW, 1800).why == \
-        f"no task Jobs of run {RUN_ID} yet"
+    assert (
+        rm.decide([job("worker", 0, run_id="r0-old")], [], RUN_ID, NOW, 1800).why
+        == f"no task Jobs of run {RUN_ID} yet"
+    )
 
 
 PULL_IMAGE = "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-gpu"
 
 
-def unstarted_pod(task_type: str, index: int = 0, *, scheduled: str = "2026-01-02T11:58:20Z",
-                  waiting: dict | None = None, phase: str = "Pending") -> dict:
+def unstarted_pod(
+    task_type: str,
+    index: int = 0,
+    *,
+    scheduled: str = "2026-01-02T11:58:20Z",
+    waiting: dict | None = None,
+    phase: str = "Pending",
+) -> dict:
     """A scheduled pod whose container waits (``waiting``: the state's waiting object; None: no
     container status yet)."""
-    statuses = [] if waiting is None else [{"name": "tensorflow", "image": PULL_IMAGE, "state": {"waiting": waiting}}]
-    return {"metadata": {"name": f"mnist-{task_type}-{index}-x1", "creationTimestamp": "2026-01-02T11:58:19Z",
-                         "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type}},
-            "status": {"phase": phase, "containerStatuses": statuses, "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled}]}}
+    statuses = (
+        []
+        if waiting is None
+        else [{"name": "tensorflow", "image": PULL_IMAGE, "state": {"waiting": waiting}}]
+    )
+    return {
+        "metadata": {
+            "name": f"mnist-{task_type}-{index}-x1",
+            "creationTimestamp": "2026-01-02T11:58:19Z",
+            "labels": {"job-name": f"mnist-{task_type}-{index}", "tf-replica-type": task_type},
+        },
+        "status": {
+            "phase": phase,
+            "containerStatuses": statuses,
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled}],
+        },
+    }
 
 
 BACK_OFF = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{PULL_IMAGE}"'}
@@ -126,14 +201,19 @@ BACK_OFF = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{
 def test_a_pull_stuck_past_the_start_timeout_ends_every_task_with_the_containers_reason():
     # Scheduled at 11:58:20, now 12:00:00: 100 s.
     pods = [unstarted_pod("worker", 1, waiting=BACK_OFF)]
-    reason = (f"pod mnist-worker-1-x1 of Job mnist-worker-1 did not start for 100 s (job.startTimeoutSeconds 90): "
-              f'ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling image "{PULL_IMAGE}"')
+    reason = (
+        f"pod mnist-worker-1-x1 of Job mnist-worker-1 did not start for 100 s (job.startTimeoutSeconds 90): "
+        f'ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling image "{PULL_IMAGE}"'
+    )
     decision = rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=90)
-    assert decision.end == {n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")}
+    assert decision.end == {
+        n: reason for n in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0")
+    }
     short = rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=120)
     assert short.end == {} and short.why == (
-        f'pod mnist-worker-1-x1 not started for 100 s: ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling '
-        f'image "{PULL_IMAGE}"')
+        f"pod mnist-worker-1-x1 not started for 100 s: ImagePullBackOff (image {PULL_IMAGE}): Back-off pulling "
+        f'image "{PULL_IMAGE}"'
+    )
     assert rm.decide(run_of(), pods, RUN_ID, NOW, 1800, start_timeout_s=0).end == {}
 
 
@@ -141,13 +221,21 @@ def test_a_pod_without_container_statuses_waits_in_container_creating_and_runnin
     creating = [unstarted_pod("ps", 0, scheduled="2026-01-02T11:40:00Z")]  # a volume that does not mount
     decision = rm.decide(run_of(), creating, RUN_ID, NOW, 1800, start_timeout_s=900)
     assert decision.end["mnist-chief-0"] == (
-        "pod mnist-ps-0-x1 of Job mnist-ps-0 did not start for 1200 s (job.startTimeoutSeconds 900): ContainerCreating")
+        "pod mnist-ps-0-x1 of Job mnist-ps-0 did not start for 1200 s (job.startTimeoutSeconds 900): ContainerCreating"
+    )
     running = [unstarted_pod("ps", 0, scheduled="2026-01-02T11:40:00Z", waiting=None, phase="Running")]
     assert rm.decide(run_of(), running, RUN_ID, NOW, 1800, start_timeout_s=900).end == {}
-    config = [unstarted_pod("worker", 0, scheduled="2026-01-02T11:40:00Z", waiting={
-        "reason": "CreateContainerConfigError", "message": 'secret "acr-pull" not found'})]
+    config = [
+        unstarted_pod(
+            "worker",
+            0,
+            scheduled="2026-01-02T11:40:00Z",
+            waiting={"reason": "CreateContainerConfigError", "message": 'secret "acr-pull" not found'},
+        )
+    ]
     assert rm.decide(run_of(), config, RUN_ID, NOW, 1800, start_timeout_s=900).why.endswith(
-        f'CreateContainerConfigError (image {PULL_IMAGE}): secret "acr-pull" not found')
+        f'CreateContainerConfigError (image {PULL_IMAGE}): secret "acr-pull" not found'
+    )
 
 
 class RecordedApi:
@@ -170,17 +258,27 @@ class RecordedApi:
         found["status"]["conditions"] = [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]
 
 
-ENV = {"MONITOR_NAMESPACE": "training", "MONITOR_PREFIX": "mnist", "MONITOR_RUN_ID": RUN_ID,
-       "MONITOR_SCHEDULE_TIMEOUT_S": "1800", "MONITOR_POLL_S": "2"}
+ENV = {
+    "MONITOR_NAMESPACE": "training",
+    "MONITOR_PREFIX": "mnist",
+    "MONITOR_RUN_ID": RUN_ID,
+    "MONITOR_SCHEDULE_TIMEOUT_S": "1800",
+    "MONITOR_POLL_S": "2",
+}
 
 
 def test_the_loop_ends_the_run_once_and_exits_0(capsys):
-    api = RecordedApi(run_of(chief=job("chief", condition="Failed", reason="BackoffLimitExceeded", message="m")),
-                      [], fail_first=1)
+    api = RecordedApi(
+        run_of(chief=job("chief", condition="Failed", reason="BackoffLimitExceeded", message="m")),
+        [],
+        fail_first=1,
+    )
     sleeps: list[float] = []
     assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=sleeps.append) == 0
     reason = "the chief's Job mnist-chief-0 failed: BackoffLimitExceeded: m"
-    assert api.patched == [("training", n, reason) for n in ("mnist-worker-0", "mnist-worker-1", "mnist-ps-0")]
+    assert api.patched == [
+        ("training", n, reason) for n in ("mnist-worker-0", "mnist-worker-1", "mnist-ps-0")
+    ]
     # One failed poll, one that ended the run, one that saw it over.
     assert sleeps == [2.0, 2.0]
     out = capsys.readouterr().out
@@ -196,7 +294,9 @@ def test_a_poll_that_cannot_understand_an_answer_is_tried_again(capsys):
     del nameless["metadata"]["name"]
     answers = iter([[nameless], jobs])  # a Job without a name, then the real list
     recorded_items = api.items
-    api.items = lambda path, selector: next(answers) if path.endswith("/jobs") else recorded_items(path, selector)
+    api.items = lambda path, selector: (
+        next(answers) if path.endswith("/jobs") else recorded_items(path, selector)
+    )
     assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 0
     out = capsys.readouterr().out
     assert "cannot read the run (1 of 60): KeyError: 'name'" in out
@@ -204,7 +304,7 @@ def test_a_poll_that_cannot_understand_an_answer_is_tried_again(capsys):
 
 
 def test_the_loop_gives_up_after_max_failures_and_refuses_a_bad_environment(capsys):
-    api = RecordedApi([], [], fail_first=10 ** 6)
+    api = RecordedApi([], [], fail_first=10**6)
     assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 1
     assert "giving up after 60 failed polls" in capsys.readouterr().err
     assert rm.main({**ENV, "MONITOR_SCHEDULE_TIMEOUT_S": "soon"}, api=api) == rm.EXIT_BAD_ENVIRONMENT == 2
@@ -213,8 +313,10 @@ def test_the_loop_gives_up_after_max_failures_and_refuses_a_bad_environment(caps
 
 def test_the_api_address_is_the_setting_or_the_in_cluster_service():
     assert rm.api_server({"MONITOR_API_SERVER": "https://10.244.0.1:6443"}) == "https://10.244.0.1:6443"
-    assert rm.api_server({"KUBERNETES_SERVICE_HOST": "172.21.0.1", "KUBERNETES_SERVICE_PORT": "443"}) == \
-        "https://172.21.0.1:443"
+    assert (
+        rm.api_server({"KUBERNETES_SERVICE_HOST": "172.21.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+        == "https://172.21.0.1:443"
+    )
     assert rm.api_server({"KUBERNETES_SERVICE_HOST": "fd00::1"}) == "https://[fd00::1]:443"
     assert rm.api_server({}) == "https://kubernetes.default.svc"
 
@@ -222,10 +324,19 @@ def test_the_api_address_is_the_setting_or_the_in_cluster_service():
 def test_the_script_is_standard_library_only():
     # It runs from a ConfigMap with the image's Python: no package of this repository.
     import ast
+
     tree = ast.parse(open(rm.__file__, encoding="utf-8").read())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     import sys
+
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported

@@ -17,13 +17,21 @@ LONG = 1200
 def staging_job(*, deadline: int | None = 600, condition: str | None = None) -> dict:
     conditions = [{"type": condition, "status": "True"}] if condition else []
     spec = {"activeDeadlineSeconds": deadline} if deadline is not None else {}
-    return {"metadata": {"name": STAGING, "labels": {"app.kubernetes.io/instance": "mnist",
-                                                     "app.kubernetes.io/component": "stage-data"}},
-            "spec": spec, "status": {"conditions": conditions}}
+    return {
+        "metadata": {
+            "name": STAGING,
+            "labels": {"app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "stage-data"},
+        },
+        "spec": spec,
+        "status": {"conditions": conditions},
+    }
 
 
 def staging_pod(phase: str) -> dict:
-    return {"metadata": {"name": f"{STAGING}-x7k2p", "labels": {"job-name": STAGING}}, "status": {"phase": phase}}
+    return {
+        "metadata": {"name": f"{STAGING}-x7k2p", "labels": {"job-name": STAGING}},
+        "status": {"phase": phase},
+    }
 
 
 def test_a_running_staging_pod_gets_the_long_deadline():
@@ -31,8 +39,16 @@ def test_a_running_staging_pod_gets_the_long_deadline():
 
 
 def test_a_pod_that_has_not_started_keeps_the_short_deadline():
-    for pods in ([], [staging_pod("Pending")], [{**staging_pod("Running"), "metadata": {
-            "name": "mnist-chief-0-a", "labels": {"job-name": "mnist-chief-0"}}}]):
+    for pods in (
+        [],
+        [staging_pod("Pending")],
+        [
+            {
+                **staging_pod("Running"),
+                "metadata": {"name": "mnist-chief-0-a", "labels": {"job-name": "mnist-chief-0"}},
+            }
+        ],
+    ):
         assert rm.staging_deadline([staging_job()], pods, STAGING, LONG) == {}, pods
 
 
@@ -65,6 +81,7 @@ def test_the_loop_raises_the_deadline_once_and_goes_on_watching(capsys):
     def sleep(_: float) -> None:
         if next(polls) == 2:  # the third poll: the task Jobs exist and the chief completed
             api.jobs += [copy.deepcopy(job("chief", condition="Complete"))]
+
     env = {**ENV, "MONITOR_STAGING_JOB": STAGING, "MONITOR_STAGING_DEADLINE_S": str(LONG)}
     assert rm.main(env, api=api, clock=lambda: NOW, sleep=sleep) == 0
     assert api.deadlines == [("training", STAGING, LONG)]

@@ -33,20 +33,27 @@ def test_config_table_rows_show_type_default_and_description():
     def row(name: str) -> str:
         return next(line for line in lines if line.startswith(f"| `{name}` |"))
 
-    assert row("worker.number") == "| `worker.number` | integer | `2` | Number of worker tasks (1 to 32; each GPU worker is a GPU node). |"
+    assert (
+        row("worker.number")
+        == "| `worker.number` | integer | `2` | Number of worker tasks (1 to 32; each GPU worker is a GPU node). |"
+    )
     assert row("hyperparams.learningrate") == (
         "| `hyperparams.learningrate` | number | `0.004` | Learning rate (\\> 0), the peak one with the "
-        "warmup_cosine schedule; trainer --learning_rate. |")
+        "warmup_cosine schedule; trainer --learning_rate. |"
+    )
     assert row("persistence.pvc.matchLabels") == (
-        '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |')
+        '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |'
+    )
     assert row("gpuPool.instanceTypes") == (
         '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge","ecs.gn6i-c4g1.xlarge","ecs.gn6i-c8g1.2xlarge",'
         '"ecs.gn6v-c8g1.2xlarge"]` | GPU instance types, tried in order for each node (the guide\'s GN5 first, then '
-        'T4 and V100 types with one GPU each, should GN5 be sold out). |')
+        "T4 and V100 types with one GPU each, should GN5 be sold out). |"
+    )
     assert row("createNamespace").startswith("| `createNamespace` | boolean | unset | ")
     # No default; '<' would start an HTML tag, so it is escaped.
     assert row("tensorboard.image") == (
-        "| `tensorboard.image` | string | unset | TensorBoard image; default \\<imageRegistry\\>/tensorboard:2.21.0. |")
+        "| `tensorboard.image` | string | unset | TensorBoard image; default \\<imageRegistry\\>/tensorboard:2.21.0. |"
+    )
     assert row("gpuPool.size").startswith("| `gpuPool.size` | integer | unset | ")
 
 

@@ -24,7 +24,9 @@ def _volume(tmp_path: Path) -> Path:
         (run / "checkpoints").mkdir()
         (run / "checkpoints" / "ckpt-1.index").write_text("")
     (first / "checkpoints" / "ckpt-2.index").write_text("")
-    (first / "result.json").write_text(json.dumps({"test_accuracy": 0.99123, "epochs": 2, "model": "convnet_fc_slim"}))
+    (first / "result.json").write_text(
+        json.dumps({"test_accuracy": 0.99123, "epochs": 2, "model": "convnet_fc_slim"})
+    )
     (first / "cluster" / "done").write_text(f"run_id={FIRST}-aaaa\ntime=1\n")
     (first / "export").mkdir()
     (second / "cluster" / "heartbeat").write_text(f"run_id={SECOND}-bbbb\n")
@@ -38,8 +40,10 @@ def _volume(tmp_path: Path) -> Path:
 
 def test_each_run_has_its_state_accuracy_and_id(tmp_path):
     runs = runs_scan.scan(str(_volume(tmp_path) / "runs" / "dev-default-mnist"))
-    assert [(r["key"], r["state"], r["test_accuracy"], r["epochs"], r["checkpoints"], r["export"], r["run_id"])
-            for r in runs] == [
+    assert [
+        (r["key"], r["state"], r["test_accuracy"], r["epochs"], r["checkpoints"], r["export"], r["run_id"])
+        for r in runs
+    ] == [
         (FIRST, "finished", 0.99123, 2, 2, True, f"{FIRST}-aaaa"),
         (SECOND, "running", None, None, 1, False, f"{SECOND}-bbbb"),
         (THIRD, "stopped", None, None, 1, False, f"{THIRD}-cccc"),
@@ -54,8 +58,27 @@ def test_the_table_marks_the_current_configuration(tmp_path, capsys):
     assert code == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"Runs in {RUNS_DIR} (* = the stack's current configuration):"
-    assert lines[2].split() == ["RUN", "STATE", "ACCURACY", "EPOCHS", "MODEL", "CHECKPOINTS", "EXPORT", "RUN", "ID"]
-    assert lines[3].split() == [FIRST, "finished", "0.9912", "2", "convnet_fc_slim", "2", "yes", f"{FIRST}-aaaa"]
+    assert lines[2].split() == [
+        "RUN",
+        "STATE",
+        "ACCURACY",
+        "EPOCHS",
+        "MODEL",
+        "CHECKPOINTS",
+        "EXPORT",
+        "RUN",
+        "ID",
+    ]
+    assert lines[3].split() == [
+        FIRST,
+        "finished",
+        "0.9912",
+        "2",
+        "convnet_fc_slim",
+        "2",
+        "yes",
+        f"{FIRST}-aaaa",
+    ]
     assert lines[4].split() == ["*", SECOND, "running", "-", "-", "-", "1", "no", f"{SECOND}-bbbb"]
     assert lines[5].split() == [THIRD, "stopped", "-", "-", "-", "1", "no", f"{THIRD}-cccc"]
 
@@ -70,8 +93,9 @@ class _ExecLocally:
         self.targets.append(target)
         assert argv[:2] == ["python", "-c"]
         # A bare interpreter with no repository on its path, like the TensorBoard image.
-        return subprocess.run([sys.executable, "-I", *argv[1:]], capture_output=True, text=True, check=True,
-                              cwd="/", timeout=60).stdout
+        return subprocess.run(
+            [sys.executable, "-I", *argv[1:]], capture_output=True, text=True, check=True, cwd="/", timeout=60
+        ).stdout
 
 
 def test_through_the_tensorboard_pod_the_scan_needs_only_python(tmp_path):
@@ -79,7 +103,11 @@ def test_through_the_tensorboard_pod_the_scan_needs_only_python(tmp_path):
     cluster = _ExecLocally()
     runs = status.read_runs(str(volume / "runs" / "dev-default-mnist"), "mnist", cluster, None)
     assert cluster.targets == ["deployment/mnist-tensorboard"]
-    assert [(r["key"], r["state"]) for r in runs] == [(FIRST, "finished"), (SECOND, "running"), (THIRD, "stopped")]
+    assert [(r["key"], r["state"]) for r in runs] == [
+        (FIRST, "finished"),
+        (SECOND, "running"),
+        (THIRD, "stopped"),
+    ]
 
 
 def test_no_runs_dir_is_unreadable(capsys):

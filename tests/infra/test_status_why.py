@@ -19,34 +19,67 @@ SCHEDULER = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
 def pulling_pod() -> dict:
     p = pod("worker", 0, "Pending")
     p["spec"]["containers"] = [{"name": "tensorflow", "image": IMAGE}]
-    p["status"]["containerStatuses"] = [{"name": "tensorflow", "restartCount": 0, "image": IMAGE, "state": {
-        "waiting": {"reason": "ImagePullBackOff", "message": PULL_MESSAGE}}}]
+    p["status"]["containerStatuses"] = [
+        {
+            "name": "tensorflow",
+            "restartCount": 0,
+            "image": IMAGE,
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": PULL_MESSAGE}},
+        }
+    ]
     return p
 
 
 def unschedulable_pod() -> dict:
     p = pod("worker", 1, "Pending")
     p["spec"] = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "mnist-data-1a2b"}}]}
-    p["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
-                                                       "reason": "Unschedulable", "message": SCHEDULER}]}
+    p["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": SCHEDULER}
+        ],
+    }
     return p
 
 
 def claim(phase: str) -> dict:
-    return {"kind": "PersistentVolumeClaim", "metadata": {"name": "mnist-data-1a2b"}, "status": {"phase": phase}}
+    return {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "mnist-data-1a2b"},
+        "status": {"phase": phase},
+    }
 
 
 def event(name: str, reason: str, message: str, at: str, kind: str = "Pod", count: int = 1) -> dict:
-    return {"kind": "Event", "type": "Warning", "reason": reason, "message": message, "count": count,
-            "lastTimestamp": at, "involvedObject": {"kind": kind, "name": name}}
+    return {
+        "kind": "Event",
+        "type": "Warning",
+        "reason": reason,
+        "message": message,
+        "count": count,
+        "lastTimestamp": at,
+        "involvedObject": {"kind": kind, "name": name},
+    }
 
 
 def stuck_run() -> Recorded:
-    objects = [job("chief", 0, active=1), job("worker", 0, active=1), job("worker", 1, active=1),
-               pod("chief", 0, "Running"), pulling_pod(), unschedulable_pod(), claim("Bound")]
+    objects = [
+        job("chief", 0, active=1),
+        job("worker", 0, active=1),
+        job("worker", 1, active=1),
+        pod("chief", 0, "Running"),
+        pulling_pod(),
+        unschedulable_pod(),
+        claim("Bound"),
+    ]
     events = [
-        event("mnist-worker-0-abcde", "Failed", f'Failed to pull image "{IMAGE}": not found',
-              "2026-01-02T11:59:30Z", count=4),
+        event(
+            "mnist-worker-0-abcde",
+            "Failed",
+            f'Failed to pull image "{IMAGE}": not found',
+            "2026-01-02T11:59:30Z",
+            count=4,
+        ),
         event("mnist-worker-1-abcde", "FailedScheduling", SCHEDULER, "2026-01-02T11:59:50Z", count=3),
         event("someone-elses-pod", "BackOff", "not this run", "2026-01-02T11:59:59Z"),
     ]
@@ -64,9 +97,11 @@ def test_a_waiting_pod_shows_its_reason_with_the_image_and_the_scheduler_its_mes
     assert f"  worker-1: Unschedulable: {SCHEDULER}" in text.splitlines()
     # The newest warnings of the run's own objects, newest first; another pod's are left out.
     warnings = text.split("Warnings (newest first):\n")[1].split("\n\n")[0].splitlines()
-    assert [w.split()[:4] for w in warnings] == [["AGE", "OBJECT", "REASON", "COUNT"],
-                                                 ["10s", "pod/mnist-worker-1-abcde", "FailedScheduling", "3"],
-                                                 ["30s", "pod/mnist-worker-0-abcde", "Failed", "4"]]
+    assert [w.split()[:4] for w in warnings] == [
+        ["AGE", "OBJECT", "REASON", "COUNT"],
+        ["10s", "pod/mnist-worker-1-abcde", "FailedScheduling", "3"],
+        ["30s", "pod/mnist-worker-0-abcde", "Failed", "4"],
+    ]
     assert "not this run" not in text
 
 
@@ -83,25 +118,45 @@ def test_the_monitors_reason_and_the_jobs_failure_are_shown():
     cluster = stuck_run()
     for obj in cluster.objects[:3]:
         obj["metadata"]["annotations"] = {ENDED_BECAUSE: reason}
-        obj["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded",
-                                         "message": "Job was active longer than specified deadline"}]}
+        obj["status"] = {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "DeadlineExceeded",
+                    "message": "Job was active longer than specified deadline",
+                }
+            ]
+        }
     # The Job controller deleted the pods: only the Jobs and the annotation say why.
-    cluster.objects = cluster.objects[:3] + [{"kind": "Job", "metadata": {
-        "name": "mnist-monitor", "labels": {"app.kubernetes.io/instance": "mnist",
-                                            "app.kubernetes.io/component": "monitor"}},
-        "status": {"conditions": [{"type": "Complete", "status": "True"}]}}]
+    cluster.objects = cluster.objects[:3] + [
+        {
+            "kind": "Job",
+            "metadata": {
+                "name": "mnist-monitor",
+                "labels": {"app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "monitor"},
+            },
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        }
+    ]
     run = status.collect(cluster, "mnist", "default", NOW)
     assert run.state == "Failed" and run.monitor == "Complete"
     assert {r.ended_because for r in run.tasks} == {reason}
     text = status.render(run)
     assert f"  worker-1: ended by the run monitor: {reason}" in text.splitlines()
     assert "  chief-0: Job failed: DeadlineExceeded: Job was active longer than specified deadline" in text
-    assert "Monitor:     Complete (job mnist-monitor; kubectl --namespace default logs job/mnist-monitor)" in text
+    assert (
+        "Monitor:     Complete (job mnist-monitor; kubectl --namespace default logs job/mnist-monitor)"
+        in text
+    )
 
 
 def test_json_output_holds_the_same_facts(capsys):
-    code = status.main(["--kubeconfig", "k", "--namespace", "default", "--prefix", "mnist", "-o", "json"],
-                       cluster=stuck_run(), clock=lambda: NOW)
+    code = status.main(
+        ["--kubeconfig", "k", "--namespace", "default", "--prefix", "mnist", "-o", "json"],
+        cluster=stuck_run(),
+        clock=lambda: NOW,
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 3 and out["exit_code"] == 3 and out["state"] == "Running"
     tasks = {t["task"]: t for t in out["tasks"]}
@@ -109,15 +164,23 @@ def test_json_output_holds_the_same_facts(capsys):
     assert tasks["worker-1"]["why"] == [f"Unschedulable: {SCHEDULER}"]
     assert out["claims"] == {"mnist-data-1a2b": "Bound"}
     assert [(w["object"], w["reason"], w["count"], w["age_s"]) for w in out["warnings"]] == [
-        ("pod/mnist-worker-1-abcde", "FailedScheduling", 3, 10.0), ("pod/mnist-worker-0-abcde", "Failed", 4, 30.0)]
+        ("pod/mnist-worker-1-abcde", "FailedScheduling", 3, 10.0),
+        ("pod/mnist-worker-0-abcde", "Failed", 4, 30.0),
+    ]
     assert out["progress"]["line"] == "no progress lines yet" and out["progress"]["done"] is False
 
 
 def test_a_failed_container_shows_its_exit():
     cluster = stuck_run()
     crashed = pod("chief", 0, "Failed")
-    crashed["status"]["containerStatuses"] = [{"name": "tensorflow", "restartCount": 0, "state": {
-        "terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]
+    crashed["status"]["containerStatuses"] = [
+        {
+            "name": "tensorflow",
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+        }
+    ]
     cluster.objects[3] = crashed
     assert {r.task: r for r in status.collect(cluster, "mnist", "default", NOW).tasks}["chief-0"].why == [
-        "exited 137 (OOMKilled)"]
+        "exited 137 (OOMKilled)"
+    ]

@@ -21,8 +21,11 @@ TAGS = {"pulumi:project": "tf-mnist", "pulumi:stack": "dev"}
 
 def tensorboard(kind: str, ranges: list[str] | None = None, address: str | None = None) -> dict:
     """A TensorBoard Service's inputs as infra/components/tensorboard.py makes them."""
-    meta = {"name": "mnist-tensorboard", "namespace": "default",
-            "labels": {"app.kubernetes.io/component": "tensorboard"}}
+    meta = {
+        "name": "mnist-tensorboard",
+        "namespace": "default",
+        "labels": {"app.kubernetes.io/component": "tensorboard"},
+    }
     if address:
         meta["annotations"] = {rules.ADDRESS_TYPE_ANNOTATION: address}
     spec: dict = {"type": kind, "ports": [{"port": 80}]}
@@ -33,12 +36,17 @@ def tensorboard(kind: str, ranges: list[str] | None = None, address: str | None 
 
 # --- tensorboard-source-ranges --------------------------------------------------------------
 
-@pytest.mark.parametrize("props", [
-    tensorboard("ClusterIP"),
-    tensorboard("LoadBalancer", ["203.0.113.0/24"]),
-    tensorboard("LoadBalancer", None, address="intranet"),
-    {"metadata": {"name": "mnist-worker-0"}, "spec": {"type": "NodePort"}},  # not TensorBoard
-], ids=["clusterip", "ranged-lb", "intranet-lb", "other-service"])
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        tensorboard("ClusterIP"),
+        tensorboard("LoadBalancer", ["203.0.113.0/24"]),
+        tensorboard("LoadBalancer", None, address="intranet"),
+        {"metadata": {"name": "mnist-worker-0"}, "spec": {"type": "NodePort"}},  # not TensorBoard
+    ],
+    ids=["clusterip", "ranged-lb", "intranet-lb", "other-service"],
+)
 def test_tensorboard_that_is_private_or_ranged_passes(props: dict) -> None:
     assert rules.tensorboard_source_ranges("tb", props) == []
 
@@ -51,26 +59,39 @@ def test_a_nodeport_tensorboard_is_refused_naming_the_service_and_the_fix() -> N
 
 @pytest.mark.parametrize("ranges", [None, []])
 def test_an_internet_load_balancer_without_ranges_is_refused(ranges: list[str] | None) -> None:
-    (message,) = rules.tensorboard_source_ranges("tb", tensorboard("LoadBalancer", ranges, address="internet"))
+    (message,) = rules.tensorboard_source_ranges(
+        "tb", tensorboard("LoadBalancer", ranges, address="internet")
+    )
     assert "no loadBalancerSourceRanges" in message
     assert "fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32" in message
 
 
 @pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "10.0.0.0/0"])
 def test_a_range_of_every_address_is_refused_naming_it(everyone: str) -> None:
-    (message,) = rules.tensorboard_source_ranges("tb", tensorboard("LoadBalancer", ["203.0.113.0/24", everyone]))
+    (message,) = rules.tensorboard_source_ranges(
+        "tb", tensorboard("LoadBalancer", ["203.0.113.0/24", everyone])
+    )
     assert f"loadBalancerSourceRanges {everyone!r} admits every address" in message
 
 
 # --- gpu-pool-scale-to-zero -----------------------------------------------------------------
 
+
 def gpu_pool(**fields) -> dict:
-    return {"nodePoolName": "tf-mnist-dev-pools-gpu", "instanceTypes": ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge"],
-            **fields}
+    return {
+        "nodePoolName": "tf-mnist-dev-pools-gpu",
+        "instanceTypes": ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge"],
+        **fields,
+    }
 
 
 def test_a_gpu_pool_autoscaled_from_zero_passes_and_a_cpu_pool_is_not_checked() -> None:
-    assert rules.gpu_pool_scales_to_zero("p", gpu_pool(scalingConfig={"enable": True, "minSize": 0, "maxSize": 2})) == []
+    assert (
+        rules.gpu_pool_scales_to_zero(
+            "p", gpu_pool(scalingConfig={"enable": True, "minSize": 0, "maxSize": 2})
+        )
+        == []
+    )
     assert rules.gpu_pool_scales_to_zero("p", {"instanceTypes": ["ecs.g6.xlarge"], "desiredSize": "2"}) == []
 
 
@@ -81,13 +102,23 @@ def test_a_fixed_size_gpu_pool_is_refused_with_the_fix() -> None:
 
 
 def test_a_gpu_pool_with_a_minimum_above_zero_is_refused() -> None:
-    (message,) = rules.gpu_pool_scales_to_zero("p", gpu_pool(scalingConfig={"enable": True, "minSize": 1, "maxSize": 2}))
+    (message,) = rules.gpu_pool_scales_to_zero(
+        "p", gpu_pool(scalingConfig={"enable": True, "minSize": 1, "maxSize": 2})
+    )
     assert "scalingConfig.minSize 1" in message
 
 
-@pytest.mark.parametrize("instance_type,gpu", [("ecs.gn6i-c4g1.xlarge", True), ("ecs.gn7e-c16g1.4xlarge", True),
-                                               ("ecs.ebmgn7.26xlarge", True), ("ecs.vgn6i-m4.xlarge", True),
-                                               ("ecs.g6.xlarge", False), ("ecs.c6.large", False)])
+@pytest.mark.parametrize(
+    "instance_type,gpu",
+    [
+        ("ecs.gn6i-c4g1.xlarge", True),
+        ("ecs.gn7e-c16g1.4xlarge", True),
+        ("ecs.ebmgn7.26xlarge", True),
+        ("ecs.vgn6i-m4.xlarge", True),
+        ("ecs.g6.xlarge", False),
+        ("ecs.c6.large", False),
+    ],
+)
 def test_gpu_instance_types(instance_type: str, gpu: bool) -> None:
     assert rules.is_gpu_instance_type(instance_type) is gpu
 
@@ -105,11 +136,16 @@ def test_every_gpu_family_the_settings_know_is_a_gpu_type() -> None:
 #: Every alicloud type the stack creates (tests/preview/dev_stack.py ALICLOUD_COUNTS and
 #: TensorBoard's SLB ACL), and whether it takes tags.
 STACK_TYPES = {
-    "alicloud:vpc/network:Network": True, "alicloud:vpc/switch:Switch": True,
-    "alicloud:cs/managedKubernetes:ManagedKubernetes": True, "alicloud:cs/nodePool:NodePool": True,
-    "alicloud:cs/autoscalingConfig:AutoscalingConfig": False, "alicloud:nas/fileSystem:FileSystem": True,
-    "alicloud:nas/accessGroup:AccessGroup": False, "alicloud:nas/accessRule:AccessRule": False,
-    "alicloud:nas/mountTarget:MountTarget": False, "alicloud:slb/acl:Acl": True,
+    "alicloud:vpc/network:Network": True,
+    "alicloud:vpc/switch:Switch": True,
+    "alicloud:cs/managedKubernetes:ManagedKubernetes": True,
+    "alicloud:cs/nodePool:NodePool": True,
+    "alicloud:cs/autoscalingConfig:AutoscalingConfig": False,
+    "alicloud:nas/fileSystem:FileSystem": True,
+    "alicloud:nas/accessGroup:AccessGroup": False,
+    "alicloud:nas/accessRule:AccessRule": False,
+    "alicloud:nas/mountTarget:MountTarget": False,
+    "alicloud:slb/acl:Acl": True,
     "alicloud:slb/aclEntryAttachment:AclEntryAttachment": False,
 }
 
@@ -123,8 +159,10 @@ def test_which_types_take_tags_comes_from_the_sdk() -> None:
 def test_the_stack_tags_every_taggable_type_it_creates() -> None:
     """Each taggable type's component passes cloud_tags() (infra/components/tags.py names them)."""
     sources = {path.name: path.read_text() for path in (REPO / "infra" / "components").glob("*.py")}
-    created = {f"alicloud.{t.split(':')[1].split('/')[0]}.{t.rsplit(':', 1)[1]}(": taggable
-               for t, taggable in STACK_TYPES.items()}
+    created = {
+        f"alicloud.{t.split(':')[1].split('/')[0]}.{t.rsplit(':', 1)[1]}(": taggable
+        for t, taggable in STACK_TYPES.items()
+    }
     for call, taggable in created.items():
         files = [name for name, text in sources.items() if call in text]
         assert files, f"no component creates {call}"
@@ -143,14 +181,16 @@ def test_a_tagged_resource_passes_and_an_untagged_one_is_refused(rtype: str) -> 
 
 def test_a_tag_of_another_stack_is_refused_and_untaggable_types_are_not_checked() -> None:
     rtype = "alicloud:vpc/network:Network"
-    (message,) = rules.alicloud_tags(rtype, "vpc", URN.format(type=rtype, name="vpc"),
-                                     {"tags": {**TAGS, "pulumi:stack": "prod"}})
+    (message,) = rules.alicloud_tags(
+        rtype, "vpc", URN.format(type=rtype, name="vpc"), {"tags": {**TAGS, "pulumi:stack": "prod"}}
+    )
     assert message.startswith("Network vpc: tags pulumi:stack='prod'")
     rtype = "alicloud:nas/accessGroup:AccessGroup"
     assert rules.alicloud_tags(rtype, "ag", URN.format(type=rtype, name="ag"), {}) == []
 
 
 # --- replica bounds ----------------------------------------------------------------------------
+
 
 def test_node_pool_bound_is_the_workers_bound_and_the_chief() -> None:
     assert rules.MAX_POOL_NODES == MAX_WORKERS + 1
@@ -159,19 +199,29 @@ def test_node_pool_bound_is_the_workers_bound_and_the_chief() -> None:
     (message,) = rules.node_pool_size_bound("p", gpu_pool(scalingConfig={"minSize": 0, "maxSize": 40}))
     assert message.startswith("NodePool tf-mnist-dev-pools-gpu: scalingConfig.maxSize 40")
     assert message.endswith(f"fix: pulumi config set gpuPool.size {MAX_WORKERS + 1}")
-    (message,) = rules.node_pool_size_bound("p", {"nodePoolName": "cpu", "instanceTypes": ["ecs.g6.xlarge"],
-                                                  "desiredSize": "50"})
+    (message,) = rules.node_pool_size_bound(
+        "p", {"nodePoolName": "cpu", "instanceTypes": ["ecs.g6.xlarge"], "desiredSize": "50"}
+    )
     assert "desiredSize 50" in message and "fix: pulumi config set cpuPool.size" in message
 
 
 def job(task: str, index: int, instance: str = "mnist") -> tuple[str, dict]:
     name = f"{instance}-{task}-{index}"
-    return name, {"metadata": {"name": name, "namespace": "default",
-                               "labels": {"app.kubernetes.io/instance": instance, "tf-replica-type": task}}}
+    return name, {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app.kubernetes.io/instance": instance, "tf-replica-type": task},
+        }
+    }
 
 
 def test_job_counts_up_to_the_configuration_bounds_pass() -> None:
-    jobs = [job("chief", 0), *(job("worker", i) for i in range(MAX_WORKERS)), *(job("ps", i) for i in range(MAX_PS))]
+    jobs = [
+        job("chief", 0),
+        *(job("worker", i) for i in range(MAX_WORKERS)),
+        *(job("ps", i) for i in range(MAX_PS)),
+    ]
     jobs.append(("mnist-stage-data", {"metadata": {"labels": {"app.kubernetes.io/instance": "mnist"}}}))
     jobs += [job("worker", i, instance="other") for i in range(MAX_WORKERS)]  # another run
     assert rules.job_count_bound(jobs) == []
@@ -190,18 +240,32 @@ def test_job_counts_past_the_bounds_are_refused_per_task_type() -> None:
 
 # --- image-tag-pinned --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("image,tag", [
-    ("registry.example.com/team/trainer:2.21.0-gpu", "2.21.0-gpu"), ("trainer", None),
-    ("localhost:5000/trainer", None), ("localhost:5000/trainer:1.0", "1.0"), ("trainer:latest", "latest"),
-    ("r.example.com/t@sha256:" + "a" * 64, "@sha256:" + "a" * 64),
-])
+
+@pytest.mark.parametrize(
+    "image,tag",
+    [
+        ("registry.example.com/team/trainer:2.21.0-gpu", "2.21.0-gpu"),
+        ("trainer", None),
+        ("localhost:5000/trainer", None),
+        ("localhost:5000/trainer:1.0", "1.0"),
+        ("trainer:latest", "latest"),
+        ("r.example.com/t@sha256:" + "a" * 64, "@sha256:" + "a" * 64),
+    ],
+)
 def test_image_tag(image: str, tag: str | None) -> None:
     assert rules.image_tag(image) == tag
 
 
 def pod_template(rtype: str, image: str, component: str = "worker") -> dict:
-    pod = {"containers": [{"name": "main", "image": image}], "initContainers": [{"name": "init", "image": "busybox:1.37"}]}
-    meta = {"name": "mnist-worker-0", "namespace": "default", "labels": {"app.kubernetes.io/component": component}}
+    pod = {
+        "containers": [{"name": "main", "image": image}],
+        "initContainers": [{"name": "init", "image": "busybox:1.37"}],
+    }
+    meta = {
+        "name": "mnist-worker-0",
+        "namespace": "default",
+        "labels": {"app.kubernetes.io/component": component},
+    }
     if rtype == rules.POD:
         return {"metadata": meta, "spec": pod}
     if rtype == rules.CRON_JOB:
@@ -229,29 +293,48 @@ def test_an_init_container_is_checked_too() -> None:
 
 # --- the pack -----------------------------------------------------------------------------------
 
+
 def test_the_pack_runs_in_the_project_venv_and_every_policy_is_mandatory() -> None:
     spec = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
     assert spec["runtime"] == {"name": "python", "options": {"virtualenv": "../.venv"}}
     main = (REPO / "policy" / "__main__.py").read_text()
     assert "enforcement_level=EnforcementLevel.MANDATORY" in main and "EnforcementLevel.ADVISORY" not in main
     names = [name for name, *_ in checks.POLICIES]
-    assert names == ["tensorboard-source-ranges", "gpu-pool-scale-to-zero", "alicloud-tags",
-                     "replica-bound-node-pool", "replica-bound-jobs", "image-tag-pinned"]
+    assert names == [
+        "tensorboard-source-ranges",
+        "gpu-pool-scale-to-zero",
+        "alicloud-tags",
+        "replica-bound-node-pool",
+        "replica-bound-jobs",
+        "image-tag-pinned",
+    ]
 
 
 def test_the_checks_report_each_message_against_the_resource() -> None:
     reported: list[tuple[str, str | None]] = []
     report = lambda message, urn=None: reported.append((message, urn))  # noqa: E731
     urn = URN.format(type=rules.SERVICE, name="tb")
-    checks.tensorboard_source_ranges(SimpleNamespace(resource_type=rules.SERVICE, name="tb", urn=urn,
-                                                     props=tensorboard("NodePort")), report)
-    checks.tensorboard_source_ranges(SimpleNamespace(resource_type=rules.NODE_POOL, name="p", urn=urn,
-                                                     props=tensorboard("NodePort")), report)  # not a Service
-    checks.job_count(SimpleNamespace(resources=[
-        SimpleNamespace(resource_type=rules.JOB, name=n, props=p) for n, p in
-        (job("worker", i) for i in range(MAX_WORKERS + 1))]), report)
+    checks.tensorboard_source_ranges(
+        SimpleNamespace(resource_type=rules.SERVICE, name="tb", urn=urn, props=tensorboard("NodePort")),
+        report,
+    )
+    checks.tensorboard_source_ranges(
+        SimpleNamespace(resource_type=rules.NODE_POOL, name="p", urn=urn, props=tensorboard("NodePort")),
+        report,
+    )  # not a Service
+    checks.job_count(
+        SimpleNamespace(
+            resources=[
+                SimpleNamespace(resource_type=rules.JOB, name=n, props=p)
+                for n, p in (job("worker", i) for i in range(MAX_WORKERS + 1))
+            ]
+        ),
+        report,
+    )
     assert [(m.split(":")[0], u) for m, u in reported] == [
-        ("Service default/mnist-tensorboard", urn), ("run mnist in namespace default", None)]
+        ("Service default/mnist-tensorboard", urn),
+        ("run mnist in namespace default", None),
+    ]
 
 
 def test_the_sdk_the_pack_imports_is_installed() -> None:

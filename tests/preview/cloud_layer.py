@@ -28,10 +28,16 @@ def assert_cloud_layer(preview: PreviewResult, workers: int) -> None:
     assert (vpc["vpcName"], vpc["cidrBlock"]) == ("tf-mnist-dev", "192.168.0.0/16")
     switches = {s["vswitchName"]: s for s in inputs_of(preview, "alicloud:vpc/switch:Switch")}
     assert sorted(switches) == ["tf-mnist-dev", "tf-mnist-dev-pods"]
-    assert (switches["tf-mnist-dev"]["cidrBlock"], switches["tf-mnist-dev"]["zoneId"]) == ("192.168.0.0/20",
-                                                                                         "cn-hangzhou-i")
+    assert (switches["tf-mnist-dev"]["cidrBlock"], switches["tf-mnist-dev"]["zoneId"]) == (
+        "192.168.0.0/20",
+        "cn-hangzhou-i",
+    )
     (cluster,) = inputs_of(preview, "alicloud:cs/managedKubernetes:ManagedKubernetes")
-    assert "podCidr" not in cluster and len(cluster["podVswitchIds"]) == 1 and cluster["serviceCidr"] == "172.21.0.0/20"
+    assert (
+        "podCidr" not in cluster
+        and len(cluster["podVswitchIds"]) == 1
+        and cluster["serviceCidr"] == "172.21.0.0/20"
+    )
     assert cluster["newNatGateway"] is True and cluster["slbInternetEnabled"] is True
     assert {a["name"] for a in cluster["addons"]} == {"terway-eniip", "csi-plugin", "csi-provisioner"}
     pools = {p["nodePoolName"]: p for p in inputs_of(preview, "alicloud:cs/nodePool:NodePool")}
@@ -39,15 +45,21 @@ def assert_cloud_layer(preview: PreviewResult, workers: int) -> None:
     gpu = pools["tf-mnist-dev-gpu"]
     assert "desiredSize" not in gpu, "no GPU node before a GPU pod needs one"
     assert {k: gpu["scalingConfig"][k] for k in ("enable", "minSize", "maxSize")} == {
-        "enable": True, "minSize": 0, "maxSize": workers}
+        "enable": True,
+        "minSize": 0,
+        "maxSize": workers,
+    }
     (autoscaler,) = inputs_of(preview, "alicloud:cs/autoscalingConfig:AutoscalingConfig")
     assert autoscaler["scaleUpFromZero"] is True and autoscaler["scalerType"] == "cluster-autoscaler"
     assert gpu["instanceTypes"] == GPU_TYPES and gpu["systemDiskCategory"] == "cloud_efficiency"
     assert {label["key"]: label["value"] for label in gpu["labels"]} == {
-        "tf-mnist/pool": "gpu", "ack.aliyun.com/nvidia-driver-version": DRIVER}
+        "tf-mnist/pool": "gpu",
+        "ack.aliyun.com/nvidia-driver-version": DRIVER,
+    }
     assert gpu["imageType"] == "AliyunLinux3"
-    assert [(t["key"], t["value"], t["effect"]) for t in gpu["taints"]] == [("nvidia.com/gpu", "present",
-                                                                             "NoSchedule")]
+    assert [(t["key"], t["value"], t["effect"]) for t in gpu["taints"]] == [
+        ("nvidia.com/gpu", "present", "NoSchedule")
+    ]
     assert "taints" not in pools["tf-mnist-dev-cpu"]
     (fs,) = inputs_of(preview, "alicloud:nas/fileSystem:FileSystem")
     assert (fs["protocolType"], fs["storageType"], fs["fileSystemType"]) == ("NFS", "Capacity", "standard")
@@ -56,7 +68,10 @@ def assert_cloud_layer(preview: PreviewResult, workers: int) -> None:
     tagged = [vpc, *switches.values(), cluster, *pools.values(), fs]
     assert [r.get("tags") for r in tagged] == [STACK_TAGS] * len(tagged)
     (rule,) = inputs_of(preview, "alicloud:nas/accessRule:AccessRule")
-    assert (rule["sourceCidrIp"], rule["rwAccessType"], rule["userAccessType"]) == ("192.168.0.0/20", "RDWR",
-                                                                                   "no_squash")
+    assert (rule["sourceCidrIp"], rule["rwAccessType"], rule["userAccessType"]) == (
+        "192.168.0.0/20",
+        "RDWR",
+        "no_squash",
+    )
     (mount,) = inputs_of(preview, "alicloud:nas/mountTarget:MountTarget")
     assert (mount["accessGroupName"], mount["networkType"]) == ("tf-mnist-dev", "Vpc")

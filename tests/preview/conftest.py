@@ -80,8 +80,9 @@ def dev_project(toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> Iter
     if missing:
         pytest.fail(f"the Pulumi project is incomplete: {', '.join(missing)} not found in {REPO}")
     committed = (REPO / "Pulumi.dev.yaml").read_bytes()
-    project = PulumiProject(REPO, tmp_path, toolchain, include=PROJECT_FILES, pulumi_home=pulumi_home,
-                            venv=REPO / ".venv")
+    project = PulumiProject(
+        REPO, tmp_path, toolchain, include=PROJECT_FILES, pulumi_home=pulumi_home, venv=REPO / ".venv"
+    )
     project.init_stack("dev")
     yield project
     assert (REPO / "Pulumi.dev.yaml").read_bytes() == committed, "a test edited the committed Pulumi.dev.yaml"

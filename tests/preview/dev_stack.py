@@ -114,8 +114,11 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
         assert_cloud_layer(preview, workers)
     assert_namespace_and_identity(preview, mode)
 
-    (config_map,) = [r for r in preview.resources("kubernetes:core/v1:ConfigMap")
-                     if r["inputs"]["metadata"]["name"] == f"{PREFIX}-cluster-spec"]
+    (config_map,) = [
+        r
+        for r in preview.resources("kubernetes:core/v1:ConfigMap")
+        if r["inputs"]["metadata"]["name"] == f"{PREFIX}-cluster-spec"
+    ]
     spec = json.loads(config_map["inputs"]["data"]["cluster_spec.json"])
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
@@ -130,15 +133,25 @@ def assert_namespace_and_identity(preview: PreviewResult, mode: str) -> None:
     (namespace,) = preview.resources("kubernetes:core/v1:Namespace")
     labels = namespace["inputs"]["metadata"]["labels"]
     assert namespace["inputs"]["metadata"]["name"] == NAMESPACE, namespace["inputs"]["metadata"]
-    assert all(labels[f"pod-security.kubernetes.io/{m}"] == "restricted" for m in ("enforce", "warn", "audit"))
-    placed = [r for r in preview.resources() if r["type"].startswith("kubernetes:") and "metadata" in r["inputs"]
-              and r["type"] not in ("kubernetes:core/v1:Namespace", PV)]
+    assert all(
+        labels[f"pod-security.kubernetes.io/{m}"] == "restricted" for m in ("enforce", "warn", "audit")
+    )
+    placed = [
+        r
+        for r in preview.resources()
+        if r["type"].startswith("kubernetes:")
+        and "metadata" in r["inputs"]
+        and r["type"] not in ("kubernetes:core/v1:Namespace", PV)
+    ]
     expected = {NAMESPACE, UNKNOWN} if mode == "cloud" else {NAMESPACE}
     assert placed and {r["inputs"]["metadata"]["namespace"] for r in placed} <= expected, placed
     pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
-    pods += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
-    assert pods and all(min(p["securityContext"][k] for k in ("runAsUser", "runAsGroup", "fsGroup")) > 10000
-                        for p in pods), [p["securityContext"] for p in pods]
+    pods += [
+        r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
+    ]
+    assert pods and all(
+        min(p["securityContext"][k] for k in ("runAsUser", "runAsGroup", "fsGroup")) > 10000 for p in pods
+    ), [p["securityContext"] for p in pods]
 
 
 def assert_volume(preview: PreviewResult) -> str:
@@ -149,9 +162,17 @@ def assert_volume(preview: PreviewResult) -> str:
     name = pv["inputs"]["metadata"]["name"]
     assert re.fullmatch(rf"{PREFIX}-data-[0-9a-f]{{8}}", name), name
     assert pvc["inputs"]["metadata"]["name"] == pvc["inputs"]["spec"]["volumeName"] == name
-    templates = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
-    templates += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
-    claims = {v["persistentVolumeClaim"]["claimName"] for t in templates for v in t["volumes"]
-              if "persistentVolumeClaim" in v}
+    templates = [
+        r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")
+    ]
+    templates += [
+        r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
+    ]
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for t in templates
+        for v in t["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     assert claims == {name}
     return name

@@ -90,7 +90,8 @@ def find_toolchain(path: str | None = None) -> Toolchain:
         return Toolchain(None, TOOLCHAIN_BINARIES)
     bin_dir = Path(pulumi).parent
     missing = tuple(
-        name for name in TOOLCHAIN_BINARIES
+        name
+        for name in TOOLCHAIN_BINARIES
         if not (bin_dir / name).exists() and shutil.which(name, path=path) is None
     )
     blocked = {
@@ -150,7 +151,11 @@ class PreviewResult:
         for step in self.steps:
             state = step.get("newState") or {}
             rtype = state.get("type", "")
-            if state.get("custom") and rtype.startswith(type_prefix) and not rtype.startswith("pulumi:providers:"):
+            if (
+                state.get("custom")
+                and rtype.startswith(type_prefix)
+                and not rtype.startswith("pulumi:providers:")
+            ):
                 out.append(state)
         return out
 
@@ -212,8 +217,16 @@ class PulumiProject:
     ``policy_packs``: directories every ``preview`` runs with ``--policy-pack``.
     """
 
-    def __init__(self, source: Path, workdir: Path, toolchain: Toolchain, *, include: Iterable[str],
-                 pulumi_home: Path, venv: Path | None = None) -> None:
+    def __init__(
+        self,
+        source: Path,
+        workdir: Path,
+        toolchain: Toolchain,
+        *,
+        include: Iterable[str],
+        pulumi_home: Path,
+        venv: Path | None = None,
+    ) -> None:
         """Copy ``include`` (files and directories relative to ``source``) into ``workdir``.
 
         ``venv`` is linked into the copy under the same name (Pulumi.yaml's ``virtualenv``
@@ -250,11 +263,18 @@ class PulumiProject:
         self.env.pop("PULUMI_ACCESS_TOKEN", None)
         self.env.pop("PULUMI_CONFIG_PASSPHRASE_FILE", None)
 
-    def pulumi(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def pulumi(
+        self, *args: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
         """Run the CLI in the project copy; raise with both streams when ``check`` and it fails."""
         proc = subprocess.run(
             [str(self.toolchain.bin_dir / "pulumi"), *args, "--non-interactive"],
-            cwd=self.dir, env=self.env, capture_output=True, text=True, timeout=timeout, check=False,
+            cwd=self.dir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -284,7 +304,6 @@ class PulumiProject:
             plan = {}
         return PreviewResult(proc.returncode, plan, proc.stdout, proc.stderr)
 
-
     def policy_preview(self, pack: Path, timeout: float = 600) -> PolicyPreview:
         """``pulumi preview --policy-pack PACK`` in text mode, for the violations it lists."""
         proc = self.pulumi("preview", "--policy-pack", str(pack), check=False, timeout=timeout)
@@ -298,7 +317,19 @@ def install_plugins(toolchain: Toolchain, pulumi_home: Path, names: Iterable[str
     for name in names:
         binary = toolchain.bin_dir / f"pulumi-resource-{name}"
         subprocess.run(
-            [str(toolchain.bin_dir / "pulumi"), "plugin", "install", "resource", name,
-             PROVIDER_VERSIONS[name], "--file", str(binary)],
-            env=env, check=True, capture_output=True, text=True, timeout=300,
+            [
+                str(toolchain.bin_dir / "pulumi"),
+                "plugin",
+                "install",
+                "resource",
+                name,
+                PROVIDER_VERSIONS[name],
+                "--file",
+                str(binary),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )

@@ -74,8 +74,15 @@ def object_path(api_version: str, kind: str, namespace: str | None, name: str) -
 
 
 def _status(code: int, reason: str, message: str) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 @dataclass
@@ -108,9 +115,29 @@ class FakeApiServer:
             subprocess.CalledProcessError: openssl could not make the certificate.
         """
         key, cert = tls_dir / "apiserver.key", tls_dir / "apiserver.crt"
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                        "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.ca_data = base64.b64encode(cert.read_bytes()).decode()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
@@ -160,8 +187,12 @@ class FakeApiServer:
         base, _, plural = collection.rpartition("/")
         across = re.compile(re.escape(base) + r"(/namespaces/[^/]+)?/" + re.escape(plural) + r"/[^/]+")
         with self._lock:
-            return [obj for path, obj in self.objects.items()
-                    if path.startswith(collection + "/") or ("/namespaces/" not in base and across.fullmatch(path))]
+            return [
+                obj
+                for path, obj in self.objects.items()
+                if path.startswith(collection + "/")
+                or ("/namespaces/" not in base and across.fullmatch(path))
+            ]
 
     def delete(self, path: str) -> dict | None:
         with self._lock:
@@ -176,25 +207,47 @@ def _discovery(path: str) -> dict | None:
     if path == "/version":
         return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
     if path == "/api":
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        }
     groups: dict[str, set[str]] = {}
     for group, version, *_ in RESOURCES:
         if group:
             groups.setdefault(group, set()).add(version)
     if path == "/apis":
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-            {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs)],
-             "preferredVersion": {"groupVersion": f"{g}/{sorted(vs)[-1]}", "version": sorted(vs)[-1]}}
-            for g, vs in sorted(groups.items())]}
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in sorted(vs)],
+                    "preferredVersion": {"groupVersion": f"{g}/{sorted(vs)[-1]}", "version": sorted(vs)[-1]},
+                }
+                for g, vs in sorted(groups.items())
+            ],
+        }
     for group, version in {(r[0], r[1]) for r in RESOURCES}:
         base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
         if path == base:
-            return {"kind": "APIResourceList", "apiVersion": "v1",
-                    "groupVersion": f"{group}/{version}" if group else version,
-                    "resources": [{"name": plural, "singularName": kind.lower(), "namespaced": namespaced,
-                                   "kind": kind, "verbs": VERBS}
-                                  for g, v, plural, kind, namespaced in RESOURCES if (g, v) == (group, version)]}
+            return {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": f"{group}/{version}" if group else version,
+                "resources": [
+                    {
+                        "name": plural,
+                        "singularName": kind.lower(),
+                        "namespaced": namespaced,
+                        "kind": kind,
+                        "verbs": VERBS,
+                    }
+                    for g, v, plural, kind, namespaced in RESOURCES
+                    if (g, v) == (group, version)
+                ],
+            }
     return None
 
 
@@ -242,8 +295,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._watch()
             return
         if _is_collection(path):
-            self._send(200, {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                             "items": self.api.listed(path)})
+            self._send(
+                200,
+                {
+                    "kind": "List",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "1"},
+                    "items": self.api.listed(path),
+                },
+            )
             return
         self._send(404, _status(404, "NotFound", f"{path} not found"))
 

@@ -32,8 +32,9 @@ QUICK = sorted(role.name for role in ROLES if role.quick)
 def account_project(toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> Iterator[PulumiProject]:
     """A copy of account/ with a stack ``acct`` and the offline alicloud provider settings."""
     require_binary(toolchain, "pulumi-resource-alicloud")
-    project = PulumiProject(REPO, tmp_path, toolchain, include=("account", "infra"), pulumi_home=pulumi_home,
-                            venv=REPO / ".venv")
+    project = PulumiProject(
+        REPO, tmp_path, toolchain, include=("account", "infra"), pulumi_home=pulumi_home, venv=REPO / ".venv"
+    )
     # The project is account/ in the copy; its Pulumi.yaml finds the venv at ../.venv, where
     # PulumiProject linked it, and its __main__ finds the account package (and infra, whose
     # stack_state.py it uses) one level up.
@@ -56,19 +57,25 @@ def test_a_fresh_account_previews_every_role_and_attachment(account_project: Pul
         assert trust["Statement"][0]["Principal"]["Service"] == [role.service]
         assert roles[role.name].get("retainOnDelete") is True
         assert {k: attachments[role.name][k] for k in ("policyName", "policyType")} == {
-            "policyName": f"{role.name}Policy", "policyType": "System"}
+            "policyName": f"{role.name}Policy",
+            "policyType": "System",
+        }
     assert {s["op"] for s in preview.steps} == {"create"}
     # Opening the services is an invoke that needs the cloud: the preview only announces it.
     assert "`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS" in preview.messages()
 
 
-def test_after_quick_authorization_the_preview_adds_the_autoscaler_roles(account_project: PulumiProject) -> None:
+def test_after_quick_authorization_the_preview_adds_the_autoscaler_roles(
+    account_project: PulumiProject,
+) -> None:
     account_project.set_config("existingRoles", json.dumps(QUICK))
     account_project.set_config("activateServices", "false")
     preview = account_project.preview()
     assert preview.returncode == 0, preview.messages()
     assert sorted(r["inputs"]["roleName"] for r in preview.resources(ROLE)) == [
-        "AliyunCSManagedAutoScalerRole", "AliyunOOSLifecycleHook4CSRole"]
+        "AliyunCSManagedAutoScalerRole",
+        "AliyunOOSLifecycleHook4CSRole",
+    ]
     assert len(preview.resources(ATTACHMENT)) == 2
     assert "opens ACK Pro" not in preview.messages()
 

@@ -16,8 +16,9 @@ DOMAIN = "0f1e2d3c4b-xyz89.cn-hangzhou.nas.aliyuncs.com"
 CLUSTER = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 
 
-def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(dev_project: PulumiProject,
-                                                                toolchain: Toolchain) -> None:
+def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """nas.mountTargetDomain with vpc.id: a vSwitch in that VPC, no NAS resource, the PV on that domain."""
     configure(dev_project, toolchain, "cloud")
     dev_project.set_config("nas.mountTargetDomain", DOMAIN)
@@ -34,8 +35,9 @@ def test_an_existing_mount_target_in_cloud_mode_creates_no_nas(dev_project: Pulu
     assert pv["inputs"]["spec"]["csi"]["volumeAttributes"]["server"] == DOMAIN
 
 
-def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(dev_project: PulumiProject,
-                                                                 toolchain: Toolchain) -> None:
+def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """cluster.networkPlugin terway: a second vSwitch (``tf-mnist-dev-pods``, cluster.podVswitchCidr's
     default, in the node vSwitch's zone and VPC), and the cluster with pod_vswitch_ids from it, the
     terway-eniip addon and no pod_cidr, as the real provider checked them; no Flannel warning."""
@@ -61,14 +63,25 @@ def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(dev_project: Pu
     assert "does not enforce Kubernetes NetworkPolicy" not in preview.messages()
 
 
-@pytest.mark.parametrize("mode,settings,message", [
-    ("cluster", {"gpuPool.size": "3"},
-     "Configuration 'tf-mnist:gpuPool.size' value '3' is invalid: applies only without kubeconfig"),
-    ("cloud", {"nas.mountTargetDomain": DOMAIN},
-     f"Configuration 'tf-mnist:nas.mountTargetDomain' value '{DOMAIN}' is invalid: needs vpc.id or vswitch.id"),
-], ids=["gpuPool-with-kubeconfig", "domain-without-vpc"])
+@pytest.mark.parametrize(
+    "mode,settings,message",
+    [
+        (
+            "cluster",
+            {"gpuPool.size": "3"},
+            "Configuration 'tf-mnist:gpuPool.size' value '3' is invalid: applies only without kubeconfig",
+        ),
+        (
+            "cloud",
+            {"nas.mountTargetDomain": DOMAIN},
+            f"Configuration 'tf-mnist:nas.mountTargetDomain' value '{DOMAIN}' is invalid: needs vpc.id or vswitch.id",
+        ),
+    ],
+    ids=["gpuPool-with-kubeconfig", "domain-without-vpc"],
+)
 def test_keys_that_mean_nothing_here_fail_with_the_programs_message(
-        dev_project: PulumiProject, toolchain: Toolchain, mode: str, settings: dict, message: str) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain, mode: str, settings: dict, message: str
+) -> None:
     configure(dev_project, toolchain, mode)
     for key, value in settings.items():
         dev_project.set_config(key, value)

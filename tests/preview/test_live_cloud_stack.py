@@ -37,16 +37,24 @@ COMPONENTS = {f"tf-mnist:index:{name}" for name in ("Network", "Cluster", "NodeP
 PROVIDER = "urn:pulumi:dev::tf-mnist::pulumi:providers:alicloud::default_3_95_0"
 PROVIDER_ID = "00000000-0000-4000-8000-000000000001"
 #: What replacing would lose: the network the cluster's nodes live in, the cluster, the data.
-KEPT = ("alicloud:vpc/network:Network", "alicloud:vpc/switch:Switch",
-        "alicloud:cs/managedKubernetes:ManagedKubernetes", "alicloud:nas/fileSystem:FileSystem",
-        "alicloud:nas/mountTarget:MountTarget")
+KEPT = (
+    "alicloud:vpc/network:Network",
+    "alicloud:vpc/switch:Switch",
+    "alicloud:cs/managedKubernetes:ManagedKubernetes",
+    "alicloud:nas/fileSystem:FileSystem",
+    "alicloud:nas/mountTarget:MountTarget",
+)
 #: The error an offline preview of a live cloud stack ends with (no endpoint to ask).
 CREDENTIAL_CALL = "alicloud:cs/getClusterCredential:getClusterCredential"
 
 
 #: How Alibaba Cloud ids of these types start (the provider validates some, e.g. a vSwitch id).
-ID_PREFIX = {"alicloud:vpc/network:Network": "vpc-", "alicloud:vpc/switch:Switch": "vsw-",
-             "alicloud:cs/managedKubernetes:ManagedKubernetes": "c", "alicloud:cs/nodePool:NodePool": "np"}
+ID_PREFIX = {
+    "alicloud:vpc/network:Network": "vpc-",
+    "alicloud:vpc/switch:Switch": "vsw-",
+    "alicloud:cs/managedKubernetes:ManagedKubernetes": "c",
+    "alicloud:cs/nodePool:NodePool": "np",
+}
 
 
 def _fake_id(type_: str, urn: str) -> str:
@@ -74,12 +82,14 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 def _known(inputs: dict, depends: dict[str, list[str]], ids: dict[str, str]) -> dict:
     """``inputs`` with each unknown value that comes from one resource's id filled in with that
     id (a vSwitch's vpcId, a pool's clusterId, a mount target's fileSystemId)."""
+
     def fill(key: str, value: Any) -> Any:
         if isinstance(value, list):
             return [fill(key, v) for v in value]
         if value == UNKNOWN and len(depends.get(key, [])) == 1 and depends[key][0] in ids:
             return ids[depends[key][0]]
         return value
+
     return {key: fill(key, value) for key, value in inputs.items()}
 
 
@@ -91,16 +101,28 @@ def _state_entries(planned: PreviewResult, rename: Callable[[str], str]) -> list
         AssertionError: an input stayed unknown (it comes from something other than an id).
     """
     config = {key.split(":", 1)[1]: value for key, value in alicloud_offline_config().items()}
-    entries = [{"urn": PROVIDER, "custom": True, "id": PROVIDER_ID, "type": "pulumi:providers:alicloud",
-                "inputs": {**config, "version": "3.95.0"}, "outputs": {**config, "version": "3.95.0"}}]
+    entries = [
+        {
+            "urn": PROVIDER,
+            "custom": True,
+            "id": PROVIDER_ID,
+            "type": "pulumi:providers:alicloud",
+            "inputs": {**config, "version": "3.95.0"},
+            "outputs": {**config, "version": "3.95.0"},
+        }
+    ]
     states = [s["newState"] for s in planned.steps if s.get("newState")]
     states = [s for s in states if s["type"] == "pulumi:pulumi:Stack" or _cloud(s["type"])]
     ids = {s["urn"]: _fake_id(s["type"], rename(s["urn"])) for s in states if s.get("custom")}
     for state in states:
         inputs = _known(state.get("inputs", {}), state.get("propertyDependencies", {}), ids)
         assert UNKNOWN not in json.dumps(inputs), (state["urn"], inputs)
-        entry = {"urn": rename(state["urn"]), "custom": bool(state.get("custom")), "type": state["type"],
-                 "inputs": _renamed(inputs, rename)}
+        entry = {
+            "urn": rename(state["urn"]),
+            "custom": bool(state.get("custom")),
+            "type": state["type"],
+            "inputs": _renamed(inputs, rename),
+        }
         if state.get("parent"):
             entry["parent"] = rename(state["parent"])
         if state.get("dependencies"):
@@ -118,8 +140,11 @@ def _state_entries(planned: PreviewResult, rename: Callable[[str], str]) -> list
 LIVE_RESOURCES = 16
 
 
-def _make_live(project: PulumiProject, rename: Callable[[str], str] = lambda s: s,
-               edit: Callable[[list[dict]], None] | None = None) -> int:
+def _make_live(
+    project: PulumiProject,
+    rename: Callable[[str], str] = lambda s: s,
+    edit: Callable[[list[dict]], None] | None = None,
+) -> int:
     """Write the dev stack's cloud layer into the project's state as if it had been deployed
     (names through ``rename``: how an older program named them; ``edit`` changes the entries
     further). Returns the number of resources besides the provider."""
@@ -151,7 +176,8 @@ def _cloud_steps(preview: PreviewResult) -> dict[tuple[str, str], str]:
 
 
 def test_a_new_name_prefix_on_a_live_cloud_stack_changes_no_cloud_resource(
-        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """namePrefix renames the Kubernetes objects only: the cloud layer is named after the stack,
     so no input of a live stack's VPC, cluster, pools or NAS changes and nothing is replaced.
 
@@ -171,7 +197,8 @@ def test_a_new_name_prefix_on_a_live_cloud_stack_changes_no_cloud_resource(
 
 
 def test_a_stack_named_after_its_prefix_keeps_its_network_cluster_and_nas(
-        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """A stack deployed when the cloud layer was named ``<namePrefix>-<stack>``: the aliases
     carry every cloud resource over to its new Pulumi name (nothing created from scratch, nothing
     deleted), and the provider updates the renamed VPC, vSwitch, NAS and cluster in place.
@@ -193,9 +220,13 @@ def test_a_stack_named_after_its_prefix_keeps_its_network_cluster_and_nas(
 #: The settings that were the defaults before a new cluster got Terway, the NAS Capacity in the
 #: nodes' zone, and the GPU pool fallbacks, a pinned driver and autoscaling from zero; flat values
 #: as `pulumi config set` stores them.
-EARLIER_DEFAULTS = {"cluster.networkPlugin": "flannel", "nas.storageType": "Performance",
-                    "gpuPool.instanceTypes": '["ecs.gn5-c4g1.xlarge"]', "gpuPool.driverVersion": "",
-                    "gpuPool.autoscaling": "false"}
+EARLIER_DEFAULTS = {
+    "cluster.networkPlugin": "flannel",
+    "nas.storageType": "Performance",
+    "gpuPool.instanceTypes": '["ecs.gn5-c4g1.xlarge"]',
+    "gpuPool.driverVersion": "",
+    "gpuPool.autoscaling": "false",
+}
 FS = "alicloud:nas/fileSystem:FileSystem"
 
 
@@ -211,7 +242,8 @@ def _as_deployed_earlier(entries: list[dict]) -> None:
 
 
 def test_a_stack_deployed_with_the_earlier_defaults_keeps_its_cluster_and_nas(
-        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """A stack deployed when Flannel, a Performance NAS without a zone and a fixed GN5 pool were
     the defaults, none of them set: a plain preview of this program keeps the Flannel cluster
     and the file system (their plugin and type come from the state; the file system's zone is
@@ -229,10 +261,17 @@ def test_a_stack_deployed_with_the_earlier_defaults_keeps_its_cluster_and_nas(
     steps = _cloud_steps(preview)
     ops = {k: op.split()[0] for k, op in steps.items()}
     assert {k: op for k, op in ops.items() if op not in ("same", "update")} == {
-        ("alicloud:cs/autoscalingConfig:AutoscalingConfig", f"{CLOUD_NAME}-autoscaler"): "create"}, steps
-    for kept in (("alicloud:cs/managedKubernetes:ManagedKubernetes", f"{CLOUD_NAME}-ack"), (FS, f"{CLOUD_NAME}-fs")):
+        ("alicloud:cs/autoscalingConfig:AutoscalingConfig", f"{CLOUD_NAME}-autoscaler"): "create"
+    }, steps
+    for kept in (
+        ("alicloud:cs/managedKubernetes:ManagedKubernetes", f"{CLOUD_NAME}-ack"),
+        (FS, f"{CLOUD_NAME}-fs"),
+    ):
         op, changed = steps[kept].split(" ", 1)
-        assert op == "update" and all(k.startswith("tags") for k in ast.literal_eval(changed)), (kept, steps[kept])
+        assert op == "update" and all(k.startswith("tags") for k in ast.literal_eval(changed)), (
+            kept,
+            steps[kept],
+        )
     gpu = steps[("alicloud:cs/nodePool:NodePool", f"{CLOUD_NAME}-gpu")]
     for changed in ("desiredSize", "instanceTypes", "labels", "scalingConfig", "tags"):
         assert changed in gpu, gpu

@@ -18,7 +18,12 @@ def _source_and_list_plugins(home: Path, tmp_path: Path) -> subprocess.Completed
     env = {**os.environ, "PULUMI_HOME": str(home), "PULUMI_BACKEND_URL": f"file://{tmp_path}"}
     return subprocess.run(
         ["bash", "-c", "source tools/pulumi-toolchain/pulumi-offline-env.sh && pulumi plugin ls"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_killed_plugin_install_is_installed_again(toolchain, tmp_path):

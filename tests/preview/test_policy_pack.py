@@ -44,8 +44,9 @@ def assert_refused_by(preview: PolicyPreview, policy: str) -> list[dict[str, str
 
 
 @pytest.mark.parametrize("mode", ["cloud", "cluster"])
-def test_the_committed_dev_stack_passes_every_rule(dev_project: PulumiProject, toolchain: Toolchain,
-                                                   mode: str) -> None:
+def test_the_committed_dev_stack_passes_every_rule(
+    dev_project: PulumiProject, toolchain: Toolchain, mode: str
+) -> None:
     configure(dev_project, toolchain, mode)
     preview = dev_project.policy_preview(PACK)
     assert preview.returncode == 0, preview.output
@@ -53,8 +54,9 @@ def test_the_committed_dev_stack_passes_every_rule(dev_project: PulumiProject, t
     assert preview.violations() == []  # advisory ones too (a policy that met an unknown value)
 
 
-def test_a_nodeport_tensorboard_breaks_tensorboard_source_ranges(dev_project: PulumiProject,
-                                                                  toolchain: Toolchain) -> None:
+def test_a_nodeport_tensorboard_breaks_tensorboard_source_ranges(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     configure(dev_project, toolchain, "cluster")
     dev_project.set_config("tensorboard.serviceType", "NodePort")
     (violation,) = assert_refused_by(dev_project.policy_preview(PACK), "tensorboard-source-ranges")
@@ -63,8 +65,9 @@ def test_a_nodeport_tensorboard_breaks_tensorboard_source_ranges(dev_project: Pu
     assert "fix: pulumi config set tensorboard.serviceType ClusterIP" in violation["message"]
 
 
-def test_a_fixed_size_gpu_pool_breaks_gpu_pool_scale_to_zero(dev_project: PulumiProject,
-                                                             toolchain: Toolchain) -> None:
+def test_a_fixed_size_gpu_pool_breaks_gpu_pool_scale_to_zero(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     configure(dev_project, toolchain, "cloud")
     dev_project.set_config("gpuPool.autoscaling", "false")
     (violation,) = assert_refused_by(dev_project.policy_preview(PACK), "gpu-pool-scale-to-zero")
@@ -74,8 +77,9 @@ def test_a_fixed_size_gpu_pool_breaks_gpu_pool_scale_to_zero(dev_project: Pulumi
     assert "fix: pulumi config set gpuPool.autoscaling true" in violation["message"]
 
 
-def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(dev_project: PulumiProject,
-                                                                  toolchain: Toolchain) -> None:
+def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     configure(dev_project, toolchain, "cloud")
     dev_project.set_config("gpuPool.size", "40")
     (violation,) = assert_refused_by(dev_project.policy_preview(PACK), "replica-bound-node-pool")
@@ -83,29 +87,43 @@ def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(dev_project: P
     assert f"fix: pulumi config set gpuPool.size {MAX_WORKERS + 1}" in violation["message"]
 
 
-def test_a_latest_worker_image_breaks_image_tag_pinned(dev_project: PulumiProject, toolchain: Toolchain) -> None:
+def test_a_latest_worker_image_breaks_image_tag_pinned(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     configure(dev_project, toolchain, "cluster")
     dev_project.set_config("worker.image", "registry.example.com/team/trainer:latest")
     violations = assert_refused_by(dev_project.policy_preview(PACK), "image-tag-pinned")
     assert sorted(v["resource"] for v in violations) == [
-        f"kubernetes:batch/v1:Job: mnist-worker-{i}" for i in range(2)]
-    assert all("(tag latest)" in v["message"] and "fix: pulumi config set worker.image" in v["message"]
-               for v in violations)
+        f"kubernetes:batch/v1:Job: mnist-worker-{i}" for i in range(2)
+    ]
+    assert all(
+        "(tag latest)" in v["message"] and "fix: pulumi config set worker.image" in v["message"]
+        for v in violations
+    )
 
 
 # --- what the stack's configuration refuses: small programs of their own ----------------------
 
-def inline_project(tmp_path: Path, toolchain: Toolchain, pulumi_home: Path, program: str,
-                   config: dict[str, str]) -> PulumiProject:
+
+def inline_project(
+    tmp_path: Path, toolchain: Toolchain, pulumi_home: Path, program: str, config: dict[str, str]
+) -> PulumiProject:
     """A one-file Pulumi project running ``program`` in the project's .venv, its stack created
     and ``config`` set (keys ending in Key or kubeconfig as secrets)."""
     source = tmp_path / "source"
     source.mkdir(parents=True)
     (source / "Pulumi.yaml").write_text(
-        "name: policy-probe\nruntime:\n  name: python\n  options:\n    virtualenv: .venv\n")
+        "name: policy-probe\nruntime:\n  name: python\n  options:\n    virtualenv: .venv\n"
+    )
     (source / "__main__.py").write_text(textwrap.dedent(program))
-    project = PulumiProject(source, tmp_path, toolchain, include=("Pulumi.yaml", "__main__.py"),
-                            pulumi_home=pulumi_home, venv=REPO / ".venv")
+    project = PulumiProject(
+        source,
+        tmp_path,
+        toolchain,
+        include=("Pulumi.yaml", "__main__.py"),
+        pulumi_home=pulumi_home,
+        venv=REPO / ".venv",
+    )
     project.init_stack("dev")
     for key, value in config.items():
         project.set_config(key, value, secret=key.endswith(("Key", "kubeconfig")))
@@ -116,57 +134,82 @@ KUBERNETES = {"kubernetes:kubeconfig": UNREACHABLE_KUBECONFIG}
 
 
 def test_a_source_range_of_everyone_breaks_tensorboard_source_ranges(
-        dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
     """The stack refuses tensorboard.allowedSourceRanges 0.0.0.0/0 itself; a program that makes
     such a Service meets the pack."""
     dev_project.set_config("tensorboard.serviceType", "LoadBalancer")
     dev_project.set_config("tensorboard.allowedSourceRanges[0]", "0.0.0.0/0", path=True)
     refused = dev_project.preview().refused_output()
     assert "'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid" in refused, refused
-    probe = inline_project(tmp_path / "probe", toolchain, pulumi_home, """
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        """
         import pulumi_kubernetes as k8s
         k8s.core.v1.Service("board", metadata={"name": "mnist-tensorboard"}, spec={
             "type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24", "0.0.0.0/0"],
             "ports": [{"port": 80}]})
-        """, KUBERNETES)
+        """,
+        KUBERNETES,
+    )
     (violation,) = assert_refused_by(probe.policy_preview(PACK), "tensorboard-source-ranges")
     assert violation["resource"] == "kubernetes:core/v1:Service: board"
-    assert "mnist-tensorboard: loadBalancerSourceRanges '0.0.0.0/0' admits every address" in violation["message"]
+    assert (
+        "mnist-tensorboard: loadBalancerSourceRanges '0.0.0.0/0' admits every address" in violation["message"]
+    )
 
 
 def test_more_worker_jobs_than_the_bound_break_replica_bound_jobs(
-        dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
     """The stack refuses worker.number 33 itself; a program with 33 worker Jobs of one run meets
     the pack's stack policy."""
     dev_project.set_config("worker.number", str(MAX_WORKERS + 1))
     refused = dev_project.preview().refused_output()
     assert f"'tf-mnist:worker.number' value '{MAX_WORKERS + 1}' is invalid" in refused, refused
-    probe = inline_project(tmp_path / "probe", toolchain, pulumi_home, f"""
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        f"""
         import pulumi_kubernetes as k8s
         for i in range({MAX_WORKERS + 1}):
             labels = {{"app.kubernetes.io/instance": "mnist", "tf-replica-type": "worker"}}
             k8s.batch.v1.Job(f"worker-{{i}}", metadata={{"name": f"mnist-worker-{{i}}", "labels": labels}}, spec={{
                 "template": {{"spec": {{"restartPolicy": "Never", "containers": [
                     {{"name": "tensorflow", "image": "registry.example.com/trainer:2.21.0-cpu"}}]}}}}}})
-        """, KUBERNETES)
+        """,
+        KUBERNETES,
+    )
     (violation,) = assert_refused_by(probe.policy_preview(PACK), "replica-bound-jobs")
     assert f"run mnist in namespace default: {MAX_WORKERS + 1} worker Jobs" in violation["message"]
     assert f"fix: pulumi config set worker.number {MAX_WORKERS}" in violation["message"]
 
 
-def test_an_untagged_cloud_resource_breaks_alicloud_tags(toolchain: Toolchain, pulumi_home: Path,
-                                                         tmp_path: Path) -> None:
+def test_an_untagged_cloud_resource_breaks_alicloud_tags(
+    toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
     """No configuration takes the stack's tags off: a program with a tagged and an untagged VPC."""
     from .conftest import require_binary
 
     require_binary(toolchain, "pulumi-resource-alicloud")
-    probe = inline_project(tmp_path / "probe", toolchain, pulumi_home, """
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        """
         import pulumi_alicloud as alicloud
         alicloud.vpc.Network("tagged", cidr_block="10.0.0.0/16",
                              tags={"pulumi:project": "policy-probe", "pulumi:stack": "dev"})
         alicloud.vpc.Network("untagged", cidr_block="10.1.0.0/16")
-        """, alicloud_offline_config())
+        """,
+        alicloud_offline_config(),
+    )
     (violation,) = assert_refused_by(probe.policy_preview(PACK), "alicloud-tags")
     assert violation["resource"] == "alicloud:vpc:Network: untagged"  # the CLI shows the type's short form
-    assert ("Network untagged: tags pulumi:project=None, pulumi:stack=None; rule: every alicloud resource that "
-            "takes tags carries pulumi:project='policy-probe' and pulumi:stack='dev'") in violation["message"]
+    assert (
+        "Network untagged: tags pulumi:project=None, pulumi:stack=None; rule: every alicloud resource that "
+        "takes tags carries pulumi:project='policy-probe' and pulumi:stack='dev'"
+    ) in violation["message"]

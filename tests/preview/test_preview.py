@@ -82,8 +82,9 @@ def test_config_set_path_worker_number_4(dev_project: PulumiProject, toolchain: 
     assert_topology(dev_project.preview(), 4, mode)
 
 
-def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_project: PulumiProject,
-                                                                         toolchain: Toolchain) -> None:
+def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """gpuPool.autoscaling (the default): the pool scales 0..2 and the cluster's autoscaler (which
     ACK needs to scale a pool from zero) is configured after it; nas.fileSystemId: a mount target
     on that file system and no new one; namePrefix vision: the Kubernetes objects are renamed, no
@@ -95,28 +96,53 @@ def test_cloud_mode_autoscaler_existing_file_system_and_a_new_name_prefix(dev_pr
     assert preview.returncode == 0, preview.messages()
     (autoscaler,) = inputs_of(preview, "alicloud:cs/autoscalingConfig:AutoscalingConfig")
     assert autoscaler["scaleUpFromZero"] is True and autoscaler["scalerType"] == "cluster-autoscaler"
-    (gpu,) = [p for p in inputs_of(preview, "alicloud:cs/nodePool:NodePool") if p["nodePoolName"].endswith("-gpu")]
+    (gpu,) = [
+        p for p in inputs_of(preview, "alicloud:cs/nodePool:NodePool") if p["nodePoolName"].endswith("-gpu")
+    ]
     assert {k: gpu["scalingConfig"][k] for k in ("enable", "minSize", "maxSize")} == {
-        "enable": True, "minSize": 0, "maxSize": COMMITTED_WORKERS}
+        "enable": True,
+        "minSize": 0,
+        "maxSize": COMMITTED_WORKERS,
+    }
     assert inputs_of(preview, "alicloud:nas/fileSystem:FileSystem") == []
     (mount,) = inputs_of(preview, "alicloud:nas/mountTarget:MountTarget")
     assert mount["fileSystemId"] == "0a1b2c3d4e"
-    cloud = [s["urn"].rsplit("::", 1)[1] for s in preview.steps
-             if s["urn"].split("::")[2].rsplit("$", 1)[-1].startswith("alicloud:")]
+    cloud = [
+        s["urn"].rsplit("::", 1)[1]
+        for s in preview.steps
+        if s["urn"].split("::")[2].rsplit("$", 1)[-1].startswith("alicloud:")
+    ]
     assert cloud and all(name.startswith("tf-mnist-dev-") for name in cloud), cloud
     assert "vision-chief-0" in names_of(preview, "kubernetes:batch/v1:Job")
 
 
-@pytest.mark.parametrize("key,value,message", [
-    ("cluster.version", "1.33", "Configuration 'tf-mnist:cluster.version' value '1.33' is invalid: must be an "
-                                "ACK version <major>.<minor>.<patch>-aliyun.<n>"),
-    ("cluster.podCidr", "192.168.128.0/17", "Configuration 'tf-mnist:cluster.podCidr' value '192.168.128.0/17' is "
-                                            "invalid: must not overlap vpc.cidr (192.168.0.0/16)"),
-    ("zone", "cn-beijing-a", "Configuration 'tf-mnist:zone' value 'cn-beijing-a' is invalid: must be a zone of "
-                             "region cn-hangzhou (alicloud:region)"),
-], ids=["version", "podCidr", "zone"])
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        (
+            "cluster.version",
+            "1.33",
+            "Configuration 'tf-mnist:cluster.version' value '1.33' is invalid: must be an "
+            "ACK version <major>.<minor>.<patch>-aliyun.<n>",
+        ),
+        (
+            "cluster.podCidr",
+            "192.168.128.0/17",
+            "Configuration 'tf-mnist:cluster.podCidr' value '192.168.128.0/17' is "
+            "invalid: must not overlap vpc.cidr (192.168.0.0/16)",
+        ),
+        (
+            "zone",
+            "cn-beijing-a",
+            "Configuration 'tf-mnist:zone' value 'cn-beijing-a' is invalid: must be a zone of "
+            "region cn-hangzhou (alicloud:region)",
+        ),
+    ],
+    ids=["version", "podCidr", "zone"],
+)
 def test_cloud_values_ack_would_refuse_fail_at_preview_with_the_programs_message(
-        dev_project: PulumiProject, key: str, value: str, message: str) -> None:
+    dev_project: PulumiProject, key: str, value: str, message: str
+) -> None:
     """ACK refuses these only when it creates the cluster (the provider does not check them at
     preview), after the VPC and NAS exist: the program refuses them before anything is planned.
     (Flannel, which cluster.podCidr is for.)"""
@@ -140,7 +166,9 @@ def test_bad_worker_number_fails_with_the_programs_message(dev_project: PulumiPr
     assert "worker.number" in output and "four" in output, output
 
 
-def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_project: PulumiProject) -> None:
+def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(
+    dev_project: PulumiProject,
+) -> None:
     """`config set worker.number 4` then `config set --path worker.number 6`: the CLI keeps both.
 
     The program must not silently preview 4 workers (the flat value) after the user's latest
@@ -152,11 +180,15 @@ def test_a_key_set_flat_and_then_with_path_fails_with_the_programs_message(dev_p
     assert (config["tf-mnist:worker.number"], config["tf-mnist:worker"]["number"]) == ("4", 6)
     preview = dev_project.preview()
     output = preview.refused_output()
-    assert ("Configuration 'tf-mnist:worker.number' is set twice, to '4' (flat) and to '6' (--path)" in output), output
+    assert (
+        "Configuration 'tf-mnist:worker.number' is set twice, to '4' (flat) and to '6' (--path)" in output
+    ), output
     assert "pulumi config rm worker.number (keeps '6')" in output, output
 
 
-def test_secret_config_never_appears_in_plain_text_in_the_plan(dev_project: PulumiProject, toolchain: Toolchain) -> None:
+def test_secret_config_never_appears_in_plain_text_in_the_plan(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """kubeconfig (content) and nas.mountTargetDomain set with --secret stay secret in `preview --json`.
 
     Before the program carried nas.mountTargetDomain as a secret, its plaintext showed in the
@@ -171,7 +203,9 @@ def test_secret_config_never_appears_in_plain_text_in_the_plan(dev_project: Pulu
         assert plaintext not in preview.stdout and plaintext not in preview.stderr
 
 
-def test_a_secret_the_stack_cannot_keep_secret_is_refused(dev_project: PulumiProject, toolchain: Toolchain) -> None:
+def test_a_secret_the_stack_cannot_keep_secret_is_refused(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """`pulumi config set --secret --path worker.memory 9Gi`: the value would go into pod specs in plain text."""
     configure(dev_project, toolchain, "cluster")
     dev_project.set_config("worker.memory", "9Gi", path=True, secret=True)
@@ -186,8 +220,10 @@ def test_a_misspelt_key_fails_with_the_programs_message(dev_project: PulumiProje
     dev_project.set_config("worker.numbr", "4")
     preview = dev_project.preview()
     output = preview.refused_output()
-    assert ("Configuration 'tf-mnist:worker.numbr' value '4' is not a setting of this stack "
-            "(did you mean worker.number?)") in output, output
+    assert (
+        "Configuration 'tf-mnist:worker.numbr' value '4' is not a setting of this stack "
+        "(did you mean worker.number?)"
+    ) in output, output
     assert "fix: pulumi config rm worker.numbr" in output, output
 
 
@@ -199,7 +235,8 @@ REGISTRY_PASSWORD = "s3cr3t-Registry-Pa55"
 
 
 def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
-        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """`pulumi config set --secret registryCredentials.password ...`: the plan holds the Secret
     (type kubernetes.io/dockerconfigjson) that every pod pulls with, and no plain credential."""
     import base64
@@ -215,7 +252,9 @@ def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
     assert secret["inputs"]["type"] == "kubernetes.io/dockerconfigjson"
     assert secret["inputs"]["metadata"]["name"] == f"{PREFIX}-registry"
     pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
-    pods += [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")]
+    pods += [
+        r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
+    ]
     assert len(pods) == 1 + COMMITTED_WORKERS + PS + 3  # + staging, the run monitor, TensorBoard
     assert all(pod["imagePullSecrets"] == [{"name": f"{PREFIX}-registry"}] for pod in pods)
     auth = base64.b64encode(f"{REGISTRY_USERNAME}:{REGISTRY_PASSWORD}".encode()).decode()
@@ -225,16 +264,23 @@ def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
 
 
 def _provider_op(preview: PreviewResult) -> str:
-    (step,) = [s for s in preview.steps if s.get("urn", "").endswith("pulumi:providers:kubernetes::mnist-k8s")]
+    (step,) = [
+        s for s in preview.steps if s.get("urn", "").endswith("pulumi:providers:kubernetes::mnist-k8s")
+    ]
     return step["op"]
 
 
-@pytest.mark.parametrize("server,ops", [
-    ("https://127.0.0.1:1", {"update", "same"}),  # the same cluster: never a replacement
-    ("https://127.0.0.2:1", {"replace", "create-replacement"}),  # another cluster: everything moves
-], ids=["same-server", "other-server"])
+@pytest.mark.parametrize(
+    "server,ops",
+    [
+        ("https://127.0.0.1:1", {"update", "same"}),  # the same cluster: never a replacement
+        ("https://127.0.0.2:1", {"replace", "create-replacement"}),  # another cluster: everything moves
+    ],
+    ids=["same-server", "other-server"],
+)
 def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
-        dev_project: PulumiProject, toolchain: Toolchain, server: str, ops: set) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain, server: str, ops: set
+) -> None:
     """The provider is created (a targeted `pulumi up`, which needs no cluster), then the
     kubeconfig is set a second time with a new token and CA setting: with the same API server
     the provider is updated, not replaced (its cluster_identifier is the server URL; without
@@ -243,10 +289,10 @@ def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
     configure(dev_project, toolchain, "cluster")
     provider = "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s"
     dev_project.pulumi("up", "--yes", "--target", provider)
-    edited = (UNREACHABLE_KUBECONFIG
-              .replace('cluster: {server: "https://127.0.0.1:1"}',
-                       f'cluster: {{server: "{server}", insecure-skip-tls-verify: true}}')
-              .replace("not-a-credential", "a-new-token"))
+    edited = UNREACHABLE_KUBECONFIG.replace(
+        'cluster: {server: "https://127.0.0.1:1"}',
+        f'cluster: {{server: "{server}", insecure-skip-tls-verify: true}}',
+    ).replace("not-a-credential", "a-new-token")
     assert "a-new-token" in edited and "insecure-skip-tls-verify" in edited
     dev_project.set_config("tf-mnist:kubeconfig", edited, secret=True)
     preview = dev_project.preview()
@@ -254,8 +300,9 @@ def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
     assert _provider_op(preview) in ops
 
 
-def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project: PulumiProject,
-                                                                    toolchain: Toolchain) -> None:
+def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """An NFS volume, a deadline, placement set with --path and ps.number 0 (the chief
     then trains on a GPU), through the real CLI and kubernetes provider."""
     configure(dev_project, toolchain, "cluster")
@@ -268,11 +315,19 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project:
     dev_project.set_config("ps.number", "0", path=True)
     preview = dev_project.preview()
     assert preview.returncode == 0, preview.messages()
-    (pv,) = [r for r in preview.resources("kubernetes:core/v1:PersistentVolume")
-             if r["type"] == "kubernetes:core/v1:PersistentVolume"]  # not the claim
+    (pv,) = [
+        r
+        for r in preview.resources("kubernetes:core/v1:PersistentVolume")
+        if r["type"] == "kubernetes:core/v1:PersistentVolume"
+    ]  # not the claim
     assert pv["inputs"]["spec"]["nfs"] == {"server": "10.0.0.5", "path": "/exports/tf-mnist"}
-    jobs = {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")}
-    assert sorted(jobs) == [f"{PREFIX}-{name}" for name in ("chief-0", "monitor", "stage-data", "worker-0", "worker-1")]
+    jobs = {
+        r["inputs"]["metadata"]["name"]: r["inputs"]["spec"]
+        for r in preview.resources("kubernetes:batch/v1:Job")
+    }
+    assert sorted(jobs) == [
+        f"{PREFIX}-{name}" for name in ("chief-0", "monitor", "stage-data", "worker-0", "worker-1")
+    ]
     chief = jobs[f"{PREFIX}-chief-0"]
     assert chief["activeDeadlineSeconds"] == 86400
     assert [r["action"] for r in chief["podFailurePolicy"]["rules"]] == ["FailJob", "Ignore", "Ignore"]
@@ -282,6 +337,7 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(dev_project:
 
 
 # --- a volume change on a live stack --------------------------------------------------------
+
 
 def _adopt_planned_objects(project: PulumiProject, preview: PreviewResult) -> None:
     """Write every object ``preview`` plans into the stack's state as if `pulumi up` had made it
@@ -293,8 +349,11 @@ def _adopt_planned_objects(project: PulumiProject, preview: PreviewResult) -> No
     for state in (s.get("newState") for s in preview.steps):
         if not state or state["urn"] in known or state["type"].startswith("pulumi:providers:"):
             continue
-        entry = {k: state[k] for k in ("urn", "custom", "type", "parent", "dependencies", "provider",
-                                       "propertyDependencies") if state.get(k) not in (None, "", [], {})}
+        entry = {
+            k: state[k]
+            for k in ("urn", "custom", "type", "parent", "dependencies", "provider", "propertyDependencies")
+            if state.get(k) not in (None, "", [], {})
+        }
         entry["inputs"] = state.get("inputs", {})
         # pulumi-kubernetes keeps the inputs it applied under __inputs in its outputs and diffs
         # new inputs against those (its checkpoint format).
@@ -308,18 +367,23 @@ def _adopt_planned_objects(project: PulumiProject, preview: PreviewResult) -> No
     project.pulumi("stack", "import", "--file", str(path))
 
 
-@pytest.mark.parametrize("key,value", [("persistence.pvc.storage", "10Gi"),
-                                       ("persistence.pvc.matchLabels.team", "vision")],
-                         ids=["storage", "matchLabels"])
+@pytest.mark.parametrize(
+    "key,value",
+    [("persistence.pvc.storage", "10Gi"), ("persistence.pvc.matchLabels.team", "vision")],
+    ids=["storage", "matchLabels"],
+)
 def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_old_last(
-        dev_project: PulumiProject, toolchain: Toolchain, key: str, value: str) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain, key: str, value: str
+) -> None:
     """persistence.pvc.storage 5Gi -> 10Gi, or one more matchLabels label, on a stack whose
     objects exist: the engine plans a new PV and claim under a new name (create-before-delete),
     replaces the Jobs and updates TensorBoard onto the new claim, and deletes the old claim and
     then the old PV at the end (the API server would refuse the resize of a static claim, and a
     claim re-made under its old name would stay Pending on the Released old PV)."""
     configure(dev_project, toolchain, "cluster")
-    dev_project.pulumi("up", "--yes", "--target", "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s")
+    dev_project.pulumi(
+        "up", "--yes", "--target", "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s"
+    )
     first = dev_project.preview()
     old_name = assert_volume(first)
     _adopt_planned_objects(dev_project, first)
@@ -332,8 +396,10 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     new_objects = {"steps": [s for s in preview.steps if s["op"] in ("create-replacement", "update")]}
     new_name = assert_volume(PreviewResult(0, new_objects, "", ""))
     assert new_name != old_name
-    steps = [(s["op"], s["urn"].rsplit("::", 1)[1], s["urn"].split("::")[2].rsplit("$", 1)[-1])
-             for s in preview.steps]
+    steps = [
+        (s["op"], s["urn"].rsplit("::", 1)[1], s["urn"].split("::")[2].rsplit("$", 1)[-1])
+        for s in preview.steps
+    ]
     order = {(op, name, type_): i for i, (op, name, type_) in enumerate(steps)}
 
     def at(op: str, name: str, type_: str) -> int:
@@ -345,8 +411,10 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     old_pvc = at("delete-replaced", f"{PREFIX}-data", PVC)
     old_pv = at("delete-replaced", f"{PREFIX}-data", PV)
     assert new_pv < new_pvc
-    pods = [at("create-replacement", f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
-            for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1")]
+    pods = [
+        at("create-replacement", f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
+        for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1")
+    ]
     pods.append(at("update", f"{PREFIX}-tensorboard", "kubernetes:apps/v1:Deployment"))
     assert new_pvc < min(pods) and max(pods) < old_pvc < old_pv, steps
     # The Jobs keep their names, so each old Job (and, with it, its pods) goes before its
@@ -355,6 +423,12 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1"):
         job = (f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
         assert at("delete-replaced", *job) < at("create-replacement", *job)
-    assert {type_ for _, _, type_ in steps} == {"pulumi:pulumi:Stack", PV, PVC, "kubernetes:batch/v1:Job",
-                                                "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:ConfigMap"}
+    assert {type_ for _, _, type_ in steps} == {
+        "pulumi:pulumi:Stack",
+        PV,
+        PVC,
+        "kubernetes:batch/v1:Job",
+        "kubernetes:apps/v1:Deployment",
+        "kubernetes:core/v1:ConfigMap",
+    }
     assert {name for _, name, type_ in steps if type_ == "kubernetes:core/v1:ConfigMap"} == {f"{PREFIX}-run"}

@@ -24,9 +24,16 @@ READS = 200  # = READS in state_reader/__main__.py
 
 
 def test_every_read_of_the_state_beside_the_engines_writes_succeeds(
-        toolchain: Toolchain, pulumi_home: Path, tmp_path: Path) -> None:
-    project = PulumiProject(PROGRAM, tmp_path, toolchain, include=("Pulumi.yaml", "__main__.py"),
-                            pulumi_home=pulumi_home, venv=REPO / ".venv")
+    toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
+    project = PulumiProject(
+        PROGRAM,
+        tmp_path,
+        toolchain,
+        include=("Pulumi.yaml", "__main__.py"),
+        pulumi_home=pulumi_home,
+        venv=REPO / ".venv",
+    )
     shutil.copytree(REPO / "infra", project.dir / "infra", ignore=shutil.ignore_patterns("__pycache__"))
     project.init_stack("dev")
     up = project.pulumi("up", "--yes", "--skip-preview", check=False, timeout=600)

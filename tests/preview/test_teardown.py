@@ -44,10 +44,12 @@ DOMAIN = "0a1b2c3d4e-abc12.cn-hangzhou.nas.aliyuncs.com"
 
 
 def kubeconfig(api: FakeApiServer, token: str) -> str:
-    return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: ack\n  cluster: {{server: \"{api.url}\", "
-            f"certificate-authority-data: {api.ca_data}}}\n"
-            "contexts:\n- name: ack\n  context: {cluster: ack, user: ack}\ncurrent-context: ack\n"
-            f"users:\n- name: ack\n  user: {{token: {token}}}\n")
+    return (
+        f'apiVersion: v1\nkind: Config\nclusters:\n- name: ack\n  cluster: {{server: "{api.url}", '
+        f"certificate-authority-data: {api.ca_data}}}\n"
+        "contexts:\n- name: ack\n  context: {cluster: ack, user: ack}\ncurrent-context: ack\n"
+        f"users:\n- name: ack\n  user: {{token: {token}}}\n"
+    )
 
 
 @pytest.fixture
@@ -94,9 +96,12 @@ def _deploy(project: PulumiProject, api: FakeApiServer) -> list[str]:
             metadata = {**inputs["metadata"], "uid": str(uuid.uuid4()), "resourceVersion": "1"}
             live = {**inputs, "metadata": metadata}
             namespace = metadata.get("namespace")
-            entry.update(id=f"{namespace}/{metadata['name']}" if namespace else metadata["name"],
-                         inputs=inputs, outputs={**live, "__inputs": inputs},
-                         provider=f"{state['provider'].rsplit('::', 1)[0]}::{provider_id}")
+            entry.update(
+                id=f"{namespace}/{metadata['name']}" if namespace else metadata["name"],
+                inputs=inputs,
+                outputs={**live, "__inputs": inputs},
+                provider=f"{state['provider'].rsplit('::', 1)[0]}::{provider_id}",
+            )
             path = object_path(live["apiVersion"], live["kind"], namespace, metadata["name"])
             api.objects[path] = live
             paths.append(path)
@@ -117,7 +122,8 @@ def _kubernetes_objects_in_state(project: PulumiProject) -> int:
 
 
 def test_the_readmes_teardown_deletes_everything_after_the_credential_expired(
-        dev_project: PulumiProject, api: FakeApiServer) -> None:
+    dev_project: PulumiProject, api: FakeApiServer
+) -> None:
     paths = _deploy(dev_project, api)
     assert len(paths) >= 10, paths
     # ACK has issued a new credential: the program would read it (here: the setting holds it).
@@ -146,7 +152,8 @@ def test_the_readmes_teardown_deletes_everything_after_the_credential_expired(
 
 
 def test_refresh_after_the_credential_expired_needs_the_program_too(
-        dev_project: PulumiProject, api: FakeApiServer) -> None:
+    dev_project: PulumiProject, api: FakeApiServer
+) -> None:
     """refresh reads every object: with the state's provider it gets 401, with the program's not."""
     paths = _deploy(dev_project, api)
     dev_project.set_config("tf-mnist:kubeconfig", kubeconfig(api, FRESH), secret=True)
@@ -161,7 +168,8 @@ def test_refresh_after_the_credential_expired_needs_the_program_too(
 
 
 def test_a_cloud_stacks_destroy_with_the_program_asks_ack_for_a_new_credential(
-        dev_project: PulumiProject, toolchain: Toolchain) -> None:
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
     """The cloud layer's side, as far as it goes offline: on a live cloud stack (its network,
     cluster, pools and NAS in the state) a destroy that runs the program asks ACK for a credential
     for the cluster in the state before it deletes anything; offline that call is the one that
@@ -170,7 +178,9 @@ def test_a_cloud_stacks_destroy_with_the_program_asks_ack_for_a_new_credential(
     make_live(dev_project)
     # ACK's endpoint named: unnamed, the provider asks Alibaba's location service for it, which
     # offline it retries for 2 minutes before the credential call fails (nothing here comes after).
-    dev_project.env["ALIBABA_CLOUD_ENDPOINT_CS"] = f"cs.{alicloud_offline_config()['alicloud:region']}.aliyuncs.com"
+    dev_project.env["ALIBABA_CLOUD_ENDPOINT_CS"] = (
+        f"cs.{alicloud_offline_config()['alicloud:region']}.aliyuncs.com"
+    )
     plain = dev_project.pulumi("destroy", "--preview-only", check=False)
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-2000:]
     assert CREDENTIAL_CALL not in plain.stdout + plain.stderr

@@ -85,17 +85,24 @@ def _tar_xz(path: Path, files: dict[str, str]) -> None:
 def write_vendor(vendor: Path) -> Path:
     """The three vendored files, with the layout the script extracts, and their SHA256SUMS."""
     vendor.mkdir(parents=True)
-    _tar_xz(vendor / PROVIDER_ARCHIVE, {
-        "pulumi-alicloud/LICENSE": "Apache-2.0\n",
-        "pulumi-alicloud/provider/go.mod": "module github.com/pulumi/pulumi-alicloud/provider/v3\n",
-        f"pulumi-alicloud/provider/cmd/{ALICLOUD}/generate.go": "package main\n",
-        f"pulumi-alicloud/provider/cmd/{ALICLOUD}/main.go": "package main\n",
-    })
-    _tar_xz(vendor / TF_ARCHIVE, {"terraform-provider-alicloud/go.mod":
-                                  "module github.com/aliyun/terraform-provider-alicloud\n"})
+    _tar_xz(
+        vendor / PROVIDER_ARCHIVE,
+        {
+            "pulumi-alicloud/LICENSE": "Apache-2.0\n",
+            "pulumi-alicloud/provider/go.mod": "module github.com/pulumi/pulumi-alicloud/provider/v3\n",
+            f"pulumi-alicloud/provider/cmd/{ALICLOUD}/generate.go": "package main\n",
+            f"pulumi-alicloud/provider/cmd/{ALICLOUD}/main.go": "package main\n",
+        },
+    )
+    _tar_xz(
+        vendor / TF_ARCHIVE,
+        {"terraform-provider-alicloud/go.mod": "module github.com/aliyun/terraform-provider-alicloud\n"},
+    )
     (vendor / SCHEMA_ARCHIVE).write_bytes(lzma.compress(b'{"name": "alicloud"}'))
-    sums = "".join(f"{hashlib.sha256((vendor / f).read_bytes()).hexdigest()}  {f}\n"
-                   for f in (PROVIDER_ARCHIVE, SCHEMA_ARCHIVE, TF_ARCHIVE))
+    sums = "".join(
+        f"{hashlib.sha256((vendor / f).read_bytes()).hexdigest()}  {f}\n"
+        for f in (PROVIDER_ARCHIVE, SCHEMA_ARCHIVE, TF_ARCHIVE)
+    )
     (vendor / "SHA256SUMS").write_text(sums)
     return vendor
 
@@ -134,8 +141,12 @@ class Sandbox:
                 proc.wait()
                 pytest.fail(f"the script did not end within 300 s: {err_path.read_text()!r}")
         left = processes_with(str(self.cache))
-        assert left == [], f"processes outlived the script (a progress ticker?): {left}\n{err_path.read_text()}"
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out_path.read_text(), err_path.read_text())
+        assert left == [], (
+            f"processes outlived the script (a progress ticker?): {left}\n{err_path.read_text()}"
+        )
+        return subprocess.CompletedProcess(
+            proc.args, proc.returncode, out_path.read_text(), err_path.read_text()
+        )
 
 
 @pytest.fixture
@@ -147,8 +158,10 @@ def sandbox(tmp_path: Path) -> Sandbox:
     _executable(fakes / "pulumi-language-python-exec", "#!/bin/sh\n")
     _executable(fakes / "go", FAKE_GO)
     home = tmp_path / "pulumi-home"
-    _executable(home / "plugins" / "resource-kubernetes-v4.25.0" / "pulumi-resource-kubernetes",
-                '#!/bin/sh\n[ "$1" = -version ] && echo 4.25.0\n')
+    _executable(
+        home / "plugins" / "resource-kubernetes-v4.25.0" / "pulumi-resource-kubernetes",
+        '#!/bin/sh\n[ "$1" = -version ] && echo 4.25.0\n',
+    )
     env = {
         "PATH": f"{fakes}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -184,8 +197,10 @@ def test_vendored_sources_build_the_provider_when_the_proxy_refuses_it(sandbox: 
     assert not (bin_dir / f"BLOCKED-{ALICLOUD}").exists()
     assert not (sandbox.cache / ALICLOUD / f"v{VERSION}" / f"{ALICLOUD}.tmp").exists()
     assert list((sandbox.cache / "build").iterdir()) == [], "the extracted sources are removed"
-    assert f"vendored alicloud provider sources: 3 files match {sandbox.default_vendor.resolve()}/SHA256SUMS" \
+    assert (
+        f"vendored alicloud provider sources: 3 files match {sandbox.default_vendor.resolve()}/SHA256SUMS"
         in result.stderr
+    )
 
     build_dir = sandbox.cache / "build" / f"{ALICLOUD}-{VERSION}-vendored" / "pulumi-alicloud" / "provider"
     calls = sandbox.go_calls()
@@ -195,12 +210,17 @@ def test_vendored_sources_build_the_provider_when_the_proxy_refuses_it(sandbox: 
         f"{build_dir} | go build -trimpath -ldflags -s -w -X github.com/pulumi/pulumi-alicloud/provider/v3/"
         f"pkg/version.Version={VERSION} -o {sandbox.cache}/{ALICLOUD}/v{VERSION}/{ALICLOUD}.tmp ./cmd/{ALICLOUD}",
     ]
-    steps = [line.split()[0] for line in (sandbox.cache / "logs" / "build-times.txt").read_text().splitlines()]
+    steps = [
+        line.split()[0] for line in (sandbox.cache / "logs" / "build-times.txt").read_text().splitlines()
+    ]
     assert steps == [f"{ALICLOUD}:go-mod-download", f"{ALICLOUD}:generate", ALICLOUD]
 
     log = sandbox.cache / "logs" / f"{ALICLOUD}-v{VERSION}.log"
-    progress = [line for line in result.stderr.splitlines()
-                if line.startswith(f"[pulumi-toolchain] ... building {ALICLOUD} {VERSION}: ")]
+    progress = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith(f"[pulumi-toolchain] ... building {ALICLOUD} {VERSION}: ")
+    ]
     assert progress and all(line.endswith(f" s elapsed (log: {log})") for line in progress), result.stderr
     assert processes_with(str(sandbox.cache)) == [], "a progress ticker outlived the script"
 
@@ -211,12 +231,15 @@ def test_vendored_sources_build_the_provider_when_the_proxy_refuses_it(sandbox: 
 
     cached = sandbox.cache / ALICLOUD / f"v{VERSION}" / ALICLOUD
     cached.unlink()
-    _executable(cached, '#!/bin/sh\necho 3.94.0\n')
+    _executable(cached, "#!/bin/sh\necho 3.94.0\n")
     stale = sandbox.run()
     assert stale.returncode == 0, stale.stderr
     assert f"the cached {cached} does not print {VERSION} for -version; replacing it" in stale.stderr
     assert len([call for call in sandbox.go_calls() if " | go build " in call]) == 2
-    assert subprocess.run([bin_dir / ALICLOUD, "-version"], capture_output=True, text=True).stdout == f"{VERSION}\n"
+    assert (
+        subprocess.run([bin_dir / ALICLOUD, "-version"], capture_output=True, text=True).stdout
+        == f"{VERSION}\n"
+    )
 
 
 def test_a_checksum_mismatch_fails_naming_the_file_before_anything_is_extracted(sandbox: Sandbox) -> None:
@@ -238,8 +261,10 @@ def test_a_vendored_file_missing_fails_naming_it(sandbox: Sandbox) -> None:
     (vendor / SCHEMA_ARCHIVE).unlink()
     result = sandbox.run()
     assert result.returncode == 1
-    assert f"ERROR: vendored alicloud provider sources: {vendor.resolve()}/{SCHEMA_ARCHIVE} is missing" \
+    assert (
+        f"ERROR: vendored alicloud provider sources: {vendor.resolve()}/{SCHEMA_ARCHIVE} is missing"
         in result.stderr
+    )
 
 
 def test_without_vendored_sources_the_refusal_is_recorded_as_blocked(sandbox: Sandbox) -> None:
@@ -247,8 +272,10 @@ def test_without_vendored_sources_the_refusal_is_recorded_as_blocked(sandbox: Sa
     assert result.returncode == 0, result.stderr
     bin_dir = sandbox.cache / "bin"
     marker = (bin_dir / f"BLOCKED-{ALICLOUD}").read_text()
-    assert marker.startswith(f"BLOCKED: {ALICLOUD} {VERSION} cannot be built: the Go module proxy refused "
-                             "github.com/pulumi/pulumi-alicloud/provider/v3@v3.0.0-20260212042644-1124c9f72f1b")
+    assert marker.startswith(
+        f"BLOCKED: {ALICLOUD} {VERSION} cannot be built: the Go module proxy refused "
+        "github.com/pulumi/pulumi-alicloud/provider/v3@v3.0.0-20260212042644-1124c9f72f1b"
+    )
     assert f"no vendored sources in {sandbox.default_vendor}" in marker
     assert not (bin_dir / ALICLOUD).exists()
     assert (bin_dir / "pulumi-resource-kubernetes").exists()
@@ -263,7 +290,8 @@ def test_a_vendor_dir_named_but_absent_fails_naming_it(sandbox: Sandbox) -> None
 
 
 def test_preview_tests_expect_the_alicloud_provider_where_its_vendored_sources_are(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tests.preview.conftest import require_binary
     from tests.preview.engine import Toolchain
 

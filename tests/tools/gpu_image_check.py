@@ -53,13 +53,13 @@ def fatbin_sass(path: Path) -> list[str]:
     u16 version, u32 header size, u32 padded payload size, ..., u32 SM version at offset 28.
     """
     data = path.read_bytes()
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     names = headers[shstrndx][4]
     found: set[str] = set()
     for header in headers:
-        name = data[names + header[0]:data.index(b"\0", names + header[0])]
+        name = data[names + header[0] : data.index(b"\0", names + header[0])]
         if name != b".nv_fatbin":
             continue
         pos, end = header[4], header[4] + header[5]
@@ -71,7 +71,7 @@ def fatbin_sass(path: Path) -> list[str]:
             entry, entries_end = pos + header_size, pos + header_size + size
             while entry < entries_end:
                 kind, _, entry_header, padded = struct.unpack_from("<HHII", data, entry)
-                sm, = struct.unpack_from("<I", data, entry + 28)
+                (sm,) = struct.unpack_from("<I", data, entry + 28)
                 if kind == FATBIN_ELF:
                     found.add(f"sm_{sm}")
                 entry += entry_header + padded
@@ -86,8 +86,14 @@ def load_libraries() -> tuple[dict[str, dict], dict[str, ctypes.CDLL]]:
     facts: dict[str, dict] = {}
     loaded: dict[str, ctypes.CDLL] = {}
     for directory, soname in LIBRARIES:
-        path = next((Path(root) / directory / "lib" / soname for root in roots
-                     if (Path(root) / directory / "lib" / soname).exists()), None)
+        path = next(
+            (
+                Path(root) / directory / "lib" / soname
+                for root in roots
+                if (Path(root) / directory / "lib" / soname).exists()
+            ),
+            None,
+        )
         fact: dict = {"path": str(path) if path else None, "loaded": False, "error": None}
         if path is None:
             fact["error"] = f"not found under {roots}"
@@ -121,23 +127,37 @@ def library_versions(loaded: dict[str, ctypes.CDLL]) -> dict[str, int | None]:
 
 
 def main() -> None:
-    facts: dict = {"uid": os.getuid(), "gid": os.getgid(),
-                   "env": {k: os.environ.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")}}
+    facts: dict = {
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "env": {k: os.environ.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")},
+    }
     facts["libraries"], loaded = load_libraries()
     facts["versions"] = library_versions(loaded)
-    facts["sass"] = {name: fatbin_sass(Path(facts["libraries"][name]["path"]))
-                     for name in SASS_LIBRARIES if facts["libraries"][name]["path"]}
+    facts["sass"] = {
+        name: fatbin_sass(Path(facts["libraries"][name]["path"]))
+        for name in SASS_LIBRARIES
+        if facts["libraries"][name]["path"]
+    }
     import tensorflow as tf
 
     info = tf.sysconfig.get_build_info()
-    facts["tensorflow"] = {"version": tf.__version__, "built_with_cuda": tf.test.is_built_with_cuda(),
-                           "cuda_version": info.get("cuda_version"), "cudnn_version": info.get("cudnn_version"),
-                           "compute_capabilities": list(info.get("cuda_compute_capabilities", []))}
+    facts["tensorflow"] = {
+        "version": tf.__version__,
+        "built_with_cuda": tf.test.is_built_with_cuda(),
+        "cuda_version": info.get("cuda_version"),
+        "cudnn_version": info.get("cudnn_version"),
+        "compute_capabilities": list(info.get("cuda_compute_capabilities", [])),
+    }
     facts["gpus"] = [device.name for device in tf.config.list_physical_devices("GPU")]
-    help_run = subprocess.run([sys.executable, "-m", "trainer", "--help"], capture_output=True, text=True,
-                              cwd="/app", timeout=300)
-    facts["trainer_help"] = {"rc": help_run.returncode, "stdout_head": help_run.stdout[:200],
-                             "stderr_tail": help_run.stderr[-2000:]}
+    help_run = subprocess.run(
+        [sys.executable, "-m", "trainer", "--help"], capture_output=True, text=True, cwd="/app", timeout=300
+    )
+    facts["trainer_help"] = {
+        "rc": help_run.returncode,
+        "stdout_head": help_run.stdout[:200],
+        "stderr_tail": help_run.stderr[-2000:],
+    }
     print(json.dumps(facts))
 
 

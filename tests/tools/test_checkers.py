@@ -55,11 +55,27 @@ def binaries() -> dict[str, Path]:
 def test_the_checkers_find_nothing_in_any_configuration(binaries, tmp_path, capsys):
     files = render_manifests.write(tmp_path)
     assert sorted(files) == sorted(render_manifests.CONFIGS)
-    kinds = {line.split(":", 1)[1].strip() for path in files.values()
-             for line in path.read_text().splitlines() if line.startswith("kind:")}
+    kinds = {
+        line.split(":", 1)[1].strip()
+        for path in files.values()
+        for line in path.read_text().splitlines()
+        if line.startswith("kind:")
+    }
     # Every kind the stack creates is checked.
-    assert kinds == {"ConfigMap", "Deployment", "Job", "Namespace", "NetworkPolicy", "PersistentVolume",
-                     "PersistentVolumeClaim", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"}
+    assert kinds == {
+        "ConfigMap",
+        "Deployment",
+        "Job",
+        "Namespace",
+        "NetworkPolicy",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "Role",
+        "RoleBinding",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+    }
     found = run_checkers.run(tmp_path, binaries)
     # The counts go to the terminal, captured or not: CI's log shows them.
     with capsys.disabled():
@@ -68,4 +84,5 @@ def test_the_checkers_find_nothing_in_any_configuration(binaries, tmp_path, caps
     listed = "\n".join(str(f) for findings in found.values() for f in findings)
     assert not any(found.values()), (
         "fix the objects, or where the finding is right for this workload add it with its reason to "
-        f"infra/components/checker_suppressions.py and docs/checkers.md:\n{listed}")
+        f"infra/components/checker_suppressions.py and docs/checkers.md:\n{listed}"
+    )

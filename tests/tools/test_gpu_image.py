@@ -71,8 +71,12 @@ def image() -> str:
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    build = subprocess.run(["bash", str(IMAGES_SH), "build", "base", "trainer-gpu"], capture_output=True,
-                           text=True, timeout=BUILD_TIMEOUT_S)
+    build = subprocess.run(
+        ["bash", str(IMAGES_SH), "build", "base", "trainer-gpu"],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+    )
     assert build.returncode == 0, f"images.sh build base trainer-gpu failed:\n{build.stderr[-4000:]}"
     return IMAGE
 
@@ -83,20 +87,33 @@ def facts(image: str) -> Iterator[dict]:
     (by its name, whatever happened) before the tests see the report."""
     name = f"tf-mnist-gpu-image-check-{os.getpid()}"
     subprocess.run(["buildah", "rm", name], capture_output=True)  # a leftover of a killed run
-    created = subprocess.run(["buildah", "from", "--pull=never", "--name", name, *buildah_ulimits(), image],
-                             capture_output=True, text=True, timeout=300)
+    created = subprocess.run(
+        ["buildah", "from", "--pull=never", "--name", name, *buildah_ulimits(), image],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert created.returncode == 0, f"buildah from {image}:\n{created.stderr}"
     try:
-        run = subprocess.run(["buildah", "run", "--isolation", "chroot", name, "--",
-                              "python", "-c", CHECK.read_text()],
-                             capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+        run = subprocess.run(
+            ["buildah", "run", "--isolation", "chroot", name, "--", "python", "-c", CHECK.read_text()],
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+        )
     finally:
         removed = subprocess.run(["buildah", "rm", name], capture_output=True, text=True, timeout=300)
     assert removed.returncode == 0, f"buildah rm {name}:\n{removed.stderr}"
-    left = subprocess.run(["buildah", "containers", "--noheading", "--format", "{{.ContainerName}}"],
-                          capture_output=True, text=True, timeout=60).stdout.split()
+    left = subprocess.run(
+        ["buildah", "containers", "--noheading", "--format", "{{.ContainerName}}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
     assert name not in left
-    assert run.returncode == 0, f"the check failed in the image (exit {run.returncode}):\n{run.stderr[-4000:]}"
+    assert run.returncode == 0, (
+        f"the check failed in the image (exit {run.returncode}):\n{run.stderr[-4000:]}"
+    )
     yield json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -121,7 +138,7 @@ def test_the_cuda_and_cudnn_libraries_of_the_wheels_load(facts: dict) -> None:
     failed = {name: lib["error"] for name, lib in facts["libraries"].items() if not lib["loaded"]}
     assert failed == {}
     assert facts["versions"]["cudart"] // 1000 == 12, facts["versions"]
-    assert facts["versions"]["cudnn"] == 91002, facts["versions"]   # 9.10.2: the pin
+    assert facts["versions"]["cudnn"] == 91002, facts["versions"]  # 9.10.2: the pin
     assert facts["versions"]["cublas_major"] == 12, facts["versions"]
 
 

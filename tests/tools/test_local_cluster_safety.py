@@ -29,7 +29,7 @@ def test_a_new_directory_is_claimed_0700_with_a_marker(tmp_path: Path) -> None:
     assert (state / dirs.MARKER).read_text() == "tf-mnist local-cluster state directory\n"
     assert _mode(state / dirs.MARKER) == 0o600
     assert dirs.owned(state, "state") is True
-    dirs.claim(state, "state")   # again: still ours, nothing else changes
+    dirs.claim(state, "state")  # again: still ours, nothing else changes
     assert sorted(p.name for p in state.iterdir()) == [dirs.MARKER]
 
 
@@ -48,7 +48,10 @@ def test_a_foreign_directory_is_refused_and_left_as_it_was(tmp_path: Path) -> No
         dirs.claim(foreign, "state")
     message = str(err.value)
     assert f"LOCAL_CLUSTER_STATE={foreign} is refused as the state directory" in message
-    assert "not empty and has no marker" in message and "fix: point LOCAL_CLUSTER_STATE at a new or empty" in message
+    assert (
+        "not empty and has no marker" in message
+        and "fix: point LOCAL_CLUSTER_STATE at a new or empty" in message
+    )
     with pytest.raises(dirs.DirectoryError, match="LOCAL_CLUSTER_RUN=.* has no marker"):
         dirs.owned(foreign, "run")
     assert sorted(p.name for p in foreign.iterdir()) == ["precious.txt"] and _mode(foreign) == 0o755
@@ -76,26 +79,32 @@ def test_a_file_or_a_symlink_is_refused(tmp_path: Path) -> None:
     assert dirs.owned(tmp_path / "absent", "state") is False
 
 
-@pytest.mark.parametrize("state, run, rule", [
-    ("relative/state", "/run/x", "must be an absolute path"),
-    ("/var/lib/x", "/var/lib/x", "two separate directories"),
-    ("/", "/run/tf-mnist-local-cluster", "two separate directories"),
-    ("/var/lib/x", "/var/lib/x/run", "two separate directories"),
-])
+@pytest.mark.parametrize(
+    "state, run, rule",
+    [
+        ("relative/state", "/run/x", "must be an absolute path"),
+        ("/var/lib/x", "/var/lib/x", "two separate directories"),
+        ("/", "/run/tf-mnist-local-cluster", "two separate directories"),
+        ("/var/lib/x", "/var/lib/x/run", "two separate directories"),
+    ],
+)
 def test_state_and_run_must_be_absolute_and_apart(state: str, run: str, rule: str) -> None:
     with pytest.raises(dirs.DirectoryError, match=rule):
         dirs.check_paths(Path(state), Path(run))
 
 
 def test_down_and_up_refuse_a_foreign_state_directory_before_doing_anything(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "data").write_text("x")
     monkeypatch.setenv("LOCAL_CLUSTER_STATE", str(foreign))
     monkeypatch.setenv("LOCAL_CLUSTER_RUN", str(tmp_path / "run"))
+
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("got past the directory check")
+
     monkeypatch.setattr(cluster, "_down", must_not_run)
     monkeypatch.setattr(cluster, "ensure_packages", must_not_run)
     for command in (cluster.down, cluster.up, cluster.status):
@@ -118,8 +127,7 @@ def test_clearing_state_keeps_logs_images_lock_and_marker(tmp_path: Path) -> Non
     p.lock.write_text("")
     p.kubeconfig.write_text("x")
     cluster._clear_state(p)
-    assert sorted(e.name for e in p.state.iterdir()) == sorted(
-        [dirs.MARKER, ".lock", "logs", "containerd"])
+    assert sorted(e.name for e in p.state.iterdir()) == sorted([dirs.MARKER, ".lock", "logs", "containerd"])
     (p.state / dirs.MARKER).unlink()
     with pytest.raises(dirs.DirectoryError):
         cluster._clear_state(p)
@@ -152,7 +160,10 @@ def test_down_removes_only_the_tools_cgroup_subtree(tmp_path: Path) -> None:
     fs = _fake_cgroup_fs(tmp_path)
     cgroups.create_roots(fs)
     assert sorted(p.relative_to(fs).as_posix() for p in fs.glob(f"*/{OWN}")) == [
-        f"memory/{OWN}", f"pids/{OWN}", f"unified/{OWN}"]
+        f"memory/{OWN}",
+        f"pids/{OWN}",
+        f"unified/{OWN}",
+    ]
     (fs / "memory" / OWN / "kubepods" / "besteffort" / "podabc").mkdir(parents=True)
     foreign = fs / "memory" / "kubepods" / "besteffort" / "podother"
     foreign.mkdir(parents=True)
@@ -177,7 +188,11 @@ def test_only_processes_under_the_tools_cgroup_root_are_ours(tmp_path: Path) -> 
 
 def test_the_kubelet_puts_pods_under_the_tools_cgroup_root(tmp_path: Path) -> None:
     p = layout.Paths(state=tmp_path / "s", run=tmp_path / "r", cache=tmp_path / "c")
-    assert json.loads(config_files.kubelet_config(p))["cgroupRoot"] == layout.CGROUP_ROOT == "/tf-mnist-local-cluster"
+    assert (
+        json.loads(config_files.kubelet_config(p))["cgroupRoot"]
+        == layout.CGROUP_ROOT
+        == "/tf-mnist-local-cluster"
+    )
 
 
 # ---------------------------------------------------------------- keys, etcd, API server
@@ -193,8 +208,15 @@ def pki_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_pki_file_is_0600_in_a_0700_directory(pki_dir: Path) -> None:
     assert _mode(pki_dir) == 0o700
     files = sorted(pki_dir.iterdir())
-    assert {f.name for f in files} >= {"ca.key", "sa.key", "admin.key", "etcd-ca.key", "etcd-server.key",
-                                       "apiserver-etcd-client.key", "etcd-healthcheck-client.key"}
+    assert {f.name for f in files} >= {
+        "ca.key",
+        "sa.key",
+        "admin.key",
+        "etcd-ca.key",
+        "etcd-server.key",
+        "apiserver-etcd-client.key",
+        "etcd-healthcheck-client.key",
+    }
     assert {f.name: _mode(f) for f in files} == {f.name: 0o600 for f in files}
 
 
@@ -205,12 +227,21 @@ def test_kubeconfigs_are_written_0600(pki_dir: Path, tmp_path: Path) -> None:
 
 
 def _verify(pki_dir: Path, ca: str, cert: str) -> bool:
-    return subprocess.run(["openssl", "verify", "-CAfile", str(pki_dir / ca), str(pki_dir / cert)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["openssl", "verify", "-CAfile", str(pki_dir / ca), str(pki_dir / cert)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def test_etcd_trusts_only_its_own_ca(pki_dir: Path) -> None:
-    for cert in ("etcd-server.crt", "etcd-peer.crt", "apiserver-etcd-client.crt", "etcd-healthcheck-client.crt"):
+    for cert in (
+        "etcd-server.crt",
+        "etcd-peer.crt",
+        "apiserver-etcd-client.crt",
+        "etcd-healthcheck-client.crt",
+    ):
         assert _verify(pki_dir, "etcd-ca.crt", cert), cert
         assert not _verify(pki_dir, "ca.crt", cert), cert
     # No cluster client (admin, kubelet, ...) is signed by the CA etcd trusts.
@@ -221,8 +252,12 @@ def test_etcd_trusts_only_its_own_ca(pki_dir: Path) -> None:
 def test_etcd_serves_tls_and_requires_client_certificates(tmp_path: Path) -> None:
     p = layout.Paths(state=tmp_path / "s", run=tmp_path / "r", cache=tmp_path / "c")
     argv = components.etcd(p, Path("/bin")).argv
-    for url_flag in ("--listen-client-urls", "--advertise-client-urls", "--listen-peer-urls",
-                     "--initial-advertise-peer-urls"):
+    for url_flag in (
+        "--listen-client-urls",
+        "--advertise-client-urls",
+        "--listen-peer-urls",
+        "--initial-advertise-peer-urls",
+    ):
         assert argv[argv.index(url_flag) + 1].startswith("https://127.0.0.1:"), url_flag
     assert "--client-cert-auth" in argv and "--peer-client-cert-auth" in argv
     assert argv[argv.index("--trusted-ca-file") + 1] == str(p.pki / "etcd-ca.crt")

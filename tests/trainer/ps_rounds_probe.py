@@ -38,26 +38,45 @@ def main(log_dir: str) -> None:
     from trainer.training.distribution import Distribution
     from trainer.training.steps import StepRunner
 
-    spec = {"chief": [f"localhost:{_free_port()}"], "ps": [f"localhost:{_free_port()}"],
-            "worker": [f"localhost:{_free_port()}" for _ in range(2)]}
+    spec = {
+        "chief": [f"localhost:{_free_port()}"],
+        "ps": [f"localhost:{_free_port()}"],
+        "worker": [f"localhost:{_free_port()}" for _ in range(2)],
+    }
     cluster = tf.train.ClusterSpec(spec)
     for job in ("ps", "worker"):
         for index in range(len(spec[job])):
             # All of them share this process: with its default inter-op threads (one per
             # core) two workers' functions waiting on the ps can leave none for the ps' own
             # part (a hang that a cluster of one process per task cannot have).
-            tf.distribute.Server(cluster, job_name=job, task_index=index, protocol="grpc",
-                                 config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=16),
-                                 start=True)
+            tf.distribute.Server(
+                cluster,
+                job_name=job,
+                task_index=index,
+                protocol="grpc",
+                config=tf.compat.v1.ConfigProto(inter_op_parallelism_threads=16),
+                start=True,
+            )
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-        cluster, rpc_layer="grpc", task_type="chief", task_id=0)
+        cluster, rpc_layer="grpc", task_type="chief", task_id=0
+    )
     strategy = tf.distribute.ParameterServerStrategy(resolver)
-    dist = Distribution(PARAMETER_SERVER, strategy,
-                        tf.distribute.coordinator.ClusterCoordinator(strategy), 1)
+    dist = Distribution(PARAMETER_SERVER, strategy, tf.distribute.coordinator.ClusterCoordinator(strategy), 1)
 
     args = flags.build_parser().parse_args(
-        ["--local_steps", "5", "--steps_per_execution", "10", "--model", "mlp",
-         "--lr_schedule", "warmup_cosine", "--log_dir", log_dir])
+        [
+            "--local_steps",
+            "5",
+            "--steps_per_execution",
+            "10",
+            "--model",
+            "mlp",
+            "--lr_schedule",
+            "warmup_cosine",
+            "--log_dir",
+            log_dir,
+        ]
+    )
     packing = PackedWeights(build_model("mlp", 0.0))
     total_steps = 100
     state = TrainState(strategy, packing.initial_value(), args, total_steps, TaskConfig({}), 0.0)

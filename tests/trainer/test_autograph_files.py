@@ -25,8 +25,11 @@ def test_autograph_files_of_this_process_are_removed(tmp_path, monkeypatch):
     elsewhere.write_text("x = 1\n")
     other = tmp_path / "not_autograph.py"
     other.write_text("x = 1\n")
-    for name, path in (("__autograph_generated_fileabc123", ours),
-                       ("__autograph_generated_filezzz", elsewhere), ("not_autograph", other)):
+    for name, path in (
+        ("__autograph_generated_fileabc123", ours),
+        ("__autograph_generated_filezzz", elsewhere),
+        ("not_autograph", other),
+    ):
         module = types.ModuleType(name)
         module.__file__ = str(path)
         monkeypatch.setitem(sys.modules, name, module)
@@ -40,11 +43,25 @@ def test_a_training_run_leaves_no_autograph_files(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "--data_dir", str(tmp_path / "data"), "--log_dir",
-         str(tmp_path / "logs"), "--epochs", "1", "--batch_size", "20"],
-        cwd=REPO, env=dict(os.environ, TMPDIR=str(tmp), TF_CONFIG=""), capture_output=True,
-        text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--data_dir",
+            str(tmp_path / "data"),
+            "--log_dir",
+            str(tmp_path / "logs"),
+            "--epochs",
+            "1",
+            "--batch_size",
+            "20",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, TMPDIR=str(tmp), TF_CONFIG=""),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "done" in proc.stdout.splitlines()
-    assert sorted(p.name for p in tmp.iterdir()
-                  if p.name.startswith(autograph_files.AUTOGRAPH_PREFIX)) == []
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith(autograph_files.AUTOGRAPH_PREFIX)) == []

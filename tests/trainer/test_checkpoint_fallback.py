@@ -23,9 +23,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _args(log_dir: Path) -> argparse.Namespace:
-    return argparse.Namespace(**(recipe.defaults() | dict(
-        log_dir=str(log_dir), learning_rate=0.01, lr_schedule="constant", optimizer="sgd", epochs=3, model="mlp",
-        dropout=0.0)))
+    return argparse.Namespace(
+        **(
+            recipe.defaults()
+            | dict(
+                log_dir=str(log_dir),
+                learning_rate=0.01,
+                lr_schedule="constant",
+                optimizer="sgd",
+                epochs=3,
+                model="mlp",
+                dropout=0.0,
+            )
+        )
+    )
 
 
 def _state(log_dir: Path):
@@ -38,9 +49,14 @@ def _state(log_dir: Path):
     from trainer.packed import PackedWeights
     from trainer.training.checkpoints import TrainState
 
-    return TrainState(tf.distribute.get_strategy(),
-                      PackedWeights(build_model("mlp", 0.0)).initial_value(), _args(log_dir),
-                      30, TaskConfig({}), time.time())
+    return TrainState(
+        tf.distribute.get_strategy(),
+        PackedWeights(build_model("mlp", 0.0)).initial_value(),
+        _args(log_dir),
+        30,
+        TaskConfig({}),
+        time.time(),
+    )
 
 
 @pytest.fixture
@@ -77,8 +93,7 @@ DAMAGES = {
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(two_checkpoints, damage,
-                                                                   capsys):
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(two_checkpoints, damage, capsys):
     log_dir, values = two_checkpoints
     name, spoil, says = DAMAGES[damage]
     spoil(log_dir / "checkpoints" / name)
@@ -112,19 +127,40 @@ def test_every_checkpoint_damaged_is_a_permanent_error_naming_the_directory(two_
     with pytest.raises(CheckpointsUnreadable) as caught:
         _state(log_dir).restore_latest(_args(log_dir))
     message = str(caught.value)
-    assert message.startswith(f"--log_dir {log_dir}: none of the 2 checkpoints in {checkpoints} "
-                              f"can be read ({checkpoints}/ckpt-2: Read less bytes than "
-                              f"requested; {checkpoints}/ckpt-1: ")
-    assert message.endswith(f"): move {checkpoints} away to train this run again from epoch 1, "
-                            "or use a new --log_dir")
+    assert message.startswith(
+        f"--log_dir {log_dir}: none of the 2 checkpoints in {checkpoints} "
+        f"can be read ({checkpoints}/ckpt-2: Read less bytes than "
+        f"requested; {checkpoints}/ckpt-1: "
+    )
+    assert message.endswith(
+        f"): move {checkpoints} away to train this run again from epoch 1, or use a new --log_dir"
+    )
 
 
 def _train(log_dir: Path, epochs: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     return subprocess.run(
-        [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--model", "mlp",
-         "--batch_size", "500", "--epochs", str(epochs), "--data_dir", str(BUNDLED_DATA_DIR)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--log_dir",
+            str(log_dir),
+            "--model",
+            "mlp",
+            "--batch_size",
+            "500",
+            "--epochs",
+            str(epochs),
+            "--data_dir",
+            str(BUNDLED_DATA_DIR),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -137,10 +173,13 @@ def test_a_run_resumes_from_the_older_checkpoint_and_fails_for_good_without_one(
     _truncate(checkpoints / DATA)
     resumed = _train(tmp_path, 3)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert (f"warning: chief-0: checkpoint {checkpoints}/ckpt-2 cannot be read (Read less bytes "
-            "than requested); skipped: trying the next older one") in resumed.stderr
-    assert (f"Restored checkpoint {checkpoints}/ckpt-1: 1 of 3 epochs done; continuing from "
-            "epoch 2") in resumed.stdout, resumed.stdout
+    assert (
+        f"warning: chief-0: checkpoint {checkpoints}/ckpt-2 cannot be read (Read less bytes "
+        "than requested); skipped: trying the next older one"
+    ) in resumed.stderr
+    assert (
+        f"Restored checkpoint {checkpoints}/ckpt-1: 1 of 3 epochs done; continuing from epoch 2"
+    ) in resumed.stdout, resumed.stdout
     assert "Epoch 3 of 3 done" in resumed.stdout
     for path in checkpoints.glob("ckpt-*.data-*"):
         _truncate(path)
@@ -148,6 +187,6 @@ def test_a_run_resumes_from_the_older_checkpoint_and_fails_for_good_without_one(
     assert failed.returncode == EXIT_BAD_FLAGS, failed.stderr[-3000:]
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and errors[0].startswith(
-        f"error: --log_dir {tmp_path}: none of the 3 checkpoints in {checkpoints} can be read"), \
-        failed.stderr[-3000:]
+        f"error: --log_dir {tmp_path}: none of the 3 checkpoints in {checkpoints} can be read"
+    ), failed.stderr[-3000:]
     assert "Traceback" not in failed.stderr

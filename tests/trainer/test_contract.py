@@ -31,8 +31,11 @@ def test_infra_imports_only_the_contract_of_the_trainer():
     outside = {}
     for path in sorted((REPO / "infra").rglob("*.py")):
         # "from trainer.contract import x" also yields "trainer.contract" itself.
-        bad = {n for n in _trainer_modules(_imports(path)) if n not in ("trainer", "trainer.contract")
-               and not n.startswith("trainer.contract.")}
+        bad = {
+            n
+            for n in _trainer_modules(_imports(path))
+            if n not in ("trainer", "trainer.contract") and not n.startswith("trainer.contract.")
+        }
         if bad:
             outside[str(path.relative_to(REPO))] = sorted(bad)
     assert outside == {}
@@ -42,10 +45,17 @@ def test_infra_uses_every_contract_module():
     used = set()
     for path in (REPO / "infra").rglob("*.py"):
         used |= _trainer_modules(_imports(path))
-    modules = {f"trainer.contract.{p.stem}" for p in (REPO / "trainer" / "contract").glob("*.py")
-               if p.stem != "__init__"}
-    assert modules == {"trainer.contract.cluster_spec", "trainer.contract.exit_codes",
-                       "trainer.contract.progress", "trainer.contract.recipe"}
+    modules = {
+        f"trainer.contract.{p.stem}"
+        for p in (REPO / "trainer" / "contract").glob("*.py")
+        if p.stem != "__init__"
+    }
+    assert modules == {
+        "trainer.contract.cluster_spec",
+        "trainer.contract.exit_codes",
+        "trainer.contract.progress",
+        "trainer.contract.recipe",
+    }
     assert modules <= used
 
 
@@ -53,8 +63,12 @@ def test_the_contract_needs_only_the_standard_library():
     stdlib = sys.stdlib_module_names | {"__future__"}
     foreign = {}
     for path in sorted((REPO / "trainer" / "contract").glob("*.py")):
-        bad = {n for n in _imports(path) if n.split(".")[0] not in stdlib
-               and not (n == "trainer.contract" or n.startswith("trainer.contract."))}
+        bad = {
+            n
+            for n in _imports(path)
+            if n.split(".")[0] not in stdlib
+            and not (n == "trainer.contract" or n.startswith("trainer.contract."))
+        }
         if bad:
             foreign[path.name] = sorted(bad)
     assert foreign == {}

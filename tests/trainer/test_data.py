@@ -37,8 +37,11 @@ def test_missing_file(tmp_path):
 
 
 def test_no_data_at_all(tmp_path):
-    with pytest.raises(data.DataError, match=r"no MNIST data: expected the four IDX files .* "
-                                             r"or mnist\.npz"):
+    with pytest.raises(
+        data.DataError,
+        match=r"no MNIST data: expected the four IDX files .* "
+        r"or mnist\.npz",
+    ):
         data.load(tmp_path)
 
 
@@ -50,7 +53,8 @@ def test_html_page_saved_as_gz(tmp_path):
         data.load(tmp_path)
     assert str(err.value) == (
         f"{path}: not a gzip file: starts with b'<!DOCTYPE html><'"
-        " (looks like an HTML page saved as .gz: a failed download?)")
+        " (looks like an HTML page saved as .gz: a failed download?)"
+    )
 
 
 def test_truncated_gzip(tmp_path):
@@ -60,8 +64,10 @@ def test_truncated_gzip(tmp_path):
     path.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(data.DataError) as err:
         data.load(tmp_path)
-    assert str(err.value) == (f"{path}: truncated gzip stream ({len(raw) // 2} bytes): "
-                              "the file was cut short, download or copy it again")
+    assert str(err.value) == (
+        f"{path}: truncated gzip stream ({len(raw) // 2} bytes): "
+        "the file was cut short, download or copy it again"
+    )
 
 
 def test_truncated_images_inside_a_valid_gzip(tmp_path):
@@ -71,8 +77,10 @@ def test_truncated_images_inside_a_valid_gzip(tmp_path):
     write_gz(path, raw[:-100])
     with pytest.raises(data.DataError) as err:
         data.load(tmp_path)
-    assert str(err.value) == (f"{path}: truncated: header declares 80 images "
-                              f"({16 + 80 * 784} bytes), the file holds {16 + 80 * 784 - 100} bytes")
+    assert str(err.value) == (
+        f"{path}: truncated: header declares 80 images "
+        f"({16 + 80 * 784} bytes), the file holds {16 + 80 * 784 - 100} bytes"
+    )
 
 
 def test_7999_labels_for_8000_images(tmp_path):
@@ -82,7 +90,8 @@ def test_7999_labels_for_8000_images(tmp_path):
         data.load(tmp_path)
     assert str(err.value) == (
         f"{tmp_path / 'train-labels-idx1-ubyte.gz'}: 7999 labels for 8000 images in "
-        f"{tmp_path / 'train-images-idx3-ubyte.gz'}: the counts must match")
+        f"{tmp_path / 'train-images-idx3-ubyte.gz'}: the counts must match"
+    )
 
 
 def test_label_10(tmp_path):
@@ -91,8 +100,9 @@ def test_label_10(tmp_path):
     write_mnist(tmp_path, train_labels=labels)
     with pytest.raises(data.DataError) as err:
         data.load(tmp_path)
-    assert str(err.value) == (f"{tmp_path / 'train-labels-idx1-ubyte.gz'}: label 10 at index 17 "
-                              "is outside 0-9 (1 such labels)")
+    assert str(err.value) == (
+        f"{tmp_path / 'train-labels-idx1-ubyte.gz'}: label 10 at index 17 is outside 0-9 (1 such labels)"
+    )
 
 
 def test_wrong_magic_label_file_as_images(tmp_path):
@@ -101,8 +111,7 @@ def test_wrong_magic_label_file_as_images(tmp_path):
     write_gz(path, idx_labels(np.zeros(20)))
     with pytest.raises(data.DataError) as err:
         data.load(tmp_path)
-    assert str(err.value) == (f"{path}: magic number 2049, expected 2051 (IDX images): "
-                              "this is a label file")
+    assert str(err.value) == (f"{path}: magic number 2049, expected 2051 (IDX images): this is a label file")
 
 
 def test_wrong_image_size(tmp_path):
@@ -124,10 +133,12 @@ def test_trailing_bytes(tmp_path):
 
 def _npz(path, **overrides):
     rng = np.random.default_rng(0)
-    arrays = {"x_train": rng.integers(0, 256, (30, 28, 28)).astype(np.uint8),
-              "y_train": rng.integers(0, 10, 30).astype(np.uint8),
-              "x_test": rng.integers(0, 256, (10, 28, 28)).astype(np.uint8),
-              "y_test": rng.integers(0, 10, 10).astype(np.uint8)}
+    arrays = {
+        "x_train": rng.integers(0, 256, (30, 28, 28)).astype(np.uint8),
+        "y_train": rng.integers(0, 10, 30).astype(np.uint8),
+        "x_test": rng.integers(0, 256, (10, 28, 28)).astype(np.uint8),
+        "y_test": rng.integers(0, 10, 10).astype(np.uint8),
+    }
     arrays.update(overrides)
     np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
 
@@ -138,13 +149,21 @@ def test_npz_reads(tmp_path):
     assert ds.fmt == "npz" and ds.x_train.shape == (30, 28, 28) and len(ds.y_test) == 10
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"y_test": None}, "array 'y_test' is missing"),
-    ({"y_train": np.full(30, 10, np.uint8)}, "y_train: label 10 at index 0 is outside 0-9 (30 such labels)"),
-    ({"y_train": np.zeros(29, np.uint8)}, "y_train: 29 labels for 30 images in"),
-    ({"x_test": np.zeros((10, 28, 28), np.float32)},
-     "x_test has shape (10, 28, 28) dtype float32, expected (n, 28, 28) uint8"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"y_test": None}, "array 'y_test' is missing"),
+        (
+            {"y_train": np.full(30, 10, np.uint8)},
+            "y_train: label 10 at index 0 is outside 0-9 (30 such labels)",
+        ),
+        ({"y_train": np.zeros(29, np.uint8)}, "y_train: 29 labels for 30 images in"),
+        (
+            {"x_test": np.zeros((10, 28, 28), np.float32)},
+            "x_test has shape (10, 28, 28) dtype float32, expected (n, 28, 28) uint8",
+        ),
+    ],
+)
 def test_npz_faults(tmp_path, overrides, message):
     _npz(tmp_path / "mnist.npz", **overrides)
     with pytest.raises(data.DataError) as err:
@@ -158,10 +177,23 @@ def test_trainer_exits_3_on_bad_data_before_training(tmp_path):
     labels[3] = 10
     write_mnist(tmp_path / "data", train_labels=labels)
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer", "--data_dir", str(tmp_path / "data"),
-         "--log_dir", str(tmp_path / "log"), "--epochs", "1"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--data_dir",
+            str(tmp_path / "data"),
+            "--log_dir",
+            str(tmp_path / "log"),
+            "--epochs",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"},
+    )
     assert proc.returncode == 3, proc.stderr
     assert "label 10 at index 3 is outside 0-9" in proc.stderr
     assert "train-labels-idx1-ubyte.gz" in proc.stderr
@@ -201,21 +233,23 @@ def test_html_page_saved_as_npz(tmp_path):
         data.load(tmp_path)
     assert str(err.value) == (
         f"{path}: not a .npz (zip) archive: starts with b'<!DOCTYPE html><'"
-        " (looks like an HTML page saved as .npz: a failed download?)")
+        " (looks like an HTML page saved as .npz: a failed download?)"
+    )
 
 
 def test_raw_uncompressed_files_read_like_the_gz_and_full_mnist_is_known(tmp_path):
     import gzip
 
     for name in data.ALL_IDX_FILES:
-        (tmp_path / data.raw_name(name)).write_bytes(
-            gzip.decompress((BUNDLED_DATA_DIR / name).read_bytes()))
+        (tmp_path / data.raw_name(name)).write_bytes(gzip.decompress((BUNDLED_DATA_DIR / name).read_bytes()))
     raw, gz = data.load(tmp_path), data.load(BUNDLED_DATA_DIR)
     assert (raw.x_train == gz.x_train).all() and (raw.y_test == gz.y_test).all()
     assert raw.content_sha256 == gz.content_sha256 and raw.known_as == "mnist-10k"
-    assert data.load(tmp_path / ".." / tmp_path.name).paths["train-images-idx3-ubyte.gz"].name \
+    assert (
+        data.load(tmp_path / ".." / tmp_path.name).paths["train-images-idx3-ubyte.gz"].name
         == "train-images-idx3-ubyte"
-    readme = (REPO / ".." / "shared" / "data" / "mnist-full" / "README.md")
+    )
+    readme = REPO / ".." / "shared" / "data" / "mnist-full" / "README.md"
     if readme.is_file():  # the digests listed for the whole MNIST are the ones known
         for name in data.ALL_IDX_FILES:
             (digest,) = [d for d, what in data.KNOWN_IDX_SHA256[name].items() if what == "mnist"]
@@ -236,8 +270,7 @@ def test_random_shift_moves_each_image_by_at_most_the_shift_and_keeps_its_pixels
         dy, dx = rows.min() - 10, cols.min() - 12
         assert -2 <= dy <= 2 and -2 <= dx <= 2
         # The same patch, pixel for pixel, just moved.
-        np.testing.assert_array_equal(image[10 + dy:14 + dy, 12 + dx:15 + dx],
-                                      images[0, 10:14, 12:15, 0])
+        np.testing.assert_array_equal(image[10 + dy : 14 + dy, 12 + dx : 15 + dx], images[0, 10:14, 12:15, 0])
         assert image.sum() == pytest.approx(images[0].sum())
         offsets.add((int(dy), int(dx)))
     assert len(offsets) == 25  # every offset from -2 to 2 in both directions occurs
@@ -253,8 +286,12 @@ def test_augmented_training_batches_are_the_plain_ones_each_shifted(tmp_path):
     shifts = []
     for i, image in enumerate(moved_x.numpy()[..., 0]):
         # The crop of the zero-padded plain image that this one is, as (dy, dx).
-        found = [(dy - 3, dx - 3) for dy in range(7) for dx in range(7)
-                 if np.array_equal(padded[i, dy:dy + 28, dx:dx + 28], image)]
+        found = [
+            (dy - 3, dx - 3)
+            for dy in range(7)
+            for dx in range(7)
+            if np.array_equal(padded[i, dy : dy + 28, dx : dx + 28], image)
+        ]
         assert found, f"example {i} is not a shift of at most 3 pixels of its plain image"
         shifts.append(found[0])
     assert len(set(shifts)) > 10  # each example has its own offset

@@ -27,8 +27,16 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 EPOCHS = 4
 BATCH = 32
-COMMON = ["--epochs", str(EPOCHS), "--batch_size", str(BATCH), "--log_interval", "40",
-          "--peer_timeout", "120"]
+COMMON = [
+    "--epochs",
+    str(EPOCHS),
+    "--batch_size",
+    str(BATCH),
+    "--log_interval",
+    "40",
+    "--peer_timeout",
+    "120",
+]
 
 
 @dataclass
@@ -64,15 +72,15 @@ class Run:
         return "\n".join(line for line in self.output.splitlines() if line.startswith("[chief-0]"))
 
 
-def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = (),
-           common: list[str] = COMMON) -> Run:
+def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = (), common: list[str] = COMMON) -> Run:
     """Run ``python -m trainer.local`` to the end; ``kills`` are (pattern, task): SIGKILL the
     task's current process (SIGINT for "launcher") at the first output line matching the
     pattern, in order."""
     cmd = [sys.executable, "-m", "trainer.local", "--log_dir", str(log_dir), *common, *extra]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
     run = Run(returncode=-1, output="", log_dir=log_dir)
     lines = []
     pending = list(kills)
@@ -108,9 +116,17 @@ def ps1(tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def ps1_faults(tmp_path_factory) -> Run:
-    return launch(tmp_path_factory.mktemp("ps1f"), "--workers", "2", "--ps", "1",
-                  kills=[(r"\[chief-0\] Epoch 1 of \d+ done", "worker-0"),
-                         (r"\[chief-0\] Step: \d+,  Epoch: 3,  Batch: 80 ", "ps-0")])
+    return launch(
+        tmp_path_factory.mktemp("ps1f"),
+        "--workers",
+        "2",
+        "--ps",
+        "1",
+        kills=[
+            (r"\[chief-0\] Epoch 1 of \d+ done", "worker-0"),
+            (r"\[chief-0\] Step: \d+,  Epoch: 3,  Batch: 80 ", "ps-0"),
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +136,14 @@ def ps0(tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def ps0_faults(tmp_path_factory) -> Run:
-    return launch(tmp_path_factory.mktemp("ps0f"), "--workers", "2", "--ps", "0",
-                  kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-1")])
+    return launch(
+        tmp_path_factory.mktemp("ps0f"),
+        "--workers",
+        "2",
+        "--ps",
+        "0",
+        kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-1")],
+    )
 
 
 def _assert_clean_run(run: Run, tasks: set[str]) -> progress.ParsedLog:
@@ -165,8 +187,9 @@ def _tensorboard_tags(log_dir: Path) -> set[str]:
 
 
 #: How the Training line ends with the launcher's --precision auto on this machine (CPU only).
-PRECISION_NOTE = ("" if precision.resolve("auto", has_gpu=False) == precision.FLOAT32
-                  else f"; {precision.MIXED_BFLOAT16}")
+PRECISION_NOTE = (
+    "" if precision.resolve("auto", has_gpu=False) == precision.FLOAT32 else f"; {precision.MIXED_BFLOAT16}"
+)
 
 TASKS_PS1 = {"chief-0", "worker-0", "worker-1", "ps-0"}
 TASKS_PS0 = {"chief-0", "worker-0", "worker-1"}
@@ -179,8 +202,10 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
     assert parsed.test_accuracy >= 0.95, ps1.chief_log[-2000:]
     assert "strategy parameter_server" in ps1.chief_log
     # The launcher's rate, not scaled: each worker's batch is applied alone.
-    assert (f"; adam lr 0.004 (warmup_cosine); label smoothing 0.1{PRECISION_NOTE}; "
-            "exchanging every 50 steps\n" in ps1.chief_log)
+    assert (
+        f"; adam lr 0.004 (warmup_cosine); label smoothing 0.1{PRECISION_NOTE}; "
+        "exchanging every 50 steps\n" in ps1.chief_log
+    )
     # 250 batches per epoch, a Step line every 40: 6 per epoch.
     assert len(parsed.steps) == 6 * EPOCHS
     assert [s["batch"] for s in parsed.steps[:6]] == [40, 80, 120, 160, 200, 240]
@@ -191,17 +216,22 @@ def test_ps_run_trains_and_ends_cleanly(ps1):
 
 #: The series of docs/training.md's TensorBoard table (trainer.contract.progress.EPOCH_SERIES
 #: and BATCH_COST), spelled out so that renaming one breaks this test too.
-EPOCH_TAGS = {"train/epoch_loss", "validation/epoch_loss", "train/epoch_accuracy",
-              "validation/epoch_accuracy", "train/epoch_learning_rate",
-              "train/epoch_examples_per_s"}
+EPOCH_TAGS = {
+    "train/epoch_loss",
+    "validation/epoch_loss",
+    "train/epoch_accuracy",
+    "validation/epoch_accuracy",
+    "train/epoch_learning_rate",
+    "train/epoch_examples_per_s",
+}
 BATCH_TAGS = {"train/batch_loss"}
 
 
 def test_ps_run_writes_tensorboard_scalars_from_the_chief_only(ps1):
     assert EPOCH_TAGS | BATCH_TAGS <= _tensorboard_tags(ps1.log_dir)
-    assert [p.name for p in ps1.log_dir.iterdir() if p.is_dir()] and \
-        {p.name for p in ps1.log_dir.iterdir()} >= {"train", "validation", "checkpoints",
-                                                   "export", "result.json"}
+    assert [p.name for p in ps1.log_dir.iterdir() if p.is_dir()] and {
+        p.name for p in ps1.log_dir.iterdir()
+    } >= {"train", "validation", "checkpoints", "export", "result.json"}
 
 
 def test_ps_run_with_a_worker_and_then_the_ps_killed(ps1, ps1_faults):
@@ -210,10 +240,14 @@ def test_ps_run_with_a_worker_and_then_the_ps_killed(ps1, ps1_faults):
     log = ps1_faults.chief_log
     assert len(ps1_faults.pids["worker-0"]) == 2 and len(ps1_faults.pids["ps-0"]) == 2
     assert len(ps1_faults.pids["chief-0"]) == 2, "the coordinator is restarted after a ps loss"
-    assert "error: lost a parameter server" in log or \
-        "a ps was lost: restarting the chief" in ps1_faults.output
-    assert re.search(r"Restored checkpoint \S+ckpt-2: 2 of 4 epochs done; continuing from "
-                     r"epoch 3", log), log[-3000:]
+    assert (
+        "error: lost a parameter server" in log or "a ps was lost: restarting the chief" in ps1_faults.output
+    )
+    assert re.search(
+        r"Restored checkpoint \S+ckpt-2: 2 of 4 epochs done; continuing from "
+        r"epoch 3",
+        log,
+    ), log[-3000:]
     # Steps of the interrupted epoch are redone from the checkpoint. The coordinator runs a
     # function at least once: one the killed worker had finished, unheard, runs again, so the
     # count is the configured run plus at most one function (40 steps, --log_interval) per
@@ -227,14 +261,17 @@ def test_sync_run_trains_and_ends_cleanly(ps0):
     parsed = _assert_clean_run(ps0, TASKS_PS0)
     assert "strategy multi_worker_mirrored" in ps0.chief_log
     # The launcher's --lr_scaling sqrt: a global batch of 3 x 32.
-    assert ("; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas); "
-            f"label smoothing 0.1{PRECISION_NOTE}; exchanging every 50 steps\n" in ps0.chief_log)
+    assert (
+        "; adam lr 0.00693 (warmup_cosine; 0.004 x sqrt(3) for 3 synchronous replicas); "
+        f"label smoothing 0.1{PRECISION_NOTE}; exchanging every 50 steps\n" in ps0.chief_log
+    )
     assert parsed.test_accuracy >= 0.95, ps0.chief_log[-2000:]
     # Global batch 32 x 3 replicas: 83 batches per epoch, exactly that many updates.
     assert all(s["batches"] == 8000 // (3 * BATCH) for s in parsed.steps)
     assert progress.read_result(ps0.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
-    assert {"train/epoch_loss", "train/batch_loss", "validation/epoch_accuracy"} <= \
-        _tensorboard_tags(ps0.log_dir)
+    assert {"train/epoch_loss", "train/batch_loss", "validation/epoch_accuracy"} <= _tensorboard_tags(
+        ps0.log_dir
+    )
 
 
 def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
@@ -242,8 +279,11 @@ def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
     parsed = _assert_clean_run(ps0_faults, TASKS_PS0)
     log = ps0_faults.chief_log
     assert len(ps0_faults.pids["worker-1"]) >= 2
-    assert re.search(r"Restored checkpoint \S+ckpt-1: 1 of 4 epochs done; continuing from "
-                     r"epoch 2", log), log[-3000:]
+    assert re.search(
+        r"Restored checkpoint \S+ckpt-1: 1 of 4 epochs done; continuing from "
+        r"epoch 2",
+        log,
+    ), log[-3000:]
     # Updates lost with the killed epoch are redone: the total is exactly the configured run.
     assert progress.read_result(ps0_faults.log_dir)["global_step"] == EPOCHS * (8000 // (3 * BATCH))
     assert abs(parsed.test_accuracy - progress.parse_log(ps0.chief_log).test_accuracy) <= 0.02
@@ -252,8 +292,12 @@ def test_sync_run_with_a_worker_killed(ps0, ps0_faults):
 def _rerun_single_process(log_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), *COMMON, *flags],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"},
+    )
 
 
 def test_a_finished_run_does_not_train_again(ps1):
@@ -275,20 +319,24 @@ def test_a_rerun_with_another_model_on_a_run_s_log_dir_is_a_flag_error(ps1):
         before = sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir())
         proc = _rerun_single_process(ps1.log_dir, "--model", model)
         assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert re.search(rf"error: --log_dir {re.escape(str(ps1.log_dir))} holds checkpoints "
-                         rf"of model convnet_fc_slim \(\S+ckpt-{EPOCHS}\); this run's --model is "
-                         rf"{model}: use a new --log_dir or the same --model", proc.stderr), \
-            proc.stderr[-2000:]
+        assert re.search(
+            rf"error: --log_dir {re.escape(str(ps1.log_dir))} holds checkpoints "
+            rf"of model convnet_fc_slim \(\S+ckpt-{EPOCHS}\); this run's --model is "
+            rf"{model}: use a new --log_dir or the same --model",
+            proc.stderr,
+        ), proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
         assert "Training " not in proc.stdout  # refused before any training starts
         assert sorted(p.name for p in (ps1.log_dir / "checkpoints").iterdir()) == before
     # The run's model with a constant rate (a variable of the optimizer) instead of its schedule.
     proc = _rerun_single_process(ps1.log_dir, "--model", "convnet_fc_slim", "--lr_schedule", "constant")
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert re.search(r"holds checkpoints of a run with --optimizer adam --lr_schedule "
-                     r"warmup_cosine \(\S+\); this run's are --optimizer adam --lr_schedule "
-                     r"constant: use a new --log_dir or the same --optimizer and --lr_schedule",
-                     proc.stderr), proc.stderr[-2000:]
+    assert re.search(
+        r"holds checkpoints of a run with --optimizer adam --lr_schedule "
+        r"warmup_cosine \(\S+\); this run's are --optimizer adam --lr_schedule "
+        r"constant: use a new --log_dir or the same --optimizer and --lr_schedule",
+        proc.stderr,
+    ), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "Step:" not in proc.stdout
 
 
@@ -296,12 +344,16 @@ def test_ctrl_c_stops_every_task_and_a_rerun_resumes_mid_epoch(tmp_path):
     """SIGINT to the launcher: the chief saves a checkpoint on SIGTERM mid-epoch, every task
     is stopped; the same command then resumes inside that epoch and finishes."""
     common = ["--epochs", "2", "--batch_size", str(BATCH), "--log_interval", "40"]
-    stopped = launch(tmp_path, "--ps", "1", common=common,
-                     kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 80 ", "launcher")])
+    stopped = launch(
+        tmp_path,
+        "--ps",
+        "1",
+        common=common,
+        kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 80 ", "launcher")],
+    )
     assert stopped.returncode == 130, stopped.output[-3000:]
     assert "[local] interrupted: stopping every task" in stopped.output
-    match = re.search(r"SIGTERM: saved checkpoint \S+ at epoch 2, batch (\d+); exiting",
-                      stopped.chief_log)
+    match = re.search(r"SIGTERM: saved checkpoint \S+ at epoch 2, batch (\d+); exiting", stopped.chief_log)
     assert match, stopped.output[-3000:]
     alive = stopped.left_behind()
     assert alive == [], f"processes left behind: {alive}"
@@ -322,16 +374,33 @@ def _lone_task(tmp_path: Path, task_type: str, peer_timeout: int) -> subprocess.
     spec = local_cluster_spec(replicas, ports)
     env = dict(os.environ, TF_CONFIG=tf_config_json(spec, task_type, 0))
     return subprocess.run(
-        [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--epochs", "1",
-         "--peer_timeout", str(peer_timeout)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--log_dir",
+            str(tmp_path),
+            "--epochs",
+            "1",
+            "--peer_timeout",
+            str(peer_timeout),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_ps_without_a_chief_exits_1_after_the_peer_timeout(tmp_path):
     proc = _lone_task(tmp_path, "ps", peer_timeout=5)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    lost = re.search(r"ps 0: lost the chief: no heartbeat in \S+heartbeat for (\d+)s "
-                     r"\(--peer_timeout 5s\)", proc.stderr)
+    lost = re.search(
+        r"ps 0: lost the chief: no heartbeat in \S+heartbeat for (\d+)s "
+        r"\(--peer_timeout 5s\)",
+        proc.stderr,
+    )
     assert lost, proc.stderr[-2000:]
     # It gave up after the timeout, by its own clock from when it began to serve: not the
     # wall time of the whole process, which on a loaded 2-core machine is mostly the import
@@ -342,5 +411,6 @@ def test_a_ps_without_a_chief_exits_1_after_the_peer_timeout(tmp_path):
 def test_a_chief_without_its_peers_exits_1_after_the_peer_timeout(tmp_path):
     proc = _lone_task(tmp_path, "chief", peer_timeout=20)
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert re.search(r"no training progress for \d+s \(--peer_timeout 20s\): peers lost",
-                     proc.stderr), proc.stderr[-3000:]
+    assert re.search(r"no training progress for \d+s \(--peer_timeout 20s\): peers lost", proc.stderr), (
+        proc.stderr[-3000:]
+    )

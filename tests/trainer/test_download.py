@@ -41,6 +41,7 @@ def _failing(clock: _Clock, errors: list[OSError]):
         assert timeout == dl.SOCKET_TIMEOUT_S
         clock.now += clock.per_try
         raise next(tries)
+
     return opener
 
 
@@ -48,20 +49,37 @@ def _http(code: int, reason: str = "x") -> urllib.error.HTTPError:
     return urllib.error.HTTPError(URL, code, reason, {}, None)
 
 
-@pytest.mark.parametrize("err,line,permanent", [
-    (_http(404, "File not found"), f"{URL}: not found (HTTP 404)", True),
-    (_http(403), f"{URL}: access denied (HTTP 403): a presigned URL may have expired, or the object is private", True),
-    (_http(400, "Bad Request"), f"{URL}: HTTP 400 Bad Request", True),
-    (_http(429, "Too Many Requests"), f"{URL}: HTTP 429 Too Many Requests", False),
-    (_http(503, "Service Unavailable"), f"{URL}: HTTP 503 Service Unavailable", False),
-    (urllib.error.URLError(socket.gaierror(socket.EAI_NONAME, "Name or service not known")),
-     f"{URL}: no such host data.example (Name or service not known)", True),
-    (urllib.error.URLError(socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")),
-     f"{URL}: Temporary failure in name resolution", False),
-    (urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")), f"{URL}: Connection refused", False),
-    (urllib.error.URLError(TimeoutError("timed out")), f"{URL}: no answer in 30 s", False),
-    (ConnectionResetError(104, "Connection reset by peer"), f"{URL}: Connection reset by peer", False),
-])
+@pytest.mark.parametrize(
+    "err,line,permanent",
+    [
+        (_http(404, "File not found"), f"{URL}: not found (HTTP 404)", True),
+        (
+            _http(403),
+            f"{URL}: access denied (HTTP 403): a presigned URL may have expired, or the object is private",
+            True,
+        ),
+        (_http(400, "Bad Request"), f"{URL}: HTTP 400 Bad Request", True),
+        (_http(429, "Too Many Requests"), f"{URL}: HTTP 429 Too Many Requests", False),
+        (_http(503, "Service Unavailable"), f"{URL}: HTTP 503 Service Unavailable", False),
+        (
+            urllib.error.URLError(socket.gaierror(socket.EAI_NONAME, "Name or service not known")),
+            f"{URL}: no such host data.example (Name or service not known)",
+            True,
+        ),
+        (
+            urllib.error.URLError(socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")),
+            f"{URL}: Temporary failure in name resolution",
+            False,
+        ),
+        (
+            urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")),
+            f"{URL}: Connection refused",
+            False,
+        ),
+        (urllib.error.URLError(TimeoutError("timed out")), f"{URL}: no answer in 30 s", False),
+        (ConnectionResetError(104, "Connection reset by peer"), f"{URL}: Connection reset by peer", False),
+    ],
+)
 def test_each_error_is_one_line_and_permanent_or_not(err, line, permanent):
     found = classify(URL, err)
     assert (str(found), found.permanent) == (line, permanent)
@@ -71,7 +89,10 @@ def test_a_permanent_error_is_not_tried_again(tmp_path):
     clock = _Clock()
     with pytest.raises(DownloadError) as raised:
         download(URL, tmp_path / "f", clock=clock, sleep=clock.sleep, opener=_failing(clock, [_http(404)]))
-    assert str(raised.value) == f"{URL}: not found (HTTP 404); not tried again (a permanent error: check data.source)"
+    assert (
+        str(raised.value)
+        == f"{URL}: not found (HTTP 404); not tried again (a permanent error: check data.source)"
+    )
     assert raised.value.permanent and clock.slept == []
 
 
@@ -79,8 +100,13 @@ def test_a_transient_error_is_tried_again_then_named_with_the_tries():
     clock = _Clock(per_try=1.0)
     refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
     with pytest.raises(DownloadError) as raised:
-        download(URL, Path("/nonexistent/never-opened"), clock=clock, sleep=clock.sleep,
-                 opener=_failing(clock, [refused] * dl.ATTEMPTS))
+        download(
+            URL,
+            Path("/nonexistent/never-opened"),
+            clock=clock,
+            sleep=clock.sleep,
+            opener=_failing(clock, [refused] * dl.ATTEMPTS),
+        )
     assert clock.slept == list(dl.BACKOFF_S)
     assert str(raised.value) == f"{URL}: Connection refused; gave up after 3 tries in 10 s"
 
@@ -90,8 +116,13 @@ def test_no_try_starts_after_the_retry_window():
     clock = _Clock(per_try=dl.SOCKET_TIMEOUT_S)
     silent = urllib.error.URLError(TimeoutError("timed out"))
     with pytest.raises(DownloadError, match=r"no answer in 30 s; gave up after 2 tries in 62 s"):
-        download(URL, Path("/nonexistent/never-opened"), clock=clock, sleep=clock.sleep,
-                 opener=_failing(clock, [silent] * dl.ATTEMPTS))
+        download(
+            URL,
+            Path("/nonexistent/never-opened"),
+            clock=clock,
+            sleep=clock.sleep,
+            opener=_failing(clock, [silent] * dl.ATTEMPTS),
+        )
     assert clock.now < 70  # about a minute, however many tries ATTEMPTS allows
 
 
@@ -113,7 +144,9 @@ def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", sent

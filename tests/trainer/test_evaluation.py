@@ -14,9 +14,14 @@ from trainer.training import evaluation
 def _test_set(n: int = 1500) -> data_mod.Dataset:
     """The shipped sample's first n test digits (more than one EVAL_BATCH)."""
     full = data_mod.load(str(BUNDLED_DATA_DIR))
-    return data_mod.Dataset(x_train=full.x_train[:10], y_train=full.y_train[:10],
-                            x_test=full.x_test[:n], y_test=full.y_test[:n], data_dir=full.data_dir,
-                            fmt=full.fmt)
+    return data_mod.Dataset(
+        x_train=full.x_train[:10],
+        y_train=full.y_train[:10],
+        x_test=full.x_test[:n],
+        y_test=full.y_test[:n],
+        data_dir=full.data_dir,
+        fmt=full.fmt,
+    )
 
 
 def test_prepared_evaluation_is_traced_once_and_gives_the_same_results():

@@ -44,7 +44,12 @@ def test_the_export_is_one_version_directory_with_the_savedmodel_and_the_keras_f
     assert (paths.saved_model, paths.keras_model) == ("export/3", "export/3/model.keras")
     version = log_dir / progress.EXPORT_SUBDIR / "3"
     assert sorted(p.name for p in version.iterdir()) == [
-        "assets", "fingerprint.pb", "model.keras", "saved_model.pb", "variables"]
+        "assets",
+        "fingerprint.pb",
+        "model.keras",
+        "saved_model.pb",
+        "variables",
+    ]
     # nothing else under export/: no temporary directory left
     assert [p.name for p in (log_dir / progress.EXPORT_SUBDIR).iterdir()] == ["3"]
 
@@ -126,8 +131,7 @@ def test_another_process_s_export_in_progress_is_left_and_a_dead_one_s_removed(m
         other.wait()
     export_model(model, tmp_path, 3)  # the pid is gone now (reaped above)
     assert not live.exists()
-    assert sorted(p.name for p in root.iterdir()) == sorted(
-        ["1", "3", elsewhere.name, older_form.name])
+    assert sorted(p.name for p in root.iterdir()) == sorted(["1", "3", elsewhere.name, older_form.name])
 
 
 def test_version_0_is_refused(model, tmp_path):
@@ -171,10 +175,8 @@ def test_the_evaluator_reads_gzip_and_raw_idx_like_the_trainer(tmp_path):
 
 def test_the_evaluator_names_a_bad_file_and_exits_2(tmp_path, capsys):
     # a label file under the images' name (20 labels: longer than the images' header)
-    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_labels(
-        np.zeros(20, np.uint8))))
-    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_labels(
-        np.zeros(3, np.uint8))))
+    (tmp_path / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_labels(np.zeros(20, np.uint8))))
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_labels(np.zeros(3, np.uint8))))
     with pytest.raises(evaluate.EvaluateError, match="t10k-images-idx3-ubyte.gz: not IDX images"):
         evaluate.read_test_set(tmp_path)
     assert evaluate.main([str(tmp_path), "--data_dir", str(tmp_path)]) == 2
@@ -182,8 +184,12 @@ def test_the_evaluator_names_a_bad_file_and_exits_2(tmp_path, capsys):
 
 
 def test_several_run_dirs_need_an_output(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(tmp_path), str(tmp_path)],
-                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.report", str(tmp_path), str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "several RUN_DIRs: say where the picture goes" in proc.stderr
     assert not list(tmp_path.iterdir())

@@ -27,9 +27,29 @@ REPO = Path(__file__).resolve().parents[2]
 def launch(log_dir: Path) -> str:
     """Run the launcher to the end on ``log_dir``; return its output (asserting exit 0)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.local", "--workers", "1", "--ps", "1", "--epochs", "1",
-         "--log_interval", "50", "--peer_timeout", "120", "--log_dir", str(log_dir)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "trainer.local",
+            "--workers",
+            "1",
+            "--ps",
+            "1",
+            "--epochs",
+            "1",
+            "--log_interval",
+            "50",
+            "--peer_timeout",
+            "120",
+            "--log_dir",
+            str(log_dir),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:]
     return proc.stdout
 
@@ -84,15 +104,20 @@ def test_result_json_times_the_build_apart_from_the_epochs(run):
     result = progress.read_result(log_dir)
     assert 0 < result["build_time_s"] < result["total_time_s"] - result["train_time_s"]
     assert result["examples_per_s"] * result["train_time_s"] == pytest.approx(
-        result["global_step"] * result["batch_size"])
+        result["global_step"] * result["batch_size"]
+    )
 
 
 def test_evaluate_prints_result_json_s_accuracy_without_importing_the_trainer(run):
     log_dir, _ = run
     result = progress.read_result(log_dir)
     proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(log_dir / "export"), "--data_dir",
-         str(BUNDLED_DATA_DIR)], cwd=REPO, capture_output=True, text=True, timeout=300)
+        [sys.executable, "-c", WRAPPER, str(log_dir / "export"), "--data_dir", str(BUNDLED_DATA_DIR)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     accuracy, correct, total = _accuracy_lines(proc.stdout)
     assert total == 2000  # the sample's test set
@@ -106,8 +131,19 @@ def test_a_copy_of_evaluate_outside_the_repository_gives_the_same(run, tmp_path)
     log_dir, _ = run
     script = shutil.copy(REPO / "trainer" / "evaluate.py", tmp_path / "evaluate_copy.py")
     proc = subprocess.run(
-        [sys.executable, "-I", str(script), str(log_dir / "export" / "1"), "--data_dir",
-         str(BUNDLED_DATA_DIR)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-I",
+            str(script),
+            str(log_dir / "export" / "1"),
+            "--data_dir",
+            str(BUNDLED_DATA_DIR),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _accuracy_lines(proc.stdout)[0] == progress.read_result(log_dir)["test_accuracy"]
 
@@ -125,21 +161,29 @@ def test_events_are_in_train_and_validation_with_keras_tags(run):
         events.Reload()
         tags[subdir] = set(events.Tags()["tensors"])
         for tag in tags[subdir]:
-            values[subdir, tag] = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto)))
-                                   for e in events.Tensors(tag)]
-    assert tags == {"train": {"epoch_loss", "epoch_accuracy", "epoch_learning_rate",
-                              "epoch_examples_per_s", "batch_loss"},
-                    "validation": {"epoch_loss", "epoch_accuracy"}}
+            values[subdir, tag] = [
+                (e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)
+            ]
+    assert tags == {
+        "train": {
+            "epoch_loss",
+            "epoch_accuracy",
+            "epoch_learning_rate",
+            "epoch_examples_per_s",
+            "batch_loss",
+        },
+        "validation": {"epoch_loss", "epoch_accuracy"},
+    }
     assert [step for step, _ in values["validation", "epoch_accuracy"]] == [1]
     assert values["validation", "epoch_accuracy"][0][1] == pytest.approx(
-        result["test_accuracy"], abs=1e-6)  # float32 in the event
+        result["test_accuracy"], abs=1e-6
+    )  # float32 in the event
     assert values["train", "epoch_loss"][0][1] == pytest.approx(result["final_cost"], rel=1e-5)
-    epoch = progress.parse_log("\n".join(
-        line for line in output.splitlines() if line.startswith("[chief-0]"))).epochs[0]
-    assert values["validation", "epoch_loss"][0][1] == pytest.approx(epoch["test_cost"],
-                                                                     abs=5e-5 + 1e-6)
-    assert values["train", "epoch_accuracy"][0][1] == pytest.approx(epoch["train_accuracy"],
-                                                                    abs=5e-5 + 1e-6)
+    epoch = progress.parse_log(
+        "\n".join(line for line in output.splitlines() if line.startswith("[chief-0]"))
+    ).epochs[0]
+    assert values["validation", "epoch_loss"][0][1] == pytest.approx(epoch["test_cost"], abs=5e-5 + 1e-6)
+    assert values["train", "epoch_accuracy"][0][1] == pytest.approx(epoch["train_accuracy"], abs=5e-5 + 1e-6)
     # one batch_loss per Step line
     assert len(values["train", "batch_loss"]) == len(progress.parse_log(output).steps)
 
@@ -151,8 +195,7 @@ def test_the_finished_run_again_keeps_its_export_and_result(run):
     output = launch(log_dir)
     assert "[chief-0] Run already finished: checkpoint " in output
     assert f"[chief-0] Exported model: SavedModel {log_dir / 'export' / '1'} " in output
-    assert (pb.stat().st_ino, pb.stat().st_mtime_ns,
-            (log_dir / "result.json").read_text()) == before
+    assert (pb.stat().st_ino, pb.stat().st_mtime_ns, (log_dir / "result.json").read_text()) == before
     assert sorted(p.name for p in (log_dir / "export").iterdir()) == ["1"]
 
 
@@ -177,8 +220,13 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
     for name in ("run-a", "run-b"):  # the second: a copy, as a run of the same recipe would be
         shutil.copytree(log_dir, runs / name, ignore=shutil.ignore_patterns("export", "logs"))
     picture = tmp_path / "both.png"
-    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(runs), "--out",
-                           str(picture)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.report", str(runs), "--out", str(picture)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [line.split(": ")[1] for line in proc.stdout.splitlines()] == ["run-a", "run-b"]
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -192,12 +240,13 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
         while True:
             with urllib.request.urlopen(board.url + "data/runs", timeout=30) as response:
                 listed = json.loads(response.read())
-            with urllib.request.urlopen(board.url + "data/plugin/scalars/tags",
-                                        timeout=30) as response:
+            with urllib.request.urlopen(board.url + "data/plugin/scalars/tags", timeout=30) as response:
                 tags = json.loads(response.read())
             loaded = sorted(listed) == expected_runs and all(
                 {"epoch_loss", "epoch_accuracy", *(["batch_loss"] if name.endswith("/train") else [])}
-                <= set(tags.get(name, {})) for name in expected_runs)
+                <= set(tags.get(name, {}))
+                for name in expected_runs
+            )
             if loaded or time.monotonic() > deadline:
                 break
             time.sleep(1)
@@ -207,4 +256,3 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
     for name in ("run-a", "run-b"):
         assert {"epoch_loss", "epoch_accuracy"} <= set(tags[f"{name}/validation"])
         assert {"epoch_loss", "epoch_accuracy", "batch_loss"} <= set(tags[f"{name}/train"])
-

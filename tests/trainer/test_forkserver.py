@@ -21,16 +21,19 @@ def _run(code: str, *args: str, env: dict | None = None) -> tuple[int, str]:
 
 
 def test_code_runs_with_its_own_argv_environment_and_exit_code():
-    code, out = _run("import os, sys; print(sys.argv[1:], os.environ['TASK_NAME']); "
-                     "print('to stderr', file=sys.stderr); sys.exit(3)",
-                     "--flag", "value", env={"TASK_NAME": "worker-1", "PATH": "/usr/bin"})
+    code, out = _run(
+        "import os, sys; print(sys.argv[1:], os.environ['TASK_NAME']); "
+        "print('to stderr', file=sys.stderr); sys.exit(3)",
+        "--flag",
+        "value",
+        env={"TASK_NAME": "worker-1", "PATH": "/usr/bin"},
+    )
     assert code == 3
     assert out.splitlines() == ["['--flag', 'value'] worker-1", "to stderr"]
 
 
 def test_tensorflow_is_imported_before_the_task_runs_and_the_task_has_its_own_session():
-    code, out = _run("import os, sys; print('tensorflow' in sys.modules, "
-                     "os.getsid(0) == os.getpid())")
+    code, out = _run("import os, sys; print('tensorflow' in sys.modules, os.getsid(0) == os.getpid())")
     assert (code, out.strip()) == (0, "True True")
 
 
@@ -48,8 +51,9 @@ def test_an_uncaught_exception_prints_its_traceback_and_exits_1():
 
 
 def test_wait_times_out_and_a_killed_task_reports_the_signal():
-    proc = ForkedProcess([sys.executable, "-c", "import time; print('up', flush=True); "
-                          "time.sleep(60)"], dict(os.environ))
+    proc = ForkedProcess(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], dict(os.environ)
+    )
     try:
         assert proc.stdout.readline() == "up\n"
         assert proc.poll() is None
@@ -73,8 +77,9 @@ def test_only_python_dash_m_and_dash_c_are_supported():
 def _fork_server_pid() -> int:
     import psutil
 
-    servers = [p for p in psutil.Process().children()
-               if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    servers = [
+        p for p in psutil.Process().children() if "multiprocessing.forkserver" in " ".join(p.cmdline())
+    ]
     assert len(servers) == 1, servers
     return servers[0].pid
 
@@ -83,8 +88,9 @@ def test_the_fork_server_has_its_own_session_and_its_death_leaves_tasks_known_al
     # A signal to the launcher's process group (Ctrl-C, timeout, a closed terminal) must not
     # reach the fork server; should it die anyway, a task it forked is still running and
     # still stoppable, and the next task gets a new fork server.
-    proc = ForkedProcess([sys.executable, "-c", "import time; print('up', flush=True); "
-                          "time.sleep(60)"], dict(os.environ))
+    proc = ForkedProcess(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], dict(os.environ)
+    )
     try:
         assert proc.stdout.readline() == "up\n"
         server = _fork_server_pid()
@@ -117,12 +123,19 @@ def test_the_fork_server_exits_without_tearing_down_what_it_imported():
     # What the preload does in the fork server, in a process of its own: a handler
     # registered before it (as TensorFlow's own are) never runs, and output still buffered
     # at the exit is written.
-    code = ("import atexit, os, sys\n"
-            "atexit.register(print, 'teardown ran', flush=True)\n"
-            "os.environ['TRAINER_FORK_SERVER'] = '1'\n"
-            "import trainer.launcher.preload\n"
-            "sys.stdout.write('buffered, not flushed')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONUNBUFFERED": ""})
+    code = (
+        "import atexit, os, sys\n"
+        "atexit.register(print, 'teardown ran', flush=True)\n"
+        "os.environ['TRAINER_FORK_SERVER'] = '1'\n"
+        "import trainer.launcher.preload\n"
+        "sys.stdout.write('buffered, not flushed')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONUNBUFFERED": ""},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "buffered, not flushed"

@@ -20,8 +20,9 @@ DESCRIBED = {"data_dir", "tensorboard_port", "tensorboard"}
 
 def _help(module: str) -> dict[str, str]:
     """``python -m <module> --help``, as {flag's dest: its help text on one line}."""
-    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     entries: dict[str, str] = {}
     current = None
@@ -29,7 +30,7 @@ def _help(module: str) -> dict[str, str]:
         match = re.match(r"^  --(\w+)", line)
         if match:
             current = match[1]
-            entries[current] = line[match.end():]
+            entries[current] = line[match.end() :]
         elif current and line.startswith("    "):
             entries[current] += " " + line.strip()
     return {dest: " ".join(text.split()) for dest, text in entries.items()}
@@ -46,15 +47,28 @@ def _shown(value) -> str:
 
 def test_both_helps_show_the_one_recipe():
     # The launcher and the task take the one recipe of trainer/contract/recipe.py.
-    expected = {"epochs": ["2"], "batch_size": ["64"], "learning_rate": ["0.004"], "model": ["convnet_fc_slim"],
-                "optimizer": ["adam"], "lr_schedule": ["warmup_cosine"], "lr_scaling": ["sqrt"], "dropout": ["0.1"],
-                "label_smoothing": ["0.1"], "augment_shift": ["0"], "seed": ["42"], "precision": ["auto"],
-                "local_steps": ["50"]}
+    expected = {
+        "epochs": ["2"],
+        "batch_size": ["64"],
+        "learning_rate": ["0.004"],
+        "model": ["convnet_fc_slim"],
+        "optimizer": ["adam"],
+        "lr_schedule": ["warmup_cosine"],
+        "lr_scaling": ["sqrt"],
+        "dropout": ["0.1"],
+        "label_smoothing": ["0.1"],
+        "augment_shift": ["0"],
+        "seed": ["42"],
+        "precision": ["auto"],
+        "local_steps": ["50"],
+    }
     for module in ("trainer", "trainer.local"):
         shown = _help(module)
         assert {dest: _defaults_shown(shown[dest]) for dest in expected} == expected, module
         # And every row, a newer one too, shows its default.
-        assert all(_defaults_shown(shown[row.dest]) == [_shown(row.default)] for row in recipe.HYPERPARAMETERS)
+        assert all(
+            _defaults_shown(shown[row.dest]) == [_shown(row.default)] for row in recipe.HYPERPARAMETERS
+        )
 
 
 def test_every_flag_s_help_shows_the_default_its_parser_uses():
@@ -66,8 +80,9 @@ def test_every_flag_s_help_shows_the_default_its_parser_uses():
             expected = _shown(action.default)
             if action.dest == "run_id" and module == "trainer.local":
                 # A fresh id per launch, so one made by another process.
-                assert re.fullmatch(r"'local-\d{8}-\d{6}-[0-9a-f]{6}'",
-                                    _defaults_shown(shown["run_id"])[0]), shown["run_id"]
+                assert re.fullmatch(
+                    r"'local-\d{8}-\d{6}-[0-9a-f]{6}'", _defaults_shown(shown["run_id"])[0]
+                ), shown["run_id"]
                 continue
             if action.dest == "run_id":
                 expected = "''"

@@ -26,14 +26,18 @@ def test_free_ports_are_distinct_and_bindable():
             sock.bind(("localhost", port))
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--workers", "0"], "--workers 0 is invalid: must be an integer >= 1"),
-    (["--ps", "-1"], "--ps -1 is invalid: must be an integer >= 0"),
-    (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--workers", "0"], "--workers 0 is invalid: must be an integer >= 1"),
+        (["--ps", "-1"], "--ps -1 is invalid: must be an integer >= 0"),
+        (["--epochs", "0"], "--epochs 0 is invalid: must be an integer >= 1"),
+    ],
+)
 def test_launcher_rejects_bad_flags(argv, message):
-    proc = subprocess.run([sys.executable, "-m", "trainer.local", *argv], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.local", *argv], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and message in proc.stderr
 
 
@@ -49,12 +53,16 @@ def test_intra_op_threads_share_the_cores_among_computing_tasks():
 
 # A stand-in task that ignores SIGTERM (like a TensorFlow process stuck in a gRPC call); it
 # says so, which tells the test that the launcher is inside its graceful stop.
-_STUBBORN_TASK = ("import signal, time; signal.signal(signal.SIGTERM, "
-                  "lambda *_: print('ignored SIGTERM', flush=True)); "
-                  "print('up', flush=True); time.sleep(120)")
+_STUBBORN_TASK = (
+    "import signal, time; signal.signal(signal.SIGTERM, "
+    "lambda *_: print('ignored SIGTERM', flush=True)); "
+    "print('up', flush=True); time.sleep(120)"
+)
 # A stand-in task that, like `python -m trainer`, ties its life to the launcher's.
-_TIED_TASK = ("import time; from trainer.launcher.lifetime import exit_with_launcher; "
-              "assert exit_with_launcher(); print('up', flush=True); time.sleep(120)")
+_TIED_TASK = (
+    "import time; from trainer.launcher.lifetime import exit_with_launcher; "
+    "assert exit_with_launcher(); print('up', flush=True); time.sleep(120)"
+)
 _DRIVER = """
 import sys
 from trainer.contract.cluster_spec import Replicas
@@ -72,8 +80,13 @@ def _start_driver(task_code: str):
     three tasks are up."""
     import re
 
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, task_code], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, task_code],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     pids, ups, lines = [], 0, []
     while ups < 3 or len(pids) < 3:  # a task's 'up' can come before its 'started' line
         line = proc.stdout.readline()
@@ -170,8 +183,7 @@ def test_tasks_exit_when_the_launcher_is_killed(tmp_path):
     # Even a task that would not end on SIGTERM (a chief waiting on its dead peers).
     import signal
 
-    proc, pids = _start_driver("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                               + _TIED_TASK)
+    proc, pids = _start_driver("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + _TIED_TASK)
     proc.send_signal(signal.SIGKILL)
     proc.wait(60)
     try:
@@ -202,8 +214,13 @@ def test_no_task_is_restarted_after_the_chief_has_finished(tmp_path):
     import threading
 
     go = tmp_path / "go"
-    proc = subprocess.Popen([sys.executable, "-c", _AFTER_CHIEF_DRIVER, str(go)], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _AFTER_CHIEF_DRIVER, str(go)],
+        cwd=REPO,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     guard = threading.Timer(300, proc.kill)  # a launcher that never says so must not hang the suite
     guard.start()
     lines = []
@@ -232,8 +249,7 @@ def test_tensorflow_start_up_noise_is_dropped_and_real_messages_kept():
 
     # Lines printed by every task of a real run (TensorFlow 2.21, 2 workers + 1 ps).
     noise = [
-        "WARNING: All log messages before absl::InitializeLog() is called are written to "
-        "STDERR\n",
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n",
         "I0000 00:00:1796008922.813621   22302 port.cc:153] oneDNN custom operations are on. "
         "You may see slightly different numerical results due to floating-point round-off "
         "errors from different computation orders. To turn them off, set the environment "

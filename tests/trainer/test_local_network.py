@@ -19,8 +19,20 @@ import pytest
 from trainer.launcher import netns
 
 REPO = Path(__file__).resolve().parents[2]
-RUN = ["--epochs", "1", "--batch_size", "64", "--log_interval", "40", "--peer_timeout", "120",
-       "--workers", "1", "--ps", "1"]
+RUN = [
+    "--epochs",
+    "1",
+    "--batch_size",
+    "64",
+    "--log_interval",
+    "40",
+    "--peer_timeout",
+    "120",
+    "--workers",
+    "1",
+    "--ps",
+    "1",
+]
 
 
 def _in_child(body) -> str:
@@ -84,9 +96,11 @@ def test_refused_namespaces_are_reported_with_every_reason(monkeypatch, tmp_path
     monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
     report = tmp_path / "network"
     netns.report_private_network(str(report))
-    assert report.read_text() == ("open unshare(CLONE_NEWNET): Operation not permitted; "
-                                  "unshare(CLONE_NEWUSER|CLONE_NEWNET): Operation not "
-                                  "permitted\n")
+    assert report.read_text() == (
+        "open unshare(CLONE_NEWNET): Operation not permitted; "
+        "unshare(CLONE_NEWUSER|CLONE_NEWNET): Operation not "
+        "permitted\n"
+    )
     word, line = netns.outcome_line(str(report), os.getpid())
     assert word == netns.OPEN
     assert line.startswith("warning: the tasks' gRPC ports are open on every interface")
@@ -95,8 +109,11 @@ def test_refused_namespaces_are_reported_with_every_reason(monkeypatch, tmp_path
 
 def test_other_systems_are_told_apart(monkeypatch):
     monkeypatch.setattr(netns.sys, "platform", "darwin")
-    with pytest.raises(netns.NamespaceError, match="network namespaces are Linux only "
-                                                   r"\(this is darwin\)"):
+    with pytest.raises(
+        netns.NamespaceError,
+        match="network namespaces are Linux only "
+        r"\(this is darwin\)",
+    ):
         netns.enter_private_network()
 
 
@@ -111,20 +128,22 @@ def test_a_namespace_without_loopback_stops_the_run(monkeypatch, tmp_path):
     netns.report_private_network(str(report))
     word, line = netns.outcome_line(str(report), os.getpid())
     assert word == netns.BROKEN
-    assert line == ("error: the tasks' private network does not work (unshare(CLONE_NEWNET) "
-                    "succeeded, but loopback could not be set up: [Errno 1] Operation not "
-                    "permitted)")
+    assert line == (
+        "error: the tasks' private network does not work (unshare(CLONE_NEWNET) "
+        "succeeded, but loopback could not be set up: [Errno 1] Operation not "
+        "permitted)"
+    )
 
 
 def _outside_address() -> str | None:
     """One IPv4 address of this machine other than loopback, or None."""
     try:
-        out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True,
-                             text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, timeout=10
+        ).stdout
     except OSError:
         return None
-    addresses = [a for a in re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
-                 if not a.startswith("127.")]
+    addresses = [a for a in re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", out) if not a.startswith("127.")]
     return addresses[0] if addresses else None
 
 
@@ -138,10 +157,15 @@ def _connects(address: str, port: int) -> bool:
 
 def _connects_inside(pid: int, port: int) -> bool:
     """Whether 127.0.0.1:``port`` answers inside process ``pid``'s network namespace."""
-    code = ("import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), "
-            "timeout=5)")
-    return subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-c",
-                           code, str(port)], capture_output=True, timeout=30).returncode == 0
+    code = "import socket,sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5)"
+    return (
+        subprocess.run(
+            ["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-c", code, str(port)],
+            capture_output=True,
+            timeout=30,
+        ).returncode
+        == 0
+    )
 
 
 def _run_and_probe(log_dir: Path, prefix: list[str]) -> tuple[int, str, dict]:
@@ -151,8 +175,9 @@ def _run_and_probe(log_dir: Path, prefix: list[str]) -> tuple[int, str, dict]:
     if address is None:
         pytest.skip("this machine has no IPv4 address besides loopback to probe from")
     cmd = [*prefix, sys.executable, "-m", "trainer.local", "--log_dir", str(log_dir), *RUN]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
     lines, probes, ports, pids = [], {}, {}, {}
     try:
         for line in proc.stdout:
@@ -163,8 +188,7 @@ def _run_and_probe(log_dir: Path, prefix: list[str]) -> tuple[int, str, dict]:
                 pids[match[1]] = int(match[2])
             if "[ps-0] ps 0: serving on" in line and not probes:
                 port = int(ports["ps"][0].rsplit(":", 1)[1])
-                probes = {"outside": _connects(address, port),
-                          "loopback": _connects("127.0.0.1", port)}
+                probes = {"outside": _connects(address, port), "loopback": _connects("127.0.0.1", port)}
                 if os.geteuid() == 0 and shutil.which("nsenter"):
                     probes["inside"] = _connects_inside(pids["ps-0"], port)
         code = proc.wait(timeout=300)
@@ -203,9 +227,12 @@ def test_without_a_namespace_the_run_trains_and_warns_that_its_ports_are_open(tm
         pytest.skip("this machine allows no user namespace to refuse namespaces in")
     code, output, probes = _run_and_probe(tmp_path, ["unshare", "--user"])
     assert code == 0, output[-3000:]
-    assert re.search(r"\[local\] warning: the tasks' gRPC ports are open on every interface "
-                     r"of this machine \(no private network namespace: .*Operation not "
-                     r"permitted\)", output), output[:3000]
+    assert re.search(
+        r"\[local\] warning: the tasks' gRPC ports are open on every interface "
+        r"of this machine \(no private network namespace: .*Operation not "
+        r"permitted\)",
+        output,
+    ), output[:3000]
     assert "[local] every task exited 0" in output, output[-3000:]
     # The same probe connects: TensorFlow listens on every interface.
     assert probes["outside"] is True, probes

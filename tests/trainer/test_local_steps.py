@@ -30,8 +30,15 @@ def test_a_run_exchanging_every_10_steps_trains_and_ends_cleanly(tmp_path, ps, t
 
 @pytest.mark.slow
 def test_a_worker_killed_between_exchanges_loses_only_its_round(tmp_path):
-    run = launch(tmp_path, "--workers", "2", "--ps", "1", *LOCAL,
-                 kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-0")])
+    run = launch(
+        tmp_path,
+        "--workers",
+        "2",
+        "--ps",
+        "1",
+        *LOCAL,
+        kills=[(r"\[chief-0\] Step: \d+,  Epoch: 2,  Batch: 40 ", "worker-0")],
+    )
     parsed = _assert_clean_run(run, TASKS_PS1)
     assert len(run.pids["worker-0"]) == 2, run.output[-3000:]  # restarted once
     assert parsed.test_accuracy >= 0.95, run.chief_log[-2000:]
@@ -40,8 +47,15 @@ def test_a_worker_killed_between_exchanges_loses_only_its_round(tmp_path):
 def _optimizer(name: str, schedule: str = "constant", weight_decay: float = 0.0):
     from trainer.training.schedule import make_optimizer
 
-    return make_optimizer(argparse.Namespace(**(recipe.defaults() | dict(
-        optimizer=name, learning_rate=0.01, lr_schedule=schedule, weight_decay=weight_decay))), 100)
+    return make_optimizer(
+        argparse.Namespace(
+            **(
+                recipe.defaults()
+                | dict(optimizer=name, learning_rate=0.01, lr_schedule=schedule, weight_decay=weight_decay)
+            )
+        ),
+        100,
+    )
 
 
 def test_a_weight_decay_of_0_is_none():
@@ -72,8 +86,9 @@ def test_three_local_steps_match_the_keras_optimizer(name, decay):
     assert len(slots) == (2 if name == "adam" else 0)
     for step, gradient in enumerate(gradients):
         rate = optimizer.rate_at(tf.constant(step, tf.int64))
-        weights, slots = local_update.apply(optimizer, weights, slots, tf.constant(gradient),
-                                            rate, tf.constant(step, tf.int64))
+        weights, slots = local_update.apply(
+            optimizer, weights, slots, tf.constant(gradient), rate, tf.constant(step, tf.int64)
+        )
     np.testing.assert_allclose(weights.numpy(), variable.numpy(), rtol=0, atol=2e-6)
     assert np.abs(weights.numpy() - start).max() > 0.01  # the steps moved the weights
 
@@ -86,10 +101,17 @@ def test_the_scheduled_rate_is_the_schedules_at_the_global_step():
     # Peak 0.01 over 100 steps: a warm-up from 0.001 over round(0.15 * 100) = 15 steps, then
     # half a cosine over the other 85.
     optimizer = _optimizer("adam", "warmup_cosine")
-    expected = {0: 0.001, 7: 0.001 + 0.009 * 7 / 15, 15: 0.01, 60: 0.005 * (1 + math.cos(math.pi * 45 / 85)),
-                99: 0.005 * (1 + math.cos(math.pi * 84 / 85))}
+    expected = {
+        0: 0.001,
+        7: 0.001 + 0.009 * 7 / 15,
+        15: 0.01,
+        60: 0.005 * (1 + math.cos(math.pi * 45 / 85)),
+        99: 0.005 * (1 + math.cos(math.pi * 84 / 85)),
+    }
     for step, rate in expected.items():
-        assert float(optimizer.rate_at(tf.constant(step, tf.int64))) == pytest.approx(rate, rel=1e-6, abs=1e-9)
+        assert float(optimizer.rate_at(tf.constant(step, tf.int64))) == pytest.approx(
+            rate, rel=1e-6, abs=1e-9
+        )
         assert learning_rate_at(optimizer, step) == pytest.approx(rate, rel=1e-6, abs=1e-9)
     assert learning_rate_at(_optimizer("sgd"), 50) == 0.01  # a constant rate as given
 
@@ -143,11 +165,12 @@ def test_two_tasks_merged_rounds_are_the_moving_average_of_all_their_steps(decay
     shared = start
     for samples in (a, b):
         local = _moving_average(start, samples, decay)
-        shared = local_update.merge_slot(tf.constant(shared), tf.constant(local),
-                                         tf.constant(start), decay, squares,
-                                         tf.constant(5)).numpy()
-    np.testing.assert_allclose(shared, _moving_average(start, np.concatenate([a, b]), decay),
-                               rtol=1e-5, atol=1e-6)
+        shared = local_update.merge_slot(
+            tf.constant(shared), tf.constant(local), tf.constant(start), decay, squares, tf.constant(5)
+        ).numpy()
+    np.testing.assert_allclose(
+        shared, _moving_average(start, np.concatenate([a, b]), decay), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_a_merged_average_of_squares_never_goes_below_zero():
@@ -157,19 +180,23 @@ def test_a_merged_average_of_squares_never_goes_below_zero():
 
     # Rounding can leave this task's contribution a hair below zero where the gradients
     # were 0; the square root of Adam's step would then give nan.
-    merged = local_update.merge_slot(tf.constant([0.0]), tf.constant([1e-12]),
-                                     tf.constant([1.2e-12]), 0.999, True, tf.constant(1))
+    merged = local_update.merge_slot(
+        tf.constant([0.0]), tf.constant([1e-12]), tf.constant([1.2e-12]), 0.999, True, tf.constant(1)
+    )
     assert merged.numpy().tolist() == [0.0]
-    unclipped = local_update.merge_slot(tf.constant([0.0]), tf.constant([1e-12]),
-                                        tf.constant([1.2e-12]), 0.9, False, tf.constant(1))
+    unclipped = local_update.merge_slot(
+        tf.constant([0.0]), tf.constant([1e-12]), tf.constant([1.2e-12]), 0.9, False, tf.constant(1)
+    )
     assert unclipped.numpy()[0] < 0
 
 
 def test_local_steps_above_steps_per_execution_is_a_flag_error():
     from trainer import flags
 
-    with pytest.raises(flags.FlagError, match=re.escape(
-            "--local_steps 60 is invalid: must be at most --steps_per_execution (50)")):
+    with pytest.raises(
+        flags.FlagError,
+        match=re.escape("--local_steps 60 is invalid: must be at most --steps_per_execution (50)"),
+    ):
         flags.validate(flags.build_parser().parse_args(["--local_steps", "60"]))
     with pytest.raises(flags.FlagError, match="--local_steps 0 is invalid: must be an integer >= 1"):
         flags.validate(flags.build_parser().parse_args(["--local_steps", "0"]))
@@ -210,8 +237,9 @@ def test_with_a_coordinator_prepare_builds_the_warm_up_function_and_changes_noth
     from pathlib import Path
 
     probe = Path(__file__).with_name("ps_rounds_probe.py")
-    proc = subprocess.run([sys.executable, str(probe), str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(probe), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["local_from"] == 15
@@ -266,13 +294,20 @@ def _mirrored_runner(tmp_path, local_steps: str):
     from trainer.training.steps import StepRunner
 
     args = flags.build_parser().parse_args(
-        ["--local_steps", local_steps, "--model", "mlp", "--log_dir", str(tmp_path),
-         "--lr_schedule", "warmup_cosine"])
-    dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]),
-                        None, 1)
+        [
+            "--local_steps",
+            local_steps,
+            "--model",
+            "mlp",
+            "--log_dir",
+            str(tmp_path),
+            "--lr_schedule",
+            "warmup_cosine",
+        ]
+    )
+    dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]), None, 1)
     packing = PackedWeights(build_model("mlp", 0.0))
     total_steps = 100
-    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps,
-                       TaskConfig({}), 0.0)
+    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps, TaskConfig({}), 0.0)
     runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
     return runner, state

@@ -15,8 +15,10 @@ from trainer.log_dir_lock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 #: Holds the lock of the --log_dir in argv[1] until stdin closes.
-HOLDER = ("import sys; from trainer import log_dir_lock; log_dir_lock.hold(sys.argv[1], 'the test holder'); "
-          "print('held', flush=True); sys.stdin.read()")
+HOLDER = (
+    "import sys; from trainer import log_dir_lock; log_dir_lock.hold(sys.argv[1], 'the test holder'); "
+    "print('held', flush=True); sys.stdin.read()"
+)
 
 
 def _env() -> dict[str, str]:
@@ -24,8 +26,15 @@ def _env() -> dict[str, str]:
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *argv], cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def _wait_for_holder(proc: subprocess.Popen, log_dir: Path) -> None:
@@ -39,8 +48,13 @@ def _wait_for_holder(proc: subprocess.Popen, log_dir: Path) -> None:
 def test_a_second_run_in_a_busy_log_dir_exits_2_naming_the_first(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     # A single-process run long enough never to end on its own here: stopped below by its pid.
-    first = subprocess.Popen([sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--epochs", "1000"],
-                             cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--epochs", "1000"],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for_holder(first, log_dir)
         for command in (["-m", "trainer"], ["-m", "trainer.local", "--workers", "1", "--ps", "0"]):
@@ -48,22 +62,34 @@ def test_a_second_run_in_a_busy_log_dir_exits_2_naming_the_first(tmp_path: Path)
             assert second.returncode == 2, second.stderr
             assert second.stderr.startswith(
                 f"error: --log_dir {log_dir} is in use by another run (python -m trainer, pid {first.pid}, "
-                "started "), second.stderr
+                "started "
+            ), second.stderr
             assert second.stderr.rstrip().endswith(
                 "give this run its own --log_dir, or start it again once that run has ended (it then resumes "
-                "from that run's last checkpoint)"), second.stderr
+                "from that run's last checkpoint)"
+            ), second.stderr
             assert first.poll() is None  # refused while the first one runs
         # The second runs wrote no log of their own there: every task log's banner names the
         # first run's pid (the first run may open its own log only now, on a loaded machine).
-        banners = [line for log in (log_dir / "logs").glob("*.log") for line in log.read_text().splitlines()
-                   if line.startswith("==== ")]
+        banners = [
+            line
+            for log in (log_dir / "logs").glob("*.log")
+            for line in log.read_text().splitlines()
+            if line.startswith("==== ")
+        ]
         assert all(f"(pid {first.pid})" in line for line in banners), banners
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=60)
     # The kernel dropped the SIGKILLed run's lock: the next run takes it.
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(log_dir)], cwd=REPO, env=_env(),
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(log_dir)],
+        cwd=REPO,
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "held\n"
     finally:
@@ -76,4 +102,6 @@ def test_a_log_dir_that_cannot_be_made_is_refused_with_the_path(tmp_path: Path) 
     blocker.write_text("")
     proc = _run("-m", "trainer", "--log_dir", str(blocker / "run"), "--epochs", "1")
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"error: --log_dir {blocker / 'run'} is invalid: cannot create "), proc.stderr
+    assert proc.stderr.startswith(f"error: --log_dir {blocker / 'run'} is invalid: cannot create "), (
+        proc.stderr
+    )

@@ -35,8 +35,12 @@ def test_logits_on_the_packed_vector_are_the_model_s_own(slim):
 
     packing = PackedWeights(slim)
     x = _images()
-    np.testing.assert_allclose(packing.logits(packing.initial_value(), x, training=False),
-                               slim(x, training=False), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        packing.logits(packing.initial_value(), x, training=False),
+        slim(x, training=False),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_the_packed_gradient_is_the_per_variable_gradients_concatenated(slim):
@@ -49,17 +53,20 @@ def test_the_packed_gradient_is_the_per_variable_gradients_concatenated(slim):
     x, y = _images(), np.array([0, 1, 2, 3, 4], np.int32)
 
     def loss(logits):
-        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, logits,
-                                                                           from_logits=True))
+        return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+
     flat = tf.Variable(packing.initial_value())
     with tf.GradientTape() as tape:
         packed_loss = loss(packing.logits(flat, x, training=False))
     with tf.GradientTape() as tape2:
         own_loss = loss(slim(x, training=False))
     own = tape2.gradient(own_loss, slim.trainable_variables)
-    np.testing.assert_allclose(tape.gradient(packed_loss, flat).numpy(),
-                               np.concatenate([g.numpy().ravel() for g in own]),
-                               rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(
+        tape.gradient(packed_loss, flat).numpy(),
+        np.concatenate([g.numpy().ravel() for g in own]),
+        rtol=1e-4,
+        atol=1e-7,
+    )
 
 
 def test_dropout_draws_new_masks_at_every_call(slim):
@@ -88,6 +95,9 @@ def test_a_model_with_other_state_is_refused_naming_it():
 
     inputs = keras.Input(shape=(4,))
     model = keras.Model(inputs, keras.layers.BatchNormalization(name="bn")(inputs), name="m")
-    with pytest.raises(ValueError, match=r"model m has non-trainable variables \['bn/moving_mean', "
-                                         r"'bn/moving_variance'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"model m has non-trainable variables \['bn/moving_mean', "
+        r"'bn/moving_variance'\]",
+    ):
         PackedWeights(model)

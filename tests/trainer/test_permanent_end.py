@@ -34,8 +34,9 @@ def test_a_failed_marker_of_the_run_ends_a_server_at_once(tmp_path):
     ClusterFiles(tmp_path, run_id="r1").mark_failed(EXIT_BAD_DATA)
     code, message = server_decision(files, now - 1, now, 600)
     assert code == "failed"
-    assert message.startswith(f"the chief ended for good (exit 3: bad data; its log says why; "
-                              f"{files.failed} written); exiting 5")
+    assert message.startswith(
+        f"the chief ended for good (exit 3: bad data; its log says why; {files.failed} written); exiting 5"
+    )
     assert files.failed_code() == EXIT_BAD_DATA
     assert EXIT_CHIEF_FAILED in PERMANENT_EXIT_CODES  # so the server's Job fails too
 
@@ -68,16 +69,32 @@ def _train_state(tmp_path: Path):
     from trainer.packed import PackedWeights
     from trainer.training.checkpoints import TrainState
 
-    args = argparse.Namespace(**(recipe.defaults() | dict(
-        log_dir=str(tmp_path / "run"), learning_rate=0.01, lr_schedule="constant", optimizer="sgd", epochs=1)))
-    return TrainState(tf.distribute.get_strategy(),
-                      PackedWeights(build_model("mlp", 0.0)).initial_value(), args, 10,
-                      TaskConfig({}), time.time())
+    args = argparse.Namespace(
+        **(
+            recipe.defaults()
+            | dict(
+                log_dir=str(tmp_path / "run"),
+                learning_rate=0.01,
+                lr_schedule="constant",
+                optimizer="sgd",
+                epochs=1,
+            )
+        )
+    )
+    return TrainState(
+        tf.distribute.get_strategy(),
+        PackedWeights(build_model("mlp", 0.0)).initial_value(),
+        args,
+        10,
+        TaskConfig({}),
+        time.time(),
+    )
 
 
 def _raise(err: BaseException):
     def save(*args, **kwargs):
         raise err
+
     return save
 
 
@@ -93,7 +110,8 @@ def test_no_space_while_checkpointing_is_a_permanent_error_naming_volume_and_key
         f"the volume holding --log_dir {tmp_path / 'run'} is full: saving a checkpoint in "
         f"{tmp_path / 'run' / 'checkpoints'} failed ([Errno 28] No space left on device); a "
         "restart cannot cure it: free space there, or give the volume more (on Kubernetes "
-        "pulumi config set persistence.pvc.storage <size>, e.g. 10Gi, then pulumi up)")
+        "pulumi config set persistence.pvc.storage <size>, e.g. 10Gi, then pulumi up)"
+    )
 
 
 def test_tensorflow_s_no_space_error_is_the_same_and_a_lost_ps_is_not(tmp_path):
@@ -102,9 +120,11 @@ def test_tensorflow_s_no_space_error_is_the_same_and_a_lost_ps_is_not(tmp_path):
     from trainer.training.storage import VolumeFull
 
     state = _train_state(tmp_path)
-    state.manager.save = _raise(tf.errors.ResourceExhaustedError(
-        None, None, f"{tmp_path}/run/checkpoints/ckpt-1_temp/part-00000; No space left on "
-                    "device"))
+    state.manager.save = _raise(
+        tf.errors.ResourceExhaustedError(
+            None, None, f"{tmp_path}/run/checkpoints/ckpt-1_temp/part-00000; No space left on device"
+        )
+    )
     with pytest.raises(VolumeFull, match=r"failed \(.*No space left on device\); a restart"):
         state.save(1, 0)
     lost = tf.errors.UnavailableError(None, None, "Socket closed")
@@ -128,9 +148,26 @@ def _task(task_type: str, cluster: dict, log_dir: Path, *extra: str) -> subproce
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
     return subprocess.Popen(
-        [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--run_id", "r1",
-         "--epochs", "1", "--peer_timeout", "600", *extra],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--log_dir",
+            str(log_dir),
+            "--run_id",
+            "r1",
+            "--epochs",
+            "1",
+            "--peer_timeout",
+            "600",
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -154,8 +191,10 @@ def test_a_chief_that_fails_for_good_ends_the_ps_and_the_worker_at_once(tmp_path
     wall_s = time.monotonic() - start
     for task_type, proc in servers.items():
         assert proc.returncode == EXIT_CHIEF_FAILED, outputs[task_type]
-        assert (f"{task_type} 0: the chief ended for good (exit 3: bad data; its log says why"
-                in outputs[task_type][1]), outputs[task_type]
+        assert (
+            f"{task_type} 0: the chief ended for good (exit 3: bad data; its log says why"
+            in outputs[task_type][1]
+        ), outputs[task_type]
     assert (tmp_path / "cluster" / "failed").read_text().startswith("run_id=r1\ncode=3\n")
     # Long before the 600 s peer timeout the servers would otherwise have waited.
     assert wall_s < 300, wall_s

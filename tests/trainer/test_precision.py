@@ -13,11 +13,16 @@ AVX512_BF16_CPU = {"fpu", "avx512f", "avx512_bf16"}
 OLDER_CPU = {"fpu", "avx2", "avx512f"}
 
 
-@pytest.mark.parametrize("flags,has_gpu,expected", [
-    (AMX_CPU, False, "mixed_bfloat16"), (AVX512_BF16_CPU, False, "mixed_bfloat16"),
-    (OLDER_CPU, False, "float32"), (set(), False, "float32"),
-    (AMX_CPU, True, "float32"),  # the GN5 nodes' P100 GPUs have no bfloat16
-])
+@pytest.mark.parametrize(
+    "flags,has_gpu,expected",
+    [
+        (AMX_CPU, False, "mixed_bfloat16"),
+        (AVX512_BF16_CPU, False, "mixed_bfloat16"),
+        (OLDER_CPU, False, "float32"),
+        (set(), False, "float32"),
+        (AMX_CPU, True, "float32"),  # the GN5 nodes' P100 GPUs have no bfloat16
+    ],
+)
 def test_auto_is_bfloat16_only_on_a_cpu_with_native_bfloat16_and_no_gpu(flags, has_gpu, expected):
     assert precision.resolve("auto", has_gpu, flags) == expected
 
@@ -30,8 +35,10 @@ def test_a_named_precision_is_kept_whatever_the_machine(given):
 
 def test_cpu_flags_are_read_from_the_first_flags_line(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: Xeon\nflags\t\t: fpu avx512f amx_bf16\n\n"
-                       "processor\t: 1\nflags\t\t: fpu\n")
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Xeon\nflags\t\t: fpu avx512f amx_bf16\n\n"
+        "processor\t: 1\nflags\t\t: fpu\n"
+    )
     assert precision.cpu_flags(cpuinfo) == {"fpu", "avx512f", "amx_bf16"}
     assert precision.cpu_flags(tmp_path / "missing") == set()
 
@@ -45,7 +52,8 @@ def test_the_bfloat16_network_trains_the_float32_weights_with_float32_logits():
     model = build_model("convnet_fc_slim", 0.25)
     compute = build_model("convnet_fc_slim", 0.25, dtype="mixed_bfloat16")
     assert [tuple(v.shape) for v in compute.trainable_variables] == [
-        tuple(v.shape) for v in model.trainable_variables]
+        tuple(v.shape) for v in model.trainable_variables
+    ]
     assert {v.dtype for v in compute.trainable_variables} == {"float32"}
     assert compute.layers[1].compute_dtype == "bfloat16"
     packing = PackedWeights(model, compute)

@@ -24,13 +24,17 @@ def test_profiling_is_off_without_the_variable(monkeypatch, tmp_path):
     assert server.state == "idle"
 
 
-def test_the_chief_opens_a_third_of_an_epoch_in_and_closes_a_third_later(monkeypatch,
-                                                                        tmp_path):
+def test_the_chief_opens_a_third_of_an_epoch_in_and_closes_a_third_later(monkeypatch, tmp_path):
     monkeypatch.setenv(profiling.PROFILE_ENV, str(tmp_path))
     started, joins = [], []
     monkeypatch.setattr(profiling, "_start", lambda d: started.append(d) or (0.0, 0.0))
-    monkeypatch.setattr(profiling, "_stop", lambda d, clock, extra: (
-        d.with_suffix(".json").write_text(json.dumps({"cpu_s": 1.0, "wall_s": 2.0, **extra}))))
+    monkeypatch.setattr(
+        profiling,
+        "_stop",
+        lambda d, clock, extra: d.with_suffix(".json").write_text(
+            json.dumps({"cpu_s": 1.0, "wall_s": 2.0, **extra})
+        ),
+    )
     chief = profiling.TrainingProfile("chief-0", True, steps_per_epoch=90)
     server = profiling.ServerProfile("ps-0")
     windows = []
@@ -38,9 +42,14 @@ def test_the_chief_opens_a_third_of_an_epoch_in_and_closes_a_third_later(monkeyp
         chief.at_batch(batch, join=lambda b=batch: joins.append(b))
         server.poll()
         windows.append((batch, chief.state, server.state))
-    assert windows[1:7] == [(20, "idle", "idle"), (30, "running", "running"),
-                            (40, "running", "running"), (50, "running", "running"),
-                            (60, "stopped", "stopped"), (70, "stopped", "stopped")]
+    assert windows[1:7] == [
+        (20, "idle", "idle"),
+        (30, "running", "running"),
+        (40, "running", "running"),
+        (50, "running", "running"),
+        (60, "stopped", "stopped"),
+        (70, "stopped", "stopped"),
+    ]
     assert joins == [30, 60]  # the window holds whole, finished steps
     assert started == [tmp_path / "chief-0", tmp_path / "ps-0"]
     assert json.loads((tmp_path / "chief-0.json").read_text())["batches"] == 30
@@ -50,7 +59,10 @@ def test_trace_events_fall_into_the_tables_categories():
     assert profile_table.category("tf_Compute/1", "while/body/conv2d/Relu:_MklNativeFusedConv2D") == "model"
     assert profile_table.category("tf_Compute/1", "while/body/concat/_39:_Send") == "transfers"
     assert profile_table.category("tf_Compute/1", "while/body/adam/Sub_3:Sub") == "optimizer"
-    assert profile_table.category("tf_Compute/1", "while/body/adam/AssignAddVariableOp:AssignAddVariableOp") == "optimizer"
+    assert (
+        profile_table.category("tf_Compute/1", "while/body/adam/AssignAddVariableOp:AssignAddVariableOp")
+        == "optimizer"
+    )
     assert profile_table.category("tf_data_private_threadpool/3", "GatherV2") == "input"
     assert profile_table.category("tf_Compute/1", "ExecutorState::Process") == "runtime"
     assert profile_table.category("tf_Compute/1", "KernelAndDeviceFunc::Run") == "waiting"

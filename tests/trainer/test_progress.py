@@ -16,21 +16,32 @@ done
 
 
 def test_step_line_has_the_guides_exact_format():
-    assert (progress.step_line(124607, 24, 1600, 2750, 0.80271, 6.7912)
-            == "Step: 124607,  Epoch: 24,  Batch: 1600 of 2750,  Cost: 0.8027,  AvgTime: 6.79ms")
+    assert (
+        progress.step_line(124607, 24, 1600, 2750, 0.80271, 6.7912)
+        == "Step: 124607,  Epoch: 24,  Batch: 1600 of 2750,  Cost: 0.8027,  AvgTime: 6.79ms"
+    )
 
 
 def test_final_lines():
     assert progress.final_lines(0.98765, 12.3456, 0.04321) == [
-        "Test-Accuracy: 0.9877", "Total Time: 12.35s", "Final Cost: 0.0432", "done"]
+        "Test-Accuracy: 0.9877",
+        "Total Time: 12.35s",
+        "Final Cost: 0.0432",
+        "done",
+    ]
 
 
 def test_the_guides_own_output_parses():
     parsed = progress.parse_log(GUIDE)
-    assert parsed.steps == [{"step": 124607, "epoch": 24, "batch": 1600, "batches": 2750,
-                             "cost": 0.8027, "avg_ms": 6.79}]
+    assert parsed.steps == [
+        {"step": 124607, "epoch": 24, "batch": 1600, "batches": 2750, "cost": 0.8027, "avg_ms": 6.79}
+    ]
     assert (parsed.test_accuracy, parsed.total_time_s, parsed.final_cost, parsed.done) == (
-        0.89, 1664.68, 0.5333, True)
+        0.89,
+        1664.68,
+        0.5333,
+        True,
+    )
 
 
 def test_task_prefixes_and_other_lines_are_ignored():
@@ -39,21 +50,40 @@ def test_task_prefixes_and_other_lines_are_ignored():
     assert len(parsed.steps) == 1 and parsed.done and parsed.test_accuracy == 0.89
 
 
-@given(step=st.integers(0, 10**9), epoch=st.integers(1, 10**4), batches=st.integers(1, 10**6),
-       cost=st.floats(0, 100, allow_nan=False), avg_ms=st.floats(0, 10**5, allow_nan=False))
+@given(
+    step=st.integers(0, 10**9),
+    epoch=st.integers(1, 10**4),
+    batches=st.integers(1, 10**6),
+    cost=st.floats(0, 100, allow_nan=False),
+    avg_ms=st.floats(0, 10**5, allow_nan=False),
+)
 def test_step_lines_parse_back(step, epoch, batches, cost, avg_ms):
     line = progress.step_line(step, epoch, batches, batches, cost, avg_ms)
     (parsed,) = progress.parse_log(line).steps
     assert (parsed["step"], parsed["epoch"], parsed["batch"], parsed["batches"]) == (
-        step, epoch, batches, batches)
+        step,
+        epoch,
+        batches,
+        batches,
+    )
     assert abs(parsed["cost"] - cost) <= 5e-5 and abs(parsed["avg_ms"] - avg_ms) <= 5e-3
 
 
 def test_result_json_round_trip(tmp_path):
-    result = progress.Result(test_accuracy=0.97, final_cost=0.1, total_time_s=10.0,
-                             train_time_s=8.0, epochs=3, resumed_from_epoch=0,
-                             examples_per_s=3000.0, train_examples=8000, batch_size=32,
-                             strategy="parameter_server", model="convnet", global_step=750)
+    result = progress.Result(
+        test_accuracy=0.97,
+        final_cost=0.1,
+        total_time_s=10.0,
+        train_time_s=8.0,
+        epochs=3,
+        resumed_from_epoch=0,
+        examples_per_s=3000.0,
+        train_examples=8000,
+        batch_size=32,
+        strategy="parameter_server",
+        model="convnet",
+        global_step=750,
+    )
     path = progress.write_result(tmp_path, result)
     assert path == tmp_path / "result.json"
     assert progress.read_result(tmp_path)["global_step"] == 750

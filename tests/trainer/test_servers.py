@@ -138,8 +138,10 @@ def test_a_bad_run_id_is_a_bad_flag():
     args = flags.build_parser().parse_args(["--run_id", "two words"])
     with pytest.raises(flags.FlagError) as err:
         flags.validate(args)
-    assert str(err.value) == ("--run_id two words is invalid: must be at most 63 letters, digits, "
-                              "'.', '_' or '-', starting with a letter or digit")
+    assert str(err.value) == (
+        "--run_id two words is invalid: must be at most 63 letters, digits, "
+        "'.', '_' or '-', starting with a letter or digit"
+    )
 
 
 def _lines_until_serving(proc: subprocess.Popen) -> list[str]:
@@ -169,9 +171,23 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
     _write_marker(files, files.done, "run-1", now)
     env = dict(os.environ, TF_CONFIG=tf_config_json(spec, "ps", 0), TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--run_id", "run-2",
-         "--peer_timeout", "120"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--log_dir",
+            str(tmp_path),
+            "--run_id",
+            "run-2",
+            "--peer_timeout",
+            "120",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lines = _lines_until_serving(proc)
         time.sleep(3 * POLL_INTERVAL_S + 1)  # three polls of the server's loop
@@ -207,12 +223,21 @@ def test_a_real_server_as_pid_1_exits_143_at_once_on_sigterm(tmp_path):
     spec = local_cluster_spec(replicas, dict(zip(replicas.tasks(), free_ports(3))))
     env = dict(os.environ, TF_CONFIG=tf_config_json(spec, "ps", 0), TF_CPP_MIN_LOG_LEVEL="3")
     peer_timeout_s = 120
-    argv = [sys.executable, "-m", "trainer", "--log_dir", str(tmp_path), "--peer_timeout", str(peer_timeout_s)]
+    argv = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--log_dir",
+        str(tmp_path),
+        "--peer_timeout",
+        str(peer_timeout_s),
+    ]
     as_pid_1 = os.geteuid() == 0 and shutil.which("unshare") is not None
     if as_pid_1:
         argv = ["unshare", "--pid", "--fork", "--mount-proc", *argv]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         lines = _lines_until_serving(proc)
         target = proc.pid

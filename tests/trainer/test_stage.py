@@ -69,14 +69,24 @@ def test_any_faithful_copy_is_recognised_by_its_decompressed_sha256(tmp_path):
 
 def test_stage_from_the_bundled_sample_then_no_op(tmp_path):
     dest = tmp_path / "mnist"
-    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("staged from") == 4
     assert len(data.load(dest).x_train) == 8000
     mtimes = {p.name: p.stat().st_mtime_ns for p in dest.iterdir()}
-    again = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
-                           cwd=REPO, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0 and again.stdout.count("already staged") == 4
     assert {p.name: p.stat().st_mtime_ns for p in dest.iterdir()} == mtimes
 
@@ -91,13 +101,28 @@ def test_a_corrupted_staged_file_is_replaced(tmp_path):
 
 def test_unknown_checksum_is_refused_and_nothing_is_staged(tmp_path):
     write_mnist(tmp_path / "src")
-    with pytest.raises(StageError, match=r"sha256 [0-9a-f]{64} is not a known checksum of "
-                                         r"train-images-idx3-ubyte\.gz"):
+    with pytest.raises(
+        StageError,
+        match=r"sha256 [0-9a-f]{64} is not a known checksum of "
+        r"train-images-idx3-ubyte\.gz",
+    ):
         stage(tmp_path / "dest", str(tmp_path / "src"), log=_quiet)
     assert not (tmp_path / "dest").exists()  # refused before anything was written
-    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "d2"),
-                           "--source", str(tmp_path / "src")], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer.stage",
+            "--dest",
+            str(tmp_path / "d2"),
+            "--source",
+            str(tmp_path / "src"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "is not a known checksum" in proc.stderr
 
 
@@ -130,8 +155,7 @@ def test_mixing_two_data_sets_is_refused(tmp_path):
 
 @pytest.fixture()
 def http_source():
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
-                                directory=str(BUNDLED_DATA_DIR))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(BUNDLED_DATA_DIR))
     handler.log_message = lambda *a, **k: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -149,9 +173,16 @@ def test_stage_from_a_url(tmp_path, http_source):
 
 def test_two_stagers_at_once_leave_whole_files(tmp_path):
     dest = tmp_path / "shared"
-    procs = [subprocess.Popen([sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -173,8 +204,9 @@ def test_a_missing_source_file_stages_nothing(tmp_path):
 def test_allow_unknown_with_a_bad_file_leaves_the_destination_unchanged(tmp_path):
     write_mnist(tmp_path / "src")
     (tmp_path / "src" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"<html></html>")
-    with pytest.raises(data.DataError, match=r"^" + str(tmp_path / "src") +
-                       r"/t10k-labels-idx1-ubyte\.gz: not a gzip file"):
+    with pytest.raises(
+        data.DataError, match=r"^" + str(tmp_path / "src") + r"/t10k-labels-idx1-ubyte\.gz: not a gzip file"
+    ):
         stage(tmp_path / "dest", str(tmp_path / "src"), allow_unknown=True, log=_quiet)
     assert list((tmp_path / "dest").iterdir()) == []
     # A destination that already held a valid set keeps it.
@@ -187,9 +219,13 @@ def test_allow_unknown_with_a_bad_file_leaves_the_destination_unchanged(tmp_path
 
 def test_dest_that_is_a_file_names_the_flag(tmp_path):
     (tmp_path / "afile").write_text("x")
-    proc = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest",
-                           str(tmp_path / "afile")], cwd=REPO, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "afile")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"error: --dest {tmp_path / 'afile'}: not a directory")
 
@@ -210,18 +246,29 @@ def test_a_one_item_list_is_that_source(tmp_path):
     assert stage(tmp_path, [str(BUNDLED_DATA_DIR)], log=_quiet) == list(data.ALL_IDX_FILES)
 
 
-@pytest.mark.parametrize("urls,message", [
-    (["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
-     "--source: the list of URLs lacks t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz"),
-    (["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/mnist.npz"],
-     "--source https://m.example/mnist.npz: in a list of sources, each must be an http(s) URL of one of "
-     "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz"),
-    (["/data/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
-     "--source /data/train-images-idx3-ubyte.gz: in a list of sources, each must be an http(s) URL"),
-    (["https://a.example/train-images-idx3-ubyte.gz", "https://b.example/train-images-idx3-ubyte.gz"],
-     "--source https://b.example/train-images-idx3-ubyte.gz: train-images-idx3-ubyte.gz is already given by "
-     "https://a.example/train-images-idx3-ubyte.gz"),
-])
+@pytest.mark.parametrize(
+    "urls,message",
+    [
+        (
+            ["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
+            "--source: the list of URLs lacks t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz",
+        ),
+        (
+            ["https://m.example/train-images-idx3-ubyte.gz", "https://m.example/mnist.npz"],
+            "--source https://m.example/mnist.npz: in a list of sources, each must be an http(s) URL of one of "
+            "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz",
+        ),
+        (
+            ["/data/train-images-idx3-ubyte.gz", "https://m.example/train-labels-idx1-ubyte.gz"],
+            "--source /data/train-images-idx3-ubyte.gz: in a list of sources, each must be an http(s) URL",
+        ),
+        (
+            ["https://a.example/train-images-idx3-ubyte.gz", "https://b.example/train-images-idx3-ubyte.gz"],
+            "--source https://b.example/train-images-idx3-ubyte.gz: train-images-idx3-ubyte.gz is already given by "
+            "https://a.example/train-images-idx3-ubyte.gz",
+        ),
+    ],
+)
 def test_a_bad_url_list_is_refused_before_anything_is_written(tmp_path, urls, message):
     with pytest.raises(StageError) as caught:
         stage(tmp_path / "dest", urls, log=_quiet)
@@ -250,24 +297,49 @@ def test_the_command_prints_no_url_credentials(tmp_path, http_source):
     assert staged.returncode == 0, staged.stderr
     assert f"staged from {http_source}/train-images-idx3-ubyte.gz?<hidden> (mnist-10k" in staged.stdout
     # A download that fails: the pod's termination message.
-    failed = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "npz"),
-                             "--source", f"{http_source}/mnist.npz{PRESIGNED}"],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    failed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer.stage",
+            "--dest",
+            str(tmp_path / "npz"),
+            "--source",
+            f"{http_source}/mnist.npz{PRESIGNED}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert failed.returncode == 1
-    assert failed.stderr == f"error: {http_source}/mnist.npz?<hidden>: not found (HTTP 404); not tried again (a permanent error: check data.source)\n"
+    assert (
+        failed.stderr
+        == f"error: {http_source}/mnist.npz?<hidden>: not found (HTTP 404); not tried again (a permanent error: check data.source)\n"
+    )
     for output in (staged.stdout, staged.stderr, failed.stdout, failed.stderr):
         assert "LTAI5tFakeKeyId" not in output and "c2lnbmF0dXJl" not in output
 
 
-@pytest.mark.parametrize("text,shown", [
-    ("https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?Expires=1&Signature=a%2Bb: download failed",
-     "https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?<hidden>: download failed"),
-    ("files https://h/a.gz?x=1, https://h/b.gz?y=2 (two)", "files https://h/a.gz?<hidden>, https://h/b.gz?<hidden> (two)"),
-    ("from https://u:p@h/mnist.npz.", "from https://<hidden>@h/mnist.npz."),
-    ("https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok",
-     "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok"),
-    ("/data/mnist/abc: already staged", "/data/mnist/abc: already staged"),
-])
+@pytest.mark.parametrize(
+    "text,shown",
+    [
+        (
+            "https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?Expires=1&Signature=a%2Bb: download failed",
+            "https://b.oss-cn-hangzhou.aliyuncs.com/d/mnist.npz?<hidden>: download failed",
+        ),
+        (
+            "files https://h/a.gz?x=1, https://h/b.gz?y=2 (two)",
+            "files https://h/a.gz?<hidden>, https://h/b.gz?<hidden> (two)",
+        ),
+        ("from https://u:p@h/mnist.npz.", "from https://<hidden>@h/mnist.npz."),
+        (
+            "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok",
+            "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: ok",
+        ),
+        ("/data/mnist/abc: already staged", "/data/mnist/abc: already staged"),
+    ],
+)
 def test_url_credentials_are_hidden_and_the_rest_kept(text, shown):
     assert hide_url_secrets(text) == shown
 
@@ -277,20 +349,50 @@ def test_sources_from_the_environment_stage_and_are_never_printed(tmp_path, http
     # (from a Kubernetes Secret); the query is the signature, which nothing prints.
     signed = [f"{http_source}/{name}?Expires=1&Signature=s3cr3t" for name in data.ALL_IDX_FILES]
     env = {**os.environ, "DATA_SOURCES": json.dumps(signed)}
-    ok = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "ok"),
-                         "--sources_env", "DATA_SOURCES"], cwd=REPO, env=env, capture_output=True, text=True,
-                        timeout=120)
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer.stage",
+            "--dest",
+            str(tmp_path / "ok"),
+            "--sources_env",
+            "DATA_SOURCES",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
     assert len(data.load(tmp_path / "ok").x_test) == 2000
     assert "s3cr3t" not in ok.stdout + ok.stderr and "?<hidden>" in ok.stdout
-    for value, says in [(None, "the environment variable DATA_SOURCES is not set"),
-                        ('{"url": "s3cr3t"}', "the environment variable DATA_SOURCES must hold a JSON list of strings "
-                         "(its value is not shown)")]:
+    for value, says in [
+        (None, "the environment variable DATA_SOURCES is not set"),
+        (
+            '{"url": "s3cr3t"}',
+            "the environment variable DATA_SOURCES must hold a JSON list of strings (its value is not shown)",
+        ),
+    ]:
         bad_env = {k: v for k, v in env.items() if k != "DATA_SOURCES"}
         bad_env.update({} if value is None else {"DATA_SOURCES": value})
-        bad = subprocess.run([sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "bad"),
-                              "--sources_env", "DATA_SOURCES"], cwd=REPO, env=bad_env, capture_output=True,
-                             text=True, timeout=120)
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "trainer.stage",
+                "--dest",
+                str(tmp_path / "bad"),
+                "--sources_env",
+                "DATA_SOURCES",
+            ],
+            cwd=REPO,
+            env=bad_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert (bad.returncode, bad.stderr.strip()) == (1, f"error: --sources_env DATA_SOURCES: {says}")
         assert not (tmp_path / "bad").exists()
 
@@ -312,6 +414,7 @@ def test_a_directory_on_the_volume_is_a_source(tmp_path):
 def _refuse_mkdir(monkeypatch) -> None:
     def mkdir(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
+
     monkeypatch.setattr(Path, "mkdir", mkdir)
 
 
@@ -326,7 +429,8 @@ def test_an_unwritable_volume_names_the_directory_its_owner_mode_and_uid(tmp_pat
     assert str(raised.value) == (
         f"--dest {volume}/mnist/sample: cannot create it: {volume} belongs to uid {info.st_uid}, gid "
         f"{info.st_gid}, mode 0755 (drwxr-xr-x), and this process runs as uid {os.getuid()}, gid {os.getgid()}, "
-        "which may not create files in it. Fix: chown it.")
+        "which may not create files in it. Fix: chown it."
+    )
     assert not (volume / "mnist").exists()
 
 
@@ -335,8 +439,11 @@ def test_an_existing_destination_it_cannot_write_is_named_itself(tmp_path, monke
     dest.mkdir()
     dest.chmod(0o750)
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != dest)
-    with pytest.raises(VolumeNotWritable, match=rf"^--dest {dest}: cannot write there: {dest} belongs to uid "
-                                                r"\d+, gid \d+, mode 0750 \(drwxr-x---\), and this process"):
+    with pytest.raises(
+        VolumeNotWritable,
+        match=rf"^--dest {dest}: cannot write there: {dest} belongs to uid "
+        r"\d+, gid \d+, mode 0750 \(drwxr-x---\), and this process",
+    ):
         stage(dest, log=_quiet)
     assert list(dest.iterdir()) == []
 

@@ -53,16 +53,32 @@ def _event_times(log_dir: Path) -> tuple[dict[int, float], dict[int, float]]:
     return lines, epochs
 
 
-@pytest.fixture(scope="module", params=[(1, 20), (0, 10)],
-                ids=["2 workers + 1 ps", "2 workers, ps 0"])
+@pytest.fixture(scope="module", params=[(1, 20), (0, 10)], ids=["2 workers + 1 ps", "2 workers, ps 0"])
 def run(request, tmp_path_factory) -> tuple[progress.ParsedLog, Path, int]:
     """(the chief's lines, --log_dir, --log_interval) of a run with (ps, log interval)."""
     ps, log_interval = request.param
     log_dir = tmp_path_factory.mktemp(f"ps{ps}")
     proc = subprocess.run(
-        [sys.executable, "-m", "trainer.local", "--workers", "2", "--ps", str(ps),
-         "--epochs", str(EPOCHS), "--log_interval", str(log_interval), "--log_dir",
-         str(log_dir)], cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "trainer.local",
+            "--workers",
+            "2",
+            "--ps",
+            str(ps),
+            "--epochs",
+            str(EPOCHS),
+            "--log_interval",
+            str(log_interval),
+            "--log_dir",
+            str(log_dir),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     chief = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("[chief-0]"))
     return progress.parse_log(chief), log_dir, log_interval

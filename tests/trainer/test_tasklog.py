@@ -25,8 +25,13 @@ os._exit(7)  # abruptly: no stop(), as a crash would
 
 
 def run_task(log_dir: Path, mkdir: bool) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", TASK, str(log_dir), "mkdir" if mkdir else "-"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", TASK, str(log_dir), "mkdir" if mkdir else "-"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_output_reaches_the_terminal_and_the_file_even_after_an_abrupt_exit(tmp_path):
@@ -36,8 +41,11 @@ def test_output_reaches_the_terminal_and_the_file_even_after_an_abrupt_exit(tmp_
     assert proc.stdout == "from python\n"  # stdout and stderr stay apart
     assert proc.stderr == "to stderr\nfrom C, fd 2\n"
     for _ in range(50):  # the helper writes the file after the task has gone
-        text = (log_dir / "logs" / "worker-3.log").read_text() if \
-            (log_dir / "logs" / "worker-3.log").exists() else ""
+        text = (
+            (log_dir / "logs" / "worker-3.log").read_text()
+            if (log_dir / "logs" / "worker-3.log").exists()
+            else ""
+        )
         if "from C" in text:
             break
         time.sleep(0.1)
@@ -84,15 +92,19 @@ print("second stop waited:", second["waited"], "error:", second["error"])
 
 
 def test_a_stop_during_another_waits_for_it_and_does_nothing(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", RACE, str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", RACE, str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "second stop waited: True error: None", proc.stdout + proc.stderr
 
 
 def pin(path: Path) -> str:
-    return next(line.split("#")[0].strip() for line in path.read_text().splitlines()
-                if line.startswith("tensorboard=="))
+    return next(
+        line.split("#")[0].strip()
+        for line in path.read_text().splitlines()
+        if line.startswith("tensorboard==")
+    )
 
 
 def test_one_tensorboard_pin_for_the_trainer_the_venv_and_the_image():
@@ -102,5 +114,7 @@ def test_one_tensorboard_pin_for_the_trainer_the_venv_and_the_image():
     assert pin(REPO / "docker" / "tensorboard-requirements.txt").split(" ")[0] == "tensorboard==2.21.0"
     dockerfile = (REPO / "docker" / "tensorboard.Dockerfile").read_text()
     assert "COPY docker/tensorboard-requirements.txt /tmp/requirements.txt" in dockerfile
-    assert "!docker/tensorboard-requirements.txt" in (REPO / "docker" /
-                                                      "tensorboard.Dockerfile.dockerignore").read_text()
+    assert (
+        "!docker/tensorboard-requirements.txt"
+        in (REPO / "docker" / "tensorboard.Dockerfile.dockerignore").read_text()
+    )

@@ -40,10 +40,30 @@ class LiveRun:
         self.log_dir = log_dir
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer.local", "--tensorboard", "--workers", "1", "--ps", "1",
-             "--epochs", str(EPOCHS), "--log_interval", "20", "--peer_timeout", "120",
-             "--log_dir", str(log_dir)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+            [
+                sys.executable,
+                "-m",
+                "trainer.local",
+                "--tensorboard",
+                "--workers",
+                "1",
+                "--ps",
+                "1",
+                "--epochs",
+                str(EPOCHS),
+                "--log_interval",
+                "20",
+                "--peer_timeout",
+                "120",
+                "--log_dir",
+                str(log_dir),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
         self.serving = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -85,8 +105,7 @@ def run(tmp_path_factory):
             live.proc.wait()
 
 
-def scalars(run: LiveRun, series: tuple[str, str], points: int = EPOCHS,
-            wait_s: float = 90.0) -> list:
+def scalars(run: LiveRun, series: tuple[str, str], points: int = EPOCHS, wait_s: float = 90.0) -> list:
     """TensorBoard's [wall time, step, value] of ``series`` (TensorBoard run, tag), once it
     has read ``points`` of them (it rereads the log directory every few seconds)."""
     subdir, tag = series
@@ -104,7 +123,8 @@ def scalars(run: LiveRun, series: tuple[str, str], points: int = EPOCHS,
 
 def chief_epochs(run: LiveRun) -> list[dict]:
     return progress.parse_log(
-        "\n".join(line for line in run.output.splitlines() if line.startswith("[chief-0]"))).epochs
+        "\n".join(line for line in run.output.splitlines() if line.startswith("[chief-0]"))
+    ).epochs
 
 
 def test_url_printed_before_training_and_serving_after_it(run):
@@ -123,8 +143,13 @@ def test_scalars_api_returns_the_chiefs_per_epoch_series_matching_result_json(ru
     # Keras' layout: the chief's train and validation runs, the same tags in both
     assert sorted(run.get_json("data/runs")) == ["train", "validation"]
     tags = run.get_json("data/plugin/scalars/tags")
-    assert set(tags["train"]) == {"epoch_loss", "epoch_accuracy", "epoch_learning_rate",
-                                  "epoch_examples_per_s", "batch_loss"}
+    assert set(tags["train"]) == {
+        "epoch_loss",
+        "epoch_accuracy",
+        "epoch_learning_rate",
+        "epoch_examples_per_s",
+        "batch_loss",
+    }
     assert set(tags["validation"]) == {"epoch_loss", "epoch_accuracy"}
     series = {}
     for key, where in progress.EPOCH_SERIES.items():
@@ -136,8 +161,12 @@ def test_scalars_api_returns_the_chiefs_per_epoch_series_matching_result_json(ru
     assert len(series["train_cost"]) == result["epochs"]
     # every epoch as the chief printed it
     for printed, acc, cost, test_cost, rate in zip(
-            chief_epochs(run), series["test_accuracy"], series["train_cost"],
-            series["test_cost"], series["examples_per_s"]):
+        chief_epochs(run),
+        series["test_accuracy"],
+        series["train_cost"],
+        series["test_cost"],
+        series["examples_per_s"],
+    ):
         assert acc[2] == as_printed(printed["test_accuracy"])
         assert cost[2] == as_printed(printed["train_cost"])
         assert test_cost[2] == as_printed(printed["test_cost"])
@@ -154,22 +183,36 @@ def chromium():
         # Debian's package, as the project's browser tests need it (no browser download).
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True,
-                       timeout=900)
+        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=900)
         path = shutil.which("chromium")
     if path is None:
         pytest.skip("no chromium (apt-get install chromium)")
     return path
 
 
-def headless(chromium: str, profile: Path, *args: str,
-             size: str = "1400,1100", budget_ms: int = 20_000) -> subprocess.CompletedProcess:
+def headless(
+    chromium: str, profile: Path, *args: str, size: str = "1400,1100", budget_ms: int = 20_000
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", f"--window-size={size}",
-         f"--virtual-time-budget={budget_ms}", *args],
-        capture_output=True, text=True, timeout=180)
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            f"--window-size={size}",
+            f"--virtual-time-budget={budget_ms}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def test_a_browser_renders_the_tags_on_the_scalars_page(run, chromium, tmp_path):
@@ -182,16 +225,23 @@ def test_a_browser_renders_the_tags_on_the_scalars_page(run, chromium, tmp_path)
     # the cards a moment later; on a loaded machine the virtual-time budget can run out in
     # between, so a page without cards is loaded again (3 tries, each with a longer budget).
     for attempt, budget_ms in enumerate((20_000, 40_000, 80_000), 1):
-        dom = headless(chromium, tmp_path / f"profile-dom-{attempt}", "--dump-dom", page,
-                       size="1400,3200", budget_ms=budget_ms)
+        dom = headless(
+            chromium,
+            tmp_path / f"profile-dom-{attempt}",
+            "--dump-dom",
+            page,
+            size="1400,3200",
+            budget_ms=budget_ms,
+        )
         assert dom.returncode == 0, dom.stderr[-2000:]
         if re.search(r'class="tag"[^>]*title="', dom.stdout):
             break
     for tag in tags:
         # Tags without a "/" each get their own group, titled with the tag (TensorBoard
         # groups by the prefix before the first "/")...
-        assert re.search(rf'class="group-title"[^>]*title="{re.escape(tag)}"', dom.stdout), \
+        assert re.search(rf'class="group-title"[^>]*title="{re.escape(tag)}"', dom.stdout), (
             f"{tag} not rendered"
+        )
     # ... and the groups it opens show their cards (class "tag", titled with the tag); it
     # opens the first few only.
     cards = set(re.findall(r'class="tag"[^>]*title="([^"]+)"', dom.stdout))
@@ -209,7 +259,7 @@ def png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     length, kind = struct.unpack(">I4s", data[8:16])
     assert kind == b"IHDR" and length == 13
-    body = data[16:16 + 13]
+    body = data[16 : 16 + 13]
     assert struct.unpack(">I", data[29:33])[0] == zlib.crc32(kind + body)
     return struct.unpack(">II", body[:8])
 
@@ -221,22 +271,25 @@ def test_every_task_wrote_its_log_file_on_the_volume(run):
         text = (logs / f"{task}.log").read_text()
         assert text.startswith(f"==== {task} started ")
         # every line the launcher showed for the task is in its file
-        shown = [out[len(f"[{task}] "):] for out in run.output.splitlines()
-                 if out.startswith(f"[{task}] ")]
+        shown = [out[len(f"[{task}] ") :] for out in run.output.splitlines() if out.startswith(f"[{task}] ")]
         assert shown and all(line in text for line in shown), task
     chief = (logs / "chief-0.log").read_text()
     assert f"Epoch {EPOCHS} of {EPOCHS} done" in chief and chief.rstrip().endswith("done")
     # nothing of the logs among the checkpoints or the events
     assert not list((run.log_dir / "checkpoints").glob("*.log"))
     for subdir in progress.TENSORBOARD_SUBDIRS:
-        assert all(p.name.startswith("events.out.tfevents")
-                   for p in (run.log_dir / subdir).iterdir())
+        assert all(p.name.startswith("events.out.tfevents") for p in (run.log_dir / subdir).iterdir())
 
 
 def test_report_draws_a_png_of_the_runs_curves(run, tmp_path):
     out = tmp_path / "curves.png"
-    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(run.log_dir), "-o",
-                           str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.report", str(run.log_dir), "-o", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{out}: {run.log_dir.name}: {EPOCHS} epochs")
     assert png_size(out.read_bytes()) == (1100, 750)
@@ -250,8 +303,13 @@ def test_report_draws_a_png_of_the_runs_curves(run, tmp_path):
 
 
 def test_report_without_events_exits_1(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "trainer.report", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.report", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "no per-epoch TensorBoard events" in proc.stderr
     assert not list(tmp_path.iterdir())
 

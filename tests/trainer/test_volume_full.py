@@ -25,12 +25,15 @@ from trainer.flags import BUNDLED_DATA_DIR
 REPO = Path(__file__).resolve().parents[2]
 #: Says why the volume is full, as the system words ENOSPC.
 NO_SPACE = "[Errno 28] No space left on device"
-HINT = ("a restart cannot cure it: free space there, or give the volume more (on Kubernetes "
-        "pulumi config set persistence.pvc.storage <size>, e.g. 10Gi, then pulumi up)")
+HINT = (
+    "a restart cannot cure it: free space there, or give the volume more (on Kubernetes "
+    "pulumi config set persistence.pvc.storage <size>, e.g. 10Gi, then pulumi up)"
+)
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare") or not sys.platform.startswith("linux"),
-    reason="mounting a tmpfs in a private mount namespace needs Linux, root and unshare(1)")
+    reason="mounting a tmpfs in a private mount namespace needs Linux, root and unshare(1)",
+)
 
 
 def _mounted_under(path: Path) -> list[str]:
@@ -38,8 +41,9 @@ def _mounted_under(path: Path) -> list[str]:
         return [line for line in mounts if f" {path}" in line]
 
 
-def in_private_mounts(tmp_path: Path, setup: str, command: list[str], listed: Path,
-                      timeout_s: float = 300) -> tuple[int, str, str, list[str]]:
+def in_private_mounts(
+    tmp_path: Path, setup: str, command: list[str], listed: Path, timeout_s: float = 300
+) -> tuple[int, str, str, list[str]]:
     """Run ``setup`` (sh, mounting what the test needs) then ``command`` in a private mount
     namespace; return (command's exit code, its stdout, its stderr, the names in ``listed``
     as the command left them, seen inside the namespace).
@@ -49,13 +53,21 @@ def in_private_mounts(tmp_path: Path, setup: str, command: list[str], listed: Pa
     """
     out = tmp_path / "out"
     out.mkdir()
-    script = (f"set -eu\n{setup}\nset +e\n"
-              f'"$@" >"{out}/stdout" 2>"{out}/stderr"\necho $? >"{out}/rc"\n'
-              f'ls -A "{listed}" >"{out}/listed"\n')
+    script = (
+        f"set -eu\n{setup}\nset +e\n"
+        f'"$@" >"{out}/stdout" 2>"{out}/stderr"\necho $? >"{out}/rc"\n'
+        f'ls -A "{listed}" >"{out}/listed"\n'
+    )
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
-                             "sh", *command], cwd=REPO, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *command],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         shell_output, _ = proc.communicate(timeout=timeout_s)
     finally:
@@ -64,8 +76,12 @@ def in_private_mounts(tmp_path: Path, setup: str, command: list[str], listed: Pa
             proc.wait()
     assert proc.returncode == 0, shell_output  # the setup worked
     assert _mounted_under(tmp_path) == []  # nothing left mounted outside the namespace
-    return (int((out / "rc").read_text()), (out / "stdout").read_text(),
-            (out / "stderr").read_text(), (out / "listed").read_text().split())
+    return (
+        int((out / "rc").read_text()),
+        (out / "stdout").read_text(),
+        (out / "stderr").read_text(),
+        (out / "listed").read_text().split(),
+    )
 
 
 def tmpfs(path: Path, size: str) -> str:
@@ -73,15 +89,16 @@ def tmpfs(path: Path, size: str) -> str:
     return f'mkdir -p "{path}"\nmount -t tmpfs -o size={size},mode=0755 tmpfs "{path}"'
 
 
-def assert_one_error_line(stderr: str, directory: Path, writing: str, flag: str = "--log_dir",
-                          reason: str = NO_SPACE):
+def assert_one_error_line(
+    stderr: str, directory: Path, writing: str, flag: str = "--log_dir", reason: str = NO_SPACE
+):
     """One ``error:`` line in ``stderr``, no traceback: the volume holding ``directory``
     (given as ``flag``) is full, ``writing`` failed, with ``reason`` first in the parentheses."""
     errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, stderr[-3000:]
     assert errors[0].startswith(
-        f"error: the volume holding {flag} {directory} is full: {writing} failed ({reason}"), \
-        errors[0]
+        f"error: the volume holding {flag} {directory} is full: {writing} failed ({reason}"
+    ), errors[0]
     assert errors[0].endswith(HINT), errors[0]
     assert "Traceback" not in stderr, stderr[-3000:]
 
@@ -89,16 +106,32 @@ def assert_one_error_line(stderr: str, directory: Path, writing: str, flag: str 
 def test_staging_into_a_full_volume_exits_4_and_leaves_the_directory_as_it_was(tmp_path):
     dest = tmp_path / "volume" / "data"
     rc, _, stderr, left = in_private_mounts(
-        tmp_path, tmpfs(tmp_path / "volume", "64k"),
-        [sys.executable, "-m", "trainer.stage", "--dest", str(dest)], dest)
+        tmp_path,
+        tmpfs(tmp_path / "volume", "64k"),
+        [sys.executable, "-m", "trainer.stage", "--dest", str(dest)],
+        dest,
+    )
     assert rc == EXIT_VOLUME_FULL, stderr
     assert_one_error_line(stderr, dest, f"staging into {dest}", flag="--dest")
     assert left == []  # the bundled sample (about 1.7 MB) did not fit; no temporary left
 
 
 def _trainer(log_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--model", "mlp",
-            "--batch_size", "500", "--epochs", "1", "--data_dir", str(BUNDLED_DATA_DIR)]
+    return [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--log_dir",
+        str(log_dir),
+        "--model",
+        "mlp",
+        "--batch_size",
+        "500",
+        "--epochs",
+        "1",
+        "--data_dir",
+        str(BUNDLED_DATA_DIR),
+    ]
 
 
 def test_no_room_for_the_first_heartbeat_exits_4_before_training(tmp_path):
@@ -106,7 +139,8 @@ def test_no_room_for_the_first_heartbeat_exits_4_before_training(tmp_path):
     cluster = log_dir / "cluster"
     fill = f'head -c 4096 /dev/zero >"{cluster}/filler"'  # the one page of the tmpfs
     rc, stdout, stderr, left = in_private_mounts(
-        tmp_path, f"{tmpfs(cluster, '4k')}\n{fill}", _trainer(log_dir), cluster)
+        tmp_path, f"{tmpfs(cluster, '4k')}\n{fill}", _trainer(log_dir), cluster
+    )
     assert rc == EXIT_VOLUME_FULL, stderr
     assert_one_error_line(stderr, log_dir, f"writing the heartbeat {cluster / 'heartbeat'}")
     assert left == ["filler"]  # no empty temporary file left
@@ -119,8 +153,7 @@ def test_no_room_for_the_run_lock_exits_4_before_anything_else(tmp_path, command
     log_dir = tmp_path / "run"
     fill = f'head -c 4096 /dev/zero >"{log_dir}/filler"'
     argv = [sys.executable, "-m", command, "--log_dir", str(log_dir), "--epochs", "1"]
-    rc, stdout, stderr, left = in_private_mounts(
-        tmp_path, f"{tmpfs(log_dir, '4k')}\n{fill}", argv, log_dir)
+    rc, stdout, stderr, left = in_private_mounts(tmp_path, f"{tmpfs(log_dir, '4k')}\n{fill}", argv, log_dir)
     assert rc == EXIT_VOLUME_FULL, stderr
     assert_one_error_line(stderr, log_dir, f"writing the run lock {log_dir / '.run.lock'}")
     assert sorted(left) == [".run.lock", "filler"] and stdout == ""
@@ -130,12 +163,10 @@ def test_no_room_for_the_run_lock_exits_4_before_anything_else(tmp_path, command
 def test_no_room_for_the_export_exits_4_and_leaves_no_temporary(tmp_path):
     log_dir = tmp_path / "run"
     export = log_dir / "export"
-    rc, stdout, stderr, left = in_private_mounts(
-        tmp_path, tmpfs(export, "64k"), _trainer(log_dir), export)
+    rc, stdout, stderr, left = in_private_mounts(tmp_path, tmpfs(export, "64k"), _trainer(log_dir), export)
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     # TensorFlow's SavedModel writer says it in its own words, naming its file
-    assert_one_error_line(stderr, log_dir, f"writing the export {export / '1'}",
-                          reason=f"{export}/.1.tmp-")
+    assert_one_error_line(stderr, log_dir, f"writing the export {export / '1'}", reason=f"{export}/.1.tmp-")
     assert "No space left on device [Op:SaveV2])" in stderr
     assert left == []
     assert "Epoch 1 of 1 done" in stdout
@@ -149,10 +180,12 @@ def test_no_room_for_result_json_exits_4_after_the_export(tmp_path):
     subdirectories are the disk's, bound in."""
     log_dir, disk = tmp_path / "run", tmp_path / "disk"
     subdirs = ("checkpoints", "cluster", "export", "logs", "train", "validation")
-    binds = "\n".join(f'mkdir -p "{disk / d}" "{log_dir / d}"\n'
-                      f'mount --bind "{disk / d}" "{log_dir / d}"' for d in subdirs)
+    binds = "\n".join(
+        f'mkdir -p "{disk / d}" "{log_dir / d}"\nmount --bind "{disk / d}" "{log_dir / d}"' for d in subdirs
+    )
     rc, _, stderr, left = in_private_mounts(
-        tmp_path, f"{tmpfs(log_dir, '4k')}\n{binds}", _trainer(log_dir), log_dir)
+        tmp_path, f"{tmpfs(log_dir, '4k')}\n{binds}", _trainer(log_dir), log_dir
+    )
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     assert_one_error_line(stderr, log_dir, f"writing {log_dir / 'result.json'}")
     assert sorted(left) == sorted([".run.lock", *subdirs])  # no result.json, no temporary
@@ -166,8 +199,7 @@ def test_no_room_for_the_done_marker_exits_4_after_result_json(tmp_path):
     needs a second."""
     log_dir = tmp_path / "run"
     cluster = log_dir / "cluster"
-    rc, _, stderr, left = in_private_mounts(
-        tmp_path, tmpfs(cluster, "4k"), _trainer(log_dir), cluster)
+    rc, _, stderr, left = in_private_mounts(tmp_path, tmpfs(cluster, "4k"), _trainer(log_dir), cluster)
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     assert_one_error_line(stderr, log_dir, f"writing the done marker {cluster / 'done'}")
     assert left == ["heartbeat"]

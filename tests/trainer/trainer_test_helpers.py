@@ -42,14 +42,18 @@ def write_gz(path: Path, raw: bytes) -> Path:
     return path
 
 
-def write_mnist(directory: Path, n_train: int = 80, n_test: int = 20, seed: int = 0,
-                train_labels: np.ndarray | None = None) -> Path:
+def write_mnist(
+    directory: Path,
+    n_train: int = 80,
+    n_test: int = 20,
+    seed: int = 0,
+    train_labels: np.ndarray | None = None,
+) -> Path:
     """Four valid IDX files with random pixels in ``directory``."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
-        write_gz(directory / f"{prefix}-images-idx3-ubyte.gz",
-                 idx_images(rng.integers(0, 256, (n, 28, 28))))
+        write_gz(directory / f"{prefix}-images-idx3-ubyte.gz", idx_images(rng.integers(0, 256, (n, 28, 28))))
         labels = rng.integers(0, 10, n)
         if prefix == "train" and train_labels is not None:
             labels = train_labels

@@ -73,8 +73,22 @@ def checkov(binary: Path, directory: Path) -> list[Finding]:
     about 15 s instead of 4 s). Raises RuntimeError when checkov fails (exit status other than
     0 or 1) or reports files it could not parse.
     """
-    proc = subprocess.run([str(binary), "--framework", "kubernetes", "-d", str(directory), "-o", "json",
-                           "--quiet", "--compact", "--skip-download"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            str(binary),
+            "--framework",
+            "kubernetes",
+            "-d",
+            str(directory),
+            "-o",
+            "json",
+            "--quiet",
+            "--compact",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"checkov failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     reports = json.loads(proc.stdout)
@@ -83,8 +97,15 @@ def checkov(binary: Path, directory: Path) -> list[Finding]:
         if report.get("summary", {}).get("parsing_errors"):
             raise RuntimeError(f"checkov could not parse: {report['results'].get('parsing_errors')}")
         for failed in report.get("results", {}).get("failed_checks", []):
-            findings.append(Finding("checkov", failed["check_id"], failed["file_path"].lstrip("/"),
-                                    failed["resource"], failed["check_name"]))
+            findings.append(
+                Finding(
+                    "checkov",
+                    failed["check_id"],
+                    failed["file_path"].lstrip("/"),
+                    failed["resource"],
+                    failed["check_name"],
+                )
+            )
     return findings
 
 
@@ -105,8 +126,15 @@ def kube_score(binary: Path, files: list[Path]) -> list[Finding]:
                 for comment in check["comments"] or [{}]:
                     where = f" [{comment['path']}]" if comment.get("path") else ""
                     message = ": ".join(p for p in (comment.get("summary"), comment.get("description")) if p)
-                    findings.append(Finding("kube-score", check["check"]["id"], path.name,
-                                            scored["object_name"] + where, message or check["check"]["name"]))
+                    findings.append(
+                        Finding(
+                            "kube-score",
+                            check["check"]["id"],
+                            path.name,
+                            scored["object_name"] + where,
+                            message or check["check"]["name"],
+                        )
+                    )
     return findings
 
 
@@ -117,7 +145,10 @@ def run(directory: Path, binaries: dict[str, Path] | None = None) -> dict[str, l
     files = sorted(directory.glob("*.yaml"))
     if not files:
         raise RuntimeError(f"no *.yaml file in {directory}")
-    return {"checkov": checkov(binaries["checkov"], directory), "kube-score": kube_score(binaries["kube-score"], files)}
+    return {
+        "checkov": checkov(binaries["checkov"], directory),
+        "kube-score": kube_score(binaries["kube-score"], files),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -104,8 +104,10 @@ def plugin_command(request: language_pb2.RunPluginRequest) -> tuple[list[str], d
         FileNotFoundError: when the pack's ``virtualenv`` option names a directory without bin/python.
     """
     if request.kind != "analyzer":
-        raise ValueError(f"RunPlugin of a {request.kind or 'nameless'} plugin is not implemented here (only "
-                         "policy packs, kind analyzer)")
+        raise ValueError(
+            f"RunPlugin of a {request.kind or 'nameless'} plugin is not implemented here (only "
+            "policy packs, kind analyzer)"
+        )
     python, env_add = resolve_python(request.info)
     pack = request.info.program_directory or request.info.root_directory
     env = dict(item.split("=", 1) for item in request.env if "=" in item) if request.env else dict(os.environ)

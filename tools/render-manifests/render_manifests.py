@@ -41,31 +41,57 @@ CONFIGS: dict[str, dict[str, str]] = {
     # Cloud mode, no ps (a GPU chief), a created namespace, an internet LoadBalancer with source
     # ranges (and the SLB ACL), a pull Secret created from credentials, placement everywhere.
     "cloud-lb-registry": {
-        "ps.number": "0", "namespace": "training", "createNamespace": "true", "job.waitForChief": "true",
-        "tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
-        "registryCredentials.username": "ml-team", "registryCredentials.password": "not-a-secret",
-        "job.priorityClassName": "training-high", "job.activeDeadlineSeconds": "86400",
+        "ps.number": "0",
+        "namespace": "training",
+        "createNamespace": "true",
+        "job.waitForChief": "true",
+        "tensorboard.serviceType": "LoadBalancer",
+        "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
+        "registryCredentials.username": "ml-team",
+        "registryCredentials.password": "not-a-secret",
+        "job.priorityClassName": "training-high",
+        "job.activeDeadlineSeconds": "86400",
         "worker.nodeSelector": '{"aliyun.accelerator/nvidia_name": "Tesla-P100-PCIE-16GB"}',
-        "ps.tolerations": '[{"operator":"Exists"}]', "tensorboard.nodeSelector": '{"tf-mnist/pool": "cpu"}'},
+        "ps.tolerations": '[{"operator":"Exists"}]',
+        "tensorboard.nodeSelector": '{"tf-mnist/pool": "cpu"}',
+    },
     # kubeconfig mode on an existing NAS file system, CPU workers, one ps, a data source URL.
-    "existing-nas": {**_EXISTING, "nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
-                     "worker.gpuCount": "0", "ps.number": "1",
-                     "data.source": "https://example.com/mnist/mnist.npz"},
+    "existing-nas": {
+        **_EXISTING,
+        "nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
+        "worker.gpuCount": "0",
+        "ps.number": "1",
+        "data.source": "https://example.com/mnist/mnist.npz",
+    },
     # kubeconfig mode on an NFS server, an intranet LoadBalancer, an existing pull Secret, the
     # CPU trainer and TensorBoard images by digest (pulled IfNotPresent), the GPU one by tag.
-    "existing-nfs": {**_EXISTING, "persistence.volume.type": "nfs", "nfs.server": "10.0.0.5",
-                     "nfs.path": "/exports/tf-mnist", "imagePullSecret": "acr-pull",
-                     "tensorboard.serviceType": "LoadBalancer", "tensorboard.addressType": "intranet",
-                     "tensorboard.allowedSourceRanges": '["10.0.0.0/8"]',
-                     "ps.image": f"registry.example.com/team/trainer@sha256:{'a' * 64}",
-                     "tensorboard.image": f"registry.example.com/team/tensorboard:2.21.0@sha256:{'b' * 64}"},
+    "existing-nfs": {
+        **_EXISTING,
+        "persistence.volume.type": "nfs",
+        "nfs.server": "10.0.0.5",
+        "nfs.path": "/exports/tf-mnist",
+        "imagePullSecret": "acr-pull",
+        "tensorboard.serviceType": "LoadBalancer",
+        "tensorboard.addressType": "intranet",
+        "tensorboard.allowedSourceRanges": '["10.0.0.0/8"]',
+        "ps.image": f"registry.example.com/team/trainer@sha256:{'a' * 64}",
+        "tensorboard.image": f"registry.example.com/team/tensorboard:2.21.0@sha256:{'b' * 64}",
+    },
     # kubeconfig mode on a node directory (the local cluster's setup): NodePort, CPU only, no
     # ps, a created namespace, the run monitor on an explicit API server, images preloaded on
     # the node and so pulled IfNotPresent.
-    "existing-hostPath": {**_EXISTING, "persistence.volume.type": "hostPath", "tensorboard.serviceType": "NodePort",
-                          "worker.gpuCount": "0", "ps.number": "0", "namespace": "training",
-                          "createNamespace": "true", "monitor.apiServer": "https://10.244.0.1:6443",
-                          "worker.imagePullPolicy": "IfNotPresent", "ps.imagePullPolicy": "IfNotPresent"},
+    "existing-hostPath": {
+        **_EXISTING,
+        "persistence.volume.type": "hostPath",
+        "tensorboard.serviceType": "NodePort",
+        "worker.gpuCount": "0",
+        "ps.number": "0",
+        "namespace": "training",
+        "createNamespace": "true",
+        "monitor.apiServer": "https://10.244.0.1:6443",
+        "worker.imagePullPolicy": "IfNotPresent",
+        "ps.imagePullPolicy": "IfNotPresent",
+    },
 }
 #: The configurations whose overrides hold a secret (set with ``--secret``).
 SECRET_KEYS = {"cloud-lb-registry": ("tf-mnist:registryCredentials.password",)}

@@ -157,9 +157,13 @@ def selected_markers(args: Sequence[str]) -> set[str]:
     """The markers among ``engine``, ``cluster`` and ``checkers`` that the tests ``args`` select carry
     (pytest --collect-only with tests/conftest.py's hook writing them to a file)."""
     with tempfile.NamedTemporaryFile("r", prefix="tf-mnist-needs-", suffix=".txt") as out:
-        proc = subprocess.run([str(VENV_PYTHON), "-m", "pytest", "--collect-only", "-q", "-p",
-                               "no:cacheprovider", *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, NEEDS_ENV: out.name})
+        proc = subprocess.run(
+            [str(VENV_PYTHON), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, NEEDS_ENV: out.name},
+        )
         found = set(Path(out.name).read_text().split())
     if proc.returncode not in (0, 5):
         return {"engine", "cluster", "checkers"}  # collection failed: build everything, pytest will say why
@@ -178,7 +182,12 @@ class Pipeline:
         self.groups: dict[str, Path] = {}
 
     def _start(self, phase: Phase) -> None:
-        env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}", **self.exported, **phase.env}
+        env = {
+            **os.environ,
+            "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}",
+            **self.exported,
+            **phase.env,
+        }
         argv = phase.argv if phase.nice == 0 else ["nice", "-n", str(phase.nice), *phase.argv]
         if phase.stream:
             out = None
@@ -203,8 +212,16 @@ class Pipeline:
                     autogroup.write_text(str(phase.nice))
                 except OSError:
                     pass
-        phase.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
-                                      start_new_session=True, preexec_fn=join_group)
+
+        phase.proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,
+            preexec_fn=join_group,
+        )
         phase.started = time.monotonic()
         if out is not None:
             out.close()
@@ -284,7 +301,9 @@ class Pipeline:
                 continue
             text = phase.log.read_text(errors="replace")
             if phase.is_pytest or phase.rc not in (0, None):
-                print(f"==================== {phase.name}: {shlex.join(phase.argv[-3:])} ====================")
+                print(
+                    f"==================== {phase.name}: {shlex.join(phase.argv[-3:])} ===================="
+                )
                 print(text if phase.is_pytest else "\n".join(text.splitlines()[-40:]), flush=True)
             if phase.rc == 0:
                 phase.log.unlink()
@@ -298,8 +317,10 @@ class Pipeline:
             if phase.rc == -1:
                 parts.append(f"{phase.name} not run")
             elif phase.rc is not None:
-                parts.append(f"{phase.name} {phase.wall_s:.0f}s/{phase.cpu_s:.0f}cpu"
-                             + ("" if phase.rc == 0 else f" exit {phase.rc}"))
+                parts.append(
+                    f"{phase.name} {phase.wall_s:.0f}s/{phase.cpu_s:.0f}cpu"
+                    + ("" if phase.rc == 0 else f" exit {phase.rc}")
+                )
         parts.append(f"whole run {wall_s:.0f}s, machine CPU {cpu_s:.0f}s")
         print("test.sh phases (wall s / CPU s): " + "; ".join(parts), flush=True)
 
@@ -324,7 +345,9 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         needs = []
         if wanted & {"engine", "cluster"}:
             providers = "kubernetes alicloud" if "engine" in wanted else "kubernetes"
-            phases.append(Phase("build:engine", toolchain, env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": providers}))
+            phases.append(
+                Phase("build:engine", toolchain, env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": providers})
+            )
             needs.append("build:engine")
         if "cluster" in wanted and as_root:
             phases.append(Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], env=builds_env))
@@ -334,41 +357,82 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             phases.append(Phase("build:checkers", checkers, env=checkers_env))
             needs.append("build:checkers")
         env = {**engine_env, "REQUIRE_CHECKERS": "1", **({"REQUIRE_LOCAL_CLUSTER": "1"} if as_root else {})}
-        phases.append(Phase("tests", [*pytest, *pytest_args], needs=needs, env=env, stream=True, is_pytest=True))
+        phases.append(
+            Phase("tests", [*pytest, *pytest_args], needs=needs, env=env, stream=True, is_pytest=True)
+        )
         return phases
     phases += [
-        Phase("build:engine", toolchain, needs=["venv"],
-              env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"}),
+        Phase(
+            "build:engine",
+            toolchain,
+            needs=["venv"],
+            env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"},
+        ),
         Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}),
         Phase("build:checkers", checkers, needs=["venv"], env=checkers_env),
-        Phase("tests", [*pytest, "-m", "not engine and not cluster and not checkers", *pytest_args],
-              needs=["venv"], nice=10, stream=True, is_pytest=True),
-        Phase("tests:checkers", [*pytest, "-m", "checkers and not engine and not cluster", *pytest_args],
-              needs=["build:checkers"], env={"REQUIRE_CHECKERS": "1"}, is_pytest=True),
-        Phase("tests:engine", [*pytest, "-m", "engine and not cluster", *pytest_args,
-                               f"--ignore={WAITING_ENGINE_TESTS}"],
-              needs=["build:alicloud"], env=engine_env, is_pytest=True),
+        Phase(
+            "tests",
+            [*pytest, "-m", "not engine and not cluster and not checkers", *pytest_args],
+            needs=["venv"],
+            nice=10,
+            stream=True,
+            is_pytest=True,
+        ),
+        Phase(
+            "tests:checkers",
+            [*pytest, "-m", "checkers and not engine and not cluster", *pytest_args],
+            needs=["build:checkers"],
+            env={"REQUIRE_CHECKERS": "1"},
+            is_pytest=True,
+        ),
+        Phase(
+            "tests:engine",
+            [*pytest, "-m", "engine and not cluster", *pytest_args, f"--ignore={WAITING_ENGINE_TESTS}"],
+            needs=["build:alicloud"],
+            env=engine_env,
+            is_pytest=True,
+        ),
         # Beside tests:engine: its previews spend minutes waiting, not computing.
-        Phase("tests:engine-live", [*pytest, "-m", "engine and not cluster", *pytest_args, WAITING_ENGINE_TESTS],
-              needs=["build:alicloud"], env=engine_env, is_pytest=True),
+        Phase(
+            "tests:engine-live",
+            [*pytest, "-m", "engine and not cluster", *pytest_args, WAITING_ENGINE_TESTS],
+            needs=["build:alicloud"],
+            env=engine_env,
+            is_pytest=True,
+        ),
     ]
     if as_root:
-        phases.insert(2, Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["venv"],
-                               env=builds_env))
+        phases.insert(
+            2,
+            Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["venv"], env=builds_env),
+        )
         # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
         # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
-        phases.insert(3, Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"],
-                               needs=["venv"]))
+        phases.insert(
+            3, Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"], needs=["venv"])
+        )
         # The cluster's own tests need no engine: they start once the cluster is built, while
         # the engine still builds; the stack's cluster tests then wait for the cluster's lock
         # (tests/cluster/conftest.py), not for them to pass.
         cluster_env = {"REQUIRE_LOCAL_CLUSTER": "1"}
-        phases.append(Phase("tests:cluster-base", [*pytest, "-m", "cluster", *pytest_args, ENGINE_FREE_CLUSTER_TESTS],
-                            needs=["build:cluster", "build:images"], env=cluster_env, is_pytest=True))
-        phases.append(Phase("tests:cluster", [*pytest, "-m", "cluster", *pytest_args,
-                                              f"--ignore={ENGINE_FREE_CLUSTER_TESTS}"],
-                            needs=["build:engine", "build:cluster", "build:images"],
-                            env={**engine_env, **cluster_env}, is_pytest=True))
+        phases.append(
+            Phase(
+                "tests:cluster-base",
+                [*pytest, "-m", "cluster", *pytest_args, ENGINE_FREE_CLUSTER_TESTS],
+                needs=["build:cluster", "build:images"],
+                env=cluster_env,
+                is_pytest=True,
+            )
+        )
+        phases.append(
+            Phase(
+                "tests:cluster",
+                [*pytest, "-m", "cluster", *pytest_args, f"--ignore={ENGINE_FREE_CLUSTER_TESTS}"],
+                needs=["build:engine", "build:cluster", "build:images"],
+                env={**engine_env, **cluster_env},
+                is_pytest=True,
+            )
+        )
     return phases
 
 

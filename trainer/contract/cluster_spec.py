@@ -55,14 +55,10 @@ class Replicas:
         for task_type, (low, high) in limits.items():
             count = getattr(self, task_type)
             if isinstance(count, bool) or not isinstance(count, int):
-                raise ClusterSpecError(
-                    f"replica count for '{task_type}' must be an integer, got {count!r}"
-                )
+                raise ClusterSpecError(f"replica count for '{task_type}' must be an integer, got {count!r}")
             if count < low or (high is not None and count > high):
                 rule = f">= {low}" if high is None else f"between {low} and {high}"
-                raise ClusterSpecError(
-                    f"replica count for '{task_type}' is {count}: must be {rule}"
-                )
+                raise ClusterSpecError(f"replica count for '{task_type}' is {count}: must be {rule}")
         if self.ps > 0 and self.chief == 0:
             raise ClusterSpecError(
                 "ps tasks need a chief: ParameterServerStrategy runs its coordinator on the chief"
@@ -134,8 +130,7 @@ def tf_config(cluster_spec: Mapping[str, list[str]], task_type: str, task_index:
 
 def tf_config_json(cluster_spec: Mapping[str, list[str]], task_type: str, task_index: int) -> str:
     """TF_CONFIG as the compact, key-sorted JSON string set in the environment."""
-    return json.dumps(tf_config(cluster_spec, task_type, task_index), sort_keys=True,
-                      separators=(",", ":"))
+    return json.dumps(tf_config(cluster_spec, task_type, task_index), sort_keys=True, separators=(",", ":"))
 
 
 # --- Kubernetes naming -------------------------------------------------------------
@@ -217,8 +212,9 @@ def kubernetes_cluster_spec(
     return build_cluster_spec(replicas, address)
 
 
-def local_cluster_spec(replicas: Replicas, ports: Mapping[tuple[str, int], int],
-                       host: str = "localhost") -> ClusterSpec:
+def local_cluster_spec(
+    replicas: Replicas, ports: Mapping[tuple[str, int], int], host: str = "localhost"
+) -> ClusterSpec:
     """Cluster spec for every task on one machine, each on its own port.
 
     Args:
@@ -268,8 +264,7 @@ class TaskConfig:
         if self.task_type == "chief":
             return True
         # Without a chief, TensorFlow's convention makes worker 0 the chief.
-        return (self.task_type == "worker" and self.task_index == 0
-                and "chief" not in self.cluster_spec)
+        return self.task_type == "worker" and self.task_index == 0 and "chief" not in self.cluster_spec
 
     @property
     def strategy_kind(self) -> str:
@@ -322,7 +317,8 @@ def parse_tf_config(text: str | None) -> TaskConfig:
     for task_type, hosts in cluster.items():
         if task_type not in TASK_TYPES:
             raise ClusterSpecError(
-                f"TF_CONFIG cluster has unknown task type {task_type!r}: must be one of {TASK_TYPES}")
+                f"TF_CONFIG cluster has unknown task type {task_type!r}: must be one of {TASK_TYPES}"
+            )
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
             raise ClusterSpecError(f"TF_CONFIG cluster[{task_type!r}] must be a list of 'host:port'")
         for host in hosts:
@@ -330,21 +326,21 @@ def parse_tf_config(text: str | None) -> TaskConfig:
             if not name or not port.isdigit() or not 1 <= int(port) <= 65535:
                 raise ClusterSpecError(
                     f"TF_CONFIG cluster[{task_type!r}] entry {host!r} must be 'host:port' "
-                    "with a port in 1-65535")
+                    "with a port in 1-65535"
+                )
         spec[task_type] = list(hosts)
     if len(spec.get("chief", [])) > 1:
         raise ClusterSpecError("TF_CONFIG cluster has more than one chief")
     if spec.get("ps") and not spec.get("chief"):
         raise ClusterSpecError(
-            "TF_CONFIG has ps tasks but no chief: ParameterServerStrategy runs its coordinator "
-            "on the chief")
+            "TF_CONFIG has ps tasks but no chief: ParameterServerStrategy runs its coordinator on the chief"
+        )
     if not spec and not task:
         return TaskConfig(cluster_spec={})
     task_type = task.get("type")
     task_index = task.get("index", 0)
     if task_type not in TASK_TYPES:
-        raise ClusterSpecError(
-            f"TF_CONFIG task type {task_type!r} is invalid: must be one of {TASK_TYPES}")
+        raise ClusterSpecError(f"TF_CONFIG task type {task_type!r} is invalid: must be one of {TASK_TYPES}")
     if isinstance(task_index, bool) or not isinstance(task_index, int):
         raise ClusterSpecError(f"TF_CONFIG task index {task_index!r} must be an integer")
     if task_type != "evaluator":

@@ -27,6 +27,9 @@ EXIT_VOLUME_NOT_WRITABLE = 6
 EXIT_SIGTERM = 143  # 128 + SIGTERM, as a shell reports it
 PERMANENT_EXIT_CODES = (EXIT_BAD_FLAGS, EXIT_BAD_DATA, EXIT_VOLUME_FULL, EXIT_CHIEF_FAILED)
 #: What each permanent code means, for messages.
-PERMANENT_REASONS = {EXIT_BAD_FLAGS: "bad flags, TF_CONFIG or packages",
-                     EXIT_BAD_DATA: "bad data", EXIT_VOLUME_FULL: "the volume is full",
-                     EXIT_CHIEF_FAILED: "the chief ended for good"}
+PERMANENT_REASONS = {
+    EXIT_BAD_FLAGS: "bad flags, TF_CONFIG or packages",
+    EXIT_BAD_DATA: "bad data",
+    EXIT_VOLUME_FULL: "the volume is full",
+    EXIT_CHIEF_FAILED: "the chief ended for good",
+}

@@ -54,14 +54,18 @@ KERAS_MODEL_FILE = "model.keras"
 
 _STEP = re.compile(
     r"^Step: (?P<step>\d+),  Epoch: (?P<epoch>\d+),  Batch: (?P<batch>\d+) of (?P<batches>\d+),"
-    r"  Cost: (?P<cost>[-+0-9.eEnaif]+),  AvgTime: (?P<avg_ms>[0-9.]+)ms$")
+    r"  Cost: (?P<cost>[-+0-9.eEnaif]+),  AvgTime: (?P<avg_ms>[0-9.]+)ms$"
+)
 _EPOCH = re.compile(
     r"^Epoch (?P<epoch>\d+) of (?P<epochs>\d+) done: cost (?P<train_cost>[-+0-9.eEnaif]+), "
     r"train accuracy (?P<train_accuracy>[0-9.]+), test accuracy (?P<test_accuracy>[0-9.]+)"
     r"(?:, test cost (?P<test_cost>[-+0-9.eEnaif]+))?, (?P<epoch_time_s>[0-9.]+)s"
-    r"(?:, (?P<examples_per_s>[0-9.]+) examples/s)?;")
-_TRAINING = re.compile(r"^Training .* (?P<epochs>\d+) epochs of (?P<batches>\d+) batches of "
-                       r"(?P<global_batch>\d+)")
+    r"(?:, (?P<examples_per_s>[0-9.]+) examples/s)?;"
+)
+_TRAINING = re.compile(
+    r"^Training .* (?P<epochs>\d+) epochs of (?P<batches>\d+) batches of "
+    r"(?P<global_batch>\d+)"
+)
 _FINAL = {
     "test_accuracy": re.compile(r"^Test-Accuracy: (?P<v>[0-9.]+)$"),
     "total_time_s": re.compile(r"^Total Time: (?P<v>[0-9.]+)s$"),
@@ -69,8 +73,7 @@ _FINAL = {
 }
 
 
-def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
-              avg_ms: float) -> str:
+def step_line(step: int, epoch: int, batch: int, batches: int, cost: float, avg_ms: float) -> str:
     """``Step: <global step>,  Epoch: <e>,  Batch: <b> of <n>,  Cost: <c>,  AvgTime: <ms>ms``.
 
     Args:
@@ -81,25 +84,32 @@ def step_line(step: int, epoch: int, batch: int, batches: int, cost: float,
             (trainer.training.pace.EpochPace, which says how batches still running count);
             global batch x 1000 / avg_ms is the epoch's examples per second so far.
     """
-    return (f"Step: {step},  Epoch: {epoch},  Batch: {batch} of {batches},  "
-            f"Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms")
+    return (
+        f"Step: {step},  Epoch: {epoch},  Batch: {batch} of {batches},  "
+        f"Cost: {cost:.4f},  AvgTime: {avg_ms:.2f}ms"
+    )
 
 
-def epoch_line(epoch: int, epochs: int, values: dict, epoch_time_s: float,
-               checkpoint: str) -> str:
+def epoch_line(epoch: int, epochs: int, values: dict, epoch_time_s: float, checkpoint: str) -> str:
     """``Epoch <e> of <n> done: cost <c>, train accuracy <a>, test accuracy <a>, test cost
     <c>, <s>s, <n> examples/s; checkpoint <path>`` (``values`` keyed as EPOCH_SERIES)."""
-    return (f"Epoch {epoch} of {epochs} done: cost {values['train_cost']:.4f}, "
-            f"train accuracy {values['train_accuracy']:.4f}, test accuracy "
-            f"{values['test_accuracy']:.4f}, test cost {values['test_cost']:.4f}, "
-            f"{epoch_time_s:.1f}s, {values['examples_per_s']:.0f} examples/s; "
-            f"checkpoint {checkpoint}")
+    return (
+        f"Epoch {epoch} of {epochs} done: cost {values['train_cost']:.4f}, "
+        f"train accuracy {values['train_accuracy']:.4f}, test accuracy "
+        f"{values['test_accuracy']:.4f}, test cost {values['test_cost']:.4f}, "
+        f"{epoch_time_s:.1f}s, {values['examples_per_s']:.0f} examples/s; "
+        f"checkpoint {checkpoint}"
+    )
 
 
 def final_lines(test_accuracy: float, total_time_s: float, final_cost: float) -> list[str]:
     """The guide's closing lines: accuracy (fraction), wall time (s), last cost, ``done``."""
-    return [f"Test-Accuracy: {test_accuracy:.4f}", f"Total Time: {total_time_s:.2f}s",
-            f"Final Cost: {final_cost:.4f}", "done"]
+    return [
+        f"Test-Accuracy: {test_accuracy:.4f}",
+        f"Total Time: {total_time_s:.2f}s",
+        f"Final Cost: {final_cost:.4f}",
+        "done",
+    ]
 
 
 @dataclass
@@ -128,14 +138,26 @@ def parse_log(text: str) -> ParsedLog:
         match = _STEP.match(line)
         if match:
             d = match.groupdict()
-            parsed.steps.append({"step": int(d["step"]), "epoch": int(d["epoch"]),
-                                 "batch": int(d["batch"]), "batches": int(d["batches"]),
-                                 "cost": float(d["cost"]), "avg_ms": float(d["avg_ms"])})
+            parsed.steps.append(
+                {
+                    "step": int(d["step"]),
+                    "epoch": int(d["epoch"]),
+                    "batch": int(d["batch"]),
+                    "batches": int(d["batches"]),
+                    "cost": float(d["cost"]),
+                    "avg_ms": float(d["avg_ms"]),
+                }
+            )
             continue
         match = _EPOCH.match(line)
         if match:
-            parsed.epochs.append({k: (int(v) if k in ("epoch", "epochs") else float(v))
-                                  for k, v in match.groupdict().items() if v is not None})
+            parsed.epochs.append(
+                {
+                    k: (int(v) if k in ("epoch", "epochs") else float(v))
+                    for k, v in match.groupdict().items()
+                    if v is not None
+                }
+            )
             continue
         match = _TRAINING.match(line)
         if match:

@@ -65,8 +65,12 @@ DEFAULT_STEPS_PER_EXECUTION = 50
 #: The data files ``python -m trainer.stage`` stages and the trainer reads (trainer/data.py
 #: names them the same): the four IDX files of MNIST, gzip-compressed, or Keras' one
 #: ``mnist.npz``. A URL list given as the stack's data.source names these files.
-IDX_FILE_NAMES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                  "t10k-labels-idx1-ubyte.gz")
+IDX_FILE_NAMES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
 NPZ_FILE_NAME = "mnist.npz"
 
 
@@ -142,7 +146,9 @@ class Hyperparameter:
         parts = []
         if self.minimum is not None:
             parts.append(f"{'>' if self.above else '>='} {_shown(self.minimum)}{self.unit}")
-        parts.append(f"{'<' if self.below else '<='} {_shown(maximum)}{self.unit}" if maximum is not None else "finite")
+        parts.append(
+            f"{'<' if self.below else '<='} {_shown(maximum)}{self.unit}" if maximum is not None else "finite"
+        )
         return "must be " + " and ".join(parts)
 
     def accepts(self, value: Any) -> bool:
@@ -170,58 +176,151 @@ def _shown(limit: float) -> str:
 
 
 HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
-    Hyperparameter("hyperparams.epochs", "--epochs", int, 2,
-                   "Passes over the training set; raising only this continues the run from its checkpoint",
-                   run_key=False, minimum=1),
-    Hyperparameter("hyperparams.batchsize", "--batch_size", int, 64,
-                   "Examples per step and replica (with synchronous training, ps 0, the global batch is this x "
-                   "the replicas: chief and workers)", run_key=True, minimum=1),
-    Hyperparameter("hyperparams.learningrate", "--learning_rate", float, 0.004,
-                   "Learning rate (> 0), the peak one with the warmup_cosine schedule", run_key=True,
-                   minimum=0, above=True),
-    Hyperparameter("hyperparams.model", "--model", str, "convnet_fc_slim",
-                   "Model: convnet (keras-io's, about 99% on full MNIST), convnet_fc (the same with a 128-unit "
-                   "hidden layer; learns faster), convnet_fc_slim (convnet_fc with half the filters in its second "
-                   "convolution and 256 hidden units: about 20% faster) or the guide's 784-100-10 sigmoid mlp",
-                   run_key=True, choices=MODELS),
-    Hyperparameter("hyperparams.optimizer", "--optimizer", str, "adam",
-                   "Optimizer: adam, or sgd (plain gradient descent, the guide's)", run_key=True, choices=OPTIMIZERS),
-    Hyperparameter("hyperparams.lrSchedule", "--lr_schedule", str, "warmup_cosine",
-                   "Learning-rate schedule: constant, or warmup_cosine (warm-up over 15% of the steps, then cosine "
-                   "decay to 0)", run_key=True, choices=LR_SCHEDULES),
-    Hyperparameter("hyperparams.lrScaling", "--lr_scaling", str, "sqrt",
-                   "Learning-rate scaling with N synchronous replicas (ps 0): none, sqrt (x sqrt(N), Adam's rule) "
-                   "or linear (x N, SGD's)", run_key=True, choices=LR_SCALINGS),
-    Hyperparameter("hyperparams.dropout", "--dropout", float, 0.1,
-                   "Dropout rate before the last layer of the convnets (>= 0, < 1)", run_key=True,
-                   minimum=0, maximum=1, below=True),
-    Hyperparameter("hyperparams.labelSmoothing", "--label_smoothing", float, 0.1,
-                   "Train against labels smoothed by this much (>= 0, < 1): the one-hot target x (1 - this) + "
-                   "this / 10 on every class; the reported costs stay the cross-entropy against the labels; 0 = "
-                   "the labels themselves", run_key=True, minimum=0, maximum=1, below=True),
-    Hyperparameter("hyperparams.augmentShift", "--augment_shift", int, 0,
-                   f"Shift each training image by a random 0 to this many pixels each way (at most "
-                   f"{MAX_AUGMENT_SHIFT}); 0 = no augmentation", run_key=True, minimum=0, maximum=MAX_AUGMENT_SHIFT,
-                   unit=" pixels"),
+    Hyperparameter(
+        "hyperparams.epochs",
+        "--epochs",
+        int,
+        2,
+        "Passes over the training set; raising only this continues the run from its checkpoint",
+        run_key=False,
+        minimum=1,
+    ),
+    Hyperparameter(
+        "hyperparams.batchsize",
+        "--batch_size",
+        int,
+        64,
+        "Examples per step and replica (with synchronous training, ps 0, the global batch is this x "
+        "the replicas: chief and workers)",
+        run_key=True,
+        minimum=1,
+    ),
+    Hyperparameter(
+        "hyperparams.learningrate",
+        "--learning_rate",
+        float,
+        0.004,
+        "Learning rate (> 0), the peak one with the warmup_cosine schedule",
+        run_key=True,
+        minimum=0,
+        above=True,
+    ),
+    Hyperparameter(
+        "hyperparams.model",
+        "--model",
+        str,
+        "convnet_fc_slim",
+        "Model: convnet (keras-io's, about 99% on full MNIST), convnet_fc (the same with a 128-unit "
+        "hidden layer; learns faster), convnet_fc_slim (convnet_fc with half the filters in its second "
+        "convolution and 256 hidden units: about 20% faster) or the guide's 784-100-10 sigmoid mlp",
+        run_key=True,
+        choices=MODELS,
+    ),
+    Hyperparameter(
+        "hyperparams.optimizer",
+        "--optimizer",
+        str,
+        "adam",
+        "Optimizer: adam, or sgd (plain gradient descent, the guide's)",
+        run_key=True,
+        choices=OPTIMIZERS,
+    ),
+    Hyperparameter(
+        "hyperparams.lrSchedule",
+        "--lr_schedule",
+        str,
+        "warmup_cosine",
+        "Learning-rate schedule: constant, or warmup_cosine (warm-up over 15% of the steps, then cosine "
+        "decay to 0)",
+        run_key=True,
+        choices=LR_SCHEDULES,
+    ),
+    Hyperparameter(
+        "hyperparams.lrScaling",
+        "--lr_scaling",
+        str,
+        "sqrt",
+        "Learning-rate scaling with N synchronous replicas (ps 0): none, sqrt (x sqrt(N), Adam's rule) "
+        "or linear (x N, SGD's)",
+        run_key=True,
+        choices=LR_SCALINGS,
+    ),
+    Hyperparameter(
+        "hyperparams.dropout",
+        "--dropout",
+        float,
+        0.1,
+        "Dropout rate before the last layer of the convnets (>= 0, < 1)",
+        run_key=True,
+        minimum=0,
+        maximum=1,
+        below=True,
+    ),
+    Hyperparameter(
+        "hyperparams.labelSmoothing",
+        "--label_smoothing",
+        float,
+        0.1,
+        "Train against labels smoothed by this much (>= 0, < 1): the one-hot target x (1 - this) + "
+        "this / 10 on every class; the reported costs stay the cross-entropy against the labels; 0 = "
+        "the labels themselves",
+        run_key=True,
+        minimum=0,
+        maximum=1,
+        below=True,
+    ),
+    Hyperparameter(
+        "hyperparams.augmentShift",
+        "--augment_shift",
+        int,
+        0,
+        f"Shift each training image by a random 0 to this many pixels each way (at most "
+        f"{MAX_AUGMENT_SHIFT}); 0 = no augmentation",
+        run_key=True,
+        minimum=0,
+        maximum=MAX_AUGMENT_SHIFT,
+        unit=" pixels",
+    ),
     # 2**31 - 1: the largest seed every consumer takes (Python, NumPy and TensorFlow).
-    Hyperparameter("hyperparams.seed", "--seed", int, 42, "Random seed", run_key=True, minimum=0,
-                   maximum=2**31 - 1),
-    Hyperparameter("hyperparams.precision", "--precision", str, "auto",
-                   "Arithmetic: float32, mixed_bfloat16 (bfloat16 layers, float32 weights), or auto: "
-                   "mixed_bfloat16 on a CPU with native bfloat16 (AMX or AVX512-BF16) and no GPU, else float32 "
-                   "(a stack with GPU workers runs auto as float32 in every task)", run_key=False,
-                   choices=PRECISIONS),
-    Hyperparameter("hyperparams.localSteps", "--local_steps", int, 50,
-                   "Steps each worker (with ps 0, each replica) takes on its own copy of the weights between "
-                   "exchanges: 1 = every step; k > 1 adds k steps' change to the ps (or averages the replicas) "
-                   f"at once; at most --steps_per_execution ({DEFAULT_STEPS_PER_EXECUTION} on the stack)",
-                   run_key=False, minimum=1, maximum=DEFAULT_STEPS_PER_EXECUTION,
-                   maximum_flag="--steps_per_execution"),
-    Hyperparameter("hyperparams.weightDecay", "--weight_decay", float, 0.0,
-                   "Decoupled weight decay (>= 0): every step first shrinks the weights by learning rate x this "
-                   "x the weights, then applies the optimizer's update (Loshchilov & Hutter 2019, \"Decoupled "
-                   "Weight Decay Regularization\"; Keras' weight_decay); 0 = none", run_key=True, minimum=0,
-                   neutral_default=True),
+    Hyperparameter(
+        "hyperparams.seed", "--seed", int, 42, "Random seed", run_key=True, minimum=0, maximum=2**31 - 1
+    ),
+    Hyperparameter(
+        "hyperparams.precision",
+        "--precision",
+        str,
+        "auto",
+        "Arithmetic: float32, mixed_bfloat16 (bfloat16 layers, float32 weights), or auto: "
+        "mixed_bfloat16 on a CPU with native bfloat16 (AMX or AVX512-BF16) and no GPU, else float32 "
+        "(a stack with GPU workers runs auto as float32 in every task)",
+        run_key=False,
+        choices=PRECISIONS,
+    ),
+    Hyperparameter(
+        "hyperparams.localSteps",
+        "--local_steps",
+        int,
+        50,
+        "Steps each worker (with ps 0, each replica) takes on its own copy of the weights between "
+        "exchanges: 1 = every step; k > 1 adds k steps' change to the ps (or averages the replicas) "
+        f"at once; at most --steps_per_execution ({DEFAULT_STEPS_PER_EXECUTION} on the stack)",
+        run_key=False,
+        minimum=1,
+        maximum=DEFAULT_STEPS_PER_EXECUTION,
+        maximum_flag="--steps_per_execution",
+    ),
+    Hyperparameter(
+        "hyperparams.weightDecay",
+        "--weight_decay",
+        float,
+        0.0,
+        "Decoupled weight decay (>= 0): every step first shrinks the weights by learning rate x this "
+        "x the weights, then applies the optimizer's update (Loshchilov & Hutter 2019, \"Decoupled "
+        "Weight Decay Regularization\"; Keras' weight_decay); 0 = none",
+        run_key=True,
+        minimum=0,
+        neutral_default=True,
+    ),
 )
 
 BY_KEY: dict[str, Hyperparameter] = {row.key: row for row in HYPERPARAMETERS}
@@ -236,19 +335,29 @@ def defaults() -> dict[str, Any]:
 def problems(values: Mapping[str, Any]) -> list[str]:
     """The trainer's message for every value of ``values`` (dest -> parsed value, one per row)
     that breaks its row's limits: ``--<dest> <value> is invalid: <rule>``, in table order."""
-    return [f"{row.flag} {values[row.dest]} is invalid: {row.rule()}" for row in HYPERPARAMETERS
-            if not row.choices and not row.accepts(values[row.dest])]
+    return [
+        f"{row.flag} {values[row.dest]} is invalid: {row.rule()}"
+        for row in HYPERPARAMETERS
+        if not row.choices and not row.accepts(values[row.dest])
+    ]
 
 
 def flag_args(values: Mapping[str, Any]) -> list[str]:
     """The trainer arguments of a recipe (dest -> value, one per row): ``[flag, value, ...]``
     in table order, leaving out a ``neutral_default`` row at its default."""
-    return [arg for row in HYPERPARAMETERS if not (row.neutral_default and values[row.dest] == row.default)
-            for arg in (row.flag, row.arg(values[row.dest]))]
+    return [
+        arg
+        for row in HYPERPARAMETERS
+        if not (row.neutral_default and values[row.dest] == row.default)
+        for arg in (row.flag, row.arg(values[row.dest]))
+    ]
 
 
 def run_key_recipe(values: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a recipe (dest -> value) that enters the run key: the ``run_key`` rows, less
     a ``neutral_default`` row at its default."""
-    return {row.dest: values[row.dest] for row in HYPERPARAMETERS
-            if row.run_key and not (row.neutral_default and values[row.dest] == row.default)}
+    return {
+        row.dest: values[row.dest]
+        for row in HYPERPARAMETERS
+        if row.run_key and not (row.neutral_default and values[row.dest] == row.default)
+    }

@@ -24,20 +24,35 @@ def build_parser() -> argparse.ArgumentParser:
     the trainer's defaults (the recipe's) and a fresh ``--run_id``."""
     parser = argparse.ArgumentParser(
         prog="python -m trainer.local",
-        description="Run chief + workers + ps of a distributed MNIST training on this machine.")
+        description="Run chief + workers + ps of a distributed MNIST training on this machine.",
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker tasks (default %(default)s)")
-    parser.add_argument("--ps", type=int, default=1,
-                        help="ps tasks (default %(default)s); 0 = synchronous workers "
-                             "(MultiWorkerMirroredStrategy, chief included)")
-    parser.add_argument("--backoff_limit", type=int, default=6,
-                        help="restarts allowed per task, like a Job's backoffLimit (default "
-                             "%(default)s)")
-    parser.add_argument("--tensorboard", action="store_true",
-                        help="also serve TensorBoard on --log_dir (127.0.0.1): its URL is "
-                             "printed before training starts; it keeps serving after the "
-                             "run until Ctrl-C")
-    parser.add_argument("--tensorboard_port", type=int, default=0,
-                        help="TensorBoard's port with --tensorboard (default: a free one)")
+    parser.add_argument(
+        "--ps",
+        type=int,
+        default=1,
+        help="ps tasks (default %(default)s); 0 = synchronous workers "
+        "(MultiWorkerMirroredStrategy, chief included)",
+    )
+    parser.add_argument(
+        "--backoff_limit",
+        type=int,
+        default=6,
+        help="restarts allowed per task, like a Job's backoffLimit (default %(default)s)",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also serve TensorBoard on --log_dir (127.0.0.1): its URL is "
+        "printed before training starts; it keeps serving after the "
+        "run until Ctrl-C",
+    )
+    parser.add_argument(
+        "--tensorboard_port",
+        type=int,
+        default=0,
+        help="TensorBoard's port with --tensorboard (default: a free one)",
+    )
     flags.add_trainer_flags(parser)
     parser.set_defaults(run_id=flags.new_run_id())
     return parser
@@ -64,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("\n".join(problems))
     missing = first_missing()
     if missing:  # every task would fail the same way, and no restart could cure it
-        print(f"error: {missing_package_message(*missing, 'python -m trainer.local')}",
-              file=sys.stderr)
+        print(f"error: {missing_package_message(*missing, 'python -m trainer.local')}", file=sys.stderr)
         return EXIT_MISSING_PACKAGES
     try:  # one run at a time in --log_dir (trainer/log_dir_lock.py); its tasks take no lock
         log_dir_lock.hold(args.log_dir, "python -m trainer.local")
@@ -79,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for action in flags.build_parser()._actions:
         if action.dest != "help":
             trainer_argv += [action.option_strings[0], str(getattr(args, action.dest))]
-    launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv,
-                        args.backoff_limit)
+    launcher = Launcher(Replicas(chief=1, worker=args.workers, ps=args.ps), trainer_argv, args.backoff_limit)
     install_signal_handlers()
     if not args.tensorboard:
         return launcher.run()
@@ -110,4 +123,3 @@ def run_with_tensorboard(launcher: Launcher, log_dir: str, port: int) -> int:
         return 130
     finally:
         board.stop()
-

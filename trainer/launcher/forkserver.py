@@ -72,14 +72,17 @@ class ForkedProcess:
 
     def __init__(self, argv: list[str], env: dict, name: str = "task") -> None:
         if len(argv) < 3 or argv[1] not in ("-m", "-c"):
-            raise ValueError(f"argv {argv!r} is not supported: must be [python, '-m', module, "
-                             "...] or [python, '-c', code, ...]")
+            raise ValueError(
+                f"argv {argv!r} is not supported: must be [python, '-m', module, "
+                "...] or [python, '-c', code, ...]"
+            )
         read_fd, write_fd = os.pipe()
         out = Connection(write_fd, readable=False)
         # daemon: should the launcher ever exit with a task left, multiprocessing's exit
         # handler SIGTERMs it (a non-daemon one it would wait for).
-        self._process = context().Process(target=_run_child, args=(argv[1:], dict(env), out),
-                                          name=name, daemon=True)
+        self._process = context().Process(
+            target=_run_child, args=(argv[1:], dict(env), out), name=name, daemon=True
+        )
         # Should this start (re)start the fork server, the preload sees the variables.
         os.environ[FORK_SERVER_ENV] = "1"
         if _network_report:

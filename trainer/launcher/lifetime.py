@@ -39,8 +39,7 @@ def exit_with_launcher(environ: dict | None = None) -> bool:
     try:
         pidfd = os.pidfd_open(int(launcher))
     except ProcessLookupError:
-        print(f"error: the local launcher (pid {launcher}) is gone; exiting", file=sys.stderr,
-              flush=True)
+        print(f"error: the local launcher (pid {launcher}) is gone; exiting", file=sys.stderr, flush=True)
         os._exit(1)
     except OSError:  # ENOSYS: a kernel without pidfds
         return False

@@ -57,8 +57,11 @@ def _map_own_ids() -> None:
     """In a new user namespace: this uid and gid map to themselves (setgroups must be denied
     before an unprivileged process may write gid_map, user_namespaces(7))."""
     uid, gid = os.geteuid(), os.getegid()
-    for name, text in (("uid_map", f"{uid} {uid} 1\n"), ("setgroups", "deny\n"),
-                       ("gid_map", f"{gid} {gid} 1\n")):
+    for name, text in (
+        ("uid_map", f"{uid} {uid} 1\n"),
+        ("setgroups", "deny\n"),
+        ("gid_map", f"{gid} {gid} 1\n"),
+    ):
         with open(f"/proc/self/{name}", "wb") as file:  # one write(2), as the kernel wants
             file.write(text.encode())
 
@@ -84,8 +87,7 @@ def enter_private_network() -> None:
             errors); the process is then still in the machine's network.
     """
     if not sys.platform.startswith("linux"):
-        raise NamespaceError(errno.ENOSYS, f"network namespaces are Linux only (this is "
-                                           f"{sys.platform})")
+        raise NamespaceError(errno.ENOSYS, f"network namespaces are Linux only (this is {sys.platform})")
     tried = []
     attempts = [("unshare(CLONE_NEWNET)", CLONE_NEWNET)] if os.geteuid() == 0 else []
     attempts.append(("unshare(CLONE_NEWUSER|CLONE_NEWNET)", CLONE_NEWUSER | CLONE_NEWNET))
@@ -100,8 +102,9 @@ def enter_private_network() -> None:
                 _map_own_ids()
             bring_loopback_up()
         except OSError as err:
-            broken = NamespaceError(err.errno or errno.EPERM, f"{name} succeeded, but "
-                                    f"loopback could not be set up: {err}")
+            broken = NamespaceError(
+                err.errno or errno.EPERM, f"{name} succeeded, but loopback could not be set up: {err}"
+            )
             broken.entered = True
             raise broken from None
         return
@@ -155,10 +158,14 @@ def outcome_line(report_path: str, task_pid: int) -> tuple[str, str]:
     elif same is True and word == PRIVATE:
         word, reason = OPEN, "the tasks share the launcher's network namespace"
     if word == PRIVATE:
-        return word, ("the tasks run in a network namespace of their own: their gRPC ports "
-                      "accept connections from the tasks' loopback only")
+        return word, (
+            "the tasks run in a network namespace of their own: their gRPC ports "
+            "accept connections from the tasks' loopback only"
+        )
     if word == BROKEN:
         return word, f"error: the tasks' private network does not work ({reason})"
-    return word, ("warning: the tasks' gRPC ports are open on every interface of this "
-                  f"machine (no private network namespace: {reason}); anyone who can reach "
-                  "it can run graphs on them, so use a trusted network")
+    return word, (
+        "warning: the tasks' gRPC ports are open on every interface of this "
+        f"machine (no private network namespace: {reason}); anyone who can reach "
+        "it can run graphs on them, so use a trusted network"
+    )

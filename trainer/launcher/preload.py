@@ -58,8 +58,11 @@ def _import_quietly() -> None:
             # multiprocessing ignores a preload's ImportError: say so, or every task would
             # silently import TensorFlow itself again. One line: each task that fails the
             # same way says how to fix it.
-            print(f"fork server: preloading failed ({type(err).__name__}: {err}); each task "
-                  "imports TensorFlow itself", file=sys.stderr)
+            print(
+                f"fork server: preloading failed ({type(err).__name__}: {err}); each task "
+                "imports TensorFlow itself",
+                file=sys.stderr,
+            )
         finally:
             if hidden:  # importable again (trainer.report draws with it)
                 del sys.modules["matplotlib"]

@@ -61,8 +61,7 @@ def free_ports(count: int, host: str = "localhost") -> list[int]:
     return ports
 
 
-def intra_op_threads(replicas: Replicas, cpus: int | None = None,
-                     task_type: str = "worker") -> int:
+def intra_op_threads(replicas: Replicas, cpus: int | None = None, task_type: str = "worker") -> int:
     """Intra-op threads per task: the cores divided among the computing tasks (the workers,
     plus the chief with ps 0), at least 1. With ps the chief computes only while the
     workers wait for it (evaluation), so it gets every core."""
@@ -94,8 +93,14 @@ class Task:
 class Launcher:
     """Starts, watches, restarts and stops the tasks of one local run."""
 
-    def __init__(self, replicas: Replicas, trainer_argv: list[str], backoff_limit: int,
-                 host: str = "localhost", out=None) -> None:
+    def __init__(
+        self,
+        replicas: Replicas,
+        trainer_argv: list[str],
+        backoff_limit: int,
+        host: str = "localhost",
+        out=None,
+    ) -> None:
         self.replicas = replicas
         self.backoff_limit = backoff_limit
         self.out = out or sys.stdout
@@ -105,15 +110,18 @@ class Launcher:
         self.cluster_spec = local_cluster_spec(replicas, ports, host)
         self.tasks: dict[str, Task] = {}
         for task_type, index in tasks:
-            env = dict(os.environ, TF_CONFIG=tf_config_json(self.cluster_spec, task_type, index),
-                       GRPC_FAIL_FAST="use_caller", PYTHONUNBUFFERED="1")
+            env = dict(
+                os.environ,
+                TF_CONFIG=tf_config_json(self.cluster_spec, task_type, index),
+                GRPC_FAIL_FAST="use_caller",
+                PYTHONUNBUFFERED="1",
+            )
             # The task exits when the launcher dies, even by SIGKILL (trainer.__main__).
             env[LAUNCHER_PID_ENV] = str(os.getpid())
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             # Share the cores among the tasks that compute instead of giving each TensorFlow
             # process a thread per core (oversubscription slows every task down).
-            env.setdefault("TF_NUM_INTRAOP_THREADS",
-                           str(intra_op_threads(replicas, task_type=task_type)))
+            env.setdefault("TF_NUM_INTRAOP_THREADS", str(intra_op_threads(replicas, task_type=task_type)))
             argv = [sys.executable, "-m", "trainer", *trainer_argv]
             task = Task(task_type, index, argv, env)
             self.tasks[task.name] = task
@@ -198,17 +206,15 @@ class Launcher:
 
     def _schedule_restart(self, task: Task, reason: str) -> bool:
         if task.exit_codes and task.exit_codes[-1] in PERMANENT_EXIT_CODES:
-            self.say(f"{task.name} {reason} ({PERMANENT_REASONS[task.exit_codes[-1]]}): not "
-                     "restarting")
+            self.say(f"{task.name} {reason} ({PERMANENT_REASONS[task.exit_codes[-1]]}): not restarting")
             return False
         if task.restarts >= self.backoff_limit:
             self.say(f"{task.name} {reason}; backoff limit {self.backoff_limit} reached")
             return False
-        delay = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** task.restarts)
+        delay = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**task.restarts)
         task.restarts += 1
         task.restart_at = time.monotonic() + delay
-        self.say(f"{task.name} {reason}; restart {task.restarts} of {self.backoff_limit} "
-                 f"in {delay:g}s")
+        self.say(f"{task.name} {reason}; restart {task.restarts} of {self.backoff_limit} in {delay:g}s")
         return True
 
     def run(self) -> int:
@@ -264,8 +270,7 @@ class Launcher:
                             if other.restart_at is not None:  # nothing left to rejoin
                                 other.restart_at = None
                                 other.restarts -= 1  # its exit stays counted, not re-reported
-                                self.say(f"{other.name}: restart cancelled, the chief has "
-                                         "finished")
+                                self.say(f"{other.name}: restart cancelled, the chief has finished")
                     elif not self._schedule_restart(task, f"exited with code {code}"):
                         self.stop_all()
                         return code
@@ -274,8 +279,10 @@ class Launcher:
                         self.stop_all()
                         return chief.proc.returncode if chief.proc.poll() is not None else 1
                     if task.task_type == "ps" and chief.proc.poll() is None:
-                        self.say("a ps was lost: restarting the chief (coordinator) so that it "
-                                 "resumes from the last checkpoint")
+                        self.say(
+                            "a ps was lost: restarting the chief (coordinator) so that it "
+                            "resumes from the last checkpoint"
+                        )
                         self.stop(chief, signal.SIGKILL)
                 elif code != 0:
                     self.say(f"{task.name} exited with code {code} after the chief finished")
@@ -291,8 +298,9 @@ class Launcher:
                         self.say("every task exited 0")
                     return 0
                 if now - chief_done_at > SERVER_EXIT_WAIT_S:
-                    self.say(f"tasks still running {SERVER_EXIT_WAIT_S:g}s after the chief "
-                             "finished: stopping them")
+                    self.say(
+                        f"tasks still running {SERVER_EXIT_WAIT_S:g}s after the chief finished: stopping them"
+                    )
                     self.stop_all()
                     return 0
             time.sleep(WATCH_INTERVAL_S)

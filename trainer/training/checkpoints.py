@@ -35,9 +35,16 @@ CHECKPOINT_FILE = re.compile(r"(ckpt-(\d+))\.(?:index|data-\d+-of-\d+)")
 #: not match") or in the index ("block checksum mismatch"), a truncated or empty index ("not
 #: an sstable", "too short to be an sstable"), a missing data file ("No such file or
 #: directory") or index ("Failed to find any matching files").
-DAMAGED = ("Read less bytes than requested", "Checksum does not match", "checksum mismatch",
-           "sstable", "No such file or directory", "Failed to find any matching files",
-           "Data loss", "corrupt")
+DAMAGED = (
+    "Read less bytes than requested",
+    "Checksum does not match",
+    "checksum mismatch",
+    "sstable",
+    "No such file or directory",
+    "Failed to find any matching files",
+    "Data loss",
+    "corrupt",
+)
 
 
 class CheckpointsUnreadable(FlagError):
@@ -101,22 +108,31 @@ class TrainState:
         latest: the checkpoint ``restore_latest`` restored, else None.
     """
 
-    def __init__(self, strategy, initial_weights, args: argparse.Namespace, total_steps: int,
-                 task: TaskConfig, started: float) -> None:
+    def __init__(
+        self,
+        strategy,
+        initial_weights,
+        args: argparse.Namespace,
+        total_steps: int,
+        task: TaskConfig,
+        started: float,
+    ) -> None:
         with strategy.scope():
             self.weights = keras.Variable(initial_weights, name="weights")
             self.optimizer = make_optimizer(args, total_steps)
             self.optimizer.build([self.weights])
-            self.position = tf.Variable([0, 0], dtype=tf.int64, trainable=False,
-                                        name="position")
+            self.position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
             self.elapsed = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="elapsed_s")
             # Not optimizer.iterations: with ParameterServerStrategy its read-add-write from
             # concurrent workers loses increments, while one assign_add on the ps is atomic.
-            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                           name="global_step")
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.checkpoint = tf.train.Checkpoint(
-            weights=self.weights, optimizer=self.optimizer, position=self.position,
-            elapsed_s=self.elapsed, global_step=self.global_step)
+            weights=self.weights,
+            optimizer=self.optimizer,
+            position=self.position,
+            elapsed_s=self.elapsed,
+            global_step=self.global_step,
+        )
         self.dir = Path(args.log_dir) / CHECKPOINT_SUBDIR
         self.log_dir = args.log_dir
         self.is_chief = task.is_chief
@@ -126,8 +142,9 @@ class TrainState:
             self.save_dir = self.dir
         else:  # MultiWorkerMirroredStrategy: every task saves, only the chief's copy is kept
             self.save_dir = self.dir / f".{task.task_type}-{task.task_index}"
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.save_dir),
-                                                  max_to_keep=MAX_TO_KEEP)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(self.save_dir), max_to_keep=MAX_TO_KEEP
+        )
         self.started = started
         self.earlier_s = 0.0
         self.latest: str | None = None
@@ -161,8 +178,12 @@ class TrainState:
                         raise
             if reason is not None:
                 skipped.append(f"{path}: {reason}")
-                print(f"warning: {self.task_name}: checkpoint {path} cannot be read ({reason}); "
-                      "skipped: trying the next older one", file=sys.stderr, flush=True)
+                print(
+                    f"warning: {self.task_name}: checkpoint {path} cannot be read ({reason}); "
+                    "skipped: trying the next older one",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             self.latest = path
             if args.lr_schedule == "constant":
@@ -175,7 +196,8 @@ class TrainState:
             raise CheckpointsUnreadable(
                 f"--log_dir {args.log_dir}: none of the {len(skipped)} checkpoints in "
                 f"{self.dir} can be read ({'; '.join(skipped)}): move {self.dir} away to "
-                "train this run again from epoch 1, or use a new --log_dir")
+                "train this run again from epoch 1, or use a new --log_dir"
+            )
         return None
 
     def resume_point(self) -> tuple[int, int]:
@@ -201,8 +223,7 @@ class TrainState:
             path = self.manager.save()
         except (OSError, tf.errors.OpError) as err:
             if is_no_space(err):
-                raise volume_full(err, self.log_dir, f"saving a checkpoint in {self.save_dir}"
-                                  ) from None
+                raise volume_full(err, self.log_dir, f"saving a checkpoint in {self.save_dir}") from None
             raise
         if not self.is_chief:
             shutil.rmtree(self.save_dir, ignore_errors=True)
@@ -240,8 +261,11 @@ def checkpoint_shapes(path: str, child: str = "weights") -> list[tuple[int, ...]
         if node in seen:
             continue
         seen.add(node)
-        shapes += [tuple(shape_of[a.checkpoint_key]) for a in graph.nodes[node].attributes
-                   if a.name == "VARIABLE_VALUE" and a.checkpoint_key in shape_of]
+        shapes += [
+            tuple(shape_of[a.checkpoint_key])
+            for a in graph.nodes[node].attributes
+            if a.name == "VARIABLE_VALUE" and a.checkpoint_key in shape_of
+        ]
         todo += [c.node_id for c in graph.nodes[node].children]
     return sorted(shapes)
 
@@ -261,31 +285,49 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
     fix = "use a new --log_dir or the same"
     saved = checkpoint_shapes(path, "weights")
     if not saved and checkpoint_shapes(path, "model"):
-        raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of an earlier trainer, "
-                        f"which kept the model's variables unpacked ({path}): use a new "
-                        "--log_dir")
+        raise FlagError(
+            f"--log_dir {args.log_dir} holds checkpoints of an earlier trainer, "
+            f"which kept the model's variables unpacked ({path}): use a new "
+            "--log_dir"
+        )
     if saved != variable_shapes([weights]):
-        writers = [name for name in MODELS if name != args.model
-                   and saved == [(PackedWeights(build_model(name, args.dropout)).size,)]]
-        what = (f"model {writers[0]}" if writers else
-                f"a model whose weights match none of {', '.join(MODELS)}")
-        raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
-                        f"this run's --model is {args.model}: {fix} --model")
+        writers = [
+            name
+            for name in MODELS
+            if name != args.model and saved == [(PackedWeights(build_model(name, args.dropout)).size,)]
+        ]
+        what = (
+            f"model {writers[0]}" if writers else f"a model whose weights match none of {', '.join(MODELS)}"
+        )
+        raise FlagError(
+            f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); "
+            f"this run's --model is {args.model}: {fix} --model"
+        )
     saved = checkpoint_shapes(path, "optimizer")
     if saved == optimizer_shapes(weights, optimizer):
         return
 
     def fresh(name: str, schedule: str) -> list[tuple[int, ...]]:
         other = keras.Variable(np.zeros(weights.shape, np.float32))
-        opt = make_optimizer(argparse.Namespace(**{**vars(args), "optimizer": name,
-                                                   "lr_schedule": schedule}), 100)
+        opt = make_optimizer(
+            argparse.Namespace(**{**vars(args), "optimizer": name, "lr_schedule": schedule}), 100
+        )
         opt.build([other])
         return optimizer_shapes(other, opt)
 
-    writers = [(o, s) for o in OPTIMIZERS for s in LR_SCHEDULES
-               if (o, s) != (args.optimizer, args.lr_schedule) and fresh(o, s) == saved]
-    what = (f"a run with --optimizer {writers[0][0]} --lr_schedule {writers[0][1]}"
-            if writers else "an optimizer other than this trainer's")
-    raise FlagError(f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); this "
-                    f"run's are --optimizer {args.optimizer} --lr_schedule {args.lr_schedule}: "
-                    f"{fix} --optimizer and --lr_schedule")
+    writers = [
+        (o, s)
+        for o in OPTIMIZERS
+        for s in LR_SCHEDULES
+        if (o, s) != (args.optimizer, args.lr_schedule) and fresh(o, s) == saved
+    ]
+    what = (
+        f"a run with --optimizer {writers[0][0]} --lr_schedule {writers[0][1]}"
+        if writers
+        else "an optimizer other than this trainer's"
+    )
+    raise FlagError(
+        f"--log_dir {args.log_dir} holds checkpoints of {what} ({path}); this "
+        f"run's are --optimizer {args.optimizer} --lr_schedule {args.lr_schedule}: "
+        f"{fix} --optimizer and --lr_schedule"
+    )

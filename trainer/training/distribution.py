@@ -46,8 +46,7 @@ def connect(task: TaskConfig) -> Distribution:
         resolver.rpc_layer = "grpc"
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-        return Distribution(kind, strategy, coordinator, 1,
-                            resolver.cluster_spec().num_tasks("worker"))
+        return Distribution(kind, strategy, coordinator, 1, resolver.cluster_spec().num_tasks("worker"))
     if kind == MULTI_WORKER_MIRRORED:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         return Distribution(kind, strategy, None, strategy.num_replicas_in_sync)

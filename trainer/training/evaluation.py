@@ -48,8 +48,8 @@ def prepare_evaluation(model, dataset: data_mod.Dataset) -> None:
 def _test_batch(dataset: data_mod.Dataset, start: int) -> tuple[np.ndarray, np.ndarray]:
     """Test images float32 (n, 28, 28, 1) in [0, 1] and labels uint8 (n,) from ``start``,
     n <= EVAL_BATCH."""
-    x = dataset.x_test[start:start + EVAL_BATCH].astype(np.float32)[..., None] / 255.0
-    return x, dataset.y_test[start:start + EVAL_BATCH]
+    x = dataset.x_test[start : start + EVAL_BATCH].astype(np.float32)[..., None] / 255.0
+    return x, dataset.y_test[start : start + EVAL_BATCH]
 
 
 def _predict_fn(model):
@@ -58,6 +58,7 @@ def _predict_fn(model):
     cross-entropy)."""
     predict = _predict_fns.get(id(model))
     if predict is None:
+
         def predict_fn(x, y):
             logits = model(x, training=False)
             costs = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
@@ -65,7 +66,10 @@ def _predict_fn(model):
 
         predict = _predict_fns[id(model)] = tf.function(
             predict_fn,
-            input_signature=[tf.TensorSpec((None, *model.input_shape[1:]), tf.float32),
-                             tf.TensorSpec((None,), tf.int32)],
-            reduce_retracing=True)
+            input_signature=[
+                tf.TensorSpec((None, *model.input_shape[1:]), tf.float32),
+                tf.TensorSpec((None,), tf.int32),
+            ],
+            reduce_retracing=True,
+        )
     return predict

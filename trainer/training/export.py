@@ -91,8 +91,9 @@ def export_model(model, log_dir: str | Path, version: int) -> Export:
         OSError: the directory cannot be written.
     """
     if version < 1:
-        raise ValueError(f"export version {version} is invalid: must be an integer >= 1 "
-                         "(the epochs in the weights)")
+        raise ValueError(
+            f"export version {version} is invalid: must be an integer >= 1 (the epochs in the weights)"
+        )
     paths = export_paths(version)
     root = Path(log_dir) / EXPORT_SUBDIR
     final = Path(log_dir) / paths.saved_model
@@ -174,10 +175,13 @@ def remove_abandoned(root: Path) -> list[Path]:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
         else:
-            print(f"note: {path} is another process's export, in progress or left by one "
-                  "this chief cannot prove has ended (another node or container); left as it "
-                  "is (remove it by hand once no run uses this --log_dir)", file=sys.stderr,
-                  flush=True)
+            print(
+                f"note: {path} is another process's export, in progress or left by one "
+                "this chief cannot prove has ended (another node or container); left as it "
+                "is (remove it by hand once no run uses this --log_dir)",
+                file=sys.stderr,
+                flush=True,
+            )
     return removed
 
 
@@ -189,15 +193,16 @@ def write_saved_model(model, directory: Path) -> None:
 
     def predict(images):
         logits = model(images[..., None], training=False)
-        return {"probabilities": tf.nn.softmax(logits),
-                "classes": tf.argmax(logits, axis=1)}
+        return {"probabilities": tf.nn.softmax(logits), "classes": tf.argmax(logits, axis=1)}
 
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint(
-        "serving_default", lambda pixels: predict(tf.reshape(pixels, (-1, ROWS, COLS))),
-        input_signature=[tf.TensorSpec((None, PIXELS), tf.float32, name="pixels")])
+        "serving_default",
+        lambda pixels: predict(tf.reshape(pixels, (-1, ROWS, COLS))),
+        input_signature=[tf.TensorSpec((None, PIXELS), tf.float32, name="pixels")],
+    )
     archive.add_endpoint(
-        "images", predict,
-        input_signature=[tf.TensorSpec((None, ROWS, COLS), tf.float32, name="images")])
+        "images", predict, input_signature=[tf.TensorSpec((None, ROWS, COLS), tf.float32, name="images")]
+    )
     archive.write_out(str(directory), verbose=False)

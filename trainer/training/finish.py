@@ -47,8 +47,13 @@ def release_remote_work() -> None:
     gc.disable()
 
 
-def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: TrainingLoop,
-                   outcome: Outcome, resumed_from_epoch: int) -> None:
+def finish_trained(
+    args: argparse.Namespace,
+    files: ClusterFiles,
+    loop: TrainingLoop,
+    outcome: Outcome,
+    resumed_from_epoch: int,
+) -> None:
     """The chief after the last epoch: the export, result.json, the closing lines, the done
     marker."""
     test_accuracy = outcome.test_accuracy
@@ -60,14 +65,22 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
     total_time = loop.state.elapsed_s()
     train_time = outcome.train_time_s
     result = progress.Result(
-        test_accuracy=test_accuracy, final_cost=outcome.last_cost, total_time_s=total_time,
-        train_time_s=train_time, build_time_s=outcome.build_time_s, epochs=args.epochs,
+        test_accuracy=test_accuracy,
+        final_cost=outcome.last_cost,
+        total_time_s=total_time,
+        train_time_s=train_time,
+        build_time_s=outcome.build_time_s,
+        epochs=args.epochs,
         resumed_from_epoch=resumed_from_epoch,
         examples_per_s=outcome.examples / train_time if train_time else 0.0,
-        train_examples=len(loop.dataset.x_train), batch_size=args.batch_size,
-        strategy=loop.dist.kind, model=args.model,
+        train_examples=len(loop.dataset.x_train),
+        batch_size=args.batch_size,
+        strategy=loop.dist.kind,
+        model=args.model,
         global_step=int(loop.state.global_step.numpy()),
-        saved_model=exported.saved_model, keras_model=exported.keras_model)
+        saved_model=exported.saved_model,
+        keras_model=exported.keras_model,
+    )
     write_result(args, result)
     for line in progress.final_lines(test_accuracy, total_time, outcome.last_cost):
         print(line, flush=True)
@@ -76,28 +89,42 @@ def finish_trained(args: argparse.Namespace, files: ClusterFiles, loop: Training
     mark_done(args, files)
 
 
-def finish_already_done(args: argparse.Namespace, files: ClusterFiles, latest: str,
-                        done_epochs: int, dataset: data_mod.Dataset, model) -> None:
+def finish_already_done(
+    args: argparse.Namespace,
+    files: ClusterFiles,
+    latest: str,
+    done_epochs: int,
+    dataset: data_mod.Dataset,
+    model,
+) -> None:
     """The chief of a run whose checkpoint has every epoch: its export (written only if
     missing), the earlier result's closing lines (or, without result.json, a fresh
     evaluation of ``model``, which holds the checkpoint's weights), the done marker."""
-    print(f"Run already finished: checkpoint {latest} has {done_epochs} of {args.epochs} "
-          "epochs; not training again", flush=True)
+    print(
+        f"Run already finished: checkpoint {latest} has {done_epochs} of {args.epochs} "
+        "epochs; not training again",
+        flush=True,
+    )
     exported = export(args, model, done_epochs)
     previous = progress.read_result(args.log_dir)
     fields = {f.name for f in dataclasses.fields(progress.Result)}
     newer = {"saved_model", "keras_model", "build_time_s"}  # fields older trainers lack
-    if previous and fields - newer <= previous.keys() and (
-            previous.get("saved_model"), previous.get("keras_model")) != (
-            exported.saved_model, exported.keras_model):
+    if (
+        previous
+        and fields - newer <= previous.keys()
+        and (previous.get("saved_model"), previous.get("keras_model"))
+        != (exported.saved_model, exported.keras_model)
+    ):
         # A result written before the export was (a chief stopped in between, or an older
         # trainer): the same weights, so the same result, now naming its export.
-        write_result(args, progress.Result(**{
-            **{k: v for k, v in previous.items() if k in fields},
-            **dataclasses.asdict(exported)}))
+        write_result(
+            args,
+            progress.Result(
+                **{**{k: v for k, v in previous.items() if k in fields}, **dataclasses.asdict(exported)}
+            ),
+        )
     if previous:
-        accuracy, total, cost = (previous["test_accuracy"], previous["total_time_s"],
-                                 previous["final_cost"])
+        accuracy, total, cost = (previous["test_accuracy"], previous["total_time_s"], previous["final_cost"])
     else:
         accuracy, total, cost = evaluate(model, dataset), 0.0, float("nan")
     for line in progress.final_lines(accuracy, total, cost):
@@ -117,9 +144,12 @@ def export(args: argparse.Namespace, model, epochs: int) -> Export:
     version_dir = Path(args.log_dir) / progress.EXPORT_SUBDIR / str(epochs)
     with full_is_permanent(args.log_dir, f"writing the export {version_dir}"):
         exported = export_model(model, args.log_dir, epochs)
-    print(f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} "
-          f"(serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
-          f"{Path(args.log_dir) / exported.keras_model}", flush=True)
+    print(
+        f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} "
+        f"(serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
+        f"{Path(args.log_dir) / exported.keras_model}",
+        flush=True,
+    )
     return exported
 
 

@@ -23,8 +23,10 @@ def peer_lost(err: Exception, strategy_kind: str) -> PeerLost:
     ``strategy_kind``): its message names the lost peer and the error's first line."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
     what = "a parameter server" if strategy_kind == PARAMETER_SERVER else "a peer"
-    return PeerLost(f"lost {what} ({type(err).__name__}: {first}); exiting so the task "
-                    "is restarted and resumes from the last checkpoint")
+    return PeerLost(
+        f"lost {what} ({type(err).__name__}: {first}); exiting so the task "
+        "is restarted and resumes from the last checkpoint"
+    )
 
 
 class Watchdog:
@@ -48,9 +50,12 @@ class Watchdog:
             time.sleep(min(5.0, self.timeout_s / 4))
             idle = time.monotonic() - self.last
             if idle > self.timeout_s:
-                print(f"error: no training progress for {idle:.0f}s (--peer_timeout "
-                      f"{self.timeout_s:g}s): peers lost; exiting so the task is restarted",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"error: no training progress for {idle:.0f}s (--peer_timeout "
+                    f"{self.timeout_s:g}s): peers lost; exiting so the task is restarted",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 tasklog.exit_now(1)  # os._exit(1) once the message is in the task's log file
 
 
@@ -90,6 +95,9 @@ class SigtermFlag:
         while True:
             signals = os.read(read_fd, 64)  # one byte per signal delivered, its number
             if signal.SIGTERM in signals and not self._training:
-                print(f"{self._task}: stopped by SIGTERM before training began (nothing to save)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{self._task}: stopped by SIGTERM before training began (nothing to save)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 tasklog.exit_now(EXIT_SIGTERM)

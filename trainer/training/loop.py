@@ -60,9 +60,18 @@ class TrainingLoop:
     loop keeps them (trainer.training.finish).
     """
 
-    def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
-                 packing: PackedWeights, model, dataset: data_mod.Dataset,
-                 steps_per_epoch: int, watchdog: Watchdog, sigterm: SigtermFlag) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        dist: Distribution,
+        state: TrainState,
+        packing: PackedWeights,
+        model,
+        dataset: data_mod.Dataset,
+        steps_per_epoch: int,
+        watchdog: Watchdog,
+        sigterm: SigtermFlag,
+    ) -> None:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.model, self.dataset, self.watchdog = model, dataset, watchdog
         self.is_chief = state.is_chief
@@ -75,8 +84,14 @@ class TrainingLoop:
         self.profile = TrainingProfile(state.task_name, self.is_chief, steps_per_epoch)
         watchdog.kick()
         #: The chief's event writers, one per TensorBoard run: subdirectory -> writer.
-        self.writers = {subdir: tf.summary.create_file_writer(str(Path(args.log_dir) / subdir))
-                        for subdir in progress.TENSORBOARD_SUBDIRS} if self.is_chief else {}
+        self.writers = (
+            {
+                subdir: tf.summary.create_file_writer(str(Path(args.log_dir) / subdir))
+                for subdir in progress.TENSORBOARD_SUBDIRS
+            }
+            if self.is_chief
+            else {}
+        )
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
         #: The wall clock of the epochs and their Step lines, in seconds.
@@ -135,8 +150,7 @@ class TrainingLoop:
         unreported = None  # the last interval's (last batch, chunks in pending by then)
         self.pending = []
         while batch < steps:
-            k = min(args.steps_per_execution, steps - batch,
-                    args.log_interval - batch % args.log_interval)
+            k = min(args.steps_per_execution, steps - batch, args.log_interval - batch % args.log_interval)
             started = self.clock()
             value = self.steps.run(k, epoch * steps + batch)
             pace.started(k, started)
@@ -156,8 +170,10 @@ class TrainingLoop:
                     self._report_interval(epoch, pace, *unreported)
                 path = self.state.save(epoch, batch)
                 if self.is_chief:
-                    print(f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch "
-                          f"{batch}; exiting", flush=True)
+                    print(
+                        f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch {batch}; exiting",
+                        flush=True,
+                    )
                 return False
         if unreported:
             self._report_interval(epoch, pace, *unreported)
@@ -183,8 +199,7 @@ class TrainingLoop:
         Its step is the run's global batch count at ``batch`` (each global batch is one
         step of the optimizer's schedule)."""
         step = epoch * self.steps_per_epoch + batch
-        print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms),
-              flush=True)
+        print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms), flush=True)
         subdir, tag = progress.BATCH_COST
         with self.writers[subdir].as_default(step=step):
             write_scalar(tag, loss, progress.SERIES_DESCRIPTIONS["batch_cost"])
@@ -200,9 +215,16 @@ class TrainingLoop:
         path = self.state.save(epoch + 1, 0)
         self.watchdog.kick()
         if self.is_chief:
-            outcome.test_accuracy = self._report_epoch(epoch, epoch_time, path, {
-                "train_cost": outcome.last_cost, "train_accuracy": train_accuracy,
-                "examples_per_s": epoch_steps * self.global_batch / epoch_time})
+            outcome.test_accuracy = self._report_epoch(
+                epoch,
+                epoch_time,
+                path,
+                {
+                    "train_cost": outcome.last_cost,
+                    "train_accuracy": train_accuracy,
+                    "examples_per_s": epoch_steps * self.global_batch / epoch_time,
+                },
+            )
 
     def _report_epoch(self, epoch: int, epoch_time: float, path: str, values: dict) -> float:
         """Evaluate, write the epoch's scalars and print its Epoch line; return the test
@@ -212,18 +234,20 @@ class TrainingLoop:
         # Per-epoch series at step = epoch (1-based): a restarted chief resumes at an
         # epoch boundary, so no two processes write the same epoch.
         epoch_values = {
-            "train_cost": values["train_cost"], "train_accuracy": values["train_accuracy"],
-            "test_cost": test_cost, "test_accuracy": test_accuracy,
+            "train_cost": values["train_cost"],
+            "train_accuracy": values["train_accuracy"],
+            "test_cost": test_cost,
+            "test_accuracy": test_accuracy,
             "learning_rate": learning_rate_at(self.state.optimizer, int(self.state.global_step.numpy())),
-            "examples_per_s": values["examples_per_s"]}
+            "examples_per_s": values["examples_per_s"],
+        }
         for key, value in epoch_values.items():
             subdir, tag = progress.EPOCH_SERIES[key]
             with self.writers[subdir].as_default(step=epoch + 1):
                 write_scalar(tag, value, progress.SERIES_DESCRIPTIONS[key])
         for writer in self.writers.values():
             writer.flush()
-        print(progress.epoch_line(epoch + 1, self.args.epochs, epoch_values, epoch_time, path),
-              flush=True)
+        print(progress.epoch_line(epoch + 1, self.args.epochs, epoch_values, epoch_time, path), flush=True)
         return test_accuracy
 
 
@@ -236,5 +260,6 @@ def write_scalar(name: str, value: float, description: str = "") -> None:
     """
     metadata = summary_pb2.SummaryMetadata(
         summary_description=description,
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
+    )
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)

@@ -28,6 +28,6 @@ def example_losses(labels, logits, label_smoothing: float):
     if not label_smoothing:
         return cost, cost
     objective = keras.losses.categorical_crossentropy(
-        tf.one_hot(labels, NUM_CLASSES), logits, from_logits=True,
-        label_smoothing=label_smoothing)
+        tf.one_hot(labels, NUM_CLASSES), logits, from_logits=True, label_smoothing=label_smoothing
+    )
     return objective, cost

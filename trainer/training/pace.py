@@ -52,7 +52,7 @@ class EpochPace:
     def seen_through(self, count: int, at: float) -> None:
         """The first ``count`` chunks are done, seen at clock second ``at`` (those seen
         before keep their time)."""
-        for chunk in self.chunks[self.seen_count:count]:
+        for chunk in self.chunks[self.seen_count : count]:
             chunk.seen = at
         self.seen_count = max(self.seen_count, count)
 
@@ -63,12 +63,13 @@ class EpochPace:
             ValueError: no chunk is seen done yet.
         """
         if not self.seen_count:
-            raise ValueError(f"no chunk seen done at {now - self.start:.3f} s into the epoch: "
-                             "no time per batch")
-        batches = sum(c.batches for c in self.chunks[:self.seen_count])
+            raise ValueError(
+                f"no chunk seen done at {now - self.start:.3f} s into the epoch: no time per batch"
+            )
+        batches = sum(c.batches for c in self.chunks[: self.seen_count])
         last = self.chunks[self.seen_count - 1]
         per_batch = (last.seen - last.started) / last.batches
-        for chunk in self.chunks[self.seen_count:]:
+        for chunk in self.chunks[self.seen_count :]:
             ran = (now - chunk.started) / per_batch if per_batch > 0 else chunk.batches
             batches += min(chunk.batches / 2, max(0.0, ran))
         return 1000 * (now - self.start) / batches

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
         trainer.training.liveness.PeerLost: a ps (or, with ps 0, a worker) was lost mid-run.
     """
     started = time.time()
-    sigterm = SigtermFlag(f"{task.task_type}-{task.task_index}")  # until training begins, SIGTERM ends the task at once
+    sigterm = SigtermFlag(
+        f"{task.task_type}-{task.task_index}"
+    )  # until training begins, SIGTERM ends the task at once
     files = ClusterFiles(args.log_dir)
     dataset = check_inputs(args, task, files)
 
@@ -51,19 +53,22 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     steps_per_epoch = n_train // dist.global_batch(args.batch_size)
     given_rate = args.learning_rate
     # From here on args.learning_rate is the rate for the global batch (--lr_scaling).
-    args = argparse.Namespace(**{**vars(args), "learning_rate": scaled_learning_rate(
-        given_rate, args.lr_scaling, dist.replicas)})
+    args = argparse.Namespace(
+        **{**vars(args), "learning_rate": scaled_learning_rate(given_rate, args.lr_scaling, dist.replicas)}
+    )
     # The model is built outside the strategy's scope: its variables are this process's
     # template and evaluation copy; training reads and updates the packed vector
     # state.weights, one variable on the ps (trainer/packed.py).
     model = build_model(args.model, args.dropout)
     policy = precision.resolve(args.precision, has_gpu=bool(tf.config.list_physical_devices("GPU")))
     # Training may compute in bfloat16; the evaluation and the export stay float32.
-    compute_model = (model if policy == precision.FLOAT32
-                     else build_model(args.model, args.dropout, dtype=policy))
+    compute_model = (
+        model if policy == precision.FLOAT32 else build_model(args.model, args.dropout, dtype=policy)
+    )
     packing = PackedWeights(model, compute_model)
-    state = TrainState(dist.strategy, packing.initial_value(), args,
-                       args.epochs * steps_per_epoch, task, started)
+    state = TrainState(
+        dist.strategy, packing.initial_value(), args, args.epochs * steps_per_epoch, task, started
+    )
     latest = state.restore_latest(args)
     if task.is_chief:
         announce(args, given_rate, dataset, dist.kind, dist.replicas, steps_per_epoch, policy)
@@ -89,8 +94,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     return 0
 
 
-def check_inputs(args: argparse.Namespace, task: TaskConfig,
-                 files: ClusterFiles) -> data_mod.Dataset:
+def check_inputs(args: argparse.Namespace, task: TaskConfig, files: ClusterFiles) -> data_mod.Dataset:
     """Read ``--data_dir`` and check ``--batch_size`` against it, then make ``--log_dir`` (and
     on the chief start the heartbeat); return the data.
 
@@ -105,8 +109,11 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
     """
     dataset = data_mod.load(args.data_dir)
     # MultiWorkerMirroredStrategy: one replica per task (chief + workers), CPU or one GPU.
-    replicas = (len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
-                if task.strategy_kind == MULTI_WORKER_MIRRORED else 1)
+    replicas = (
+        len(task.cluster_spec.get("chief", [])) + len(task.cluster_spec.get("worker", []))
+        if task.strategy_kind == MULTI_WORKER_MIRRORED
+        else 1
+    )
     check_batch_size(args.batch_size, replicas, len(dataset.x_train), args.data_dir)
     if log_dir_lock.wanted():  # one run at a time in --log_dir (raises FlagError when in use)
         try:
@@ -121,15 +128,23 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig,
             exit_when_chief_fails(files, f"{task.task_type} {task.task_index}")
     except OSError as err:
         if is_no_space(err):
-            raise volume_full(err, args.log_dir, f"writing the heartbeat {files.heartbeat}"
-                              ) from None
-        raise FlagError(f"--log_dir {args.log_dir} is invalid: cannot create "
-                        f"{err.filename or files.dir}: {err.strerror or err}") from None
+            raise volume_full(err, args.log_dir, f"writing the heartbeat {files.heartbeat}") from None
+        raise FlagError(
+            f"--log_dir {args.log_dir} is invalid: cannot create "
+            f"{err.filename or files.dir}: {err.strerror or err}"
+        ) from None
     return dataset
 
 
-def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Dataset,
-             kind: str, replicas: int, steps_per_epoch: int, policy: str) -> None:
+def announce(
+    args: argparse.Namespace,
+    given_rate: float,
+    dataset: data_mod.Dataset,
+    kind: str,
+    replicas: int,
+    steps_per_epoch: int,
+    policy: str,
+) -> None:
     """The chief's Training line (``progress.parse_log`` reads the run's size from it):
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
     schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
@@ -142,19 +157,26 @@ def announce(args: argparse.Namespace, given_rate: float, dataset: data_mod.Data
         rate = f"{args.learning_rate:.3g}"
         factor = f"sqrt({replicas})" if args.lr_scaling == "sqrt" else f"{replicas}"
         notes.append(f"{given_rate:g} x {factor} for {replicas} synchronous replicas")
-    print(f"Training {args.model} on {len(dataset.x_train)} examples from {args.data_dir} "
-          f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
-          f"{steps_per_epoch} batches of {args.batch_size * replicas}; {args.optimizer} lr "
-          f"{rate}" + (f" ({'; '.join(notes)})" if notes else "")
-          + (f"; label smoothing {args.label_smoothing:g}" if args.label_smoothing else "")
-          + (f"; {policy}" if policy != "float32" else "")
-          + (f"; exchanging every {args.local_steps} steps"
-             if args.local_steps > 1 and kind != SINGLE_PROCESS else ""),
-          flush=True)
+    print(
+        f"Training {args.model} on {len(dataset.x_train)} examples from {args.data_dir} "
+        f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "
+        f"{steps_per_epoch} batches of {args.batch_size * replicas}; {args.optimizer} lr "
+        f"{rate}"
+        + (f" ({'; '.join(notes)})" if notes else "")
+        + (f"; label smoothing {args.label_smoothing:g}" if args.label_smoothing else "")
+        + (f"; {policy}" if policy != "float32" else "")
+        + (
+            f"; exchanging every {args.local_steps} steps"
+            if args.local_steps > 1 and kind != SINGLE_PROCESS
+            else ""
+        ),
+        flush=True,
+    )
 
 
-def note_start(args: argparse.Namespace, files: ClusterFiles, latest: str | None,
-               done_epochs: int, done_batches: int) -> None:
+def note_start(
+    args: argparse.Namespace, files: ClusterFiles, latest: str | None, done_epochs: int, done_batches: int
+) -> None:
     """The chief, about to train: remove a done marker left by an earlier, shorter run, and
     say where a resumed run continues."""
     try:
@@ -162,7 +184,11 @@ def note_start(args: argparse.Namespace, files: ClusterFiles, latest: str | None
     except FileNotFoundError:
         pass
     if latest:
-        where = (f"continuing from epoch {done_epochs + 1}" if done_batches == 0 else
-                 f"continuing epoch {done_epochs + 1} at batch {done_batches + 1}")
-        print(f"Restored checkpoint {latest}: {done_epochs} of {args.epochs} epochs done; "
-              f"{where}", flush=True)
+        where = (
+            f"continuing from epoch {done_epochs + 1}"
+            if done_batches == 0
+            else f"continuing epoch {done_epochs + 1} at batch {done_batches + 1}"
+        )
+        print(
+            f"Restored checkpoint {latest}: {done_epochs} of {args.epochs} epochs done; {where}", flush=True
+        )

@@ -23,14 +23,14 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
         warm = self.peak * (0.1 + 0.9 * step / self.warmup_steps)
-        progress = tf.clip_by_value((step - self.warmup_steps)
-                                    / max(1, self.total_steps - self.warmup_steps), 0.0, 1.0)
+        progress = tf.clip_by_value(
+            (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps), 0.0, 1.0
+        )
         cosine = self.peak * 0.5 * (1.0 + tf.cos(math.pi * progress))
         return tf.where(step < self.warmup_steps, warm, cosine)
 
     def get_config(self) -> dict:
-        return {"peak": self.peak, "total_steps": self.total_steps,
-                "warmup_steps": self.warmup_steps}
+        return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
 
 
 class KeepsSchedule:
@@ -84,8 +84,10 @@ class FusedAdam(KeepsSchedule, keras.optimizers.Optimizer):
         if self.built:
             return
         if len(var_list) != 1:
-            raise ValueError(f"FusedAdam updates one variable, the packed weights: got {len(var_list)}; "
-                             "use keras.optimizers.Adam for a model's own variables")
+            raise ValueError(
+                f"FusedAdam updates one variable, the packed weights: got {len(var_list)}; "
+                "use keras.optimizers.Adam for a model's own variables"
+            )
         super().build(var_list)
         momentums, velocities = self.add_optimizer_variables(var_list, ["momentum", "velocity"])
         self.momentum, self.velocity = momentums[0], velocities[0]
@@ -95,10 +97,18 @@ class FusedAdam(KeepsSchedule, keras.optimizers.Optimizer):
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         local_step = tf.cast(self.iterations + 1, dtype)
         tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=self.momentum.handle, v=self.velocity.handle,
-            beta1_power=tf.pow(beta_1, local_step), beta2_power=tf.pow(beta_2, local_step),
-            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype), use_locking=False)
+            var=variable.handle,
+            m=self.momentum.handle,
+            v=self.velocity.handle,
+            beta1_power=tf.pow(beta_1, local_step),
+            beta2_power=tf.pow(beta_2, local_step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1,
+            beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype),
+            use_locking=False,
+        )
 
     def get_config(self) -> dict:
         return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}

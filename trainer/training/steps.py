@@ -63,8 +63,15 @@ class StepRunner:
     that keeping the runner keeps them (trainer.training.finish).
     """
 
-    def __init__(self, args: argparse.Namespace, dist: Distribution, state: TrainState,
-                 packing: PackedWeights, dataset: data_mod.Dataset, total_steps: int) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        dist: Distribution,
+        state: TrainState,
+        packing: PackedWeights,
+        dataset: data_mod.Dataset,
+        total_steps: int,
+    ) -> None:
         self.args, self.dist, self.state, self.packing = args, dist, state, packing
         self.dataset = dataset
         self.global_batch = dist.global_batch(args.batch_size)
@@ -75,8 +82,7 @@ class StepRunner:
         #: Whether steps run in rounds on local copies (--local_steps > 1, with peers).
         self.local = args.local_steps > 1 and dist.kind != SINGLE_PROCESS
         #: The first step of rounds of --local_steps; before it every step exchanges.
-        self.local_from = (0 if dist.kind == MULTI_WORKER_MIRRORED
-                           else round(WARMUP_FRACTION * total_steps))
+        self.local_from = 0 if dist.kind == MULTI_WORKER_MIRRORED else round(WARMUP_FRACTION * total_steps)
         #: The tf.function of the first way (see the module's docstring); with ``local``,
         #: ``local_steps`` is that of the second, taken from step ``local_from`` on.
         self.every_step = self._train_steps_fn()
@@ -86,13 +92,15 @@ class StepRunner:
     def _dataset_fn(self):
         args = self.args
         if self.dist.kind == PARAMETER_SERVER:
-            dataset_fn = data_mod.make_dataset_fn(self.dataset, args.batch_size, seed=None,
-                                                  augment_shift=args.augment_shift)
+            dataset_fn = data_mod.make_dataset_fn(
+                self.dataset, args.batch_size, seed=None, augment_shift=args.augment_shift
+            )
             # Every worker shuffles with its own seed (see make_dataset_fn).
             tf.random.set_seed(None)
             return dataset_fn
-        return data_mod.make_dataset_fn(self.dataset, args.batch_size, seed=args.seed,
-                                        augment_shift=args.augment_shift)
+        return data_mod.make_dataset_fn(
+            self.dataset, args.batch_size, seed=args.seed, augment_shift=args.augment_shift
+        )
 
     def _train_steps_fn(self):
         """The tf.function ``train_steps(iterator, num_steps)``: num_steps steps; returns
@@ -111,8 +119,9 @@ class StepRunner:
                 loss = tf.nn.compute_average_loss(objective, global_batch_size=global_batch)
             grads = tape.gradient(loss, [weights])
             optimizer.apply_gradients(zip(grads, [weights]))
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
-                                                     labels), tf.float32))
+            correct = tf.reduce_sum(
+                tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), labels), tf.float32)
+            )
             return tf.nn.compute_average_loss(cost, global_batch_size=global_batch), correct
 
         @tf.function(autograph=False)  # see the module's docstring
@@ -123,12 +132,17 @@ class StepRunner:
             def one_step(done, total_loss, total_correct):
                 images, labels = next(iterator)
                 loss, correct = strategy.run(step_fn, args=(images, labels))
-                return (done + 1, total_loss + strategy.reduce(total, loss, axis=None),
-                        total_correct + strategy.reduce(total, correct, axis=None))
+                return (
+                    done + 1,
+                    total_loss + strategy.reduce(total, loss, axis=None),
+                    total_correct + strategy.reduce(total, correct, axis=None),
+                )
 
             _, total_loss, total_correct = tf.while_loop(
-                lambda done, *_: done < num_steps, one_step,
-                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
+                lambda done, *_: done < num_steps,
+                one_step,
+                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)),
+            )
             global_step.assign_add(tf.cast(num_steps, tf.int64))
             return total_loss / tf.cast(num_steps, tf.float32), total_correct
 
@@ -149,8 +163,12 @@ class StepRunner:
 
         def start_round():
             # In each replica: its copies of the weights and moments, and zero sums.
-            return (tf.identity(weights.value), [tf.identity(v.value) for v in slots],
-                    tf.constant(0.0), tf.constant(0.0))
+            return (
+                tf.identity(weights.value),
+                [tf.identity(v.value) for v in slots],
+                tf.constant(0.0),
+                tf.constant(0.0),
+            )
 
         def local_step(w, s, loss_sum, correct_sum, images, labels, step):
             with tf.GradientTape() as tape:
@@ -161,15 +179,17 @@ class StepRunner:
             gradient = tape.gradient(loss, w)
             rate = optimizer.rate_at(step)
             w, s = local_update.apply(optimizer, w, s, gradient, rate, step)
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32),
-                                                     labels), tf.float32))
+            correct = tf.reduce_sum(
+                tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), labels), tf.float32)
+            )
             return w, s, loss_sum + tf.reduce_mean(cost), correct_sum + correct
 
         def average(w, s):
             # Copies made here carry this replica's device, which the all-reduce's merge_call
             # path needs (the loop's tensors have none).
             return tf.distribute.get_replica_context().all_reduce(
-                mean, [tf.identity(value) for value in [w, *s]])
+                mean, [tf.identity(value) for value in [w, *s]]
+            )
 
         def end_round(w, s, start, steps):
             if averaged:  # every replica's weights and moments become their mean
@@ -179,8 +199,11 @@ class StepRunner:
             else:  # this task's steps add to what the other workers gave meanwhile
                 weights.assign_add(w - start[0])
                 for variable, value, begun, (decay, squares) in zip(slots, s, start[1:], decays):
-                    variable.assign(local_update.merge_slot(
-                        tf.identity(variable.value), value, begun, decay, squares, steps))
+                    variable.assign(
+                        local_update.merge_slot(
+                            tf.identity(variable.value), value, begun, decay, squares, steps
+                        )
+                    )
 
         return self._rounds_fn(start_round, local_step, end_round)
 
@@ -204,19 +227,26 @@ class StepRunner:
                 def one_step(i, w, s, loss_sum, correct_sum):
                     images, labels = next(iterator)
                     step = first_step + tf.cast(done + i, tf.int64)
-                    return (i + 1, *strategy.run(
-                        local_step, args=(w, s, loss_sum, correct_sum, images, labels, step)))
+                    return (
+                        i + 1,
+                        *strategy.run(local_step, args=(w, s, loss_sum, correct_sum, images, labels, step)),
+                    )
 
                 _, w, s, loss_sum, correct_sum = tf.while_loop(
-                    lambda i, *_: i < steps, one_step,
-                    (tf.constant(0), w, s, loss_sum, correct_sum))
+                    lambda i, *_: i < steps, one_step, (tf.constant(0), w, s, loss_sum, correct_sum)
+                )
                 end_round(w, s, start, steps)
-                return (done + steps, total_loss + strategy.reduce(mean, loss_sum, axis=None),
-                        total_correct + strategy.reduce(total, correct_sum, axis=None))
+                return (
+                    done + steps,
+                    total_loss + strategy.reduce(mean, loss_sum, axis=None),
+                    total_correct + strategy.reduce(total, correct_sum, axis=None),
+                )
 
             _, total_loss, total_correct = tf.while_loop(
-                lambda done, *_: done < num_steps, one_round,
-                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
+                lambda done, *_: done < num_steps,
+                one_round,
+                (tf.constant(0), tf.constant(0.0), tf.constant(0.0)),
+            )
             global_step.assign_add(tf.cast(num_steps, tf.int64))
             return total_loss / tf.cast(num_steps, tf.float32), total_correct
 

@@ -41,8 +41,7 @@ def is_no_space(err: BaseException) -> bool:
     return _NO_SPACE in str(err) or "Disk quota exceeded" in str(err)
 
 
-def volume_full(err: BaseException, directory: str, writing: str,
-                flag: str = "--log_dir") -> VolumeFull:
+def volume_full(err: BaseException, directory: str, writing: str, flag: str = "--log_dir") -> VolumeFull:
     """The VolumeFull for ``err`` while writing ``writing`` under ``directory`` (given as
     ``flag``: ``--log_dir``, or staging's ``--dest``)."""
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -51,12 +50,12 @@ def volume_full(err: BaseException, directory: str, writing: str,
     return VolumeFull(
         f"the volume holding {flag} {directory} is full: {writing} failed ({first}); a "
         f"restart cannot cure it: free space there, or give the volume more (on Kubernetes "
-        f"pulumi config set {VOLUME_SIZE_KEY} <size>, e.g. 10Gi, then pulumi up)")
+        f"pulumi config set {VOLUME_SIZE_KEY} <size>, e.g. 10Gi, then pulumi up)"
+    )
 
 
 @contextlib.contextmanager
-def full_is_permanent(directory: str | os.PathLike, writing: str,
-                      flag: str = "--log_dir") -> Iterator[None]:
+def full_is_permanent(directory: str | os.PathLike, writing: str, flag: str = "--log_dir") -> Iterator[None]:
     """Within it, an error that reports ENOSPC or EDQUOT (``is_no_space``: an OSError, a
     TensorFlow OpError, or an error whose message carries the system's text) is raised as
     ``volume_full(err, directory, writing, flag)``; any other error passes unchanged.

@@ -57,7 +57,7 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
             if i + 1 < n and pattern[i + 1] == "*":
                 i += 1
                 if i + 1 < n and pattern[i + 1] == "/":
-                    i += 1   # "**/" is "**": it may also match no directory at all
+                    i += 1  # "**/" is "**": it may also match no directory at all
                 out += ".*" if i + 1 >= n else "(.*/)?"
             else:
                 out += "[^/]*"
@@ -66,9 +66,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
         elif ch == "\\" and i + 1 < n:
             i += 1
             out += re.escape(pattern[i])
-        elif ch == "[" and "]" in pattern[i + 1:]:
+        elif ch == "[" and "]" in pattern[i + 1 :]:
             j = pattern.index("]", i + 1)
-            cls = pattern[i + 1:j]
+            cls = pattern[i + 1 : j]
             out += "[" + cls.replace("\\", "\\\\") + "]"
             i = j
         else:
@@ -122,7 +122,7 @@ def excluded(path: str, patterns: Sequence[Pattern]) -> bool:
 
 def _literal_prefix(pattern: str) -> str:
     m = re.search(r"[*?\[\\]", pattern)
-    return pattern if m is None else pattern[:m.start()]
+    return pattern if m is None else pattern[: m.start()]
 
 
 def may_reinclude(directory: str, patterns: Sequence[Pattern]) -> bool:
@@ -136,8 +136,11 @@ def may_reinclude(directory: str, patterns: Sequence[Pattern]) -> bool:
         if not p.negated:
             continue
         literal = _literal_prefix(p.text)
-        if ((p.text + "/").startswith(prefix) or (literal != p.text and prefix.startswith(literal))
-                or prefix.startswith(p.text + "/")):
+        if (
+            (p.text + "/").startswith(prefix)
+            or (literal != p.text and prefix.startswith(literal))
+            or prefix.startswith(p.text + "/")
+        ):
             return True
     return False
 
@@ -206,8 +209,10 @@ def context_hash(entries: Iterable[Entry]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m localcluster.buildcontext",
-                                     description="The build context of a Dockerfile after its .dockerignore.")
+    parser = argparse.ArgumentParser(
+        prog="python3 -m localcluster.buildcontext",
+        description="The build context of a Dockerfile after its .dockerignore.",
+    )
     parser.add_argument("mode", choices=("hash", "list"))
     parser.add_argument("root", type=Path, help="the build context directory")
     parser.add_argument("ignorefile", help="the .dockerignore to apply, or - for none")

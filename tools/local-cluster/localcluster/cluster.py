@@ -22,15 +22,32 @@ from localcluster.processes import Daemon, pids_with_cmdline, stop_pid
 TOOL = "local-cluster"
 #: Debian packages the node needs, by the file each one provides.
 PACKAGES = {
-    "/usr/bin/containerd": "containerd", "/usr/bin/ctr": "containerd", "/usr/sbin/runc": "runc",
-    "/usr/lib/cni/bridge": "containernetworking-plugins", "/usr/lib/cni/host-local": "containernetworking-plugins",
-    "/usr/lib/cni/loopback": "containernetworking-plugins", "/usr/bin/openssl": "openssl",
-    "/usr/sbin/ip": "iproute2", "/usr/sbin/iptables": "iptables", "/usr/sbin/conntrack": "conntrack",
-    "/usr/bin/socat": "socat", "/usr/sbin/ethtool": "ethtool", "/usr/bin/buildah": "buildah",
+    "/usr/bin/containerd": "containerd",
+    "/usr/bin/ctr": "containerd",
+    "/usr/sbin/runc": "runc",
+    "/usr/lib/cni/bridge": "containernetworking-plugins",
+    "/usr/lib/cni/host-local": "containernetworking-plugins",
+    "/usr/lib/cni/loopback": "containernetworking-plugins",
+    "/usr/bin/openssl": "openssl",
+    "/usr/sbin/ip": "iproute2",
+    "/usr/sbin/iptables": "iptables",
+    "/usr/sbin/conntrack": "conntrack",
+    "/usr/bin/socat": "socat",
+    "/usr/sbin/ethtool": "ethtool",
+    "/usr/bin/buildah": "buildah",
     "/usr/sbin/debootstrap": "debootstrap",
 }
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl",
-            "coredns", "crictl", "network-policies")
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+    "coredns",
+    "crictl",
+    "network-policies",
+)
 
 
 class ClusterError(RuntimeError):
@@ -57,7 +74,7 @@ def checked_paths(*, claim: bool) -> Paths:
     both = ((p.state, "state"), (p.run, "run"))
     for d, role in both:
         if claim:
-            dirs.check_claimable(d, role)   # both first: a refusal leaves no new directory behind
+            dirs.check_claimable(d, role)  # both first: a refusal leaves no new directory behind
         else:
             dirs.owned(d, role)
     if claim:
@@ -93,8 +110,10 @@ def ensure_packages() -> None:
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
-            raise ClusterError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): "
-                               f"{proc.stderr.strip()[-600:]}\n  fix: install {' '.join(missing)} by hand")
+            raise ClusterError(
+                f"`{' '.join(cmd)}` failed (exit {proc.returncode}): "
+                f"{proc.stderr.strip()[-600:]}\n  fix: install {' '.join(missing)} by hand"
+            )
 
 
 def bin_dir(p: Paths) -> Path:
@@ -105,8 +124,10 @@ def bin_dir(p: Paths) -> Path:
     else:
         proc = subprocess.run(["bash", str(layout.TOOL_DIR / "build.sh")], stdout=subprocess.PIPE, text=True)
         if proc.returncode != 0:
-            raise ClusterError(f"building the cluster's binaries failed (exit {proc.returncode}); "
-                               f"the messages above name the module; logs in {p.cache / 'logs'}")
+            raise ClusterError(
+                f"building the cluster's binaries failed (exit {proc.returncode}); "
+                f"the messages above name the module; logs in {p.cache / 'logs'}"
+            )
         d = Path(proc.stdout.strip().splitlines()[-1])
     missing = [b for b in BINARIES if not os.access(d / b, os.X_OK)]
     if missing:
@@ -125,7 +146,7 @@ def check_ports() -> None:
     for e in layout.ENDPOINTS:
         kind = socket.SOCK_DGRAM if e.purpose == "dns" else socket.SOCK_STREAM
         if e.host == layout.BRIDGE_IP and not network.bridge_exists():
-            host = "0.0.0.0"   # the bridge address does not exist yet: any holder of the port blocks it
+            host = "0.0.0.0"  # the bridge address does not exist yet: any holder of the port blocks it
         else:
             host = e.host
         with socket.socket(socket.AF_INET, kind) as s:
@@ -135,11 +156,16 @@ def check_ports() -> None:
             except OSError as err:
                 if err.errno != errno.EADDRINUSE:
                     raise
-                taken.append(f"  {e.component} needs {e.host}:{e.port} ({e.purpose}), in use by {_port_owner(e.port)}")
+                taken.append(
+                    f"  {e.component} needs {e.host}:{e.port} ({e.purpose}), in use by {_port_owner(e.port)}"
+                )
     if taken:
-        raise ClusterError("cannot start: ports in use\n" + "\n".join(taken)
-                           + "\n  fix: stop those processes (or an old cluster: "
-                           f"`tools/local-cluster/{TOOL} down`), then run up again")
+        raise ClusterError(
+            "cannot start: ports in use\n"
+            + "\n".join(taken)
+            + "\n  fix: stop those processes (or an old cluster: "
+            f"`tools/local-cluster/{TOOL} down`), then run up again"
+        )
 
 
 # ---------------------------------------------------------------- up
@@ -167,8 +193,13 @@ SANDBOX_IMAGE = "localhost/tf-mnist/pause:3.10"
 
 
 def kubectl(p: Paths, bins: Path, *args: str, input_: str | None = None, timeout: float = 60) -> str:
-    proc = subprocess.run([str(bins / "kubectl"), f"--kubeconfig={p.kubeconfig}", *args], input=input_,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(bins / "kubectl"), f"--kubeconfig={p.kubeconfig}", *args],
+        input=input_,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc.stdout
@@ -178,8 +209,9 @@ def _wait(what: str, ok, timeout: float, daemon: Daemon | None = None) -> float:
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if daemon is not None and not daemon.running():
-            raise ClusterError(f"{what} exited during start-up; its log {daemon.log_file} ends with:\n"
-                               f"{daemon.log_tail()}")
+            raise ClusterError(
+                f"{what} exited during start-up; its log {daemon.log_file} ends with:\n{daemon.log_tail()}"
+            )
         if ok():
             return time.monotonic() - start
         time.sleep(0.2)
@@ -196,7 +228,9 @@ def node_ready(p: Paths, bins: Path) -> bool:
     except (ClusterError, subprocess.TimeoutExpired, OSError):
         return False
     node = json.loads(out)
-    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", []))
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions", [])
+    )
     taints = [t["key"] for t in node.get("spec", {}).get("taints", [])]
     return ready and "node.kubernetes.io/not-ready" not in taints
 
@@ -205,8 +239,10 @@ def import_images(p: Paths) -> None:
     """Imports every image images.sh has built, building the pod sandbox (pause) image first
     when it is missing: no pod starts without it."""
     script = str(layout.TOOL_DIR / "images.sh")
-    for argv in (["bash", script, "build", "pause"],
-                 ["bash", script, "import", "--address", str(p.containerd_socket), "--skip-missing"]):
+    for argv in (
+        ["bash", script, "build", "pause"],
+        ["bash", script, "import", "--address", str(p.containerd_socket), "--skip-missing"],
+    ):
         if subprocess.run(argv).returncode != 0:
             raise ClusterError(f"`{' '.join(argv[1:])}` failed; see the messages above")
 
@@ -222,9 +258,11 @@ def up() -> int:
             print(p.kubeconfig)
             return 0
         if running:
-            raise ClusterError(f"partly up ({', '.join(running)} running, "
-                               f"{', '.join(n for n in ds if n not in running)} not): "
-                               f"run `tools/local-cluster/{TOOL} down`, then up")
+            raise ClusterError(
+                f"partly up ({', '.join(running)} running, "
+                f"{', '.join(n for n in ds if n not in running)} not): "
+                f"run `tools/local-cluster/{TOOL} down`, then up"
+            )
         t0 = time.monotonic()
         ensure_packages()
         bins = bin_dir(p)
@@ -250,11 +288,17 @@ def up() -> int:
                     kubectl(p, bins, "apply", "-f", "-", input_=config_files.NETWORK_POLICIES_RBAC)
                 if c.name == "containerd":
                     import_images(p)
-            took = _wait(f"node {layout.NODE_NAME} Ready and schedulable", lambda: node_ready(p, bins), 90,
-                         ds["kubelet"])
+            took = _wait(
+                f"node {layout.NODE_NAME} Ready and schedulable",
+                lambda: node_ready(p, bins),
+                90,
+                ds["kubelet"],
+            )
             say(f"node {layout.NODE_NAME} Ready and schedulable in {took:.1f} s")
         except BaseException as err:
-            say(f"up failed: {err}" if isinstance(err, ClusterError) else f"up interrupted or failed: {err!r}")
+            say(
+                f"up failed: {err}" if isinstance(err, ClusterError) else f"up interrupted or failed: {err!r}"
+            )
             say("stopping what was started")
             _down(p, quiet=True)
             raise
@@ -279,8 +323,12 @@ def _remove_pods(p: Paths, bins: Path | None) -> list[str]:
     sock = str(p.containerd_socket)
     crictl = bins / "crictl" if bins else None
     if crictl and crictl.exists() and p.containerd_socket.exists():
-        proc = subprocess.run([str(crictl), f"--runtime-endpoint=unix://{sock}", "rmp", "--all", "--force"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [str(crictl), f"--runtime-endpoint=unix://{sock}", "rmp", "--all", "--force"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         removed = [line for line in proc.stdout.splitlines() if line.startswith("Removed sandbox")]
         if removed:
             done.append(f"{len(removed)} pod sandbox(es)")
@@ -304,8 +352,15 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for pid in cgroups.own_processes():
         stop_pid(pid, 2)
         done.append(f"container process pid {pid}")
-    for name in ("network-policies", "coredns", "kube-scheduler", "kube-controller-manager", "apiserver-relay",
-                 "kube-apiserver", "etcd"):
+    for name in (
+        "network-policies",
+        "coredns",
+        "kube-scheduler",
+        "kube-controller-manager",
+        "apiserver-relay",
+        "kube-apiserver",
+        "etcd",
+    ):
         if ds[name].stop():
             done.append(name)
     if bins is not None and (bins / "network-policies").exists():
@@ -387,8 +442,10 @@ def status() -> int:
         pid = d.pid()
         ok = pid is not None and c.healthy()
         healthy += ok
-        rows.append(f"{c.name:<24} {'pid ' + str(pid) if pid else 'not running':<14} "
-                    f"{'healthy' if ok else ('UNHEALTHY' if pid else '-')}")
+        rows.append(
+            f"{c.name:<24} {'pid ' + str(pid) if pid else 'not running':<14} "
+            f"{'healthy' if ok else ('UNHEALTHY' if pid else '-')}"
+        )
     print("\n".join(rows))
     if healthy == 0 and not any(d.running() for d in ds.values()):
         print("cluster: down")
@@ -409,8 +466,9 @@ def images() -> int:
     if proc.returncode != 0:
         raise ClusterError("building the images failed; see the messages above")
     if Daemon("containerd", p.pids, p.logs).running():
-        proc = subprocess.run(["bash", str(layout.TOOL_DIR / "images.sh"), "import", "--address",
-                               str(p.containerd_socket)])
+        proc = subprocess.run(
+            ["bash", str(layout.TOOL_DIR / "images.sh"), "import", "--address", str(p.containerd_socket)]
+        )
         if proc.returncode != 0:
             raise ClusterError("importing the images into containerd failed; see the messages above")
     else:
@@ -421,4 +479,3 @@ def images() -> int:
 def kubeconfig_path() -> int:
     print(layout.paths().kubeconfig)
     return 0
-

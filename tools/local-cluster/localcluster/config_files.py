@@ -108,30 +108,38 @@ def cni_config(p: Paths) -> str:
     the node address, the cluster DNS). The bridge and its address are made by `up` itself
     (network.py) because CoreDNS and the kubelet bind to that address before any pod exists.
     """
-    return json.dumps({
-        "cniVersion": "1.0.0",
-        "name": layout.CNI_NETWORK,
-        "plugins": [{
-            "type": "bridge", "bridge": layout.BRIDGE, "isGateway": False, "ipMasq": False,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": layout.POD_SUBNET, "gateway": layout.BRIDGE_IP}]],
-                "dataDir": str(p.cni_ipam_dir),
-            },
-        }],
-    }, indent=2)
+    return json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": layout.CNI_NETWORK,
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": layout.BRIDGE,
+                    "isGateway": False,
+                    "ipMasq": False,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": layout.POD_SUBNET, "gateway": layout.BRIDGE_IP}]],
+                        "dataDir": str(p.cni_ipam_dir),
+                    },
+                }
+            ],
+        },
+        indent=2,
+    )
 
 
 def corefile(p: Paths) -> str:
     """CoreDNS serving cluster.local from the API server (headless Services included)."""
     return f"""\
-.:{layout.port('coredns', 'dns')} {{
+.:{layout.port("coredns", "dns")} {{
     bind {layout.BRIDGE_IP}
     errors
-    health 127.0.0.1:{layout.port('coredns', 'health')}
-    ready 127.0.0.1:{layout.port('coredns', 'ready')}
+    health 127.0.0.1:{layout.port("coredns", "health")}
+    ready 127.0.0.1:{layout.port("coredns", "ready")}
     kubernetes {layout.CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig_path(p, 'coredns')}
+        kubeconfig {kubeconfig_path(p, "coredns")}
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
         # A replaced pod's new address must be seen within seconds by its peers.
@@ -146,35 +154,45 @@ def kubelet_config(p: Paths) -> str:
     bridge address as node and DNS address, images never garbage-collected (they are imported,
     not pullable), and low eviction thresholds so a full-ish disk does not evict training pods.
     """
-    return json.dumps({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "address": layout.BRIDGE_IP,
-        "port": layout.port("kubelet", "server"),
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": layout.port("kubelet", "healthz"),
-        "readOnlyPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(p.pki / "ca.crt")}},
-        "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs",
-        # Pod cgroups under the tool's own root (<hierarchy>/tf-mnist-local-cluster/kubepods/...)
-        # so that `down` can remove them without touching another kubelet's kubepods.
-        "cgroupRoot": layout.CGROUP_ROOT,
-        "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
-        "clusterDNS": [layout.BRIDGE_IP],
-        "clusterDomain": layout.CLUSTER_DOMAIN,
-        # The host's resolv.conf names an upstream that pods must not use.
-        "resolvConf": str(p.etc / "pod-resolv.conf"),
-        "podCIDR": layout.POD_SUBNET,
-        "maxPods": layout.MAX_PODS,
-        "failSwapOn": False,
-        # The VM refuses negative values (the default is -999).
-        "oomScoreAdj": 0,
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "evictionHard": {"memory.available": "200Mi", "nodefs.available": "2%", "imagefs.available": "2%"},
-        "podLogsDir": str(p.pod_logs),
-        "volumePluginDir": str(p.kubelet_root / "volume-plugins"),
-        "serializeImagePulls": False,
-    }, indent=2)
+    return json.dumps(
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": layout.BRIDGE_IP,
+            "port": layout.port("kubelet", "server"),
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": layout.port("kubelet", "healthz"),
+            "readOnlyPort": 0,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(p.pki / "ca.crt")},
+            },
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "cgroupfs",
+            # Pod cgroups under the tool's own root (<hierarchy>/tf-mnist-local-cluster/kubepods/...)
+            # so that `down` can remove them without touching another kubelet's kubepods.
+            "cgroupRoot": layout.CGROUP_ROOT,
+            "containerRuntimeEndpoint": f"unix://{p.containerd_socket}",
+            "clusterDNS": [layout.BRIDGE_IP],
+            "clusterDomain": layout.CLUSTER_DOMAIN,
+            # The host's resolv.conf names an upstream that pods must not use.
+            "resolvConf": str(p.etc / "pod-resolv.conf"),
+            "podCIDR": layout.POD_SUBNET,
+            "maxPods": layout.MAX_PODS,
+            "failSwapOn": False,
+            # The VM refuses negative values (the default is -999).
+            "oomScoreAdj": 0,
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "evictionHard": {
+                "memory.available": "200Mi",
+                "nodefs.available": "2%",
+                "imagefs.available": "2%",
+            },
+            "podLogsDir": str(p.pod_logs),
+            "volumePluginDir": str(p.kubelet_root / "volume-plugins"),
+            "serializeImagePulls": False,
+        },
+        indent=2,
+    )

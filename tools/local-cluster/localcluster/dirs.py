@@ -41,7 +41,8 @@ def _foreign(directory: Path, role: str, why: str) -> DirectoryError:
         f"{env}={directory} is refused as the {role} directory: {why}. The tool only fills and "
         f"removes directories it made itself (they hold a {MARKER} file naming their role).\n"
         f"  fix: point {env} at a new or empty directory (the default is the tool's own); if "
-        f"{directory} is an old cluster's from before the marker, remove it yourself")
+        f"{directory} is an old cluster's from before the marker, remove it yourself"
+    )
 
 
 def check_paths(state: Path, run: Path) -> None:
@@ -55,8 +56,10 @@ def check_paths(state: Path, run: Path) -> None:
             raise DirectoryError(f"{ROLES[role]}={d} is refused: it must be an absolute path")
     s, r = Path(os.path.abspath(state)), Path(os.path.abspath(run))
     if s == r or s in r.parents or r in s.parents:
-        raise DirectoryError(f"LOCAL_CLUSTER_STATE={state} and LOCAL_CLUSTER_RUN={run} are refused: "
-                             "they must be two separate directories, neither inside the other")
+        raise DirectoryError(
+            f"LOCAL_CLUSTER_STATE={state} and LOCAL_CLUSTER_RUN={run} are refused: "
+            "they must be two separate directories, neither inside the other"
+        )
 
 
 def check_claimable(directory: Path, role: str) -> None:

@@ -169,6 +169,7 @@ def paths() -> Paths:
     return Paths(
         state=Path(os.environ.get("LOCAL_CLUSTER_STATE", "/var/lib/tf-mnist-local-cluster")),
         run=Path(os.environ.get("LOCAL_CLUSTER_RUN", "/run/tf-mnist-local-cluster")),
-        cache=Path(os.environ.get("LOCAL_CLUSTER_CACHE",
-                                  str(Path.home() / ".cache" / "tf-mnist-local-cluster"))),
+        cache=Path(
+            os.environ.get("LOCAL_CLUSTER_CACHE", str(Path.home() / ".cache" / "tf-mnist-local-cluster"))
+        ),
     )

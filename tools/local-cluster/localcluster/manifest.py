@@ -25,19 +25,25 @@ def next_step(manifest: Mapping[str, Any]) -> tuple[str, str]:
         entries = manifest["manifests"]
         if not entries:
             raise ManifestError("the index lists no manifests")
-        amd64 = [d for d in entries if d.get("platform", {}).get("os") == "linux"
-                 and d.get("platform", {}).get("architecture") == "amd64"]
+        amd64 = [
+            d
+            for d in entries
+            if d.get("platform", {}).get("os") == "linux"
+            and d.get("platform", {}).get("architecture") == "amd64"
+        ]
         return "index", (amd64 or entries)[0]["digest"]
     try:
         return "config", manifest["config"]["digest"]
     except (KeyError, TypeError):
-        raise ManifestError("neither 'manifests' (an index) nor 'config.digest' (a manifest) is there") from None
+        raise ManifestError(
+            "neither 'manifests' (an index) nor 'config.digest' (a manifest) is there"
+        ) from None
 
 
 def main() -> int:
     try:
         kind, digest = next_step(json.load(sys.stdin))
-    except (ValueError, KeyError) as err:   # ManifestError, bad JSON, an entry without digest
+    except (ValueError, KeyError) as err:  # ManifestError, bad JSON, an entry without digest
         print(f"localcluster.manifest: {err}", file=sys.stderr)
         return 1
     print(kind, digest)

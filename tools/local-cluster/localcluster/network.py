@@ -55,8 +55,10 @@ def enable_bridge_netfilter() -> None:
     sees pod-to-pod connections; `down` puts the recorded value back."""
     path = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
     if not path.exists():
-        raise RuntimeError("net.bridge.bridge-nf-call-iptables is missing: this kernel has no br_netfilter, "
-                           "which the NetworkPolicy agent needs to see pod-to-pod traffic on the bridge")
+        raise RuntimeError(
+            "net.bridge.bridge-nf-call-iptables is missing: this kernel has no br_netfilter, "
+            "which the NetworkPolicy agent needs to see pod-to-pod traffic on the bridge"
+        )
     path.write_text("1")
 
 

@@ -35,36 +35,77 @@ def _openssl(*args: str, what: str) -> None:
 
 
 def _key(path: Path) -> None:
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path),
-             what=str(path))
+    _openssl(
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-out",
+        str(path),
+        what=str(path),
+    )
     path.chmod(0o600)
 
 
 def _ca(dir_: Path, name: str, cn: str) -> None:
     _key(dir_ / f"{name}.key")
-    _openssl("req", "-x509", "-new", "-key", str(dir_ / f"{name}.key"), "-subj", f"/CN={cn}",
-             "-days", str(VALID_DAYS), "-out", str(dir_ / f"{name}.crt"),
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", what=f"the {cn} CA")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(dir_ / f"{name}.key"),
+        "-subj",
+        f"/CN={cn}",
+        "-days",
+        str(VALID_DAYS),
+        "-out",
+        str(dir_ / f"{name}.crt"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        what=f"the {cn} CA",
+    )
 
 
-def _cert(dir_: Path, name: str, ca: str, subject: str, *, sans: tuple[str, ...] = (),
-          usages: tuple[str, ...] = ()) -> None:
+def _cert(
+    dir_: Path, name: str, ca: str, subject: str, *, sans: tuple[str, ...] = (), usages: tuple[str, ...] = ()
+) -> None:
     """``name``.{crt,key} signed by ``ca``: a serving certificate when ``sans`` are given, else
     a client one (``usages`` overrides the extended key usage, e.g. etcd's peers are both)."""
     key, csr, crt = dir_ / f"{name}.key", dir_ / f"{name}.csr", dir_ / f"{name}.crt"
     ext = dir_ / f"{name}.ext"
     usage = ",".join(usages or (("serverAuth",) if sans else ("clientAuth",)))
-    lines = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
-             f"extendedKeyUsage={usage}"]
+    lines = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        f"extendedKeyUsage={usage}",
+    ]
     if sans:
         lines.append("subjectAltName=" + ",".join(sans))
     dirs.write_private(ext, "\n".join(lines) + "\n")
     _key(key)
     _openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr), what=f"{name}.csr")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(dir_ / f"{ca}.crt"), "-CAkey", str(dir_ / f"{ca}.key"),
-             "-CAcreateserial", "-days", str(VALID_DAYS), "-extfile", str(ext), "-out", str(crt),
-             what=f"{name}.crt")
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(dir_ / f"{ca}.crt"),
+        "-CAkey",
+        str(dir_ / f"{ca}.key"),
+        "-CAcreateserial",
+        "-days",
+        str(VALID_DAYS),
+        "-extfile",
+        str(ext),
+        "-out",
+        str(crt),
+        what=f"{name}.crt",
+    )
     csr.unlink()
     ext.unlink()
 
@@ -97,9 +138,16 @@ def make_pki(dir_: Path) -> None:
     _ca(dir_, "ca", "tf-mnist-local-cluster-ca")
     _ca(dir_, "front-proxy-ca", "tf-mnist-local-cluster-front-proxy-ca")
     d = layout.CLUSTER_DOMAIN
-    sans = ("IP:127.0.0.1", f"IP:{layout.BRIDGE_IP}", f"IP:{layout.KUBERNETES_SERVICE_IP}", "DNS:localhost",
-            "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-            f"DNS:kubernetes.default.svc.{d}")
+    sans = (
+        "IP:127.0.0.1",
+        f"IP:{layout.BRIDGE_IP}",
+        f"IP:{layout.KUBERNETES_SERVICE_IP}",
+        "DNS:localhost",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default",
+        "DNS:kubernetes.default.svc",
+        f"DNS:kubernetes.default.svc.{d}",
+    )
     _cert(dir_, "apiserver", "ca", "/CN=kube-apiserver", sans=sans)
     _cert(dir_, "apiserver-kubelet-client", "ca", "/O=system:masters/CN=kube-apiserver-kubelet-client")
     _cert(dir_, "front-proxy-client", "front-proxy-ca", "/CN=front-proxy-client")
@@ -108,21 +156,44 @@ def make_pki(dir_: Path) -> None:
     _ca(dir_, "etcd-ca", "tf-mnist-local-cluster-etcd-ca")
     etcd_sans = ("IP:127.0.0.1", "DNS:localhost")
     _cert(dir_, "etcd-server", "etcd-ca", "/CN=tf-mnist-etcd", sans=etcd_sans)
-    _cert(dir_, "etcd-peer", "etcd-ca", "/CN=tf-mnist-etcd-peer", sans=etcd_sans,
-          usages=("serverAuth", "clientAuth"))
+    _cert(
+        dir_,
+        "etcd-peer",
+        "etcd-ca",
+        "/CN=tf-mnist-etcd-peer",
+        sans=etcd_sans,
+        usages=("serverAuth", "clientAuth"),
+    )
     _cert(dir_, "apiserver-etcd-client", "etcd-ca", "/CN=kube-apiserver-etcd-client")
     _cert(dir_, "etcd-healthcheck-client", "etcd-ca", "/CN=tf-mnist-etcd-healthcheck-client")
-    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(dir_ / "sa.key"),
-             what="the service-account signing key")
-    _openssl("pkey", "-in", str(dir_ / "sa.key"), "-pubout", "-out", str(dir_ / "sa.pub"),
-             what="the service-account public key")
+    _openssl(
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        str(dir_ / "sa.key"),
+        what="the service-account signing key",
+    )
+    _openssl(
+        "pkey",
+        "-in",
+        str(dir_ / "sa.key"),
+        "-pubout",
+        "-out",
+        str(dir_ / "sa.pub"),
+        what="the service-account public key",
+    )
 
 
 def kubeconfig(pki_dir: Path, client: str, server: str) -> str:
     """A kubeconfig (YAML text) for ``client``'s certificate against ``server`` (https URL),
     with the CA and the client's certificate and key embedded."""
+
     def b64(name: str) -> str:
         return base64.b64encode((pki_dir / name).read_bytes()).decode()
+
     return (
         "apiVersion: v1\nkind: Config\n"
         "clusters:\n- name: tf-mnist-local\n  cluster:\n"

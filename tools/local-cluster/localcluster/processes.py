@@ -22,7 +22,7 @@ def _start_time(pid: int) -> str | None:
     except OSError:
         return None
     # The command name (field 2) may contain spaces; the fields after it are fixed.
-    return stat[stat.rindex(")") + 2:].split()[19]
+    return stat[stat.rindex(")") + 2 :].split()[19]
 
 
 def _is_zombie(pid: int) -> bool:
@@ -30,7 +30,7 @@ def _is_zombie(pid: int) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return True
-    return stat[stat.rindex(")") + 2:].split()[0] == "Z"
+    return stat[stat.rindex(")") + 2 :].split()[0] == "Z"
 
 
 class Daemon:
@@ -48,8 +48,15 @@ class Daemon:
         with open(self.log_file, "ab") as log:
             log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n".encode())
             log.flush()
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=env, close_fds=True)
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+                close_fds=True,
+            )
         self.pid_file.write_text(f"{proc.pid} {_start_time(proc.pid)}\n")
         return proc.pid
 
@@ -98,7 +105,7 @@ def stop_pid(pid: int, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             try:
-                os.waitpid(pid, os.WNOHANG)   # reaps it when it is our child
+                os.waitpid(pid, os.WNOHANG)  # reaps it when it is our child
             except ChildProcessError:
                 pass
             if _start_time(pid) != started or _is_zombie(pid):
