@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -171,10 +172,13 @@ def run_trainer(
     proc.wait()
     wall = time.perf_counter() - start
     peaks = mem.stop()
-    if proc.returncode:
-        sys.stderr.write("".join(output[-40:]))
-        raise SystemExit(f"{what} failed with exit code {proc.returncode}")
-    result = json.loads((log_dir / "result.json").read_text())
+    try:
+        if proc.returncode:
+            sys.stderr.write("".join(output[-40:]))
+            raise SystemExit(f"{what} failed with exit code {proc.returncode}")
+        result = json.loads((log_dir / "result.json").read_text())
+    finally:  # the run's checkpoints and export: the row is all the benchmark keeps
+        shutil.rmtree(log_dir, ignore_errors=True)
     train_s, build_s = result["train_time_s"], result.get("build_time_s", 0.0)
     return (
         {

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -259,6 +260,7 @@ def profile_tables(args: argparse.Namespace) -> list[str]:
             "",
             profile_table.format_table(profile_table.read_profile(directory)),
         ]
+        shutil.rmtree(directory, ignore_errors=True)
     return lines
 
 
