@@ -30,47 +30,66 @@ class Key:
     Attributes:
         name: key within the project namespace, dotted like the chart's values
             (``worker.number``); users set it flat or with ``--path``.
-        default: used when the key is absent in both forms; a parsed value.
+        default: used when the key is absent in both forms; a parsed value. Its type gives
+            the Pulumi.yaml schema type (``schema_type``).
         parse: raw value -> typed value, raising ValueError(rule).
-        fix: the value the fix command suggests.
-        schema_type: the Pulumi.yaml ``config:`` type, or None where the schema cannot express
-            the key (no float or object type there).
-        description: one line for Pulumi.yaml.
+        description: one line for Pulumi.yaml and docs/configuration.md.
+        fix: the value the fix command suggests; unset, the default as a user writes it
+            (a key without a scalar default must name one: ValueError otherwise).
         fix_key: for a list or a map, the ``--path`` arguments of the fix when the bad value
             was set with ``--path``; set flat, the fix is the key with a JSON value
-            (see ``fix_args``).
-        kind: the value's type in words where neither schema_type nor the parser tells it
-            (a recipe number's parser is made per key).
+            (see ``messages.fix_args``).
     """
 
     name: str
     default: Any
     parse: Parser
-    fix: str
-    schema_type: str | None
     description: str
+    fix: str = ""
     fix_key: str | None = None
-    kind: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.fix:
+            if self.default is None or isinstance(self.default, (tuple, list, dict)):
+                raise ValueError(f"key {self.name}: a default of {self.default!r} needs a fix example")
+            object.__setattr__(self, "fix", _text(self.default))
+
+    @property
+    def schema_type(self) -> str | None:
+        """The Pulumi.yaml ``config:`` type, by the default's type: boolean, integer or string;
+        None where the schema cannot express the key (no float or object type there, and a
+        declared key without a default is required)."""
+        return _SCHEMA_TYPES.get(type(self.default))
 
     @property
     def value_type(self) -> str:
         """The value's type in words: the schema type, else number, list, map or string."""
-        return self.schema_type or self.kind or _VALUE_TYPES.get(self.parse, "string")
+        if self.schema_type:
+            return self.schema_type
+        return "number" if isinstance(self.default, float) else _VALUE_TYPES.get(self.parse, "string")
 
 
 def recipe_key(row: recipe.Hyperparameter) -> Key:
     """The ``hyperparams.*`` key of one row of the recipe's table: its default (also the fix's
     value), description, and a parser from its type and limits: ``one_of`` its choices, an
-    ``integer`` or a ``number`` within its limits. Pulumi.yaml declares the integer and string
-    keys (it has no float type)."""
+    ``integer`` or a ``number`` within its limits."""
     if row.choices:
-        return Key(row.key, row.default, one_of(row.choices), str(row.default), "string", row.description)
-    if row.type is int:
+        parse = one_of(row.choices)
+    elif row.type is int:
         parse = integer(int(row.minimum), None if row.maximum is None else int(row.maximum))
-        return Key(row.key, row.default, parse, str(row.default), "integer", row.description)
-    parse = number(row.minimum, row.maximum, above=row.above, below=row.below)
-    return Key(row.key, row.default, parse, str(row.default), None, row.description, kind="number")
+    else:
+        parse = number(row.minimum, row.maximum, above=row.above, below=row.below)
+    return Key(row.key, row.default, parse, row.description)
 
+
+def _text(value: Any) -> str:
+    """A scalar as a user writes it on the command line: true/false, or its text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_SCHEMA_TYPES: dict[type, str] = {bool: "boolean", int: "integer", str: "string"}
 
 #: The type, by parser, of the keys that Pulumi.yaml's schema cannot declare; any other such
 #: key holds a string.

@@ -23,96 +23,71 @@ from infra.settings.parsers import (
 )
 
 DEPLOYMENT_KEYS: tuple[Key, ...] = (
-    Key(
-        "namePrefix",
-        "mnist",
-        dns_label,
-        "mnist",
-        "string",
-        "Prefix of every object name (two stacks can share a namespace).",
-    ),
-    Key(
-        "namespace",
-        DEFAULT_NAMESPACE,
-        namespace,
-        DEFAULT_NAMESPACE,
-        "string",
-        "Kubernetes namespace of the run.",
-    ),
+    Key("namePrefix", "mnist", dns_label, "Prefix of every object name (two stacks can share a namespace)."),
+    Key("namespace", DEFAULT_NAMESPACE, namespace, "Kubernetes namespace of the run."),
     Key(
         "createNamespace",
         None,
         optional_boolean,
-        "false",
-        None,  # not in Pulumi.yaml: see its default
         f'Create the namespace (Pod Security "restricted"; deleted on destroy); unset = true for {DEFAULT_NAMESPACE}, '
         "false for any other (leave false when it exists or other stacks share it).",
+        fix="false",
     ),
     Key(
         "imageRegistry",
         DEFAULT_REGISTRY,
         registry,
-        DEFAULT_REGISTRY,
-        "string",
         "Registry holding the trainer and tensorboard images built from docker/.",
     ),
     Key(
         "imagePullSecret",
         None,
         dns_subdomain,
-        "acr-pull",
-        None,
         "docker-registry Secret in the namespace that every pod pulls its image with; with "
         "registryCredentials.* the stack creates it (default name <namePrefix>-registry).",
+        fix="acr-pull",
     ),
     Key(
         "registryCredentials.server",
         None,
         registry_host,
-        "registry.cn-hangzhou.aliyuncs.com",
-        None,
         "Registry the created pull Secret logs in to; default the host of imageRegistry.",
+        fix="registry.cn-hangzhou.aliyuncs.com",
     ),
     Key(
         "registryCredentials.username",
         None,
         optional_string,
-        "<username>",
-        None,
         "Registry user name for the pull Secret the stack creates (with registryCredentials.password).",
+        fix="<username>",
     ),
     Key(
         "registryCredentials.password",
         None,
         optional_string,
-        "<password>",
-        None,
         "Registry password for the pull Secret the stack creates; set it with --secret.",
+        fix="<password>",
     ),
-    Key("job.backoffLimit", 4, integer(0), "4", "integer", "Pod retries of each task's Job."),
+    Key("job.backoffLimit", 4, integer(0), "Pod retries of each task's Job."),
     Key(
         "job.waitForChief",
         False,
         boolean,
-        "true",
-        "boolean",
         "Make `pulumi up` wait until the chief's Job completes.",
+        fix="true",
     ),
     Key(
         "job.waitTimeoutMinutes",
         180,
         integer(1),
-        "180",
-        "integer",
         "How long `pulumi up` waits for the chief when job.waitForChief is true.",
     ),
     Key(
         "job.activeDeadlineSeconds",
         None,
         optional_positive_int,
-        "86400",
-        None,
         "Seconds each training Job may run before Kubernetes fails it (activeDeadlineSeconds); unset = no limit.",
+        fix="86400",
     ),
     # 60 s at least: the chief beats every 5 s, but NFS attribute caching (acregmax, 60 s by
     # default) can show a server a heartbeat that old, and a pod restart takes longer anyway.
@@ -120,17 +95,14 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "job.peerTimeoutSeconds",
         600,
         integer(60),
-        "600",
-        "integer",
         "Seconds a task waits for a lost peer or the chief before exiting non-zero (trainer --peer_timeout).",
     ),
     Key(
         "job.priorityClassName",
         None,
         dns_subdomain,
-        "high-priority",
-        None,
         "PriorityClass of the training and data-staging pods; unset = the cluster's default.",
+        fix="high-priority",
     ),
     # 1800 s: twice cluster-autoscaler's --max-node-provision-time (15 minutes by default, also
     # on ACK), after which the autoscaler has either brought a GPU node up from zero or given up
@@ -139,8 +111,6 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "job.scheduleTimeoutSeconds",
         1800,
         integer(0),
-        "1800",
-        "integer",
         "Seconds a task pod may stay unschedulable before the run monitor fails the run with the scheduler's "
         "message; 0 = wait for ever.",
     ),
@@ -152,8 +122,6 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "job.startTimeoutSeconds",
         900,
         integer(0),
-        "900",
-        "integer",
         "Seconds a scheduled task pod may stay unstarted (its image not pulled, its container not created, its "
         "volume not mounted) before the run monitor fails the run with the container's reason; 0 = wait for ever.",
     ),
@@ -161,9 +129,8 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "monitor.apiServer",
         None,
         https_url,
-        "https://10.244.0.1:6443",
-        None,
         "API server URL the run monitor calls, for clusters whose pods cannot reach the kubernetes Service "
         "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address.",
+        fix="https://10.244.0.1:6443",
     ),
 )

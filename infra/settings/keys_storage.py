@@ -17,26 +17,22 @@ STORAGE_KEYS: tuple[Key, ...] = (
         "nas.storageType",
         None,
         optional_choice(NAS_STORAGE_TYPES),
-        NEW_NAS_STORAGE_TYPE,
-        None,
         "Storage type of the general-purpose NAS file system the stack creates (Capacity, Performance, Premium), in "
         "zone; unset = Capacity for a new file system (the cheapest per GiB; this job moves megabytes), and for one "
         "the stack already created the type it has (read from the stack's state: a change replaces it, empty).",
+        fix=NEW_NAS_STORAGE_TYPE,
     ),
     Key(
         "nas.retainOnDestroy",
         True,
         boolean,
-        "false",
-        "boolean",
         "Keep the NAS file system (and its data) when the stack is destroyed.",
+        fix="false",
     ),
     Key(
         "nas.path",
         "/data",
         absolute_path,
-        "/data",
-        "string",
         "Directory on the NAS that the PV mounts; the CSI driver creates it when missing and makes it writable "
         "by every uid (mode 1777, not recursive).",
     ),
@@ -44,43 +40,37 @@ STORAGE_KEYS: tuple[Key, ...] = (
         "nas.mountTargetDomain",
         None,
         optional_string,
-        "xxxx.cn-hangzhou.nas.aliyuncs.com",
-        None,
         "Existing NAS mount target: the stack then creates no NAS (without kubeconfig it must be in the "
         "VPC of vpc.id or vswitch.id).",
+        fix="xxxx.cn-hangzhou.nas.aliyuncs.com",
     ),
     Key(
         "nas.fileSystemId",
         None,
         optional_string,
-        "0a1b2c3d4e",
-        None,
         "Existing standard NAS file system (without kubeconfig): the stack creates only its access group, "
         "rule and mount target in the node vSwitch.",
+        fix="0a1b2c3d4e",
     ),
     Key(
         "nfs.server",
         None,
         nfs_server,
-        "nfs.example.internal",
-        None,
         "NFS server of persistence.volume.type nfs (host name or IP address).",
+        fix="nfs.example.internal",
     ),
     Key(
         "nfs.path",
         None,
         export_path,
-        "/exports/tf-mnist",
-        None,
         "Exported directory that the PV mounts (persistence.volume.type nfs); must be writable by "
         "pods.runAsUser (root squashing off).",
+        fix="/exports/tf-mnist",
     ),
     Key(
         "hostPath.path",
         "/var/lib/tf-mnist",
         absolute_path,
-        "/var/lib/tf-mnist",
-        "string",
         "Directory on the node that backs the PV (persistence.volume.type hostPath); must be writable by "
         "pods.runAsUser (created root-owned, mode 0755, when missing: the staging Job then fails and says how "
         "to fix it).",
