@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.keys import MAX_PS, MAX_WORKERS
+from infra.settings.key_values import MAX_PS, MAX_WORKERS
 
 SERVICE = "kubernetes:core/v1:Service"
 NODE_POOL = "alicloud:cs/nodePool:NodePool"

@@ -8,7 +8,8 @@ from __future__ import annotations
 from infra.settings.cloud_parsers import driver_branch
 from infra.settings.derive import Resolved, creates_cluster, creates_file_system
 from infra.settings.gpu_families import known_families
-from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, KEYS_BY_NAME, NAS_CREATE_KEYS, PROJECT
+from infra.settings.key_values import PROJECT
+from infra.settings.keys import CLOUD_KEY_PREFIXES, KEYS, KEYS_BY_NAME, NAS_CREATE_KEYS
 from infra.settings.read import Reading
 
 #: Every key of the cloud layer (CLOUD_KEY_PREFIXES), in table order.

@@ -10,17 +10,16 @@ from typing import Any
 
 from infra.settings.deployed import Deployed
 from infra.settings.images import pull_policy
-from infra.settings.keys import (
+from infra.settings.key_values import (
     DEFAULT_NAMESPACE,
     NEW_CLUSTER_NETWORK_PLUGIN,
     NEW_NAS_STORAGE_TYPE,
-    PLACEMENT_ROLES,
     PROJECT,
-    SECRET_CAPABLE_KEYS,
     TENSORBOARD_TAG,
     TRAINER_CPU_TAG,
     TRAINER_GPU_TAG,
 )
+from infra.settings.keys import PLACEMENT_ROLES, SECRET_CAPABLE_KEYS
 from infra.settings.kubeconfig import kubeconfig_server
 from infra.settings.model import (
     ClusterSettings,

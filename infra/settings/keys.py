@@ -5,8 +5,8 @@ Defaults live only in ``KEYS`` (``Pulumi.yaml`` mirrors the scalar ones, written
 its order, one module each: keys_chart.py (the tasks, the recipe, TensorBoard, the data and the
 volume), keys_deployment.py (names, images, the Jobs), keys_cloud.py (network, cluster, node
 pools) and keys_storage.py (NAS, NFS, hostPath); ``Key`` is in key.py, the values the rows name
-(images, choices, bounds) in key_values.py. This module joins the parts and re-exports those
-names, with the groups of keys that the rules between keys name.
+(images, choices, bounds) in key_values.py. This module joins the parts, and holds the groups
+of keys that the rules between keys name.
 
 A hyperparameter of the recipe is a row of trainer/contract/recipe.py's table, not an entry here
 (``recipe_key`` makes its key). Any other new key is an entry in its part of ``KEYS`` and a field
@@ -21,72 +21,11 @@ import json
 import re
 from typing import Any
 
-from infra.settings.key import Key, recipe_key
-from infra.settings.key_values import (
-    ADDRESS_TYPES,
-    CREDENTIAL_MINUTES,
-    DEFAULT_GPU_INSTANCE_TYPES,
-    DEFAULT_NAMESPACE,
-    DEFAULT_REGISTRY,
-    GN5_SYSTEM_DISK_CATEGORIES,
-    GPU_DRIVER_VERSION,
-    GPU_IMAGE_TYPES,
-    MAX_PS,
-    MAX_WORKERS,
-    NAS_STORAGE_TYPES,
-    NETWORK_PLUGINS,
-    NEW_CLUSTER_NETWORK_PLUGIN,
-    NEW_NAS_STORAGE_TYPE,
-    POD_ID,
-    PROJECT,
-    PULL_POLICIES,
-    SERVICE_TYPES,
-    TENSORBOARD_TAG,
-    TRAINER_CPU_TAG,
-    TRAINER_GPU_TAG,
-    VOLUME_TYPES,
-)
+from infra.settings.key import Key
 from infra.settings.keys_chart import CHART_KEYS
 from infra.settings.keys_cloud import CLOUD_KEYS
 from infra.settings.keys_deployment import DEPLOYMENT_KEYS
 from infra.settings.keys_storage import STORAGE_KEYS
-
-__all__ = [
-    "ADDRESS_TYPES",
-    "CLOUD_KEY_PREFIXES",
-    "CREDENTIAL_MINUTES",
-    "DEFAULT_GPU_INSTANCE_TYPES",
-    "DEFAULT_NAMESPACE",
-    "DEFAULT_REGISTRY",
-    "GN5_SYSTEM_DISK_CATEGORIES",
-    "GPU_DRIVER_VERSION",
-    "GPU_IMAGE_TYPES",
-    "KEYS",
-    "KEYS_BY_NAME",
-    "MAX_PS",
-    "MAX_WORKERS",
-    "NAS_CREATE_KEYS",
-    "NAS_STORAGE_TYPES",
-    "NETWORK_PLUGINS",
-    "NEW_CLUSTER_NETWORK_PLUGIN",
-    "NEW_NAS_STORAGE_TYPE",
-    "PLACEMENT_ROLES",
-    "POD_ID",
-    "PROJECT",
-    "PULL_POLICIES",
-    "SECRET_CAPABLE_KEYS",
-    "SECRET_CAPABLE_SHOWN",
-    "SERVICE_TYPES",
-    "TENSORBOARD_TAG",
-    "TRAINER_CPU_TAG",
-    "TRAINER_GPU_TAG",
-    "VOLUME_KEYS",
-    "VOLUME_TYPES",
-    "Key",
-    "config_table_markdown",
-    "project_config_schema",
-    "recipe_key",
-]
 
 #: Keys that configure one volume type only, by type (refused with the others).
 VOLUME_KEYS = {

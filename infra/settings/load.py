@@ -10,7 +10,7 @@ import pulumi
 from infra.settings.cloud_rules import stack_name, zone_in_region
 from infra.settings.deployed import Deployed, read_deployed
 from infra.settings.derive import assemble, resolve
-from infra.settings.keys import PROJECT
+from infra.settings.key_values import PROJECT
 from infra.settings.messages import ConfigError
 from infra.settings.model import Settings
 from infra.settings.raw import RawConfig

@@ -9,7 +9,9 @@ from typing import Any
 
 import pulumi
 
-from infra.settings.keys import KEYS_BY_NAME, PROJECT, SECRET_CAPABLE_SHOWN, Key
+from infra.settings.key import Key
+from infra.settings.key_values import PROJECT
+from infra.settings.keys import KEYS_BY_NAME, SECRET_CAPABLE_SHOWN
 from infra.settings.raw import PATH
 
 SECRET_SHOWN_AS = "[secret]"

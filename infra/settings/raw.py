@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
 
-from infra.settings.keys import PROJECT, Key
+from infra.settings.key import Key
+from infra.settings.key_values import PROJECT
 
 #: The two forms a value can be set in (see RawConfig).
 FLAT = "flat"

@@ -11,7 +11,9 @@ from typing import Any
 from pulumi.runtime.config import is_config_secret
 
 from infra.settings import messages
-from infra.settings.keys import KEYS, KEYS_BY_NAME, PROJECT, SECRET_CAPABLE_KEYS, Key
+from infra.settings.key import Key
+from infra.settings.key_values import PROJECT
+from infra.settings.keys import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS
 from infra.settings.messages import conflict, fix_args, not_applicable, secret_refused, shown, violation
 from infra.settings.raw import FLAT, PATH, RawConfig, conflicting, project_config
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.derive import Resolved, creates_namespace
-from infra.settings.keys import PROJECT, VOLUME_KEYS
+from infra.settings.key_values import PROJECT
+from infra.settings.keys import VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
 from infra.settings.messages import password_not_secret, source_credentials_not_secret
 from infra.settings.parsers import image_host, source_list

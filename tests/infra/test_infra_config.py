@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from infra import settings as st
+from infra.settings import parsers
 
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 
@@ -266,13 +267,13 @@ def test_pulumi_dev_yaml_is_the_guide_gpu_example():
 
 @pytest.mark.parametrize("raw,expected", [("4", 4), (4, 4), (" 7 ", 7), ("+3", 3)])
 def test_integer_accepts_both_cli_forms(raw, expected):
-    assert st.integer(1)(raw) == expected
+    assert parsers.integer(1)(raw) == expected
 
 
 @pytest.mark.parametrize("raw", [True, 4.0, "4.0", "", "1e3", None])
 def test_integer_rejects_non_integers(raw):
     with pytest.raises(ValueError, match="must be an integer >= 1"):
-        st.integer(1)(raw)
+        parsers.integer(1)(raw)
 
 
 @pytest.mark.parametrize(
@@ -286,13 +287,13 @@ def test_integer_rejects_non_integers(raw):
     ],
 )
 def test_image_reference_accepts_valid_references(image):
-    assert st.image_reference(image) == image
+    assert parsers.image_reference(image) == image
 
 
 @pytest.mark.parametrize("image", ["UPPER/case", "a//b", "trainer:", ":tag", "trainer:bad tag", "-lead/x"])
 def test_image_reference_rejects_invalid_references(image):
     with pytest.raises(ValueError):
-        st.image_reference(image)
+        parsers.image_reference(image)
 
 
 def test_schema_tool_reproduces_pulumi_yaml():

@@ -10,6 +10,7 @@ import mock_engine as me
 import pytest
 
 from infra import settings as st
+from infra.settings import parsers
 from trainer import flags
 from trainer.contract import recipe
 from trainer.launcher import cli
@@ -257,8 +258,8 @@ def test_a_url_list_is_one_source_flag_per_file(dev_config):
 def test_a_structured_url_list_is_accepted():
     # `pulumi config set --path 'data.source[0]' URL` stores a list.
     urls = [f"https://m.example/{name}" for name in reversed(recipe.IDX_FILE_NAMES)]
-    assert st.data_source(urls) == tuple(urls)
-    assert st.data_source(["https://m.example/a/mnist.npz?token=x"]) == (
+    assert parsers.data_source(urls) == tuple(urls)
+    assert parsers.data_source(["https://m.example/a/mnist.npz?token=x"]) == (
         "https://m.example/a/mnist.npz?token=x",
     )
 

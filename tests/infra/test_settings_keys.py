@@ -7,6 +7,7 @@ import re
 
 from infra import settings as st
 from infra.settings.derive import assemble, resolve
+from infra.settings.keys import config_table_markdown
 from infra.settings.read import Reading
 
 #: A cell separator of a GitHub table row: a '|' that no backslash escapes.
@@ -18,7 +19,7 @@ def _rows(table: str) -> list[list[str]]:
 
 
 def test_config_table_lists_every_key_once_in_table_order():
-    table = st.config_table_markdown()
+    table = config_table_markdown()
     assert table.endswith("\n")
     header, rule, *rows = _rows(table)
     assert header == ["Key", "Type", "Default", "Description"]
@@ -28,7 +29,7 @@ def test_config_table_lists_every_key_once_in_table_order():
 
 
 def test_config_table_rows_show_type_default_and_description():
-    lines = st.config_table_markdown().splitlines()
+    lines = config_table_markdown().splitlines()
 
     def row(name: str) -> str:
         return next(line for line in lines if line.startswith(f"| `{name}` |"))

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from infra.settings.keys import MAX_PS, MAX_WORKERS
+from infra.settings.key_values import MAX_PS, MAX_WORKERS
 from policy import checks, rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_gpu_instance_types(instance_type: str, gpu: bool) -> None:
 
 def test_every_gpu_family_the_settings_know_is_a_gpu_type() -> None:
     from infra.settings.gpu_families import GPU_FAMILIES
-    from infra.settings.keys import DEFAULT_GPU_INSTANCE_TYPES
+    from infra.settings.key_values import DEFAULT_GPU_INSTANCE_TYPES
 
     assert all(rules.is_gpu_instance_type(f"ecs.{family}-c4g1.xlarge") for family in GPU_FAMILIES)
     assert all(rules.is_gpu_instance_type(t) for t in DEFAULT_GPU_INSTANCE_TYPES)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.keys import MAX_WORKERS
+from infra.settings.key_values import MAX_WORKERS
 
 from .conftest import REPO
 from .dev_stack import configure
