@@ -8,16 +8,15 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from trainer_test_helpers import small_run_command
 
 from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_BAD_FLAGS
-from trainer.flags import BUNDLED_DATA_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,21 +139,7 @@ def test_every_checkpoint_damaged_is_a_permanent_error_naming_the_directory(two_
 def _train(log_dir: Path, epochs: int) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainer",
-            "--log_dir",
-            str(log_dir),
-            "--model",
-            "mlp",
-            "--batch_size",
-            "500",
-            "--epochs",
-            str(epochs),
-            "--data_dir",
-            str(BUNDLED_DATA_DIR),
-        ],
+        small_run_command(log_dir, epochs),
         cwd=REPO,
         env=env,
         capture_output=True,

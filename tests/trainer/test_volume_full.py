@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainer_test_helpers import small_run_command
 
 from trainer.contract.exit_codes import EXIT_VOLUME_FULL
-from trainer.flags import BUNDLED_DATA_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 #: Says why the volume is full, as the system words ENOSPC.
@@ -116,30 +116,12 @@ def test_staging_into_a_full_volume_exits_4_and_leaves_the_directory_as_it_was(t
     assert left == []  # the bundled sample (about 1.7 MB) did not fit; no temporary left
 
 
-def _trainer(log_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "trainer",
-        "--log_dir",
-        str(log_dir),
-        "--model",
-        "mlp",
-        "--batch_size",
-        "500",
-        "--epochs",
-        "1",
-        "--data_dir",
-        str(BUNDLED_DATA_DIR),
-    ]
-
-
 def test_no_room_for_the_first_heartbeat_exits_4_before_training(tmp_path):
     log_dir = tmp_path / "run"
     cluster = log_dir / "cluster"
     fill = f'head -c 4096 /dev/zero >"{cluster}/filler"'  # the one page of the tmpfs
     rc, stdout, stderr, left = in_private_mounts(
-        tmp_path, f"{tmpfs(cluster, '4k')}\n{fill}", _trainer(log_dir), cluster
+        tmp_path, f"{tmpfs(cluster, '4k')}\n{fill}", small_run_command(log_dir), cluster
     )
     assert rc == EXIT_VOLUME_FULL, stderr
     assert_one_error_line(stderr, log_dir, f"writing the heartbeat {cluster / 'heartbeat'}")
@@ -163,7 +145,9 @@ def test_no_room_for_the_run_lock_exits_4_before_anything_else(tmp_path, command
 def test_no_room_for_the_export_exits_4_and_leaves_no_temporary(tmp_path):
     log_dir = tmp_path / "run"
     export = log_dir / "export"
-    rc, stdout, stderr, left = in_private_mounts(tmp_path, tmpfs(export, "64k"), _trainer(log_dir), export)
+    rc, stdout, stderr, left = in_private_mounts(
+        tmp_path, tmpfs(export, "64k"), small_run_command(log_dir), export
+    )
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     # TensorFlow's SavedModel writer says it in its own words, naming its file
     assert_one_error_line(stderr, log_dir, f"writing the export {export / '1'}", reason=f"{export}/.1.tmp-")
@@ -184,7 +168,7 @@ def test_no_room_for_result_json_exits_4_after_the_export(tmp_path):
         f'mkdir -p "{disk / d}" "{log_dir / d}"\nmount --bind "{disk / d}" "{log_dir / d}"' for d in subdirs
     )
     rc, _, stderr, left = in_private_mounts(
-        tmp_path, f"{tmpfs(log_dir, '4k')}\n{binds}", _trainer(log_dir), log_dir
+        tmp_path, f"{tmpfs(log_dir, '4k')}\n{binds}", small_run_command(log_dir), log_dir
     )
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     assert_one_error_line(stderr, log_dir, f"writing {log_dir / 'result.json'}")
@@ -199,7 +183,9 @@ def test_no_room_for_the_done_marker_exits_4_after_result_json(tmp_path):
     needs a second."""
     log_dir = tmp_path / "run"
     cluster = log_dir / "cluster"
-    rc, _, stderr, left = in_private_mounts(tmp_path, tmpfs(cluster, "4k"), _trainer(log_dir), cluster)
+    rc, _, stderr, left = in_private_mounts(
+        tmp_path, tmpfs(cluster, "4k"), small_run_command(log_dir), cluster
+    )
     assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
     assert_one_error_line(stderr, log_dir, f"writing the done marker {cluster / 'done'}")
     assert left == ["heartbeat"]

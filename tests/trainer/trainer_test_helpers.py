@@ -1,9 +1,11 @@
-"""Builders of IDX files (good and deliberately broken) for the trainer tests."""
+"""Builders of IDX files (good and deliberately broken) for the trainer tests, and the command
+of a small one-process run."""
 
 from __future__ import annotations
 
 import gzip
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ import pytest
 
 from trainer import data
 from trainer.data import IMAGES_MAGIC, LABELS_MAGIC
+from trainer.flags import BUNDLED_DATA_DIR
 
 #: The whole MNIST beside the checkout (../shared/data/mnist-full): benchmarks and opt-in tests.
 FULL_MNIST = Path(__file__).resolve().parents[3] / "shared" / "data" / "mnist-full"
@@ -59,3 +62,16 @@ def write_mnist(
             labels = train_labels
         write_gz(directory / f"{prefix}-labels-idx1-ubyte.gz", idx_labels(labels))
     return directory
+
+
+def small_run_command(log_dir: Path, epochs: int = 1) -> list[str]:
+    """``python -m trainer`` on the bundled sample with the MLP and batches of 500 (20 steps an
+    epoch): a whole run in a few seconds, for tests of what a run leaves behind."""
+    return [sys.executable, "-m", "trainer", "--log_dir", str(log_dir), "--model", "mlp"] + [
+        "--batch_size",
+        "500",
+        "--epochs",
+        str(epochs),
+        "--data_dir",
+        str(BUNDLED_DATA_DIR),
+    ]
