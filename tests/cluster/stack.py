@@ -34,24 +34,32 @@ from .kube import REPO, Kube, job_condition
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
 #: Task Jobs of a run of 1 chief, 2 workers and 1 ps.
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
-#: What every stack needs to run on the local cluster, whatever the test: no GPU, requests that
-#: fit one 2-core node, 1 ps (the guide's 2 would only share the same cores), a hostPath
-#: volume (this kernel has no NFS server or client), the images tools/local-cluster preloads
-#: pulled IfNotPresent (no registry). Structured keys, as Pulumi.dev.yaml holds them.
-LOCAL_CLUSTER_CONFIG = {
-    # The API server where pods reach it (tools/local-cluster's relay on its bridge: no
-    # kube-proxy routes the kubernetes Service), for the run monitor.
+#: What every pod needs on the local cluster, whatever the test: no GPU, requests that fit one
+#: 2-core node, a hostPath volume (this kernel has no NFS server or client), the images
+#: tools/local-cluster preloads pulled IfNotPresent (no registry), and the API server where pods
+#: reach it (tools/local-cluster's relay on its bridge: no kube-proxy routes the kubernetes
+#: Service), for the run monitor. Structured keys, as Pulumi.dev.yaml holds them.
+LOCAL_PODS = {
     "monitor.apiServer": "https://10.244.0.1:6443",
     "worker.gpuCount": "0",
     "worker.imagePullPolicy": "IfNotPresent",
     "ps.imagePullPolicy": "IfNotPresent",
     "worker.cpu": "100m",
     "worker.memory": "2Gi",
-    "ps.number": "1",
     "ps.cpu": "100m",
     "ps.memory": "2Gi",
-    "createNamespace": "true",
     "persistence.volume.type": "hostPath",
+}
+#: A stack of the guide's layout on the local cluster: 1 ps (the guide's 2 would only share the
+#: same cores), in a namespace of its own.
+LOCAL_CLUSTER_CONFIG = LOCAL_PODS | {"ps.number": "1", "createNamespace": "true"}
+#: The smallest run the stack makes: a chief and one worker (synchronous, no ps: ps.* are the
+#: chief's), one epoch of the image's sample at batch 128 (about 80 steps).
+TINY_RUN = LOCAL_PODS | {
+    "worker.number": "1",
+    "ps.number": "0",
+    "hyperparams.epochs": "1",
+    "hyperparams.batchsize": "128",
 }
 
 

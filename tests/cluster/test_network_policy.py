@@ -27,7 +27,7 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import REPO, Kube, job_condition, pod_phase
-from .stack import PROJECT_FILES, VOLUME_OWNER, engine_home, owner_config, pod_volume
+from .stack import PROJECT_FILES, TINY_RUN, VOLUME_OWNER, engine_home, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
@@ -39,23 +39,10 @@ MARK = f"organization.tf-mnist.{STACK}"
 IMAGE = "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
 #: A chief and one worker exchanging every step over gRPC (one epoch of the 10,000-digit
 #: sample, about 60 steps), so the run trains only if the policies let its tasks reach each other.
-RUN = {
-    "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0",
-    "worker.imagePullPolicy": "IfNotPresent",
-    "ps.imagePullPolicy": "IfNotPresent",
-    "worker.number": "1",
-    "worker.cpu": "100m",
-    "worker.memory": "2Gi",
-    "ps.number": "0",
-    "ps.cpu": "100m",
-    "ps.memory": "2Gi",
-    "hyperparams.epochs": "1",
-    "hyperparams.batchsize": "128",
+RUN = TINY_RUN | {
     "hyperparams.localSteps": "1",
     "namespace": NAMESPACE,
     "createNamespace": "false",
-    "persistence.volume.type": "hostPath",
     "worker.port": "2222",
 }
 #: The stand-in task: labelled as the run's tasks are (a tf-replica-type of its own).

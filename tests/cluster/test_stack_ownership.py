@@ -24,7 +24,7 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import Kube, job_condition
-from .stack import VOLUME_OWNER, engine_home, owner_config, pod_volume
+from .stack import TINY_RUN, VOLUME_OWNER, engine_home, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
@@ -33,27 +33,9 @@ PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
 NAMESPACE = "tf-mnist-owners"
 PREFIX = "mnist"
 TASKS = ("chief-0", "worker-0")
-#: The smallest run the stack makes: a chief and one worker (synchronous, no ps), one epoch of
-#: the sample in the image at batch 128 (about 80 steps), requests that fit twice on one node
-#: (ps.* are the chief's).
-TINY = {
-    "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0",
-    "worker.imagePullPolicy": "IfNotPresent",
-    "ps.imagePullPolicy": "IfNotPresent",
-    "worker.number": "1",
-    "worker.cpu": "100m",
-    "worker.memory": "2Gi",
-    "ps.number": "0",
-    "ps.cpu": "100m",
-    "ps.memory": "2Gi",
-    "hyperparams.epochs": "1",
-    "hyperparams.batchsize": "128",
-    "namespace": NAMESPACE,
-    "persistence.volume.type": "hostPath",
-    # The pods run as the owner of the shared volume (VOLUME_OWNER).
-    **owner_config(),
-}
+#: The smallest run (stack.py's TINY_RUN) in this test's namespace, its pods running as the owner
+#: of the shared volume (VOLUME_OWNER).
+TINY = TINY_RUN | {"namespace": NAMESPACE, **owner_config()}
 
 
 def _stack(project: PulumiProject, name: str, kube: Kube, volume: Path, **config: str) -> None:

@@ -31,28 +31,14 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import REPO, Kube
-from .stack import PROJECT_FILES, engine_home, infra_status, owner_config, pod_volume
+from .stack import PROJECT_FILES, TINY_RUN, engine_home, infra_status, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
 PREFIX = "mnist"
 STAGING = f"{PREFIX}-stage-data"
-#: The smallest run (as test_volume_ownership.py's); staging fails before any task Job exists.
-TINY = {
-    "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0",
-    "worker.number": "1",
-    "worker.imagePullPolicy": "IfNotPresent",
-    "ps.imagePullPolicy": "IfNotPresent",
-    "worker.cpu": "100m",
-    "worker.memory": "2Gi",
-    "ps.number": "0",
-    "ps.cpu": "100m",
-    "ps.memory": "2Gi",
-    "hyperparams.epochs": "1",
-    "createNamespace": "true",
-    "persistence.volume.type": "hostPath",
-}
+#: The smallest run (stack.py's TINY_RUN); staging fails before any task Job exists.
+TINY = TINY_RUN | {"createNamespace": "true"}
 #: The cluster's bridge address on the host (tools/local-cluster/localcluster/layout.py BRIDGE_IP):
 #: pods reach it (the cluster DNS and the API server's relay listen there); nothing leaves the machine.
 BRIDGE_IP = "10.244.0.1"

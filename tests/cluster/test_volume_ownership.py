@@ -28,28 +28,12 @@ import pytest
 from tests.preview.engine import PulumiProject
 
 from .kube import REPO, Kube, job_condition
-from .stack import PROJECT_FILES, engine_home, owner_config, pod_volume
+from .stack import PROJECT_FILES, TINY_RUN, engine_home, owner_config, pod_volume
 
 pytestmark = pytest.mark.cluster
 
-#: The smallest run: a chief and one worker, one epoch of the image's sample (as
-#: test_stack_ownership.py's), each test in a namespace of its own.
-TINY = {
-    "monitor.apiServer": "https://10.244.0.1:6443",
-    "worker.gpuCount": "0",
-    "worker.imagePullPolicy": "IfNotPresent",
-    "ps.imagePullPolicy": "IfNotPresent",
-    "worker.number": "1",
-    "worker.cpu": "100m",
-    "worker.memory": "2Gi",
-    "ps.number": "0",
-    "ps.cpu": "100m",
-    "ps.memory": "2Gi",
-    "hyperparams.epochs": "1",
-    "hyperparams.batchsize": "128",
-    "createNamespace": "true",
-    "persistence.volume.type": "hostPath",
-}
+#: The smallest run (stack.py's TINY_RUN), each test in a namespace of its own.
+TINY = TINY_RUN | {"createNamespace": "true"}
 PREFIX = "mnist"
 STAGING = f"{PREFIX}-stage-data"
 TASKS = (f"{PREFIX}-chief-0", f"{PREFIX}-worker-0")
