@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pulumi
-import pulumi._types as pulumi_types
 import pulumi_kubernetes as k8s
 
 from infra.components import staging
+from infra.settings import TrainingSettings
 from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
-
-if TYPE_CHECKING:
-    from infra.components.training import TrainingJobArgs
 
 #: The trainer's container in every task pod.
 CONTAINER_NAME = "tensorflow"
@@ -39,21 +37,24 @@ def task_precision(precision: str, gpu_count: int) -> str:
     return "float32" if precision == "auto" and gpu_count > 0 else precision
 
 
-def trainer_args(args: TrainingJobArgs, run_id: pulumi.Input[str] | None) -> list[pulumi.Input[str]]:
+def trainer_args(
+    training: TrainingSettings, data_dir: str, log_dir: str, run_id: pulumi.Input[str] | None
+) -> list[pulumi.Input[str]]:
     """Container args of every task: the trainer's flags, as trainer/flags.py defines them; the
     recipe's in its table's order (``recipe.flag_args``).
 
     Args:
-        args: the run (its directories, hyperparameters and recipe).
+        training: the run's recipe, GPU count and peer timeout.
+        data_dir: the trainer's ``--data_dir`` (where staging put MNIST).
+        log_dir: the trainer's ``--log_dir`` (the run directory).
         run_id: the run's id (``--run_id``), or None to leave the flag out, which only the
             hash of the templates does (``templates_hash``).
     """
-    training = args.training
     flags: list[pulumi.Input[str]] = [
         "--data_dir",
-        args.data_dir,
+        data_dir,
         "--log_dir",
-        args.log_dir,
+        log_dir,
         *recipe.flag_args(
             {**training.recipe, "precision": task_precision(training.recipe["precision"], training.gpu_count)}
         ),
@@ -84,13 +85,22 @@ def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed:
     """
 
     def plain(value: Any) -> Any:
-        # Input types (``...Args``) as the dict of their set fields, with Pulumi's names.
-        if pulumi_types.is_input_type(type(value)):
-            return pulumi_types.input_type_to_dict(value)
-        raise TypeError(f"a pod template holds {type(value).__name__}, which has no fixed value")
+        # An input type of pulumi_kubernetes (``...Args``) as the dict of its set fields, with
+        # Kubernetes' names; anything else (an Output above all) has no value fixed in advance.
+        if type(value).__module__.split(".")[0] != "pulumi_kubernetes":
+            raise TypeError(f"a pod template holds {type(value).__name__}, which has no fixed value")
+        return {_camel_case(name): field for name, field in vars(value).items() if field is not None}
 
     text = json.dumps([templates, fixed or {}], default=plain, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _camel_case(name: str) -> str:
+    """A field's Kubernetes name from its pulumi_kubernetes argument name (``run_as_user`` ->
+    ``runAsUser``). The rule holds for every field of a pod template but a few acronyms
+    (``host_ipc`` is ``hostIPC``) that no template here sets; tests/infra pin the hash of the
+    templates, so a field that broke the rule would show there."""
+    return re.sub(r"_([a-z0-9])", lambda match: match.group(1).upper(), name)
 
 
 def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:

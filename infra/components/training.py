@@ -438,7 +438,7 @@ class TrainingJob(pulumi.ComponentResource):
                     image=task.image,
                     image_pull_policy=task.image_pull_policy,
                     command=["python", "-m", "trainer"],
-                    args=trainer_args(args, run_id),
+                    args=trainer_args(training, args.data_dir, args.log_dir, run_id),
                     env=env + pods.scratch_env(),
                     security_context=pods.container_security_context(),
                     ports=[

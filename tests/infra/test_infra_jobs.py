@@ -257,6 +257,16 @@ def test_the_templates_hash_refuses_a_template_holding_an_output():
         templates_hash({"x": template})
 
 
+def test_the_dev_stacks_run_id_is_pinned(dev_config):
+    """The run id of the committed dev stack, as this code hashes its pod templates. A deployed
+    stack's run id changes when its templates do, and with it the run (every task Job replaced,
+    a new run directory); so does a change of how they are hashed (field names, JSON form), on
+    every user's next `pulumi up`. Update this pin only with a change meant to start new runs
+    (a template, the recipe's defaults, the images)."""
+    run = me.run_program(dev_config)
+    assert run.outputs["runId"] == "5f87efeee257-b6990388-a2eb-987e-8838-1fcdfd2f86b5"
+
+
 # --- the chief of synchronous GPU training ----------------------------------------------------
 
 

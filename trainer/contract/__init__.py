@@ -22,7 +22,7 @@ What infra/ relies on without importing it:
 - The commands ``python -m trainer`` (every task; dispatches on TF_CONFIG) and ``python -m
   trainer.stage --dest DIR [--source DIR_OR_URL]...`` (the staging Job; one ``--source`` per
   file URL of a list), run from the image's working directory (docker/trainer-*.Dockerfile).
-- The flags that ``trainer_args()`` in infra/components/training.py passes to every task,
+- The flags that ``trainer_args()`` in infra/components/task_jobs.py passes to every task,
   defined in trainer/flags.py: ``--data_dir``, ``--log_dir``, ``--epochs``,
   ``--batch_size``, ``--learning_rate``, ``--model``, ``--optimizer``, ``--lr_schedule``,
   ``--lr_scaling``, ``--dropout``, ``--label_smoothing``, ``--augment_shift``, ``--seed``,
