@@ -8,7 +8,7 @@ configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
 Where the numbers come from: the replica bounds are the configuration's own upper bounds
-(infra/settings/keys.py MAX_WORKERS, MAX_PS), the tag keys are the ones every cloud resource
+(infra/settings/key_values.py MAX_WORKERS, MAX_PS), the tag keys are the ones every cloud resource
 of the stack carries (infra/components/tags.py).
 """
 
@@ -50,7 +50,7 @@ ADDRESS_TYPE_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer
 #: Alibaba Cloud's NVIDIA GPU families: gn<generation> (gn5, gn6i, gn7e, ...), and their
 #: bare-metal (ebmgn), shared (sgn) and virtual (vgn) forms; ``ecs.gn6i-c4g1.xlarge``.
 GPU_INSTANCE_TYPE = re.compile(r"^ecs\.(ebm|s|v)?gn[0-9]")
-#: The most nodes a node pool may hold: each GPU worker is a GPU node (infra/settings/keys.py),
+#: The most nodes a node pool may hold: each GPU worker is a GPU node (infra/settings/key_values.py),
 #: so the largest run the settings allow, MAX_WORKERS workers and the chief (a GPU pod too
 #: with ps.number 0), one GPU node each, fits.
 MAX_POOL_NODES = MAX_WORKERS + 1
@@ -275,7 +275,7 @@ def job_count_bound(jobs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
             )
             found.append(
                 f"run {instance or '(unnamed)'} in namespace {namespace}: {count} {task} Jobs; rule: at "
-                f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/keys.py).{fix}"
+                f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/key_values.py).{fix}"
             )
     return found
 

@@ -232,9 +232,9 @@ def test_job_counts_past_the_bounds_are_refused_per_task_type() -> None:
     messages = rules.job_count_bound(jobs)
     assert messages == [
         f"run mnist in namespace default: {MAX_PS + 2} ps Jobs; rule: at most {MAX_PS} ps Jobs a run "
-        f"(infra/settings/keys.py).\n    fix: pulumi config set ps.number {MAX_PS}",
+        f"(infra/settings/key_values.py).\n    fix: pulumi config set ps.number {MAX_PS}",
         f"run mnist in namespace default: {MAX_WORKERS + 1} worker Jobs; rule: at most {MAX_WORKERS} worker Jobs "
-        f"a run (infra/settings/keys.py).\n    fix: pulumi config set worker.number {MAX_WORKERS}",
+        f"a run (infra/settings/key_values.py).\n    fix: pulumi config set worker.number {MAX_WORKERS}",
     ]
 
 

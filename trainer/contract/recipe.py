@@ -2,9 +2,9 @@
 
 Every place a hyperparameter appears is derived from ``HYPERPARAMETERS``: the trainer's flags
 (trainer/flags.py: ``python -m trainer`` and ``python -m trainer.local``, their defaults,
-help and checks), the stack's ``hyperparams.*`` keys (infra/settings/keys.py: default, parser,
+help and checks), the stack's ``hyperparams.*`` keys (infra/settings/key.py recipe_key: default, parser,
 fix, description; from them Pulumi.yaml's schema and docs/configuration.md), the pods' trainer
-arguments (infra/components/training.py), the run key (infra/settings/model.py) and the
+arguments (infra/components/task_jobs.py), the run key (infra/settings/model.py) and the
 benchmark's flags (benchmarks/bench_runs.py). A new hyperparameter is a row here and the code
 that reads ``args.<dest>``. Pure Python: infra imports it without TensorFlow.
 
@@ -137,7 +137,7 @@ class Hyperparameter:
     def rule(self) -> str:
         """The trainer's words for a number's limits (``must be an integer >= 1``, ``must be > 0
         and finite``, ``must be an integer from 0 to 7 pixels``); the stack's parsers word
-        them their own way (infra/settings/keys.py)."""
+        them their own way (infra/settings/parsers.py)."""
         maximum = None if self.maximum_flag else self.maximum
         if self.type is int:
             if maximum is None:
