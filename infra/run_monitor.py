@@ -56,7 +56,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -181,7 +181,7 @@ class StartLimit:
 
 
 def _stuck(
-    tasks: Mapping[str, Mapping], pods: list[Mapping], now: float, limits: list[StartLimit]
+    tasks: Mapping[str, Mapping], pods: Sequence[Mapping], now: float, limits: list[StartLimit]
 ) -> Decision | None:
     """The run's verdict on pods that cannot start: for each limit, the pod of a going task Job
     that has failed its test the longest; past the limit every going task Job is ended; short
@@ -193,7 +193,7 @@ def _stuck(
         stuck = []
         for pod in pods:
             job = _labels(pod).get("job-name")
-            found = limit.test(pod) if job in tasks and not ended(tasks[job]) else None
+            found = limit.test(pod) if job is not None and job in tasks and not ended(tasks[job]) else None
             if found is not None:
                 stuck.append((found[0], pod["metadata"]["name"], job, found[1]))
         if not stuck:
@@ -217,8 +217,8 @@ def _stuck(
 
 
 def decide(
-    jobs: list[Mapping],
-    pods: list[Mapping],
+    jobs: Sequence[Mapping],
+    pods: Sequence[Mapping],
     run_id: str | None,
     now: float,
     schedule_timeout_s: float,
@@ -258,7 +258,7 @@ def decide(
         if not ended(j) and ENDED_BECAUSE not in (j["metadata"].get("annotations") or {})
     ]
     failed = _condition(chief, "Failed") if chief is not None else None
-    if failed is not None:
+    if chief is not None and failed is not None:
         name = chief["metadata"]["name"]
         reason = (chief["metadata"].get("annotations") or {}).get(ENDED_BECAUSE) or (
             f"the chief's Job {name} failed: {failed.get('reason') or 'Failed'}: "
@@ -288,7 +288,7 @@ def decide(
 
 
 def staging_deadline(
-    jobs: list[Mapping], pods: list[Mapping], name: str | None, deadline_s: int
+    jobs: Sequence[Mapping], pods: Sequence[Mapping], name: str | None, deadline_s: int
 ) -> dict[str, int]:
     """{the staging Job's name: ``deadline_s``} when that Job has not ended, a pod of it runs
     (phase Running: its container started, so it is past scheduling, the image pull and the
@@ -300,8 +300,8 @@ def staging_deadline(
         name: the staging Job's name; None: staging is not watched.
         deadline_s: the deadline of a staging pod that runs (seconds from the Job's start).
     """
-    job = next((j for j in jobs if name is not None and j["metadata"]["name"] == name), None)
-    if job is None or ended(job) or deadline_s <= 0:
+    job = next((j for j in jobs if j["metadata"]["name"] == name), None)
+    if name is None or job is None or ended(job) or deadline_s <= 0:
         return {}
     if (job.get("spec", {}).get("activeDeadlineSeconds") or deadline_s) >= deadline_s:
         return {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -90,7 +91,7 @@ def created_cluster(settings: Settings) -> Target:
     )
     cluster = _cluster(name, c, network, opts)
     pools = _node_pools(name, settings, cluster, network, opts)
-    common = {
+    common: dict[str, Any] = {
         "provider": cluster.provider,
         "kubeconfig": cluster.kubeconfig,
         "cluster_id": cluster.cluster_id,
@@ -193,6 +194,8 @@ def existing_volume_server(settings: Settings) -> str | None:
 
 def existing_cluster(settings: Settings) -> Target:
     """A provider for the kubeconfig's cluster; the volume's server as configured."""
+    # With a kubeconfig the rules made sure that it names the cluster's API server.
+    assert settings.cluster.kubeconfig is not None and settings.cluster.identifier is not None
     kubeconfig = pulumi.Output.secret(settings.cluster.kubeconfig)
     identifier: pulumi.Input[str] = settings.cluster.identifier
     if "kubeconfig" in settings.secret_keys and settings.cluster.identifier_from_kubeconfig:

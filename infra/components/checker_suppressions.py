@@ -2,7 +2,7 @@
 ``--framework kubernetes`` and kube-score v1.20.0, installed by tools/checkers) that are right
 for this workload, each with its reason, as the annotations both checkers read on an object.
 
-This table is the one place they are decided; the components put ``annotations(role,
+This table is the one place they are decided; the components put ``checker_annotations(role,
 pulls)`` on the objects they create, and docs/checkers.md lists every entry with its longer
 reason (tests/tools/test_checkers.py runs both checkers over every configuration that
 tools/render-manifests renders and fails on any finding left).
@@ -160,7 +160,7 @@ def suppressions(role: str, pulls: Sequence[Pull] = ()) -> list[Suppression]:
     return [s for s in SUPPRESSIONS if role in s.roles and (s.only_if is None or s.only_if(pulls))]
 
 
-def annotations(role: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
+def checker_annotations(role: str, pulls: Sequence[Pull] = ()) -> dict[str, str]:
     """The checkers' annotations for an object of ``role`` whose containers pull ``pulls``:
     ``checkov.io/skip1`` ... and ``kube-score/ignore``; empty when nothing applies."""
     found = suppressions(role, pulls)
@@ -177,5 +177,5 @@ def merged(
 ) -> dict[str, pulumi.Input[str]] | None:
     """An object's ``own`` annotations with the checkers' (``annotations``) added; None (no
     field) when both are empty."""
-    out = {**(own or {}), **annotations(role, pulls)}
+    out = {**(own or {}), **checker_annotations(role, pulls)}
     return out or None

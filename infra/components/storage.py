@@ -148,22 +148,25 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
     """The PV spec's source fields for ``args.volume_type`` (PersistentVolumeSpecArgs keywords).
 
     Raises:
-        ValueError: an unknown volume type.
+        ValueError: an unknown volume type, or a NAS or NFS volume without a server.
     """
-    if args.volume_type == "nas":
+    server = args.server
+    if args.volume_type in ("nas", "nfs") and server is None:
+        raise ValueError(f"a {args.volume_type} volume needs a server")
+    if args.volume_type == "nas" and server is not None:
         return {
             "mount_options": list(NAS_MOUNT_OPTIONS),
             "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
                 driver=NAS_CSI_DRIVER,
                 volume_handle=volume_handle,
                 # The driver refuses a server containing ':'; the directory goes in path.
-                volume_attributes={"server": args.server, "path": args.path, **NAS_MODE_ATTRIBUTES},
+                volume_attributes={"server": server, "path": args.path, **NAS_MODE_ATTRIBUTES},
             ),
         }
-    if args.volume_type == "nfs":
+    if args.volume_type == "nfs" and server is not None:
         return {
             "mount_options": list(NAS_MOUNT_OPTIONS),
-            "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=args.server, path=args.path),
+            "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=server, path=args.path),
         }
     if args.volume_type == "hostPath":
         # No mountOptions: the API server refuses them on a hostPath PV.

@@ -238,13 +238,12 @@ class TrainingJob(pulumi.ComponentResource):
         name, secret_name = staging_name(self._name), staging.source_secret_name(self._name)
         placement = args.placement["stage-data"]
         annotations = {TIMEOUT_SECONDS: str(staging.STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
-        secret = (
-            staging.source_secret(
+        secret = None
+        if args.data_source_secret and training.data_source is not None:
+            # data.source set with --secret: staging reads it from this Secret.
+            secret = staging.source_secret(
                 secret_name, training.data_source, self._metadata(secret_name, "stage-data"), self
             )
-            if args.data_source_secret
-            else None
-        )
         return k8s.batch.v1.Job(
             name,
             metadata=self._metadata(

@@ -76,6 +76,8 @@ def recipe_key(row: recipe.Hyperparameter) -> Key:
     if row.choices:
         parse = one_of(row.choices)
     elif row.type is int:
+        if row.minimum is None:
+            raise ValueError(f"recipe row {row.key}: an integer row needs a minimum")
         parse = integer(int(row.minimum), None if row.maximum is None else int(row.maximum))
     else:
         parse = number(row.minimum, row.maximum, above=row.above, below=row.below)

@@ -2,23 +2,27 @@
 
 A section field that holds one key's value as parsed is declared with ``from_key``
 (``port: int = from_key("worker.port")``) and filled by ``section``; the other
-fields are worked out from several keys (infra/settings/derive.py).
+fields are worked out from several keys (infra/settings/derive.py). The sections that hold
+such fields take keyword arguments only, so that their fields keep the order that reads best.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from infra.settings import runs
 from trainer.contract import cluster_spec as cs
 from trainer.contract import recipe
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 #: The field metadata entry that names a field's key.
 KEY = "key"
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def from_key(name: str) -> Any:
@@ -81,7 +85,7 @@ class RegistryCredentials:
     password: str = field(repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClusterSettings:
     """The cluster the stack deploys into: one it creates, or the one a kubeconfig names.
 
@@ -150,7 +154,7 @@ class ClusterSettings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StorageSettings:
     """The shared volume every pod mounts: persistence.*, mountPath, and the keys of its
     type (nas.*, nfs.*, hostPath.path; the rules refuse the other types' keys)."""
@@ -173,12 +177,14 @@ class StorageSettings:
     host_path: str = from_key("hostPath.path")
 
     @property
-    def path(self) -> str | None:
+    def path(self) -> str:
         """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
-        return {"nas": self.nas_path, "nfs": self.nfs_path, "hostPath": self.host_path}[self.volume_type]
+        path = {"nas": self.nas_path, "nfs": self.nfs_path, "hostPath": self.host_path}[self.volume_type]
+        assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
+        return path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PodIdentity:
     """The uid and gid of the pods that mount the volume (pods.*): the staging Job, the task
     Jobs and TensorBoard. Their fsGroup is ``run_as_group`` too, which NFS, hostPath and the
@@ -189,7 +195,7 @@ class PodIdentity:
     run_as_group: int = from_key("pods.runAsGroup")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingSettings:
     """The training run: its tasks, the trainer's flags and its Jobs' policy (worker.*, ps.*,
     hyperparams.*, job.*, monitor.*, data.source)."""
@@ -243,7 +249,7 @@ class TrainingSettings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TensorBoardSettings:
     """TensorBoard and its Service (tensorboard.*)."""
 
@@ -265,7 +271,7 @@ class RegistrySettings:
     credentials: RegistryCredentials | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """The validated configuration of one stack, by section.
 

@@ -3,6 +3,7 @@ the chief's progress) and the same facts as JSON (``-o json``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -46,9 +47,9 @@ def progress_line(progress: ParsedLog) -> str:
     in_epoch = step if step and step["epoch"] > done else None
     if in_epoch:
         parts[0] += f" (epoch {in_epoch['epoch']}: batch {in_epoch['batch']} of {in_epoch['batches']})"
-    if in_epoch or not last:
+    if step and (in_epoch or not last):
         parts.append(f"cost {step['cost']:.4f}")
-    else:
+    elif last:
         parts.append(f"cost {last['train_cost']:.4f}")
     if last:
         parts.append(f"test accuracy {last['test_accuracy']:.4f}")
@@ -146,7 +147,7 @@ def as_json(status: RunStatus) -> dict[str, Any]:
     return out
 
 
-def _columns(table: list[tuple[str, ...]]) -> list[str]:
+def _columns(table: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
 

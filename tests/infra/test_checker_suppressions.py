@@ -31,7 +31,7 @@ DIGEST = "registry.example.com/team/trainer@sha256:" + "ab" * 32
 
 def test_a_task_pulling_a_tag_always():
     # A tag pulled Always: only the digest check is left, the pull-policy ones do not apply.
-    assert suppress.annotations(suppress.TASK, [(TAG, "Always")]) == {
+    assert suppress.checker_annotations(suppress.TASK, [(TAG, "Always")]) == {
         "checkov.io/skip1": "CKV_K8S_43=" + by_name("image by tag").reason,
         "checkov.io/skip2": "CKV_K8S_11=" + by_name("no CPU limit on a training task").reason,
         "kube-score/ignore": "container-resources",
@@ -53,8 +53,8 @@ def test_a_tag_pulled_if_not_present_carries_both_pull_policy_entries():
         "tag not pulled Always",
         "service-account token mounted",
     ]
-    assert "CKV_K8S_15=" in str(suppress.annotations(suppress.MONITOR, [(TAG, "IfNotPresent")]))
-    assert "CKV_K8S_15=" not in str(suppress.annotations(suppress.MONITOR, [(TAG, "Always")]))
+    assert "CKV_K8S_15=" in str(suppress.checker_annotations(suppress.MONITOR, [(TAG, "IfNotPresent")]))
+    assert "CKV_K8S_15=" not in str(suppress.checker_annotations(suppress.MONITOR, [(TAG, "Always")]))
 
 
 def test_the_namespace_and_the_uid_are_fixed_not_suppressed():
@@ -62,8 +62,8 @@ def test_the_namespace_and_the_uid_are_fixed_not_suppressed():
     # container-security-context-user-group-id): docs/checkers.md's "What was changed".
     ids = {check for s in suppress.SUPPRESSIONS for check in (*s.checkov, *s.kube_score)}
     assert not ids & {"CKV_K8S_21", "CKV_K8S_40", "container-security-context-user-group-id"}, ids
-    assert suppress.annotations(suppress.OBJECT) == {}
-    assert "CKV_K8S_11" not in str(suppress.annotations(suppress.STAGE))
+    assert suppress.checker_annotations(suppress.OBJECT) == {}
+    assert "CKV_K8S_11" not in str(suppress.checker_annotations(suppress.STAGE))
 
 
 def test_merged_keeps_the_objects_own_annotations():
@@ -76,7 +76,7 @@ def test_merged_keeps_the_objects_own_annotations():
 
 def test_an_unknown_role_is_refused():
     with pytest.raises(ValueError, match="role 'pod': must be one of"):
-        suppress.annotations("pod")
+        suppress.checker_annotations("pod")
 
 
 @pytest.mark.parametrize("namespace", ["default", "training"])
@@ -94,7 +94,7 @@ def test_each_job_carries_its_roles_annotations(dev_config, namespace):
         assert [policy for _, policy in pulls] == ["Always"], job.name
         assert {
             k: v for k, v in annotations.items() if k not in me.own_annotations(job.inputs["metadata"])
-        } == suppress.annotations(role, pulls), job.name
+        } == suppress.checker_annotations(role, pulls), job.name
         assert "CKV_K8S_15" not in str(annotations) and "container-image-pull-policy" not in str(annotations)
 
 
