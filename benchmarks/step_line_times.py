@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,7 +83,8 @@ def epoch_ratios(parsed: progress.ParsedLog) -> list[tuple[int, float, list[floa
 
 
 def run_layout(workers: int, ps: int, flags: list[str]) -> tuple[str, float, float]:
-    """One launcher run; returns (the chief's lines, wall seconds, CPU seconds)."""
+    """One launcher run; returns (the chief's lines, wall seconds, CPU seconds). Its log
+    directory is removed once it ends."""
     log_dir = tempfile.mkdtemp(prefix=f"step-times-{workers}x{ps}-")
     cmd = [
         sys.executable,
@@ -97,10 +99,13 @@ def run_layout(workers: int, ps: int, flags: list[str]) -> tuple[str, float, flo
         *flags,
     ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    cpu = CpuTime(psutil.Process(proc.pid))
-    output, _ = proc.communicate()
-    wall, cpu_s = time.perf_counter() - start, cpu.stop()
+    try:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cpu = CpuTime(psutil.Process(proc.pid))
+        output, _ = proc.communicate()
+        wall, cpu_s = time.perf_counter() - start, cpu.stop()
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)  # the run's lines are in ``output``
     if proc.returncode:
         sys.stderr.write(output[-4000:])
         raise SystemExit(f"{workers} workers + {ps} ps failed with exit code {proc.returncode}")
