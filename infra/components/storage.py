@@ -150,10 +150,15 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
     Raises:
         ValueError: an unknown volume type, or a NAS or NFS volume without a server.
     """
-    server = args.server
-    if args.volume_type in ("nas", "nfs") and server is None:
-        raise ValueError(f"a {args.volume_type} volume needs a server")
-    if args.volume_type == "nas" and server is not None:
+    if args.volume_type in ("nas", "nfs"):
+        server = args.server
+        if server is None:
+            raise ValueError(f"a {args.volume_type} volume needs a server")
+        if args.volume_type == "nfs":
+            return {
+                "mount_options": list(NAS_MOUNT_OPTIONS),
+                "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=server, path=args.path),
+            }
         return {
             "mount_options": list(NAS_MOUNT_OPTIONS),
             "csi": k8s.core.v1.CSIPersistentVolumeSourceArgs(
@@ -162,11 +167,6 @@ def pv_source(args: SharedVolumeArgs, volume_handle: str) -> dict:
                 # The driver refuses a server containing ':'; the directory goes in path.
                 volume_attributes={"server": server, "path": args.path, **NAS_MODE_ATTRIBUTES},
             ),
-        }
-    if args.volume_type == "nfs" and server is not None:
-        return {
-            "mount_options": list(NAS_MOUNT_OPTIONS),
-            "nfs": k8s.core.v1.NFSVolumeSourceArgs(server=server, path=args.path),
         }
     if args.volume_type == "hostPath":
         # No mountOptions: the API server refuses them on a hostPath PV.

@@ -98,8 +98,9 @@ def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed:
 def _camel_case(name: str) -> str:
     """A field's Kubernetes name from its pulumi_kubernetes argument name (``run_as_user`` ->
     ``runAsUser``). The rule holds for every field of a pod template but a few acronyms
-    (``host_ipc`` is ``hostIPC``) that no template here sets; tests/infra pin the hash of the
-    templates, so a field that broke the rule would show there."""
+    (``host_ipc`` is ``hostIPC``) that no template here sets; tests/infra/test_infra_jobs.py
+    pins the dev stack's run id, which holds this hash, so a field that broke the rule would
+    show there."""
     return re.sub(r"_([a-z0-9])", lambda match: match.group(1).upper(), name)
 
 
