@@ -128,6 +128,45 @@ def _alive(pid: int) -> bool:
         return False
 
 
+#: Waits for a task that sleeps for a minute while another thread of the process takes a
+#: SIGINT (signal.pthread_kill aims it there), as the kernel may do with a Ctrl-C.
+_OTHER_THREAD_DRIVER = """
+import signal, sys, threading, time
+from trainer.launcher.forkserver import ForkedProcess
+from trainer.launcher.supervisor import install_signal_handlers
+install_signal_handlers()
+proc = ForkedProcess([sys.executable, "-c", "import time; time.sleep(60)"], {}, name="sleeper")
+def interrupt_this_thread():
+    time.sleep(0.5)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+threading.Thread(target=interrupt_this_thread, daemon=True).start()
+start = time.monotonic()
+try:
+    proc.wait(60)
+    print("the wait ended without the interrupt")
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - start:.1f} s")
+finally:
+    proc.kill()
+    proc.wait()
+"""
+
+
+def test_a_ctrl_c_taken_by_another_thread_still_ends_the_wait_for_a_task():
+    # Python runs handlers in the main thread only: taken by another thread, the signal
+    # used to wait until the main thread's wait ended (the graceful stop's 30 s).
+    import re
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _OTHER_THREAD_DRIVER], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = re.search(r"interrupted after ([0-9.]+) s", proc.stdout)
+    assert found, proc.stdout + proc.stderr
+    # About 0.5 s; the wait itself would last 60 s.
+    assert float(found.group(1)) < 30, proc.stdout
+
+
 def test_a_second_ctrl_c_kills_every_task_at_once(tmp_path):
     # Users press Ctrl-C twice; the tasks run in their own sessions (so the terminal's
     # SIGINT reaches only the launcher), so the launcher must not leave them behind.

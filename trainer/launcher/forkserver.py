@@ -27,6 +27,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from multiprocessing.connection import Connection
 
@@ -42,6 +43,8 @@ NETWORK_REPORT_ENV = "TRAINER_NETWORK_REPORT"
 
 _context = None
 _network_report: str | None = None
+#: The read end of the pipe that signal.set_wakeup_fd writes to (wake_on_signals), or None.
+_signal_wakeup: int | None = None
 
 
 def use_private_network(report_path: str | None) -> None:
@@ -50,6 +53,33 @@ def use_private_network(report_path: str | None) -> None:
     running keeps its network."""
     global _network_report
     _network_report = report_path
+
+
+def wake_on_signals() -> None:
+    """Make every wait for a task's exit return as soon as a signal with a Python handler
+    arrives, whichever thread of this process the kernel hands it to.
+
+    CPython runs signal handlers in the main thread only, between bytecodes. A
+    process-directed signal may go to any thread that does not block it; taken by another
+    thread, it does not interrupt the main thread's wait, and the handler (a second Ctrl-C)
+    would run only once that wait ends, up to STOP_GRACE_S later. CPython's own C handler
+    writes to the wakeup fd from whichever thread it runs in, and the wait polls that fd too.
+    Call it from the main thread (signal.set_wakeup_fd's rule); once is enough.
+    """
+    global _signal_wakeup
+    if _signal_wakeup is None:
+        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        _signal_wakeup = read_fd
+
+
+def _drain(fd: int) -> None:
+    """Read what the signals wrote to ``fd`` (non-blocking) until it is empty."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def context():
@@ -144,8 +174,19 @@ class ForkedProcess:
         if self._pidfd is not None:
             poller = select.poll()
             poller.register(self._pidfd, select.POLLIN)
-            if not poller.poll(None if timeout is None else max(0, int(timeout * 1000))):
-                return None  # alive, whatever the fork server's pipe says
+            if _signal_wakeup is not None:
+                poller.register(_signal_wakeup, select.POLLIN)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+                ready = {fd for fd, _ in poller.poll(left)}
+                if self._pidfd in ready:
+                    break
+                if not ready:
+                    return None  # alive, whatever the fork server's pipe says
+                # A signal (see wake_on_signals): its handler runs in this thread on the way
+                # back to this loop, and raises if it stops the wait.
+                _drain(_signal_wakeup)
             os.close(self._pidfd)
             self._pidfd = None
         # Exited: the fork server reports the code as soon as it has reaped the task.

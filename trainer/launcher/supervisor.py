@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from trainer.contract.cluster_spec import Replicas, local_cluster_spec, tf_config_json
 from trainer.contract.exit_codes import PERMANENT_EXIT_CODES, PERMANENT_REASONS
 from trainer.launcher import netns
-from trainer.launcher.forkserver import ForkedProcess, use_private_network
+from trainer.launcher.forkserver import ForkedProcess, use_private_network, wake_on_signals
 from trainer.launcher.lifetime import LAUNCHER_PID_ENV
 from trainer.log_noise import is_log_noise
 
@@ -147,7 +147,8 @@ class Launcher:
         task.restart_at = None
         # Started with the stop signals blocked, which it inherits: the kernel then delivers
         # them to the main thread, whose wait they interrupt. Delivered to this thread they
-        # would wake no one: Python runs handlers in the main thread only, once its wait ends.
+        # would wake no one: Python runs handlers in the main thread only, once its wait ends
+        # (a thread this module does not start may still take one: see wake_on_signals).
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             threading.Thread(target=self._stream, args=(task, task.proc), daemon=True).start()
@@ -320,3 +321,4 @@ def install_signal_handlers() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
+    wake_on_signals()
