@@ -83,7 +83,9 @@ def plain_fit(args: argparse.Namespace) -> None:
     yt = keras.utils.to_categorical(ds.y_test, 10)
     model = build_model(args.model, args.dropout)
     # Keras' own optimizers: the trainer's FusedAdam updates one packed vector only.
-    rate, decay = learning_rate_schedule(args, steps * args.epochs), args.weight_decay or None
+    # One process: the rate is --learning_rate itself (no synchronous replicas to scale for).
+    rate = learning_rate_schedule(args, steps * args.epochs, args.learning_rate)
+    decay = args.weight_decay or None
     optimizer = (
         keras.optimizers.SGD(learning_rate=rate, weight_decay=decay)
         if args.optimizer == "sgd"

@@ -79,7 +79,15 @@ def main(log_dir: str) -> None:
     )
     packing = PackedWeights(build_model("mlp", 0.0))
     total_steps = 100
-    state = TrainState(strategy, packing.initial_value(), args, total_steps, TaskConfig({}), 0.0)
+    state = TrainState(
+        strategy,
+        packing.initial_value(),
+        args,
+        total_steps,
+        TaskConfig({}),
+        0.0,
+        learning_rate=args.learning_rate,
+    )
     runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
     seen = {"local_from": runner.local_from}
     before = state.weights.numpy().copy()

@@ -48,13 +48,15 @@ def _state(log_dir: Path):
     from trainer.packed import PackedWeights
     from trainer.training.checkpoints import TrainState
 
+    args = _args(log_dir)
     return TrainState(
         tf.distribute.get_strategy(),
         PackedWeights(build_model("mlp", 0.0)).initial_value(),
-        _args(log_dir),
+        args,
         30,
         TaskConfig({}),
         time.time(),
+        learning_rate=args.learning_rate,
     )
 
 

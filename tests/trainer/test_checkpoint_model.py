@@ -24,7 +24,7 @@ def _packed(model_name: str, dropout: float, args: argparse.Namespace):
     from trainer.training.schedule import make_optimizer
 
     weights = keras.Variable(PackedWeights(build_model(model_name, dropout)).initial_value())
-    optimizer = make_optimizer(args, 100)
+    optimizer = make_optimizer(args, 100, args.learning_rate)
     optimizer.build([weights])
     return weights, optimizer
 

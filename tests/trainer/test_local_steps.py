@@ -49,12 +49,10 @@ def _optimizer(name: str, schedule: str = "constant", weight_decay: float = 0.0)
 
     return make_optimizer(
         argparse.Namespace(
-            **(
-                recipe.defaults()
-                | dict(optimizer=name, learning_rate=0.01, lr_schedule=schedule, weight_decay=weight_decay)
-            )
+            **(recipe.defaults() | dict(optimizer=name, lr_schedule=schedule, weight_decay=weight_decay))
         ),
         100,
+        0.01,
     )
 
 
@@ -308,6 +306,14 @@ def _mirrored_runner(tmp_path, local_steps: str):
     dist = Distribution(MULTI_WORKER_MIRRORED, tf.distribute.MirroredStrategy(["/cpu:0"]), None, 1)
     packing = PackedWeights(build_model("mlp", 0.0))
     total_steps = 100
-    state = TrainState(dist.strategy, packing.initial_value(), args, total_steps, TaskConfig({}), 0.0)
+    state = TrainState(
+        dist.strategy,
+        packing.initial_value(),
+        args,
+        total_steps,
+        TaskConfig({}),
+        0.0,
+        learning_rate=args.learning_rate,
+    )
     runner = StepRunner(args, dist, state, packing, data_mod.load(args.data_dir), total_steps)
     return runner, state

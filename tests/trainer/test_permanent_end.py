@@ -88,6 +88,7 @@ def _train_state(tmp_path: Path):
         10,
         TaskConfig({}),
         time.time(),
+        learning_rate=args.learning_rate,
     )
 
 

@@ -99,7 +99,9 @@ class TrainState:
     Attributes:
         weights: the model's trainable weights packed in one vector (trainer/packed.py),
             ``initial_weights`` to start with.
-        optimizer: ``make_optimizer(args, total_steps)``, built over ``weights``.
+        optimizer: ``make_optimizer(args, total_steps, learning_rate)``, built over ``weights``.
+        learning_rate: the global batch's rate (``--learning_rate`` scaled for synchronous
+            replicas, flags.scaled_learning_rate; for one process, ``--learning_rate``).
         position: (completed epochs, completed batches of the current epoch): where to
             resume.
         elapsed: wall time (s) of earlier, interrupted processes of this run, so Total Time
@@ -116,10 +118,13 @@ class TrainState:
         total_steps: int,
         task: TaskConfig,
         started: float,
+        *,
+        learning_rate: float,
     ) -> None:
+        self.learning_rate = learning_rate
         with strategy.scope():
             self.weights = keras.Variable(initial_weights, name="weights")
-            self.optimizer = make_optimizer(args, total_steps)
+            self.optimizer = make_optimizer(args, total_steps, learning_rate)
             self.optimizer.build([self.weights])
             self.position = tf.Variable([0, 0], dtype=tf.int64, trainable=False, name="position")
             self.elapsed = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="elapsed_s")
@@ -190,7 +195,7 @@ class TrainState:
                 # A constant rate is an optimizer variable, so the checkpoint brought back the
                 # earlier run's: this run's --learning_rate (and --lr_scaling) applies, as it
                 # does with a schedule, which is not saved.
-                self.optimizer.learning_rate = args.learning_rate
+                self.optimizer.learning_rate = self.learning_rate
             return path
         if skipped:
             raise CheckpointsUnreadable(
@@ -309,8 +314,11 @@ def check_checkpoint_matches(path: str, args: argparse.Namespace, weights, optim
 
     def fresh(name: str, schedule: str) -> list[tuple[int, ...]]:
         other = keras.Variable(np.zeros(weights.shape, np.float32))
+        # Only the slots' shapes matter here, not the rate.
         opt = make_optimizer(
-            argparse.Namespace(**{**vars(args), "optimizer": name, "lr_schedule": schedule}), 100
+            argparse.Namespace(**{**vars(args), "optimizer": name, "lr_schedule": schedule}),
+            100,
+            args.learning_rate,
         )
         opt.build([other])
         return optimizer_shapes(other, opt)

@@ -51,11 +51,8 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     n_train = len(dataset.x_train)
     check_batch_size(args.batch_size, dist.replicas, n_train, args.data_dir)  # GPUs add some
     steps_per_epoch = n_train // dist.global_batch(args.batch_size)
-    given_rate = args.learning_rate
-    # From here on args.learning_rate is the rate for the global batch (--lr_scaling).
-    args = argparse.Namespace(
-        **{**vars(args), "learning_rate": scaled_learning_rate(given_rate, args.lr_scaling, dist.replicas)}
-    )
+    # --learning_rate is the rate of one replica's batch; the global batch's (--lr_scaling):
+    learning_rate = scaled_learning_rate(args.learning_rate, args.lr_scaling, dist.replicas)
     # The model is built outside the strategy's scope: its variables are this process's
     # template and evaluation copy; training reads and updates the packed vector
     # state.weights, one variable on the ps (trainer/packed.py).
@@ -67,11 +64,17 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     )
     packing = PackedWeights(model, compute_model)
     state = TrainState(
-        dist.strategy, packing.initial_value(), args, args.epochs * steps_per_epoch, task, started
+        dist.strategy,
+        packing.initial_value(),
+        args,
+        args.epochs * steps_per_epoch,
+        task,
+        started,
+        learning_rate=learning_rate,
     )
     latest = state.restore_latest(args)
     if task.is_chief:
-        announce(args, given_rate, dataset, dist.kind, dist.replicas, steps_per_epoch, policy)
+        announce(args, learning_rate, dataset, dist.kind, dist.replicas, steps_per_epoch, policy)
     done_epochs, done_batches = state.resume_point()
     if done_epochs >= args.epochs:
         if task.is_chief:
@@ -138,7 +141,7 @@ def check_inputs(args: argparse.Namespace, task: TaskConfig, files: ClusterFiles
 
 def announce(
     args: argparse.Namespace,
-    given_rate: float,
+    learning_rate: float,
     dataset: data_mod.Dataset,
     kind: str,
     replicas: int,
@@ -147,16 +150,16 @@ def announce(
 ) -> None:
     """The chief's Training line (``progress.parse_log`` reads the run's size from it):
     model, data, strategy, epochs of batches, optimizer and the learning rate, with its
-    schedule and how ``given_rate`` (--learning_rate) was scaled for ``replicas``; then the
+    schedule and how --learning_rate was scaled to ``learning_rate`` for ``replicas``; then the
     label smoothing where not 0, the arithmetic's dtype ``policy`` where not float32 and the
     exchange period (--local_steps) where not 1 and there are peers to exchange with."""
     known = f", {dataset.known_as} by sha256" if dataset.known_as else ""
     notes = [] if args.lr_schedule == "constant" else [args.lr_schedule]
-    rate = f"{args.learning_rate:g}"
-    if args.learning_rate != given_rate:
-        rate = f"{args.learning_rate:.3g}"
+    rate = f"{learning_rate:g}"
+    if learning_rate != args.learning_rate:
+        rate = f"{learning_rate:.3g}"
         factor = f"sqrt({replicas})" if args.lr_scaling == "sqrt" else f"{replicas}"
-        notes.append(f"{given_rate:g} x {factor} for {replicas} synchronous replicas")
+        notes.append(f"{args.learning_rate:g} x {factor} for {replicas} synchronous replicas")
     print(
         f"Training {args.model} on {len(dataset.x_train)} examples from {args.data_dir} "
         f"({dataset.fmt}{known}); strategy {kind}; {args.epochs} epochs of "

@@ -114,24 +114,25 @@ class FusedAdam(KeepsSchedule, keras.optimizers.Optimizer):
         return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
 
-def learning_rate_schedule(args: argparse.Namespace, total_steps: int):
-    """The rate of ``--lr_schedule`` for a run of ``total_steps`` steps: ``args.learning_rate``
-    (``--learning_rate``, scaled by ``run`` for synchronous replicas: ``--lr_scaling``) as a
-    float, or a ``WarmupCosine`` peaking at it."""
+def learning_rate_schedule(args: argparse.Namespace, total_steps: int, learning_rate: float):
+    """The rate of ``--lr_schedule`` for a run of ``total_steps`` steps: ``learning_rate`` (the
+    global batch's: ``--learning_rate`` scaled for synchronous replicas, ``--lr_scaling``, by
+    flags.scaled_learning_rate) as a float, or a ``WarmupCosine`` peaking at it."""
     if args.lr_schedule == "warmup_cosine":
-        return WarmupCosine(args.learning_rate, total_steps, max(1, round(WARMUP_FRACTION * total_steps)))
-    return args.learning_rate
+        return WarmupCosine(learning_rate, total_steps, max(1, round(WARMUP_FRACTION * total_steps)))
+    return learning_rate
 
 
-def make_optimizer(args: argparse.Namespace, total_steps: int):
+def make_optimizer(args: argparse.Namespace, total_steps: int, learning_rate: float):
     """The optimizer of ``--optimizer`` for the packed weights, at ``learning_rate_schedule``'s
-    rate, with Keras' decoupled ``weight_decay`` of ``--weight_decay`` (none at 0).
+    rate peaking at ``learning_rate``, with Keras' decoupled ``weight_decay`` of
+    ``--weight_decay`` (none at 0).
 
     warmup_cosine follows the optimizer's step count (``optimizer.iterations``), which the
     training function resets to the global step at the start of every call, so the rate
     follows the run's progress across workers and restarts.
     """
-    rate = learning_rate_schedule(args, total_steps)
+    rate = learning_rate_schedule(args, total_steps, learning_rate)
     # None rather than 0: Keras then adds no decay step at all, so --weight_decay 0 trains
     # exactly as an optimizer without one.
     decay = args.weight_decay or None
