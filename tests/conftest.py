@@ -12,10 +12,20 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 #: The markers whose tests need something built first: the Pulumi engine, the local cluster,
 #: the policy checkers.
 _BUILD_MARKERS = ("engine", "cluster", "checkers")
+
+
+# Hypothesis' timing checks measure the machine, not the code: the suite shares 2 cores with
+# the engine and cluster builds, and one draw of a topology once took 32 s there (its regex
+# strategies, built on first use, waited for a core), which failed the health check on a
+# property that holds. So no deadline per example and no "input generation is slow" check;
+# every other health check stays.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

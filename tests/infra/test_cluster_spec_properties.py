@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainer.contract import cluster_spec as cs
@@ -41,7 +41,7 @@ def topologies(draw):
 
 
 @given(topologies())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_hosts_are_unique_and_names_are_dns_1123_labels(topology):
     prefix, namespace, replicas, port_map = topology
     spec = cs.kubernetes_cluster_spec(prefix, namespace, replicas, port_map)
@@ -58,7 +58,7 @@ def test_hosts_are_unique_and_names_are_dns_1123_labels(topology):
 
 
 @given(topologies())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25)
 def test_every_task_tf_config_is_accepted_by_tensorflow(topology):
     prefix, namespace, replicas, port_map = topology
     spec = cs.kubernetes_cluster_spec(prefix, namespace, replicas, port_map)
