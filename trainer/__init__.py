@@ -12,3 +12,8 @@ progress lines), ``training/`` (the chief's and synchronous workers' training),
 (the weights in one vector), servers (ps and workers), tasklog (each task's log file),
 packages (what a task imports), autograph_files and log_noise.
 """
+
+from trainer.cpu_kernels import prefer_onednn
+
+# Before any module of the package imports TensorFlow, which reads it once (cpu_kernels).
+prefer_onednn()

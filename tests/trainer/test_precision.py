@@ -24,7 +24,29 @@ OLDER_CPU = {"fpu", "avx2", "avx512f"}
     ],
 )
 def test_auto_is_bfloat16_only_on_a_cpu_with_native_bfloat16_and_no_gpu(flags, has_gpu, expected):
-    assert precision.resolve("auto", has_gpu, flags) == expected
+    assert precision.resolve("auto", has_gpu, flags, environ=ONEDNN_ON) == expected
+
+
+#: The environment the trainer sets on x86-64 Linux (trainer/cpu_kernels.py).
+ONEDNN_ON = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"TF_ENABLE_ONEDNN_OPTS": "0"},  # Eigen's kernels: bfloat16 emulated
+        {},  # TensorFlow's own default, which the trainer replaces on x86-64 Linux
+        {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2"},  # the slowest machine's stand-in
+        {"TF_ENABLE_ONEDNN_OPTS": "true", "ONEDNN_MAX_CPU_ISA": "avx512_core_vnni"},
+    ],
+)
+def test_auto_is_float32_where_onednn_cannot_run_bfloat16_natively(environ):
+    assert precision.resolve("auto", False, AMX_CPU, environ=environ) == "float32"
+
+
+def test_auto_keeps_bfloat16_under_an_isa_cap_that_has_it():
+    environ = {**ONEDNN_ON, "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}
+    assert precision.resolve("auto", False, AMX_CPU, environ=environ) == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("given", ["float32", "mixed_bfloat16"])
