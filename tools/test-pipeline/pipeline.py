@@ -96,7 +96,9 @@ class CpuAccounting:
     def __init__(self) -> None:
         self.base: Path | None = None
         if os.geteuid() == 0 and (self.ROOT / "cgroup.procs").is_file():
-            base = self.ROOT / f"tf-mnist-test-pipeline-{os.getpid()}"
+            # Under this process's own group, so that a group above it (tools/slow-machine's
+            # CPU quota, where cpu and cpuacct share a hierarchy) still holds every phase.
+            base = self.ROOT / own_cgroup("cpuacct").lstrip("/") / f"tf-mnist-test-pipeline-{os.getpid()}"
             try:
                 base.mkdir()
                 self.base = base
@@ -116,7 +118,7 @@ class CpuAccounting:
         return int((group / "cpuacct.usage").read_text()) / 1e9
 
     def close(self) -> None:
-        """Removes the groups; a process still in one (none should be) moves to the root first."""
+        """Removes the groups; a process still in one (none should be) moves to their parent first."""
         if self.base is None:
             return
         for group in [*self.base.iterdir(), self.base]:
@@ -124,13 +126,26 @@ class CpuAccounting:
                 continue
             for pid in (group / "cgroup.procs").read_text().split():
                 try:
-                    (self.ROOT / "cgroup.procs").write_text(pid)
+                    (self.base.parent / "cgroup.procs").write_text(pid)
                 except OSError:
                     pass
             try:
                 group.rmdir()
             except OSError:
                 pass
+
+
+def own_cgroup(controller: str, proc_cgroup: Path = Path("/proc/self/cgroup")) -> str:
+    """This process's cgroup path in the v1 hierarchy of ``controller`` ("/" when none)."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return "/"
 
 
 def machine_cpu_s() -> float:

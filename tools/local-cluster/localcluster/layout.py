@@ -5,6 +5,9 @@ Environment overrides (for tests and for a second checkout on the same machine):
   LOCAL_CLUSTER_STATE  state directory (default /var/lib/tf-mnist-local-cluster)
   LOCAL_CLUSTER_RUN    runtime directory for sockets (default /run/tf-mnist-local-cluster)
   LOCAL_CLUSTER_CACHE  build cache (default ~/.cache/tf-mnist-local-cluster; see build.sh)
+  LOCAL_CLUSTER_CGROUP_PARENT  an existing cgroup (in every hierarchy) to nest the cluster's
+                       cgroup root in, so that a CPU quota on it covers the pods too
+                       (tools/slow-machine sets it); default the hierarchies' roots
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ POD_APISERVER_URL = f"https://{BRIDGE_IP}:6443"
 SERVICE_SUBNET = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
-#: The kubelet's cgroup root: every pod cgroup is <hierarchy>/tf-mnist-local-cluster/kubepods/...
+#: The kubelet's cgroup root: every pod cgroup is <hierarchy>[<parent>]/tf-mnist-local-cluster/kubepods/...
 #: in each cgroup hierarchy under /sys/fs/cgroup, and `down` removes only that subtree.
-CGROUP_ROOT = "/tf-mnist-local-cluster"
+CGROUP_ROOT = os.environ.get("LOCAL_CLUSTER_CGROUP_PARENT", "").rstrip("/") + "/tf-mnist-local-cluster"
 CGROUP_FS = Path("/sys/fs/cgroup")
 CNI_NETWORK = "tf-mnist"
 
