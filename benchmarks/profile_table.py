@@ -62,9 +62,17 @@ def category(thread: str, name: str) -> str:
     return "model"
 
 
-def self_times(xspace_path: Path) -> collections.Counter:
-    """Picoseconds of each category's own time in one ``*.xplane.pb`` (the host plane)."""
+def self_times(xspace_path: Path, by_op: bool = False) -> collections.Counter:
+    """Picoseconds of each category's own time in one ``*.xplane.pb`` (the host plane); with
+    ``by_op``, of each op type's instead (``Conv2DBackpropFilter``, ...; the runtime's own
+    events under "(runtime)", waiting and input left out)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    def key(thread: str, name: str) -> str:
+        cat = category(thread, name)
+        if not by_op or cat in ("waiting", "input"):
+            return cat
+        return name.rsplit(":", 1)[1] if cat != "runtime" else "(runtime)"
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(xspace_path.read_bytes())
@@ -84,7 +92,7 @@ def self_times(xspace_path: Path) -> collections.Counter:
                 stack.append(
                     [
                         event.offset_ps + event.duration_ps,
-                        category(line.name, names[event.metadata_id].name),
+                        key(line.name, names[event.metadata_id].name),
                         event.duration_ps,
                     ]
                 )
@@ -126,6 +134,25 @@ def read_profile(directory: Path) -> list[dict]:
     return rows
 
 
+def op_table(directory: Path, top: int) -> str:
+    """Each task's ``top`` op types by own time per batch (ms of traced time on busy threads)
+    and their share of the task's traced op time: which kernels a batch's time goes to."""
+    rows = read_profile(directory)
+    lines = ["| task | op | ms per batch | share |", "|---|---|---:|---:|"]
+    for row in rows:
+        traces = sorted((directory / row["task"]).glob("plugins/profile/*/*.xplane.pb"))
+        if not traces:
+            continue
+        ops = self_times(traces[-1], by_op=True)
+        for cat in ("waiting", "input"):
+            ops.pop(cat, None)
+        traced = sum(ops.values()) or 1
+        for op, ps in ops.most_common(top):
+            ms = ps / 1e9 / row["batches"]
+            lines.append(f"| {row['task']} | {op} | {ms:.2f} | {100 * ps / traced:.0f}% |")
+    return "\n".join(lines)
+
+
 def format_table(rows: list[dict]) -> str:
     """The rows as a Markdown table, with a total of the CPU column."""
     lines = [
@@ -150,8 +177,12 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile_dir", type=Path, help="the TRAINER_PROFILE directory of a run")
+    parser.add_argument("--ops", type=int, default=0, metavar="N", help="also each task's N costliest op types")
     args = parser.parse_args(argv)
     print(format_table(read_profile(args.profile_dir)))
+    if args.ops:
+        print()
+        print(op_table(args.profile_dir, args.ops))
     return 0
 
 
