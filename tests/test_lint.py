@@ -18,7 +18,7 @@ MYPY = Path(sys.executable).with_name("mypy")
 
 def test_ruff_check_finds_nothing():
     assert RUFF.is_file(), f"{RUFF} is missing: scripts/bootstrap.sh installs requirements.txt's ruff"
-    proc = subprocess.run([str(RUFF), "check", "."], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(RUFF), "check", "."], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, f"ruff check .:\n{proc.stdout}{proc.stderr}"
 
 
@@ -34,5 +34,5 @@ def test_mypy_finds_nothing():
     """About 45 s the first time (it reads pulumi_kubernetes' types), a second or two after
     (.mypy_cache)."""
     assert MYPY.is_file(), f"{MYPY} is missing: scripts/bootstrap.sh installs requirements.txt's mypy"
-    proc = subprocess.run([str(MYPY)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([str(MYPY)], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, f"mypy:\n{proc.stdout}{proc.stderr}"

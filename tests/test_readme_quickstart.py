@@ -37,7 +37,6 @@ def test_quickstart_block_trains_and_prints_what_the_readme_shows(tmp_path: Path
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            timeout=1800,
         )
     output = log.read_text()
     text, seconds = rb.sections(output)["quickstart"]

@@ -328,7 +328,6 @@ def _hosts_the_cli_contacts(pulumi: Path, backend_url: str, workdir: Path) -> tu
             cwd=workdir,
             capture_output=True,
             text=True,
-            timeout=120,
         )
     finally:
         proxy.shutdown()

@@ -22,7 +22,6 @@ def _source_and_list_plugins(home: Path, tmp_path: Path) -> subprocess.Completed
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
     )
 
 

@@ -91,7 +91,6 @@ def facts(image: str) -> Iterator[dict]:
         ["buildah", "from", "--pull=never", "--name", name, *buildah_ulimits(), image],
         capture_output=True,
         text=True,
-        timeout=300,
     )
     assert created.returncode == 0, f"buildah from {image}:\n{created.stderr}"
     try:
@@ -108,7 +107,6 @@ def facts(image: str) -> Iterator[dict]:
         ["buildah", "containers", "--noheading", "--format", "{{.ContainerName}}"],
         capture_output=True,
         text=True,
-        timeout=60,
     ).stdout.split()
     assert name not in left
     assert run.returncode == 0, (

@@ -146,7 +146,6 @@ def _train(log_dir: Path, epochs: int) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
     )
 
 

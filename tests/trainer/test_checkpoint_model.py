@@ -205,7 +205,6 @@ def test_a_resumed_run_with_a_constant_rate_trains_at_its_own_rate(tmp_path):
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
     # The line goes on with the recipe's other settings ("; label smoothing 0.1; ...").

@@ -99,7 +99,7 @@ def launch(log_dir: Path, *extra: str, kills: list[tuple[str, str]] = (), common
                     os.kill(run.pids[task][-1], signal.SIGKILL)
                 run.killed.append(task)
                 lines.append(f"[test] killed {task}\n")
-        run.returncode = proc.wait(timeout=600)
+        run.returncode = proc.wait()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -295,7 +295,6 @@ def _rerun_single_process(log_dir: Path, *flags: str) -> subprocess.CompletedPro
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
         env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"},
     )
 

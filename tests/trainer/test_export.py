@@ -189,7 +189,6 @@ def test_several_run_dirs_need_an_output(tmp_path):
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == 2 and "several RUN_DIRs: say where the picture goes" in proc.stderr
     assert not list(tmp_path.iterdir())

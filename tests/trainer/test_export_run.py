@@ -116,7 +116,6 @@ def test_evaluate_prints_result_json_s_accuracy_without_importing_the_trainer(ru
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     accuracy, correct, total = _accuracy_lines(proc.stdout)
@@ -225,7 +224,6 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert [line.split(": ")[1] for line in proc.stdout.splitlines()] == ["run-a", "run-b"]
@@ -236,7 +234,6 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
         board.start()
         # TensorBoard answers before it has read the event files (a thread loads them, then
         # rereads every few seconds): wait until it lists both runs with their tags, then assert.
-        deadline = time.monotonic() + 180
         while True:
             with urllib.request.urlopen(board.url + "data/runs", timeout=30) as response:
                 listed = json.loads(response.read())
@@ -247,7 +244,7 @@ def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):
                 <= set(tags.get(name, {}))
                 for name in expected_runs
             )
-            if loaded or time.monotonic() > deadline:
+            if loaded:
                 break
             time.sleep(1)
     finally:

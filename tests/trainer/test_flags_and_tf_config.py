@@ -34,7 +34,6 @@ def run_trainer(*args: str, env_extra: dict | None = None) -> subprocess.Complet
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
     )
 
 

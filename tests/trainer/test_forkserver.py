@@ -134,7 +134,6 @@ def test_the_fork_server_exits_without_tearing_down_what_it_imported():
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        timeout=120,
         env={**os.environ, "PYTHONUNBUFFERED": ""},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

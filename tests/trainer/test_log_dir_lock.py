@@ -32,7 +32,6 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=300,
         check=False,
     )
 
@@ -80,7 +79,7 @@ def test_a_second_run_in_a_busy_log_dir_exits_2_naming_the_first(tmp_path: Path)
         assert all(f"(pid {first.pid})" in line for line in banners), banners
     finally:
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=60)
+        first.wait()
     # The kernel dropped the SIGKILLed run's lock: the next run takes it.
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(log_dir)],
@@ -94,7 +93,7 @@ def test_a_second_run_in_a_busy_log_dir_exits_2_naming_the_first(tmp_path: Path)
         assert holder.stdout.readline() == "held\n"
     finally:
         holder.stdin.close()
-        assert holder.wait(timeout=60) == 0
+        assert holder.wait() == 0
 
 
 def test_a_log_dir_that_cannot_be_made_is_refused_with_the_path(tmp_path: Path) -> None:

@@ -50,7 +50,6 @@ def test_the_launcher_says_once_which_package_is_missing_and_starts_nothing(bare
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == EXIT_MISSING_PACKAGES == 2
     assert EXIT_MISSING_PACKAGES in PERMANENT_EXIT_CODES
@@ -68,7 +67,6 @@ def test_the_launcher_s_help_needs_no_package(bare_python):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m trainer.local")
 
@@ -80,7 +78,6 @@ def test_a_task_says_once_which_package_is_missing(bare_python, tmp_path):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [

@@ -193,7 +193,7 @@ def test_a_real_ps_is_not_ended_by_the_previous_runs_fresh_done_marker(tmp_path)
         time.sleep(3 * POLL_INTERVAL_S + 1)  # three polls of the server's loop
         assert proc.poll() is None, "".join(lines) + proc.stdout.read()
         _write_marker(files, files.done, "run-2", time.time())
-        out, _ = proc.communicate(timeout=300)  # it ends at its next poll; 300 s for a loaded machine
+        out, _ = proc.communicate()  # it ends at its next poll; 300 s for a loaded machine
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -74,7 +74,6 @@ def test_stage_from_the_bundled_sample_then_no_op(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("staged from") == 4
@@ -85,7 +84,6 @@ def test_stage_from_the_bundled_sample_then_no_op(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert again.returncode == 0 and again.stdout.count("already staged") == 4
     assert {p.name: p.stat().st_mtime_ns for p in dest.iterdir()} == mtimes
@@ -184,7 +182,7 @@ def test_two_stagers_at_once_leave_whole_files(tmp_path):
         for _ in range(3)
     ]
     for proc in procs:
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate()
         assert proc.returncode == 0, err
     assert sorted(p.name for p in dest.iterdir()) == sorted(data.ALL_IDX_FILES)  # no temporaries
     for name in data.ALL_IDX_FILES:
@@ -224,7 +222,6 @@ def test_dest_that_is_a_file_names_the_flag(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
     )
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"error: --dest {tmp_path / 'afile'}: not a directory")
@@ -280,7 +277,7 @@ def test_the_command_takes_one_source_per_file(tmp_path, http_source):
     argv = [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "dest")]
     for name in data.ALL_IDX_FILES:
         argv += ["--source", f"{http_source}/{name}"]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == sorted(data.ALL_IDX_FILES)
 
@@ -293,7 +290,7 @@ def test_the_command_prints_no_url_credentials(tmp_path, http_source):
     argv = [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "dest")]
     for name in data.ALL_IDX_FILES:
         argv += ["--source", f"{http_source}/{name}{PRESIGNED}"]
-    staged = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    staged = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
     assert staged.returncode == 0, staged.stderr
     assert f"staged from {http_source}/train-images-idx3-ubyte.gz?<hidden> (mnist-10k" in staged.stdout
     # A download that fails: the pod's termination message.

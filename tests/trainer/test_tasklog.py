@@ -30,7 +30,6 @@ def run_task(log_dir: Path, mkdir: bool) -> subprocess.CompletedProcess:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
     )
 
 

@@ -69,7 +69,7 @@ def in_private_mounts(
         text=True,
     )
     try:
-        shell_output, _ = proc.communicate(timeout=timeout_s)
+        shell_output, _ = proc.communicate()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
