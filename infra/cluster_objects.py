@@ -116,7 +116,9 @@ class KubeconfigCluster:
         if self._api is not None:
             return self._api
         import yaml
-        from kubernetes import client, config
+        from kubernetes import client
+
+        from infra import kube_credentials
 
         configuration = client.Configuration()
         # One try per request: an API server that does not answer is reported at once, not
@@ -124,13 +126,11 @@ class KubeconfigCluster:
         configuration.retries = 0
         try:
             if is_kubeconfig_path(self._kubeconfig):
-                self._api = config.new_client_from_config(
-                    config_file=os.path.expanduser(self._kubeconfig), client_configuration=configuration
-                )
+                source: str | dict = os.path.expanduser(self._kubeconfig)
             else:
-                self._api = config.new_client_from_config_dict(
-                    yaml.safe_load(self._kubeconfig), client_configuration=configuration
-                )
+                source = yaml.safe_load(self._kubeconfig)
+            # The credentials stay in memory: none is left in the temp directory (kube_credentials).
+            self._api = kube_credentials.load(source, configuration)
         except Exception as error:  # the loader's errors may quote the file: name the class only
             raise Unreachable(f"the kubeconfig could not be loaded ({type(error).__name__})") from None
         return self._api
