@@ -93,9 +93,13 @@ install_kube_score() {
   mkdir -p "$tmp"
   # The release's version and commit are ldflags of goreleaser; set the version the same way
   # so that `kube-score version` names the pin this script checks.
-  CGO_ENABLED=0 GOBIN="$tmp" timed kube-score "$KUBE_SCORE_VERSION" \
+  # The project's Go settings (static, no debug information, less GC): tools/go-build/env.sh.
+  # shellcheck source=../go-build/env.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/../go-build/env.sh"
+  GOBIN="$tmp" timed kube-score "$KUBE_SCORE_VERSION" \
     "$cache/logs/kube-score-$KUBE_SCORE_VERSION.log" -- \
-    go install -trimpath -ldflags "-X main.version=${KUBE_SCORE_VERSION#v} -X main.commit=module-proxy" \
+    go install -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS -X main.version=${KUBE_SCORE_VERSION#v} -X main.commit=module-proxy" \
     "$KUBE_SCORE_MODULE/cmd/kube-score@$KUBE_SCORE_VERSION"
   kube_score_ok "$tmp/kube-score" || die "the kube-score built in $tmp does not print version ${KUBE_SCORE_VERSION#v}"
   rm -rf "$out"

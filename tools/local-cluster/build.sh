@@ -2,7 +2,7 @@
 # Builds (or finds in its cache) the binaries of the local single-machine Kubernetes cluster and
 # prints, as its LAST stdout line, the absolute directory holding all of them:
 #   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl   (k8s.io/kubernetes)
-#   etcd etcdctl                                                             (go.etcd.io/etcd)
+#   etcd                                                                     (go.etcd.io/etcd)
 #   coredns                           (our minimal CoreDNS, tools/local-cluster/go/coredns)
 #   crictl                                                                   (sigs.k8s.io/cri-tools)
 #   network-policies   (our NetworkPolicy agent, tools/local-cluster/go/network-policies, on the
@@ -67,10 +67,10 @@ log() { printf '[local-cluster] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- shared Go environment
-# Static binaries (no libc dependency, they run in any container or on the host), no VCS stamping
-# (we build from module zips, not a checkout). -trimpath is passed to every build below.
-export CGO_ENABLED=0
-case " ${GOFLAGS:-} " in *" -buildvcs=false "*) ;; *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false" ;; esac
+# Static binaries, no VCS stamping, no debug information, less GC (tools/go-build/env.sh);
+# -trimpath is passed to every build below.
+# shellcheck source=../go-build/env.sh
+source "$here/../go-build/env.sh"
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
   export PATH="/usr/local/go/bin:$PATH"
 fi
@@ -175,8 +175,6 @@ reports() {
   case "$(basename "$bin")" in
     kubectl) out="$(timeout 30 "$bin" version --client 2>&1)" || return 1
       grep -qx "Client Version: $want" <<<"$out" ;;
-    etcdctl) out="$(timeout 30 "$bin" version 2>&1)" || return 1
-      grep -qx "etcdctl version: ${want#v}" <<<"$out" ;;
     etcd) out="$(timeout 30 "$bin" --version 2>&1)" || return 1
       grep -qx "etcd Version: ${want#v}" <<<"$out" ;;
     coredns) out="$(timeout 30 "$bin" -version 2>&1)" || return 1
@@ -236,16 +234,19 @@ build_kubernetes() {
   for n in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
   rm -rf "$tmp" && mkdir -p "$tmp"
   # One `go build` for all five: shared packages are compiled once and links overlap.
-  timed_build kubernetes "$v" "$dir" "$tmp" -- -trimpath -ldflags "-s -w$x" -o "$tmp/" "${pkgs[@]}"
+  timed_build kubernetes "$v" "$dir" "$tmp" -- -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS$x" -o "$tmp/" "${pkgs[@]}"
   install_built "$tmp" "$out" "$v" "${K8S_BINARIES[@]}"
   rm -rf "$dir"
   built_any=1
 }
 
-# ---------------------------------------------------------------- etcd (+ etcdctl)
+# ---------------------------------------------------------------- etcd
+# The server alone: nothing starts etcdctl (the cluster's tools talk to etcd through the API
+# server), so its link and its own packages are not built.
 build_etcd() {
   local v="$ETCD_VERSION" out="$cache/etcd/$ETCD_VERSION"
-  if all_report "$out" "$v" etcd etcdctl; then
+  if all_report "$out" "$v" etcd; then
     log "etcd $v: cached ($out)"
     return
   fi
@@ -253,16 +254,10 @@ build_etcd() {
   local dir tmp="$out/.build.tmp"
   dir="$(prepare etcd "$v")"
   check_pin "$dir" go.etcd.io/etcd/server/v3 "$v"
-  check_pin "$dir" go.etcd.io/etcd/etcdctl/v3 "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  # The server package is the module root go.etcd.io/etcd/server/v3, so `go build -o DIR/` names
-  # it server (the element before the major-version suffix): renamed etcd below. etcdctl shares
-  # nearly every package and only adds its own link to the same build.
-  timed_build etcd "$v" "$dir" "$tmp" -- -trimpath \
-    -ldflags "-s -w" -o "$tmp/" \
-    go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3
-  mv -f "$tmp/server" "$tmp/etcd"
-  install_built "$tmp" "$out" "$v" etcd etcdctl
+  timed_build etcd "$v" "$dir" "$tmp" -- -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+  install_built "$tmp" "$out" "$v" etcd
   rm -rf "$dir"
   built_any=1
 }
@@ -288,7 +283,7 @@ build_coredns() {
   check_pin "$dir" github.com/coredns/coredns "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
   timed_build coredns "$v" "$dir" "$tmp" -- -trimpath \
-    -ldflags "-s -w" -o "$tmp/coredns" .
+    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/coredns" .
   has_kubernetes_plugin "$tmp/coredns" ||
     die "the freshly built coredns lacks the kubernetes plugin"
   install_built "$tmp" "$out" "$v" coredns
@@ -309,7 +304,7 @@ build_crictl() {
   check_pin "$dir" sigs.k8s.io/cri-tools "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
   timed_build crictl "$v" "$dir" "$tmp" -- -trimpath \
-    -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$tmp/crictl" \
+    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$tmp/crictl" \
     sigs.k8s.io/cri-tools/cmd/crictl
   install_built "$tmp" "$out" "$v" crictl
   rm -rf "$dir"
@@ -329,7 +324,7 @@ build_network_policies() {
   check_pin "$dir" sigs.k8s.io/kube-network-policies "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
   timed_build network-policies "$v" "$dir" "$tmp" -- -trimpath \
-    -ldflags "-s -w" -o "$tmp/network-policies" .
+    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/network-policies" .
   install_built "$tmp" "$out" "$v" network-policies
   rm -rf "$dir"
   built_any=1
@@ -364,7 +359,6 @@ put() {
 }
 for n in "${K8S_BINARIES[@]}"; do put "$cache/kubernetes/$KUBERNETES_VERSION/$n" "$n"; done
 put "$cache/etcd/$ETCD_VERSION/etcd" etcd
-put "$cache/etcd/$ETCD_VERSION/etcdctl" etcdctl
 put "$cache/coredns/$COREDNS_VERSION/coredns" coredns
 put "$cache/crictl/$CRICTL_VERSION/crictl" crictl
 put "$network_policies_out/network-policies" network-policies

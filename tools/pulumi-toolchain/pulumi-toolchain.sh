@@ -30,9 +30,9 @@
 # 3.95.0` (what users with internet have); the module from the proxy; the two modules' sources
 # vendored beside the checkout, in ../shared/vendor/alicloud-provider (or
 # $ALICLOUD_PROVIDER_VENDOR_DIR), checked against their SHA256SUMS before anything is read, then
-# extracted and built under <cache>/build (never in the repo) the way upstream builds it. Cold,
-# on 2 busy cores: 14 min (modules 1, schema 2, compile 11 with 770 s of CPU), peak RSS 6.0 GiB;
-# its 304 modules take 1.6 GB of the module cache (1.5 GB of them not shared with the CLI's).
+# extracted and built under <cache>/build (never in the repo) the way upstream builds it
+# (docs/building.md gives its time and memory); its 304 modules take 1.6 GB of the module cache
+# (1.5 GB of them not shared with the CLI's).
 #
 # PULUMI_TOOLCHAIN_PROVIDERS (default "kubernetes alicloud") names the providers to find or
 # build; scripts/test.sh asks for kubernetes alone first, so that the tests needing only the CLI
@@ -71,9 +71,9 @@ cache="$(cd "$cache" && pwd)"
 log() { printf '[pulumi-toolchain] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# Go builds: static, reproducible paths, no VCS stamping (we build from module zips).
-export CGO_ENABLED=0
-case " ${GOFLAGS:-} " in *" -buildvcs=false "*) ;; *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }-buildvcs=false" ;; esac
+# Go builds: static, no VCS stamping, no debug information, less GC (tools/go-build/env.sh).
+# shellcheck source=../go-build/env.sh
+source "$repo/tools/go-build/env.sh"
 
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 
@@ -215,8 +215,8 @@ build_cli() {
     die "cannot build pulumi: module github.com/pulumi/pulumi/pkg/v3@v$PULUMI_CLI_VERSION refused"
   mkdir -p "$out"
   (cd "$dir" && timed_build pulumi "v$PULUMI_CLI_VERSION" "$cache/logs/pulumi-v$PULUMI_CLI_VERSION.log" -- \
-    go build -trimpath -tags osusergo,grpcnotrace \
-    -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_CLI_VERSION" \
+    go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_CLI_VERSION" \
     -o "$out/pulumi.tmp" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
   [ "$("$out/pulumi.tmp" version 2>/dev/null)" = "v$PULUMI_CLI_VERSION" ] ||
     die "the pulumi just built ($out/pulumi.tmp) does not print v$PULUMI_CLI_VERSION for 'pulumi version'"
@@ -308,7 +308,8 @@ build_provider() {
   fi
   mkdir -p "$out"
   (cd "$dir" && timed_build "$name" "$version" "$cache/logs/$name-v$version.log" -- \
-    go build -trimpath -ldflags "-s -w -X $module/pkg/version.Version=$version" -o "$out/$name.tmp" .)
+    go build -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS -X $module/pkg/version.Version=$version" -o "$out/$name.tmp" .)
   provider_version_is "$name" "$out/$name.tmp" "$version" ||
     die "the $name just built ($out/$name.tmp) does not print $version for -version"
   mv -f "$out/$name.tmp" "$out/$name"
@@ -351,7 +352,7 @@ verify_vendor() {
 # build_alicloud_vendored DIR: pulumi-resource-alicloud built from the vendored sources in DIR,
 # as upstream's Makefile builds it: both archives extracted under <cache>/build, schema.json
 # beside cmd/pulumi-resource-alicloud, a replace directive pointing the terraform provider's
-# module at its extracted source, schema-embed.json written by upstream's generate.go, and every
+# module at its extracted source, schema-embed.json as upstream's generate.go writes it, and every
 # other module from the proxy (-mod=mod: go.sum as vendored, verified, unchanged in practice).
 build_alicloud_vendored() {
   local vendor="$1" name=pulumi-resource-alicloud version="$ALICLOUD_VERSION"
@@ -378,12 +379,12 @@ build_alicloud_vendored() {
     cd "$src"
     export GOFLAGS="$GOFLAGS -mod=mod"
     timed_build "$name:go-mod-download" "$version" "$logs-download.log" -- go mod download
-    cd "cmd/$name"
-    VERSION="$version" timed_build "$name:generate" "$version" "$logs-generate.log" -- go run generate.go
-    [ -s schema-embed.json ] || die "go run generate.go wrote no schema-embed.json; see $logs-generate.log"
-    cd ../..
-    timed_build "$name" "$version" "$logs.log" -- go build -trimpath \
-      -ldflags "-s -w -X $ALICLOUD_MODULE/pkg/version.Version=$version" -o "$out/$name.tmp" "./cmd/$name"
+    # What upstream's `go run generate.go` writes (the schema with "version" set), without
+    # compiling a program of its own for it: its flags differ from the build's, so none of
+    # its packages would be shared with the provider's compile.
+    embed_schema "cmd/$name/schema.json" "cmd/$name/schema-embed.json" "$version"
+    timed_build "$name" "$version" "$logs.log" -- go build -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+      -ldflags "$GO_NO_DEBUG_LDFLAGS -X $ALICLOUD_MODULE/pkg/version.Version=$version" -o "$out/$name.tmp" "./cmd/$name"
   )
   provider_version_is "$name" "$out/$name.tmp" "$version" ||
     die "the $name built from $vendor ($out/$name.tmp) does not print $version for -version"
