@@ -5,6 +5,8 @@ plugin its state records; and the rules between the keys of each."""
 
 from __future__ import annotations
 
+import json
+
 import mock_engine as me
 import pytest
 
@@ -39,6 +41,8 @@ def test_a_new_stack_gets_terway_which_enforces_network_policy(dev_config, caplo
     )
     cluster = run.one(CLUSTER, "tf-mnist-dev-ack")
     assert _addons(cluster) == ["terway-eniip", "csi-plugin", "csi-provisioner"]
+    # NetworkPolicy asked for, not left to Terway's default.
+    assert json.loads(cluster.inputs["addons"][0]["config"]) == {"NetworkPolicy": "true"}
     assert (
         cluster.inputs["podVswitchIds"] == ["tf-mnist-dev-vswitch-pods-id"]
         and "podCidr" not in cluster.inputs

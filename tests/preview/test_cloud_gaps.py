@@ -60,6 +60,8 @@ def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(
     assert cluster["propertyDependencies"]["vswitchIds"] == [switches["tf-mnist-dev"]["urn"]]
     assert "podCidr" not in inputs and inputs["serviceCidr"] == "172.21.0.0/20"
     assert [a["name"] for a in inputs["addons"]] == ["terway-eniip", "csi-plugin", "csi-provisioner"]
+    # Terway's NetworkPolicy support asked for in the addon's config, as the provider passes it.
+    assert inputs["addons"][0]["config"] == '{"NetworkPolicy": "true"}'
     assert "does not enforce Kubernetes NetworkPolicy" not in preview.messages()
 
 
