@@ -177,7 +177,9 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile_dir", type=Path, help="the TRAINER_PROFILE directory of a run")
-    parser.add_argument("--ops", type=int, default=0, metavar="N", help="also each task's N costliest op types")
+    parser.add_argument(
+        "--ops", type=int, default=0, metavar="N", help="also each task's N costliest op types"
+    )
     args = parser.parse_args(argv)
     print(format_table(read_profile(args.profile_dir)))
     if args.ops:

@@ -379,9 +379,8 @@ build_alicloud_vendored() {
     cd "$src"
     export GOFLAGS="$GOFLAGS -mod=mod"
     timed_build "$name:go-mod-download" "$version" "$logs-download.log" -- go mod download
-    # What upstream's `go run generate.go` writes (the schema with "version" set), without
-    # compiling a program of its own for it: its flags differ from the build's, so none of
-    # its packages would be shared with the provider's compile.
+    # What upstream's `go run generate.go` writes, without compiling it (with flags of its own,
+    # none of its packages would be shared with the provider's compile).
     embed_schema "cmd/$name/schema.json" "cmd/$name/schema-embed.json" "$version"
     timed_build "$name" "$version" "$logs.log" -- go build -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
       -ldflags "$GO_NO_DEBUG_LDFLAGS -X $ALICLOUD_MODULE/pkg/version.Version=$version" -o "$out/$name.tmp" "./cmd/$name"
