@@ -27,7 +27,10 @@ What it does:
   cluster is ``ack.pro.small``) and NAS (OpenNASService) through the provider's data sources,
   which are invokes, not resources: they call the cloud when they run. So a preview only says it
   will (a preview changes nothing, and opening a service is not undone); ``up`` calls them each
-  time (a service already open answers "Opened"). ``activateServices false`` skips both.
+  time (a service already open answers "Opened"). Auto Scaling (ESS), which the GPU pool's
+  autoscaling needs, is activated by creating its service-linked role
+  (``alicloud.resourcemanager.ServiceLinkedRole``, ``ess.aliyuncs.com``) where the account lacks
+  it; a preview plans it like the roles. ``activateServices false`` skips all three.
 
 What it cannot do: GPU instance quota is granted per region, zone and instance type by a quota
 application that Alibaba Cloud reviews (docs/account.md).
@@ -43,13 +46,14 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
-from account.roles import BY_NAME, ROLES, ServiceRole
+from account.roles import AUTO_SCALING_ROLE, AUTO_SCALING_SERVICE, MANAGED_NAMES, ROLES, ServiceRole
 from infra.stack_state import StateUnreadable, read_stack_resources
 
 PROJECT = "tf-mnist-account"
 #: The roles the account lookup asks RAM for (every name in ROLES matches it).
-ROLE_NAME_REGEX = "^(AliyunCS|AliyunCIS|AliyunOOSLifecycleHook4CS)"
+ROLE_NAME_REGEX = "^(AliyunCS|AliyunCIS|AliyunOOSLifecycleHook4CS|AliyunServiceRoleForAutoScaling$)"
 ROLE_TYPE = "alicloud:ram/role:Role"
+LINKED_ROLE_TYPE = "alicloud:resourcemanager/serviceLinkedRole:ServiceLinkedRole"
 #: OpenAckService's type for ACK Pro, pay-as-you-go (the main stack's cluster_spec ack.pro.small).
 ACK_PRO = "propayasgo"
 
@@ -102,12 +106,12 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
                 "'[\"AliyunCSDefaultRole\"]' (or pulumi config rm existingRoles to ask the account)"
             )
         else:
-            unknown = sorted(set(names) - set(BY_NAME))
+            unknown = sorted(set(names) - set(MANAGED_NAMES))
             if unknown:
                 errors.append(
                     f"Configuration '{PROJECT}:existingRoles' value '{existing_text}' is invalid: "
                     f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a role this "
-                    f"program manages; the roles are: {', '.join(BY_NAME)}"
+                    f"program manages; the roles are: {', '.join(MANAGED_NAMES)}"
                 )
             existing = frozenset(names)
     if errors:
@@ -134,7 +138,7 @@ def held_roles() -> frozenset[str] | None:
     return frozenset(
         str((entry.get("outputs") or {}).get("roleName"))
         for entry in resources.values()
-        if isinstance(entry, dict) and entry.get("type") == ROLE_TYPE
+        if isinstance(entry, dict) and entry.get("type") in (ROLE_TYPE, LINKED_ROLE_TYPE)
     )
 
 
@@ -159,7 +163,7 @@ def account_roles(dry_run: bool) -> frozenset[str] | None:
             message + "; give the keys ram:ListRoles, or name the roles that exist: "
             "pulumi config set existingRoles '[\"AliyunCSDefaultRole\", ...]'"
         ) from None
-    return frozenset(name for name in (found.names or []) if name in BY_NAME)
+    return frozenset(name for name in (found.names or []) if name in MANAGED_NAMES)
 
 
 def roles_to_create(existing: frozenset[str] | None, held: frozenset[str] | None) -> list[ServiceRole]:
@@ -229,12 +233,30 @@ def activate_services(settings: AccountSettings, dry_run: bool) -> dict[str, str
     return {"ack": str(ack.status), "nas": str(nas.status)}
 
 
+def activate_auto_scaling(
+    settings: AccountSettings, existing: frozenset[str] | None, held: frozenset[str] | None
+) -> str:
+    """Auto Scaling's service-linked role (AUTO_SCALING_ROLE), created where the account lacks
+    it or this stack holds it (kept when the stack is destroyed, like the roles). Returns its
+    status for the ``services`` output."""
+    if not settings.activate_services:
+        return "not touched (activateServices false)"
+    if AUTO_SCALING_ROLE in (existing or frozenset()) and AUTO_SCALING_ROLE not in (held or frozenset()):
+        return "activated (its service-linked role existed)"
+    alicloud.resourcemanager.ServiceLinkedRole(
+        AUTO_SCALING_ROLE,
+        service_name=AUTO_SCALING_SERVICE,
+        opts=pulumi.ResourceOptions(retain_on_delete=True),
+    )
+    return "activated by this stack (its service-linked role)"
+
+
 def run() -> dict[str, Any]:
     """Read the configuration, create the missing roles, open the services, export the outputs.
 
     Returns:
         The stack outputs by name (also exported): ``roles`` (each role of ROLES: ``created
-        by this stack`` or ``existed``) and ``services`` (ACK's and NAS's status).
+        by this stack`` or ``existed``) and ``services`` (ACK's, NAS's and Auto Scaling's status).
 
     Raises:
         AccountError: a bad configuration value; on ``up``, a service that could not be opened,
@@ -247,7 +269,9 @@ def run() -> dict[str, Any]:
     existing = settings.existing_roles
     if existing is None:
         existing = account_roles(dry_run)
-    created = create_roles(roles_to_create(existing, held_roles()))
+    held = held_roles()
+    created = create_roles(roles_to_create(existing, held))
+    services["ess"] = activate_auto_scaling(settings, existing, held)
     outputs = {
         "roles": {
             role.name: "created by this stack" if role.name in created else "existed" for role in ROLES

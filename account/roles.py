@@ -113,3 +113,13 @@ ROLES: tuple[ServiceRole, ...] = (
 
 #: Role name -> role.
 BY_NAME: dict[str, ServiceRole] = {role.name: role for role in ROLES}
+
+#: Auto Scaling (ESS), which scales the node pools (gpuPool.autoscaling), is activated by its
+#: service-linked role: ACK's "Use Terraform to create a node pool that has auto scaling
+#: enabled" asks for Auto Scaling activated with its default role first, and Auto Scaling's
+#: "Service-linked role" page names it and its service. RAM creates such a role with its own
+#: trust and policy (CreateServiceLinkedRole), not as the roles above.
+AUTO_SCALING_ROLE = "AliyunServiceRoleForAutoScaling"
+AUTO_SCALING_SERVICE = "ess.aliyuncs.com"
+#: Every role name the account stack manages: ROLES and Auto Scaling's.
+MANAGED_NAMES: tuple[str, ...] = (*BY_NAME, AUTO_SCALING_ROLE)

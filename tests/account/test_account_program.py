@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from account.roles import ROLES
 
 ROLE = "alicloud:ram/role:Role"
 ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
+LINKED = "alicloud:resourcemanager/serviceLinkedRole:ServiceLinkedRole"
 GET_ROLES = "alicloud:ram/getRoles:getRoles"
 ACK_SERVICE = "alicloud:cs/getAckService:getAckService"
 NAS_SERVICE = "alicloud:nas/getService:getService"
@@ -190,7 +192,7 @@ def test_a_fresh_account_gets_every_role_with_its_trust_and_system_policy():
 def test_the_roles_outlive_the_stack():
     """Destroying the account stack must not take ACK's roles from the account's clusters."""
     run = run_account(account=[])
-    assert len(run.registrations) == 30
+    assert len(run.registrations) == 31  # 15 roles, their 15 policies, Auto Scaling's linked role
     assert all(r["retain_on_delete"] for r in run.registrations)
 
 
@@ -225,7 +227,28 @@ def test_up_opens_ack_pro_and_nas():
     nas = next(c for c in run.calls if c.token == NAS_SERVICE)
     assert ack.args == {"enable": "On", "type": "propayasgo"}
     assert nas.args == {"enable": "On"}
-    assert run.outputs["services"] == {"ack": "Opened", "nas": "Opened"}
+    assert run.outputs["services"] == {
+        "ack": "Opened",
+        "nas": "Opened",
+        "ess": "activated by this stack (its service-linked role)",
+    }
+
+
+def test_a_fresh_account_activates_auto_scaling_by_its_service_linked_role():
+    """The GPU pool's autoscaling needs Auto Scaling (ESS) activated: its service-linked role."""
+    run = run_account(account=[])
+    (linked,) = [r for r in run.registrations if r["type"] == LINKED]
+    assert linked["name"] == "AliyunServiceRoleForAutoScaling"
+    assert linked["inputs"] == {"serviceName": "ess.aliyuncs.com"}
+    assert linked["retain_on_delete"]
+
+
+def test_auto_scaling_already_activated_is_left_alone():
+    run = run_account(account=[*ALL, "AliyunServiceRoleForAutoScaling"])
+    assert [r for r in run.registrations if r["type"] == LINKED] == []
+    assert run.outputs["services"]["ess"] == "activated (its service-linked role existed)"
+    assert re.search(program.ROLE_NAME_REGEX, "AliyunServiceRoleForAutoScaling")
+    assert not re.search(program.ROLE_NAME_REGEX, "AliyunServiceRoleForAutoScalingX")
 
 
 def test_keys_that_may_not_open_the_services_stop_the_up_before_any_role():
@@ -241,7 +264,14 @@ def test_a_preview_opens_nothing_and_says_what_up_will_open():
     assert ACK_SERVICE not in run.tokens() and NAS_SERVICE not in run.tokens()
     assert run.names(ROLE) == ALL
     assert any("opens ACK Pro (OpenAckService, type propayasgo) and NAS" in m for m in run.infos), run.infos
-    assert run.outputs["services"] == {"ack": "opened by pulumi up", "nas": "opened by pulumi up"}
+    assert run.outputs["services"] == {
+        "ack": "opened by pulumi up",
+        "nas": "opened by pulumi up",
+        "ess": "activated by this stack (its service-linked role)",
+    }
+    assert [r["name"] for r in run.registrations if r["type"] == LINKED] == [
+        "AliyunServiceRoleForAutoScaling"
+    ]
 
 
 def test_activate_services_false_touches_no_service():

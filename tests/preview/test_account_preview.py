@@ -25,6 +25,7 @@ pytestmark = pytest.mark.engine
 
 ROLE = "alicloud:ram/role:Role"
 ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
+LINKED = "alicloud:resourcemanager/serviceLinkedRole:ServiceLinkedRole"
 QUICK = sorted(role.name for role in ROLES if role.quick)
 
 
@@ -61,6 +62,9 @@ def test_a_fresh_account_previews_every_role_and_attachment(account_project: Pul
             "policyType": "System",
         }
     assert {s["op"] for s in preview.steps} == {"create"}
+    # Auto Scaling (ESS), which the GPU pool's autoscaling needs: its service-linked role.
+    (linked,) = preview.resources(LINKED)
+    assert linked["inputs"]["serviceName"] == "ess.aliyuncs.com" and linked.get("retainOnDelete") is True
     # Opening the services is an invoke that needs the cloud: the preview only announces it.
     assert "`pulumi up` opens ACK Pro (OpenAckService, type propayasgo) and NAS" in preview.messages()
 
@@ -78,6 +82,7 @@ def test_after_quick_authorization_the_preview_adds_the_autoscaler_roles(
     ]
     assert len(preview.resources(ATTACHMENT)) == 2
     assert "opens ACK Pro" not in preview.messages()
+    assert preview.resources(LINKED) == []  # activateServices false: Auto Scaling too
 
 
 def test_a_misspelt_role_is_refused_before_anything_is_planned(account_project: PulumiProject) -> None:
