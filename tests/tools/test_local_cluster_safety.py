@@ -265,3 +265,36 @@ def test_etcd_serves_tls_and_requires_client_certificates(tmp_path: Path) -> Non
     assert "--anonymous-auth=false" in api
     assert f"--etcd-servers=https://127.0.0.1:{layout.port('etcd', 'client')}" in api
     assert f"--etcd-certfile={p.pki / 'apiserver-etcd-client.crt'}" in api
+
+
+# ---------------------------------------------------------------- machine-wide names
+def test_a_down_without_its_states_up_record_leaves_the_shared_names_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second `down` of a checkout (its state kept logs, lock and marker) while a cluster of
+    other directories runs must not kill that cluster's containers, remove its cgroup root,
+    its bridge or its nftables table: only a state whose `up` recorded them may."""
+    p = layout.Paths(state=tmp_path / "state", run=tmp_path / "run", cache=tmp_path / "cache")
+    dirs.claim(p.state, "state")
+    touched: list[str] = []
+    monkeypatch.setattr(cgroups, "own_processes", lambda root=None: touched.append(f"kill {root}") or [])
+    monkeypatch.setattr(cgroups, "remove_own", lambda root=None: touched.append(f"rmdir {root}") or [])
+    monkeypatch.setattr(cluster.network, "teardown", lambda host_state: touched.append("bridge") or [])
+    cluster._down(p, quiet=True)
+    assert touched == []
+
+    # After an `up` of this state: its record names the root it made, and `down` removes the
+    # record with the rest, so a second `down` is again harmless.
+    p.shared_names.write_text(
+        json.dumps({"cgroup_root": "/parent/tf-mnist-local-cluster", "bridge": "tf-mnist0"})
+    )
+    cluster._down(p, quiet=True)
+    assert touched == [
+        "kill /parent/tf-mnist-local-cluster",
+        "rmdir /parent/tf-mnist-local-cluster",
+        "bridge",
+    ]
+    assert not p.shared_names.exists()
+    touched.clear()
+    cluster._down(p, quiet=True)
+    assert touched == []

@@ -22,9 +22,10 @@ def hierarchies(cgroup_fs: Path = layout.CGROUP_FS) -> list[Path]:
         return []
 
 
-def roots(cgroup_fs: Path = layout.CGROUP_FS) -> list[Path]:
-    """The tool's cgroup root in each hierarchy (whether it exists or not)."""
-    return [h / layout.CGROUP_ROOT.lstrip("/") for h in hierarchies(cgroup_fs)]
+def roots(cgroup_fs: Path = layout.CGROUP_FS, root: str | None = None) -> list[Path]:
+    """The tool's cgroup root (``root``, default layout.CGROUP_ROOT) in each hierarchy,
+    whether it exists or not."""
+    return [h / (root or layout.CGROUP_ROOT).lstrip("/") for h in hierarchies(cgroup_fs)]
 
 
 def create_roots(cgroup_fs: Path = layout.CGROUP_FS) -> None:
@@ -34,35 +35,36 @@ def create_roots(cgroup_fs: Path = layout.CGROUP_FS) -> None:
         r.mkdir(exist_ok=True)
 
 
-def in_own_cgroup(proc_cgroup: str) -> bool:
-    """True when a /proc/<pid>/cgroup text puts the process inside the tool's cgroup root in
-    any hierarchy (lines ``<id>:<controllers>:<path>``)."""
+def in_own_cgroup(proc_cgroup: str, root: str | None = None) -> bool:
+    """True when a /proc/<pid>/cgroup text puts the process inside the tool's cgroup root
+    (``root``, default layout.CGROUP_ROOT) in any hierarchy (lines ``<id>:<controllers>:<path>``)."""
+    root = root or layout.CGROUP_ROOT
     for line in proc_cgroup.splitlines():
         path = line.split(":", 2)[-1]
-        if path == layout.CGROUP_ROOT or path.startswith(layout.CGROUP_ROOT + "/"):
+        if path == root or path.startswith(root + "/"):
             return True
     return False
 
 
-def own_processes(proc: Path = Path("/proc")) -> list[int]:
+def own_processes(proc: Path = Path("/proc"), root: str | None = None) -> list[int]:
     """Pids of the processes inside the tool's cgroup root (containers the runtime left)."""
     pids = []
     for entry in proc.iterdir():
         if entry.name.isdigit():
             try:
-                if in_own_cgroup((entry / "cgroup").read_text()):
+                if in_own_cgroup((entry / "cgroup").read_text(), root):
                     pids.append(int(entry.name))
             except OSError:
                 pass
     return pids
 
 
-def remove_own(cgroup_fs: Path = layout.CGROUP_FS) -> list[Path]:
+def remove_own(cgroup_fs: Path = layout.CGROUP_FS, root: str | None = None) -> list[Path]:
     """Removes the tool's cgroup subtree in every hierarchy, deepest first (a cgroup is
     removed with rmdir once it has no process and no child). Returns what could not be
     removed (still holding a process)."""
     found: list[Path] = []
-    for r in roots(cgroup_fs):
+    for r in roots(cgroup_fs, root):
         if r.is_dir():
             found.extend(d for d in r.rglob("*") if d.is_dir())
             found.append(r)

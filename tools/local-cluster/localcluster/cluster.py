@@ -272,6 +272,8 @@ def up() -> int:
         for f in p.logs.glob("*.log"):
             f.unlink()
         network.record_host(p.host_state)
+        # Before the bridge and the cgroup root exist: a `down` of this state may then remove them.
+        p.shared_names.write_text(json.dumps({"cgroup_root": layout.CGROUP_ROOT, "bridge": layout.BRIDGE}))
         try:
             _write_configs(p)
             network.create_bridge()
@@ -349,7 +351,10 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     for pid in pids_with_cmdline(f"-address {p.containerd_socket}"):
         stop_pid(pid, 5)
         done.append(f"containerd-shim pid {pid}")
-    for pid in cgroups.own_processes():
+    # The cgroup root, the bridge and the nftables table have machine-wide names: only a state
+    # whose `up` made them (its record) may remove them; else they are another cluster's.
+    shared = _shared_names(p)
+    for pid in cgroups.own_processes(root=shared["cgroup_root"]) if shared else []:
         stop_pid(pid, 2)
         done.append(f"container process pid {pid}")
     for name in (
@@ -363,16 +368,22 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
     ):
         if ds[name].stop():
             done.append(name)
-    if bins is not None and (bins / "network-policies").exists():
+    if shared and bins is not None and (bins / "network-policies").exists():
         # Its own SIGTERM handler removes its nftables table; this covers an agent that was killed.
         subprocess.run([str(bins / "network-policies"), "-remove-rules"], capture_output=True, timeout=30)
     for mount_point in _mounts_under(p.state, p.run):
         subprocess.run(["umount", "-l", mount_point], capture_output=True)
         done.append(f"mount {mount_point}")
-    left_cgroups = cgroups.remove_own()
-    if left_cgroups:
-        done.append(f"WARNING: cgroups still holding processes: {', '.join(map(str, left_cgroups))}")
-    done += network.teardown(p.host_state)
+    if shared:
+        left_cgroups = cgroups.remove_own(root=shared["cgroup_root"])
+        if left_cgroups:
+            done.append(f"WARNING: cgroups still holding processes: {', '.join(map(str, left_cgroups))}")
+        done += network.teardown(p.host_state)
+    elif not quiet:
+        say(
+            f"down: {p.shared_names} is absent (no `up` of this state holds them): the cgroup root, "
+            f"bridge {layout.BRIDGE} and its nftables table are left alone"
+        )
     _clear_state(p)
     if dirs.owned(p.run, "run"):
         shutil.rmtree(p.run, ignore_errors=True)
@@ -383,6 +394,16 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
         for line in done:
             say(f"removed {line}")
     return done
+
+
+def _shared_names(p: Paths) -> dict[str, str] | None:
+    """The machine-wide names this state's `up` took (Paths.shared_names), or None: no `up` of
+    this state holds them (never up, or taken down already)."""
+    try:
+        record = json.loads(p.shared_names.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("cgroup_root") else None
 
 
 def _cached_bin(p: Paths) -> Path | None:
@@ -412,10 +433,12 @@ def _clear_state(p: Paths) -> None:
 def down() -> int:
     """Stops every component by pid and removes pods, namespaces, the bridge and mounts.
 
-    With neither the state nor the run directory present, no cluster of these directories runs
-    and nothing is touched: the cgroup root, the bridge and its nftables table have fixed names,
-    so they belong to whichever cluster is up (one started with other LOCAL_CLUSTER_STATE and
-    LOCAL_CLUSTER_RUN), not to this one."""
+    The cgroup root, the bridge and its nftables table have machine-wide names, so they belong
+    to whichever cluster is up (one started with other LOCAL_CLUSTER_STATE and
+    LOCAL_CLUSTER_RUN, perhaps): they are removed only while this state's record of its `up`
+    exists (Paths.shared_names), which `down` then removes; a second `down`, or one of a state
+    that never came up, leaves them alone. With neither the state nor the run directory
+    present nothing is touched at all."""
     p = checked_paths(claim=False)
     if not p.state.exists() and not p.run.exists():
         say(f"down: nothing was running ({p.state} and {p.run} do not exist)")

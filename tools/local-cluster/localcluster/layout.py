@@ -109,6 +109,13 @@ class Paths:
         return self.state / ".lock"
 
     @property
+    def shared_names(self) -> Path:
+        """What this state's `up` took of the machine-wide names (its cgroup root, BRIDGE and
+        the agent's nftables table), written before it makes them: `down` touches those names
+        only while this file exists, and removes it with the rest of the state."""
+        return self.state / "shared-names.json"
+
+    @property
     def logs(self) -> Path:
         return self.state / "logs"
 
