@@ -5,7 +5,8 @@ Permanent (a new try gets the same answer): an HTTP status 4xx other than 408, 4
 file is not there, or the URL's credentials or signature are refused or expired), and a host
 name that does not exist (getaddrinfo's EAI_NONAME or EAI_NODATA). Transient: any other HTTP
 status (5xx, 408, 425, 429), a name server that did not answer (EAI_AGAIN), a refused, reset or
-timed-out connection, a cut download.
+timed-out connection, a cut download (fewer bytes than the response's Content-Length, or a
+chunked body that ends early).
 
 Transient errors are tried again ``ATTEMPTS`` times at most, after ``BACKOFF_S`` seconds, and not
 once ``RETRY_WINDOW_S`` seconds have passed since the first try began, so that a source that is
@@ -16,7 +17,7 @@ window is not started again: a large data set over a slow link is not fetched tw
 
 from __future__ import annotations
 
-import shutil
+import http.client
 import socket
 import time
 import urllib.error
@@ -29,6 +30,8 @@ from trainer.training.storage import is_no_space
 
 #: Seconds a connection or a read may stay silent before the try fails (socket timeout).
 SOCKET_TIMEOUT_S = 30.0
+#: Bytes read from the response at a time.
+COPY_CHUNK = 1 << 20
 #: Tries of one file at most, and the pause before each try after the first.
 ATTEMPTS = 3
 BACKOFF_S = (2.0, 5.0)
@@ -78,6 +81,23 @@ def classify(url: str, err: OSError) -> DownloadError:
     return DownloadError(f"{url}: {text}", False)
 
 
+def _copy_whole(response, out) -> None:
+    """Copies ``response`` into ``out``; raises ConnectionError (a cut download: transient) when
+    the body ends early. http.client returns b"" at an early close of a body with a
+    Content-Length, so the bytes are counted against it; a chunked body cut short raises
+    IncompleteRead, which is not an OSError."""
+    length = response.headers.get("Content-Length") if hasattr(response, "headers") else None
+    copied = 0
+    try:
+        while chunk := response.read(COPY_CHUNK):
+            out.write(chunk)
+            copied += len(chunk)
+    except http.client.IncompleteRead as err:
+        raise ConnectionError(f"the download was cut after {copied + len(err.partial)} bytes") from None
+    if length is not None and length.isdigit() and copied != int(length):
+        raise ConnectionError(f"the download was cut after {copied} of {int(length)} bytes")
+
+
 def download(
     url: str,
     dest: Path,
@@ -96,7 +116,7 @@ def download(
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with opener(url, timeout=SOCKET_TIMEOUT_S) as response, open(dest, "wb") as out:
-                shutil.copyfileobj(response, out)
+                _copy_whole(response, out)
             return
         except OSError as err:
             if is_no_space(err):  # our write, not the download

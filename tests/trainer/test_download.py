@@ -161,3 +161,76 @@ def test_a_503_then_the_file_is_downloaded(tmp_path, flaky_server):
     download(f"{url}/f.bin", tmp_path / "out", clock=clock, sleep=clock.sleep)
     assert sent == [503, 200] and clock.slept == [dl.BACKOFF_S[0]]
     assert (tmp_path / "out").read_bytes() == b"x" * 1000
+
+
+@pytest.fixture()
+def cutting_server() -> Iterator[tuple[str, list[str]]]:
+    """A server whose first answer to each path is cut short, then whole: ``/sized`` promises
+    1,000 bytes (Content-Length) and closes after 10; ``/chunked`` sends one chunk and closes
+    without the last. Yields its URL and what it sent."""
+    body = b"y" * 1000
+    sent: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            cut = self.path not in sent
+            sent.append(self.path if cut else f"{self.path} whole")
+            self.send_response(200)
+            if self.path == "/sized":
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:10] if cut else body)
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s\r\n" % (10, body[:10]))
+                if not cut:
+                    self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (990, body[10:]))
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", sent
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("path", ["/sized", "/chunked"])
+def test_a_cut_download_is_tried_again_not_taken_for_a_bad_file(tmp_path, cutting_server, path):
+    """A body that ends early (b"" before its Content-Length, or a chunked one cut short) is a
+    transient error, tried again, and the second, whole answer is what lands in the file."""
+    url, sent = cutting_server
+    clock = _Clock()
+    download(f"{url}{path}", tmp_path / "out", clock=clock, sleep=clock.sleep)
+    assert sent == [path, f"{path} whole"] and clock.slept == [dl.BACKOFF_S[0]]
+    assert (tmp_path / "out").read_bytes() == b"y" * 1000
+
+
+def test_a_download_cut_every_time_names_the_bytes_it_got(tmp_path):
+    class Cut:
+        headers = {"Content-Length": "1000"}
+
+        def read(self, n: int) -> bytes:
+            self.read = lambda n: b""  # type: ignore[method-assign]
+            return b"z" * 10
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+    clock = _Clock()
+    with pytest.raises(DownloadError) as error:
+        download(URL, tmp_path / "out", clock=clock, sleep=clock.sleep, opener=lambda url, timeout: Cut())
+    assert str(error.value) == (
+        f"{URL}: the download was cut after 10 of 1000 bytes; gave up after {dl.ATTEMPTS} tries in 7 s"
+    )
