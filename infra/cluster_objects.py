@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.settings import is_kubeconfig_path
+from trainer.contract.printable import printable
 
 #: The API server answers with the object's metadata only (its kind PartialObjectMetadata).
 ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -86,7 +87,8 @@ class Refused(Exception):
     """
 
     def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"HTTP {status} {reason}".strip())
+        # The reason phrase is the server's: it reaches `pulumi up` as text (printable).
+        super().__init__(f"HTTP {status} {printable(reason)}".strip())
         self.status = status
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -62,6 +63,17 @@ from datetime import UTC, datetime
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TASK_TYPE_LABEL = "tf-replica-type"
+#: Control characters, written as their escapes in what the monitor logs and annotates (pod
+#: and registry messages are server text): trainer/contract/printable.py's rule, repeated
+#: because this script runs alone in the monitor's pod, on the standard library only.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every CONTROL character written as its escape (``\\x1b``)."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 #: The annotation that says why the monitor ended a Job (infra.status shows it).
 ENDED_BECAUSE = "tf-mnist.io/ended-because"
 #: The field manager of the monitor's patches (kubectl shows it in managedFields).
@@ -359,7 +371,10 @@ class Api:
         self._call(
             "PATCH",
             f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
-            {"metadata": {"annotations": {ENDED_BECAUSE: reason}}, "spec": {"activeDeadlineSeconds": 1}},
+            {
+                "metadata": {"annotations": {ENDED_BECAUSE: printable(reason)}},
+                "spec": {"activeDeadlineSeconds": 1},
+            },
         )
 
 
@@ -374,7 +389,7 @@ def api_server(env: Mapping[str, str]) -> str:
 
 
 def log(message: str) -> None:
-    print(f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
+    print(f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {printable(message)}", flush=True)
 
 
 def main(

@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from trainer.contract.printable import printable
 from trainer.training.storage import is_no_space
 
 #: Seconds a connection or a read may stay silent before the try fails (socket timeout).
@@ -69,7 +70,7 @@ def classify(url: str, err: OSError) -> DownloadError:
     """The DownloadError of one failed try of ``url``: permanent or not, and one line saying why."""
     if isinstance(err, urllib.error.HTTPError):
         permanent = 400 <= err.code < 500 and err.code not in TRANSIENT_HTTP
-        meaning = HTTP_MEANING.get(err.code, f"HTTP {err.code} {err.reason}")
+        meaning = HTTP_MEANING.get(err.code, f"HTTP {err.code} {printable(str(err.reason))}")
         return DownloadError(f"{url}: {meaning}", permanent)
     reason = err.reason if isinstance(err, urllib.error.URLError) else err
     if isinstance(reason, socket.gaierror) and reason.errno in NO_SUCH_HOST:
@@ -78,7 +79,7 @@ def classify(url: str, err: OSError) -> DownloadError:
     if isinstance(reason, TimeoutError):
         return DownloadError(f"{url}: no answer in {SOCKET_TIMEOUT_S:g} s", False)
     text = getattr(reason, "strerror", None) or str(reason)
-    return DownloadError(f"{url}: {text}", False)
+    return DownloadError(f"{url}: {printable(text)}", False)
 
 
 def _copy_whole(response, out) -> None:

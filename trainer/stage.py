@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainer.contract.exit_codes import EXIT_VOLUME_FULL, EXIT_VOLUME_NOT_WRITABLE
+from trainer.contract.printable import printable
 from trainer.data import (
     ALL_IDX_FILES,
     NPZ_FILE,
@@ -458,18 +459,18 @@ def main(argv: list[str] | None = None) -> int:
             args.dest,
             sources or [str(BUNDLED_DATA_DIR)],
             args.allow_unknown,
-            log=lambda line: print(hide_url_secrets(line)),
+            log=lambda line: print(printable(hide_url_secrets(line))),
             volume_hint=args.volume_hint,
         )
     except VolumeNotWritable as err:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).
-        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
+        print(f"error: {printable(hide_url_secrets(str(err)))}", file=sys.stderr)
         return EXIT_VOLUME_NOT_WRITABLE
     except VolumeFull as err:
-        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
+        print(f"error: {printable(hide_url_secrets(str(err)))}", file=sys.stderr)
         return EXIT_VOLUME_FULL
     except (StageError, DataError, OSError) as err:
-        print(f"error: {hide_url_secrets(str(err))}", file=sys.stderr)
+        print(f"error: {printable(hide_url_secrets(str(err)))}", file=sys.stderr)
         return 1
     print(f"staged in {args.dest}")
     return 0

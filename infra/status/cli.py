@@ -49,6 +49,7 @@ from pathlib import Path
 from infra.status.collect import EXIT_RUNNING, EXIT_UNREADABLE, collect
 from infra.status.kubectl import Cluster, Kubectl, StatusError
 from infra.status.render import as_json, render, render_runs
+from trainer.contract.printable import printable
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -212,7 +213,7 @@ def main(
                 sleep,
             )
     except StatusError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {printable(str(err))}", file=sys.stderr)
         return EXIT_UNREADABLE
     except KeyboardInterrupt:
         return EXIT_RUNNING
@@ -237,7 +238,8 @@ def _show(
         else:
             if args.watch and sys.stdout.isatty():
                 print("\033[H\033[2J", end="")
-            print(render(status), flush=True)
+            # What the cluster reported (pod messages, events, log lines) as text, not control codes.
+            print(printable(render(status)), flush=True)
         if not args.watch or status.exit_code != EXIT_RUNNING:
             return status.exit_code
         if args.timeout and time.monotonic() - started > args.timeout:
@@ -263,8 +265,14 @@ def _main_runs(args: argparse.Namespace, outputs: Callable[[], dict]) -> int:
             if from_cluster:
                 kubeconfig, namespace, prefix, _, _ = resolve(args, lambda: out)
                 cluster = Kubectl(scratch.enter_context(kubeconfig_file(kubeconfig)), namespace, args.kubectl)
-            print(render_runs(runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")))
+            print(
+                printable(
+                    render_runs(
+                        runs_dir, read_runs(runs_dir, prefix, cluster, args.volume), out.get("runDir")
+                    )
+                )
+            )
         return 0
     except StatusError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {printable(str(err))}", file=sys.stderr)
         return EXIT_UNREADABLE
