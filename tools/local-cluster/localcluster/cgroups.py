@@ -32,7 +32,7 @@ def create_roots(cgroup_fs: Path = layout.CGROUP_FS) -> None:
     """Makes the tool's cgroup root in every hierarchy: the kubelet refuses a cgroupRoot that
     is missing from any controller it uses."""
     for r in roots(cgroup_fs):
-        r.mkdir(exist_ok=True)
+        r.mkdir(parents=True, exist_ok=True)  # parents: under LOCAL_CLUSTER_CGROUP_PARENT
 
 
 def in_own_cgroup(proc_cgroup: str, root: str | None = None) -> bool:
