@@ -16,6 +16,8 @@ trainer image never needs Pulumi:
 - ``progress``: the lines the chief prints and their parser, which ``python -m
   infra.status`` reads from the chief's log (``parse_log``); the TensorBoard tags and
   ``result.json``.
+- ``printable``: server text (an HTTP reason, a pod's message) made safe to print, one rule
+  for the trainer's error lines, ``pulumi up``'s messages and ``infra.status``.
 
 What infra/ relies on without importing it:
 

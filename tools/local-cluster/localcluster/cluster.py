@@ -380,10 +380,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
             done.append(f"WARNING: cgroups still holding processes: {', '.join(map(str, left_cgroups))}")
         done += network.teardown(p.host_state)
     elif not quiet:
-        say(
-            f"down: {p.shared_names} is absent (no `up` of this state holds them): the cgroup root, "
-            f"bridge {layout.BRIDGE} and its nftables table are left alone"
-        )
+        say(f"down: the cgroup root and bridge {layout.BRIDGE} are not this state's: left alone")
     _clear_state(p)
     if dirs.owned(p.run, "run"):
         shutil.rmtree(p.run, ignore_errors=True)
@@ -397,8 +394,7 @@ def _down(p: Paths, quiet: bool = False) -> list[str]:
 
 
 def _shared_names(p: Paths) -> dict[str, str] | None:
-    """The machine-wide names this state's `up` took (Paths.shared_names), or None: no `up` of
-    this state holds them (never up, or taken down already)."""
+    """The machine-wide names this state's `up` took (Paths.shared_names), or None (none held)."""
     try:
         record = json.loads(p.shared_names.read_text())
     except (OSError, ValueError):
