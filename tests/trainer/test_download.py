@@ -3,6 +3,7 @@ within RETRY_WINDOW_S, and the error is one line naming the URL and why."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import socket
@@ -126,6 +127,20 @@ def test_no_try_starts_after_the_retry_window():
     assert clock.now < 70  # about a minute, however many tries ATTEMPTS allows
 
 
+@contextlib.contextmanager
+def _serving(handler) -> Iterator[str]:
+    """An HTTP server of ``handler`` on loopback, in a thread, for the block; yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
 @pytest.fixture()
 def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
     """A server of tmp_path whose first GET answers 503; yields its URL and the statuses it sent."""
@@ -144,15 +159,8 @@ def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", sent
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    with _serving(functools.partial(Handler, directory=str(tmp_path))) as url:
+        yield url, sent
 
 
 def test_a_503_then_the_file_is_downloaded(tmp_path, flaky_server):
@@ -194,13 +202,8 @@ def cutting_server() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", sent
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    with _serving(Handler) as url:
+        yield url, sent
 
 
 @pytest.mark.parametrize("path", ["/sized", "/chunked"])
