@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 #: TensorFlow's switch for its oneDNN kernels ("1"/"true" on, "0"/"false" off).
 ONEDNN_SWITCH = "TF_ENABLE_ONEDNN_OPTS"
@@ -41,7 +41,7 @@ def prefer_onednn(environ: MutableMapping[str, str] | None = None, machine: str 
     return True
 
 
-def onednn_requested(environ: MutableMapping[str, str] | None = None) -> bool:
+def onednn_requested(environ: Mapping[str, str] | None = None) -> bool:
     """Whether TF_ENABLE_ONEDNN_OPTS asks for oneDNN ("1" or "true", any case)."""
     env = os.environ if environ is None else environ
     return env.get(ONEDNN_SWITCH, "").strip().lower() in ("1", "true")

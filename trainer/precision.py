@@ -58,7 +58,7 @@ def resolve(
         return precision
     env = os.environ if environ is None else environ
     capped = env.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ISAS_WITHOUT_BFLOAT16
-    if has_gpu or capped or not onednn_requested(dict(env)):
+    if has_gpu or capped or not onednn_requested(env):
         return FLOAT32
     native = NATIVE_BFLOAT16_FLAGS & (cpu_flags() if flags is None else flags)
     return MIXED_BFLOAT16 if native else FLOAT32
