@@ -20,7 +20,6 @@ import calendar
 import http.server
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.loopback_http import serving
 from tests.preview.engine import PulumiProject
 
 from .kube import REPO, Kube
@@ -71,15 +71,8 @@ class _NotFound(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def _not_found_server() -> Iterator[str]:
     """An HTTP server on BRIDGE_IP (a free port) that answers 404; yields its base URL; stopped on exit."""
-    server = http.server.ThreadingHTTPServer((BRIDGE_IP, 0), _NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{BRIDGE_IP}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=30)
+    with serving(_NotFound, host=BRIDGE_IP) as url:
+        yield url
 
 
 @contextmanager

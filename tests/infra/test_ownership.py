@@ -4,9 +4,8 @@ refusing before it registers anything, and the real kubernetes client against a 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import mock_engine as me
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from infra import ownership, stack_state
 from infra.cluster_objects import KubeconfigCluster, LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import LABEL_VALUE, STACK_LABEL, stack_mark
+from tests.loopback_http import serving
 
 MARK = "organization.tf-mnist.dev"
 OTHER = "organization.tf-mnist.other"
@@ -319,15 +319,8 @@ class _Api(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_Api) as url:
+        yield url
 
 
 def test_the_client_reads_metadata_only_with_the_kubeconfigs_token(api_server):

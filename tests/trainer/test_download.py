@@ -3,17 +3,16 @@ within RETRY_WINDOW_S, and the error is one line naming the URL and why."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.server
 import socket
-import threading
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.loopback_http import serving
 from trainer import download as dl
 from trainer.download import DownloadError, classify, download
 
@@ -127,20 +126,6 @@ def test_no_try_starts_after_the_retry_window():
     assert clock.now < 70  # about a minute, however many tries ATTEMPTS allows
 
 
-@contextlib.contextmanager
-def _serving(handler) -> Iterator[str]:
-    """An HTTP server of ``handler`` on loopback, in a thread, for the block; yields its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
 @pytest.fixture()
 def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
     """A server of tmp_path whose first GET answers 503; yields its URL and the statuses it sent."""
@@ -159,7 +144,7 @@ def flaky_server(tmp_path) -> Iterator[tuple[str, list[int]]]:
         def log_message(self, *args) -> None:
             pass
 
-    with _serving(functools.partial(Handler, directory=str(tmp_path))) as url:
+    with serving(functools.partial(Handler, directory=str(tmp_path))) as url:
         yield url, sent
 
 
@@ -202,7 +187,7 @@ def cutting_server() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args) -> None:
             pass
 
-    with _serving(Handler) as url:
+    with serving(Handler) as url:
         yield url, sent
 
 

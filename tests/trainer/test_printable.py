@@ -7,12 +7,12 @@ from __future__ import annotations
 import http.server
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from infra import run_monitor
+from tests.loopback_http import serving
 from trainer.contract.printable import printable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,20 +36,21 @@ def test_a_servers_reason_phrase_reaches_stages_error_line_as_text(tmp_path):
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/train-images-idx3-ubyte.gz"
+    with serving(Hostile) as base:
         proc = subprocess.run(
-            [sys.executable, "-m", "trainer.stage", "--dest", str(tmp_path / "data"), "--source", url],
+            [
+                sys.executable,
+                "-m",
+                "trainer.stage",
+                "--dest",
+                str(tmp_path / "data"),
+                "--source",
+                f"{base}/train-images-idx3-ubyte.gz",
+            ],
             cwd=REPO,
             capture_output=True,
             text=True,
         )
-    finally:
-        server.shutdown()
-        server.server_close()
     assert proc.returncode == 1, proc.stderr
     assert "\x1b" not in proc.stderr and "\x9b" not in proc.stderr and "\r" not in proc.stderr
     assert "HTTP 418 no\\x1b[2J\\x1b[H" in proc.stderr, proc.stderr
