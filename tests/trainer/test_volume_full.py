@@ -1,7 +1,7 @@
 """A full volume is a permanent error in every write of a run, not only its checkpoints
-(trainer/training/storage.py): staging, the first heartbeat, the export, result.json and the
-done marker each end the process with EXIT_VOLUME_FULL and one line naming the path, without
-a traceback.
+(trainer/training/storage.py): staging, the first heartbeat, the export, result.json, the
+done marker and the TensorBoard events each end the process with EXIT_VOLUME_FULL and one line
+naming the path, without a traceback.
 
 The volume is full for real: a tmpfs of a few KiB mounted where the write goes, inside a
 private mount namespace (``unshare -m``) that holds the process; the mounts go with the
@@ -190,3 +190,40 @@ def test_no_room_for_the_done_marker_exits_4_after_result_json(tmp_path):
     assert_one_error_line(stderr, log_dir, f"writing the done marker {cluster / 'done'}")
     assert left == ["heartbeat"]
     assert (log_dir / "result.json").is_file()
+
+
+@pytest.mark.slow
+def test_no_room_for_the_first_tensorboard_event_exits_4_before_training(tmp_path):
+    """The summary writer writes its file's first event when it is made."""
+    log_dir = tmp_path / "run"
+    train = log_dir / "train"
+    fill = f'head -c 4096 /dev/zero >"{train}/filler"'
+    rc, stdout, stderr, left = in_private_mounts(
+        tmp_path, f"{tmpfs(train, '4k')}\n{fill}", small_run_command(log_dir), train
+    )
+    assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
+    # TensorFlow's summary writer says it in its own words, naming its file
+    assert_one_error_line(
+        stderr, log_dir, f"writing TensorBoard events in {train}", reason=f"{train}/events.out.tfevents."
+    )
+    assert "Epoch" not in stdout
+    assert [name for name in left if name != "filler"][0].startswith("events.out.tfevents.")
+
+
+@pytest.mark.slow
+def test_no_room_for_tensorboard_events_mid_run_exits_4_like_a_checkpoint(tmp_path):
+    """train/ holds two pages, one taken: the events file gets the other, which one epoch's
+    events fit (about 2.8 KB with a Step scalar every batch), and the second epoch's overflow.
+    The run ends as a full volume while checkpointing does, not as a lost peer (exit 1)."""
+    log_dir = tmp_path / "run"
+    train = log_dir / "train"
+    fill = f'head -c 4096 /dev/zero >"{train}/filler"'
+    command = [*small_run_command(log_dir, 2), "--log_interval", "1"]
+    rc, stdout, stderr, _ = in_private_mounts(tmp_path, f"{tmpfs(train, '8k')}\n{fill}", command, train)
+    assert rc == EXIT_VOLUME_FULL, stderr[-3000:]
+    assert_one_error_line(
+        stderr, log_dir, f"writing TensorBoard events in {train}", reason=f"{train}/events.out.tfevents."
+    )
+    assert "No space left on device" in stderr and "lost a" not in stderr
+    assert "Epoch 1 of 2 done" in stdout and "Epoch 2 of 2 done" not in stdout
+    assert not (log_dir / "result.json").exists()

@@ -10,10 +10,8 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from trainer import data as data_mod
 from trainer.contract import progress
@@ -22,6 +20,7 @@ from trainer.profiling import TrainingProfile
 from trainer.training.checkpoints import TrainState
 from trainer.training.distribution import Distribution
 from trainer.training.evaluation import evaluate_with_cost, prepare_evaluation
+from trainer.training.events import EventWriters
 from trainer.training.liveness import SigtermFlag, Watchdog, peer_lost
 from trainer.training.pace import EpochPace
 from trainer.training.schedule import learning_rate_at
@@ -83,15 +82,8 @@ class TrainingLoop:
         #: Off unless TRAINER_PROFILE is set (trainer/profiling.py).
         self.profile = TrainingProfile(state.task_name, self.is_chief, steps_per_epoch)
         watchdog.kick()
-        #: The chief's event writers, one per TensorBoard run: subdirectory -> writer.
-        self.writers = (
-            {
-                subdir: tf.summary.create_file_writer(str(Path(args.log_dir) / subdir))
-                for subdir in progress.TENSORBOARD_SUBDIRS
-            }
-            if self.is_chief
-            else {}
-        )
+        #: The chief's event writers, one per TensorBoard run (none on other tasks).
+        self.events = EventWriters(args.log_dir, progress.TENSORBOARD_SUBDIRS if self.is_chief else ())
         #: The current epoch's chunks: (steps, a function giving (mean loss, correct)).
         self.pending: list[tuple[int, Callable[[], tuple[float, float]]]] = []
         #: The wall clock of the epochs and their Step lines, in seconds.
@@ -103,6 +95,8 @@ class TrainingLoop:
 
         Raises:
             PeerLost: TensorFlow failed to reach a ps or peer.
+            trainer.training.storage.VolumeFull: no space left on --log_dir's volume for a
+                checkpoint or the TensorBoard events.
         """
         outcome = Outcome()
         try:
@@ -169,6 +163,7 @@ class TrainingLoop:
                 if unreported:
                     self._report_interval(epoch, pace, *unreported)
                 path = self.state.save(epoch, batch)
+                self.events.flush()  # os._exit would drop the queued Step scalars
                 if self.is_chief:
                     print(
                         f"SIGTERM: saved checkpoint {path} at epoch {epoch + 1}, batch {batch}; exiting",
@@ -201,8 +196,7 @@ class TrainingLoop:
         step = epoch * self.steps_per_epoch + batch
         print(progress.step_line(step, epoch + 1, batch, self.steps_per_epoch, loss, avg_ms), flush=True)
         subdir, tag = progress.BATCH_COST
-        with self.writers[subdir].as_default(step=step):
-            write_scalar(tag, loss, progress.SERIES_DESCRIPTIONS["batch_cost"])
+        self.events.scalar(subdir, tag, loss, step, progress.SERIES_DESCRIPTIONS["batch_cost"])
 
     def _end_epoch(self, epoch: int, epoch_time: float, outcome: Outcome) -> None:
         """The epoch's results into ``outcome``, its checkpoint, and the chief's report."""
@@ -243,23 +237,7 @@ class TrainingLoop:
         }
         for key, value in epoch_values.items():
             subdir, tag = progress.EPOCH_SERIES[key]
-            with self.writers[subdir].as_default(step=epoch + 1):
-                write_scalar(tag, value, progress.SERIES_DESCRIPTIONS[key])
-        for writer in self.writers.values():
-            writer.flush()
+            self.events.scalar(subdir, tag, value, epoch + 1, progress.SERIES_DESCRIPTIONS[key])
+        self.events.flush()
         print(progress.epoch_line(epoch + 1, self.args.epochs, epoch_values, epoch_time, path), flush=True)
         return test_accuracy
-
-
-def write_scalar(name: str, value: float, description: str = "") -> None:
-    """Write a TensorBoard scalar with core TensorFlow only.
-
-    tf.summary.scalar needs the tensorboard package, which tensorflow 2.21 no longer
-    installs; this writes the same event (a float32 tensor tagged for the "scalars" plugin),
-    so the trainer image does not need TensorBoard.
-    """
-    metadata = summary_pb2.SummaryMetadata(
-        summary_description=description,
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-    )
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)

@@ -1,10 +1,12 @@
 """A full volume under --log_dir (or staging's --dest): a permanent error, not a lost peer.
 
 Every write of the run's files makes ENOSPC or EDQUOT a VolumeFull (``full_is_permanent``):
-the checkpoints (trainer/training/checkpoints.py), the export, result.json and the done
-marker (trainer/training/finish.py), the first heartbeat (trainer/training/run.py), a
-local run's lock file (trainer/log_dir_lock.py) and staging (trainer/stage.py). The process then ends with EXIT_VOLUME_FULL and one line naming
-the path, not a traceback and exit 1, which the Jobs would retry into BackoffLimitExceeded.
+the checkpoints (trainer/training/checkpoints.py), the TensorBoard events
+(trainer/training/events.py), the export, result.json and the done marker
+(trainer/training/finish.py), the first heartbeat (trainer/training/run.py), a local run's lock
+file (trainer/log_dir_lock.py) and staging (trainer/stage.py). The process then ends with
+EXIT_VOLUME_FULL and one line naming the path, not a traceback and exit 1, which the Jobs would
+retry into BackoffLimitExceeded.
 The chief's later heartbeats only warn: a beat is rewritten every few seconds and the next
 of the writes above decides.
 
