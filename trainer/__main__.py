@@ -89,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def train(args: argparse.Namespace, task: TaskConfig) -> int:
     """Run a training task (trainer.training.run); return its exit code, printing the
-    error of a permanent failure or a lost peer."""
+    error of a permanent failure, a lost peer or a checkpoint the volume would not deliver."""
     try:
         from trainer.data import DataError
+        from trainer.training.checkpoint_files import CheckpointIOError
         from trainer.training.liveness import PeerLost
         from trainer.training.run import run
     except ImportError as err:  # this Python lacks a package: no restart can cure that
@@ -108,7 +109,7 @@ def train(args: argparse.Namespace, task: TaskConfig) -> int:
     except VolumeFull as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_VOLUME_FULL
-    except PeerLost as err:
+    except (PeerLost, CheckpointIOError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_RETRY
     except ImportError as err:

@@ -1,75 +1,28 @@
 """A damaged newest checkpoint is skipped for the next older one that reads
 (trainer.training.checkpoints.TrainState.restore_latest): real checkpoints written by
-TrainState, then truncated, altered or removed on disk; and a --log_dir whose checkpoints are
-all damaged is a permanent error naming it."""
+TrainState, then truncated, altered or left without an index on disk; and a --log_dir whose
+checkpoints are all damaged is a permanent error naming it. A file that the volume fails to
+deliver is no damage (tests/trainer/test_checkpoint_io.py)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from trainer_test_helpers import small_run_command
+from trainer_test_helpers import checkpoint_args, checkpoint_state, small_run_command, write_two_checkpoints
 
-from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_BAD_FLAGS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _args(log_dir: Path) -> argparse.Namespace:
-    return argparse.Namespace(
-        **(
-            recipe.defaults()
-            | dict(
-                log_dir=str(log_dir),
-                learning_rate=0.01,
-                lr_schedule="constant",
-                optimizer="sgd",
-                epochs=3,
-                model="mlp",
-                dropout=0.0,
-            )
-        )
-    )
-
-
-def _state(log_dir: Path):
-    """A TrainState of the mlp (79,510 packed weights) with sgd, as trainer.training.run
-    builds one for a single process."""
-    import tensorflow as tf
-
-    from trainer.contract.cluster_spec import TaskConfig
-    from trainer.model import build_model
-    from trainer.packed import PackedWeights
-    from trainer.training.checkpoints import TrainState
-
-    args = _args(log_dir)
-    return TrainState(
-        tf.distribute.get_strategy(),
-        PackedWeights(build_model("mlp", 0.0)).initial_value(),
-        args,
-        30,
-        TaskConfig({}),
-        time.time(),
-        learning_rate=args.learning_rate,
-    )
-
-
 @pytest.fixture
 def two_checkpoints(tmp_path) -> tuple[Path, list[np.ndarray]]:
     """ckpt-1 at epoch 1 and ckpt-2 at epoch 2, with weights 1.0 and 2.0 everywhere."""
-    state = _state(tmp_path)
-    values = []
-    for epoch in (1, 2):
-        values.append(np.full(state.weights.shape, float(epoch), np.float32))
-        state.weights.assign(values[-1])
-        assert state.save(epoch, 0) == str(tmp_path / "checkpoints" / f"ckpt-{epoch}")
-    return tmp_path, values
+    return write_two_checkpoints(tmp_path)
 
 
 def _truncate(path: Path) -> None:
@@ -88,8 +41,7 @@ DAMAGES = {
     "altered data": (DATA, _flip_middle_byte, "Checksum does not match"),
     "truncated index": (INDEX, _truncate, "sstable"),
     "altered index": (INDEX, _flip_middle_byte, "checksum mismatch"),
-    "no data file": (DATA, Path.unlink, "No such file or directory"),
-    "no index": (INDEX, Path.unlink, "Failed to find any matching files"),
+    "no index": (INDEX, Path.unlink, "no ckpt-2.index beside its data files: a save or removal cut short"),
 }
 
 
@@ -98,9 +50,9 @@ def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(two_checkpoint
     log_dir, values = two_checkpoints
     name, spoil, says = DAMAGES[damage]
     spoil(log_dir / "checkpoints" / name)
-    state = _state(log_dir)
+    state = checkpoint_state(log_dir)
     newest, older = (str(log_dir / "checkpoints" / f"ckpt-{n}") for n in (2, 1))
-    assert state.restore_latest(_args(log_dir)) == older == state.latest
+    assert state.restore_latest(checkpoint_args(log_dir)) == older == state.latest
     assert state.resume_point() == (1, 0)
     np.testing.assert_array_equal(state.weights.numpy(), values[0])
     err = capsys.readouterr().err
@@ -111,8 +63,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(two_checkpoint
 
 def test_an_intact_newest_checkpoint_is_restored_without_a_warning(two_checkpoints, capsys):
     log_dir, values = two_checkpoints
-    state = _state(log_dir)
-    assert state.restore_latest(_args(log_dir)) == str(log_dir / "checkpoints" / "ckpt-2")
+    state = checkpoint_state(log_dir)
+    assert state.restore_latest(checkpoint_args(log_dir)) == str(log_dir / "checkpoints" / "ckpt-2")
     assert state.resume_point() == (2, 0)
     np.testing.assert_array_equal(state.weights.numpy(), values[1])
     assert "warning" not in capsys.readouterr().err
@@ -126,7 +78,7 @@ def test_every_checkpoint_damaged_is_a_permanent_error_naming_the_directory(two_
     _truncate(checkpoints / DATA)
     (checkpoints / "ckpt-1.index").unlink()
     with pytest.raises(CheckpointsUnreadable) as caught:
-        _state(log_dir).restore_latest(_args(log_dir))
+        checkpoint_state(log_dir).restore_latest(checkpoint_args(log_dir))
     message = str(caught.value)
     assert message.startswith(
         f"--log_dir {log_dir}: none of the 2 checkpoints in {checkpoints} "

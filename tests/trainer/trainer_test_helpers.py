@@ -1,17 +1,20 @@
-"""Builders of IDX files (good and deliberately broken) for the trainer tests, and the command
-of a small one-process run."""
+"""Builders of IDX files (good and deliberately broken) for the trainer tests, the command
+of a small one-process run, and real checkpoints written by TrainState."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import struct
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from trainer import data
+from trainer.contract import recipe
 from trainer.data import IMAGES_MAGIC, LABELS_MAGIC
 from trainer.flags import BUNDLED_DATA_DIR
 
@@ -75,3 +78,55 @@ def small_run_command(log_dir: Path, epochs: int = 1) -> list[str]:
         "--data_dir",
         str(BUNDLED_DATA_DIR),
     ]
+
+
+def checkpoint_args(log_dir: Path) -> argparse.Namespace:
+    """The flags of a run of the mlp with sgd at a constant rate, for ``checkpoint_state``."""
+    return argparse.Namespace(
+        **(
+            recipe.defaults()
+            | dict(
+                log_dir=str(log_dir),
+                learning_rate=0.01,
+                lr_schedule="constant",
+                optimizer="sgd",
+                epochs=3,
+                model="mlp",
+                dropout=0.0,
+            )
+        )
+    )
+
+
+def checkpoint_state(log_dir: Path):
+    """A TrainState of the mlp (79,510 packed weights) with sgd, as trainer.training.run
+    builds one for a single process."""
+    import tensorflow as tf
+
+    from trainer.contract.cluster_spec import TaskConfig
+    from trainer.model import build_model
+    from trainer.packed import PackedWeights
+    from trainer.training.checkpoints import TrainState
+
+    args = checkpoint_args(log_dir)
+    return TrainState(
+        tf.distribute.get_strategy(),
+        PackedWeights(build_model("mlp", 0.0)).initial_value(),
+        args,
+        30,
+        TaskConfig({}),
+        time.time(),
+        learning_rate=args.learning_rate,
+    )
+
+
+def write_two_checkpoints(log_dir: Path) -> tuple[Path, list[np.ndarray]]:
+    """ckpt-1 at epoch 1 and ckpt-2 at epoch 2 in ``log_dir``/checkpoints, with weights 1.0 and
+    2.0 everywhere; return ``log_dir`` and those weights."""
+    state = checkpoint_state(log_dir)
+    values = []
+    for epoch in (1, 2):
+        values.append(np.full(state.weights.shape, float(epoch), np.float32))
+        state.weights.assign(values[-1])
+        assert state.save(epoch, 0) == str(log_dir / "checkpoints" / f"ckpt-{epoch}")
+    return log_dir, values

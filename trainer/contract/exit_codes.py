@@ -1,11 +1,12 @@
 """Exit codes of ``python -m trainer`` (shared by the task and the local launcher).
 
-0 success; 1 lost peers or another failure worth a restart; 143 stopped by SIGTERM after
-saving a checkpoint. The permanent ones, which a restart cannot cure (the local launcher
-does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on them):
-2 bad flags or TF_CONFIG, a --log_dir whose checkpoints are all damaged, or a Python
-without the trainer's packages; 3 bad data; 4 the volume holding --log_dir is full; 5 a ps
-or worker whose chief ended with one of these (it left a ``failed`` marker,
+0 success; 1 lost peers, a checkpoint the volume failed to deliver through every try
+(trainer/training/checkpoint_files.py), or another failure worth a restart; 143 stopped by
+SIGTERM after saving a checkpoint. The permanent ones, which a restart cannot cure (the local
+launcher does not retry them, and the Kubernetes Jobs' podFailurePolicy fails the Job on them):
+2 bad flags or TF_CONFIG, a --log_dir whose checkpoints are all damaged (bad bytes), or a
+Python without the trainer's packages; 3 bad data; 4 the volume holding --log_dir is full; 5 a
+ps or worker whose chief ended with one of these (it left a ``failed`` marker,
 trainer/servers.py), so that every task of the run ends at once.
 
 ``python -m trainer.stage`` (the staging Job, which fails on its first failed pod) exits 0, 1

@@ -21,8 +21,9 @@ can add up to one function's steps (``--steps_per_execution``, cut at ``--log_in
 
 The parts, in the order ``run.run`` uses them: ``distribution`` (the strategy), ``schedule``
 (the optimizer and its learning rate), ``checkpoints`` (the run's variables, save and
-restore, and refusing another model's checkpoints), ``loop`` (the epochs, the Step and Epoch
-lines, TensorBoard) over ``steps`` (the traced steps on the cluster, minimising ``loss``'s
+restore, and refusing another model's checkpoints) with ``checkpoint_files`` (damaged bytes
+told from a volume that failed a read), ``loop`` (the epochs, the Step and Epoch lines) with
+``events`` (its TensorBoard events, under the full-volume rule of ``storage``) over ``steps`` (the traced steps on the cluster, minimising ``loss``'s
 objective), ``evaluation`` (test accuracy and cost), ``liveness`` (SIGTERM, lost peers, the watchdog), ``export`` (the model to
 serve: SavedModel and .keras) and ``finish`` (the export, the result, the done marker, what
 is kept until exit). The modules that use TensorFlow import it

@@ -1,6 +1,7 @@
 """The run's state and its checkpoints: the variables a checkpoint holds, where each task
-saves, restoring the newest one that can be read (an older one when the newest is damaged),
-and refusing a checkpoint that another model or optimizer layout wrote."""
+saves, restoring the newest one that can be read (an older one when the newest is damaged:
+trainer/training/checkpoint_files.py tells damage from a volume that failed a read), and
+refusing a checkpoint that another model or optimizer layout wrote."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import keras
@@ -20,6 +22,7 @@ from trainer.contract.cluster_spec import TaskConfig
 from trainer.flags import LR_SCHEDULES, MODELS, OPTIMIZERS, FlagError
 from trainer.model import build_model
 from trainer.packed import PackedWeights
+from trainer.training.checkpoint_files import CheckpointIOError, first_line, verdict
 from trainer.training.schedule import make_optimizer
 from trainer.training.storage import is_no_space, volume_full
 
@@ -29,36 +32,12 @@ MAX_TO_KEEP = 3
 #: A checkpoint's files as tf.train.CheckpointManager names them: ckpt-<N>.index and
 #: ckpt-<N>.data-<shard>-of-<shards>.
 CHECKPOINT_FILE = re.compile(r"(ckpt-(\d+))\.(?:index|data-\d+-of-\d+)")
-#: What TensorFlow 2.21's checkpoint reader says of damaged or incomplete files (it reports
-#: them all as UNKNOWN, so the text is what tells them from a failing volume): a truncated
-#: data file ("Read less bytes than requested"), a changed byte in the data ("Checksum does
-#: not match") or in the index ("block checksum mismatch"), a truncated or empty index ("not
-#: an sstable", "too short to be an sstable"), a missing data file ("No such file or
-#: directory") or index ("Failed to find any matching files").
-DAMAGED = (
-    "Read less bytes than requested",
-    "Checksum does not match",
-    "checksum mismatch",
-    "sstable",
-    "No such file or directory",
-    "Failed to find any matching files",
-    "Data loss",
-    "corrupt",
-)
 
 
 class CheckpointsUnreadable(FlagError):
-    """Every checkpoint in ``<log_dir>/checkpoints`` is damaged: no restart can read them, so
-    the task ends with the bad-flags code (a --log_dir that cannot be resumed)."""
-
-
-def damage(err: BaseException) -> str | None:
-    """The first line of ``err`` when it says a checkpoint's files are damaged (DAMAGED),
-    else None (another failure, e.g. of the volume, which a restart may cure)."""
-    text = str(err).strip()
-    if not isinstance(err, tf.errors.DataLossError) and not any(d in text for d in DAMAGED):
-        return None
-    return text.splitlines()[0] if text else type(err).__name__
+    """Every checkpoint in ``<log_dir>/checkpoints`` is damaged or unfinished (their bytes, as
+    checkpoint_files.verdict judges them): no restart can read them, so the task ends with the
+    bad-flags code (a --log_dir that cannot be resumed)."""
 
 
 def checkpoint_candidates(directory: Path) -> list[str]:
@@ -71,25 +50,6 @@ def checkpoint_candidates(directory: Path) -> list[str]:
         if match:
             found[int(match[2])] = str(directory / match[1])
     return [found[n] for n in sorted(found, reverse=True)]
-
-
-def unreadable(path: str) -> str | None:
-    """Why checkpoint ``path`` cannot be read (``damage``), or None once every tensor of it
-    has been read back whole: the reader checks each tensor's CRC32C against the index.
-
-    Raises:
-        tf.errors.OpError: a failure that does not say the files are damaged.
-    """
-    try:
-        reader = tf.train.load_checkpoint(path)
-        for key in reader.get_variable_to_shape_map():
-            reader.get_tensor(key)
-    except (tf.errors.OpError, IndexError, ValueError) as err:  # IndexError: out of range
-        reason = damage(err)
-        if reason is None:
-            raise
-        return reason
-    return None
 
 
 class TrainState:
@@ -154,41 +114,36 @@ class TrainState:
         self.earlier_s = 0.0
         self.latest: str | None = None
 
-    def restore_latest(self, args: argparse.Namespace) -> str | None:
+    def restore_latest(
+        self, args: argparse.Namespace, pause: Callable[[float], None] = time.sleep
+    ) -> str | None:
         """Restore the run's newest checkpoint that can be read, once
         ``check_checkpoint_matches`` has found it written by this model and optimizer layout;
         return its path, or None when there is none (a new run).
 
-        A damaged checkpoint (``unreadable``, or a restore that fails with ``damage``) is
-        skipped with a warning on stderr naming it and why, and the next older one tried:
-        the run repeats the epochs since, instead of failing on every restart.
+        A damaged or unfinished checkpoint (checkpoint_files.verdict: its bytes are bad, or it
+        has no index) is skipped with a warning on stderr naming it and why, and the next
+        older one tried: the run repeats the epochs since, instead of failing on every
+        restart. A read that the volume fails is retried (``pause`` between tries, each
+        warned about), never taken for damage.
 
         Raises:
             FlagError: the checkpoint was written by another model or optimizer layout.
             CheckpointsUnreadable: there are checkpoints and every one is damaged.
-            tf.errors.OpError: a read failed for another reason (a restart may cure it).
+            CheckpointIOError: the volume did not deliver a checkpoint's files through every
+                try (a restart may cure it).
         """
         skipped: list[str] = []
         for path in checkpoint_candidates(self.dir):
-            reason = unreadable(path)
+            reason = verdict(path, pause=pause, warn=self._warn)
             if reason is None:
                 # Not before the strategy: Keras variables made first would stop
                 # MultiWorkerMirroredStrategy configuring its collectives at startup.
                 check_checkpoint_matches(path, args, self.weights, self.optimizer)
-                try:
-                    self.checkpoint.restore(path).expect_partial()
-                except (tf.errors.OpError, IndexError) as err:
-                    reason = damage(err)
-                    if reason is None:
-                        raise
+                reason = self._restore(path, pause)
             if reason is not None:
                 skipped.append(f"{path}: {reason}")
-                print(
-                    f"warning: {self.task_name}: checkpoint {path} cannot be read ({reason}); "
-                    "skipped: trying the next older one",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                self._warn(f"checkpoint {path} cannot be read ({reason}); skipped: trying the next older one")
                 continue
             self.latest = path
             if args.lr_schedule == "constant":
@@ -204,6 +159,32 @@ class TrainState:
                 "train this run again from epoch 1, or use a new --log_dir"
             )
         return None
+
+    def _restore(self, path: str, pause: Callable[[float], None]) -> str | None:
+        """Restore checkpoint ``path``, whose files read whole a moment ago; None once
+        restored, else why it is damaged (its files judged again after a failed restore).
+
+        Raises:
+            CheckpointIOError: its files fail to read through every try, or they read whole
+                and the restore failed again (under ParameterServerStrategy, e.g. a ps lost).
+        """
+        for attempt in range(2):
+            try:
+                self.checkpoint.restore(path).expect_partial()
+                return None
+            except (tf.errors.OpError, IndexError) as err:
+                failed = first_line(err)
+            if attempt == 0:
+                reason = verdict(path, pause=pause, warn=self._warn)
+                if reason is not None:
+                    return reason
+        raise CheckpointIOError(
+            f"checkpoint {path} reads whole but restoring it failed twice ({failed}); exiting so "
+            "the task is restarted and restores it again"
+        )
+
+    def _warn(self, text: str) -> None:
+        print(f"warning: {self.task_name}: {text}", file=sys.stderr, flush=True)
 
     def resume_point(self) -> tuple[int, int]:
         """(completed epochs, completed batches of the next epoch), and from now on the
