@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from infra import ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
-from infra.components import network_policy, pods, staging, storage, tensorboard, training
+from infra.components import chief_await, network_policy, pods, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
@@ -54,14 +54,17 @@ def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
             stack=settings.stack,
             dry_run=pulumi.runtime.is_dry_run(),
         )
-    outputs = build(settings)
+    # Before anything is registered: what the state says of the Jobs before this run.
+    failed_before = chief_await.failed_before() if settings.training.wait_for_chief else frozenset()
+    outputs = build(settings, failed_before)
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs
 
 
-def build(settings: Settings) -> dict[str, Any]:
-    """Register the cluster to deploy into (``deploy_target``) and the Kubernetes layer.
+def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Register the cluster to deploy into (``deploy_target``) and the Kubernetes layer;
+    ``failed_before``: TrainingJobArgs.failed_before.
 
     Returns:
         The stack outputs by name.
@@ -85,7 +88,7 @@ def build(settings: Settings) -> dict[str, Any]:
     )
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
     pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
-    training = _training_job(settings, namespace, volume, pods_after, k8s_opts)
+    training = _training_job(settings, namespace, volume, pods_after, k8s_opts, failed_before)
     monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts)
     tensorboard = _tensorboard(settings, namespace, volume, pods_after, k8s_opts)
     return {
@@ -119,6 +122,7 @@ def _training_job(
     volume: SharedVolume,
     pods_after: Sequence[pulumi.Resource],
     k8s_opts: pulumi.ResourceOptions,
+    failed_before: frozenset[str],
 ) -> TrainingJob:
     """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
     prefix, registry = settings.name_prefix, settings.registry
@@ -139,6 +143,7 @@ def _training_job(
             data_source_secret="data.source" in settings.secret_keys,
             volume_hint=_volume_hint(settings),
             after=[*pods_after, volume.pvc],
+            failed_before=failed_before,
         ),
         opts=k8s_opts,
     )

@@ -13,7 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components import checker_suppressions as suppress
-from infra.components import pods, staging
+from infra.components import chief_await, pods, staging
 from infra.components.labels import recommended_labels, task_selector
 from infra.components.task_jobs import (
     CONTAINER_NAME,
@@ -105,6 +105,9 @@ class TrainingJobArgs:
         volume_hint: where the volume lives and how to make it writable, which the staging
             Job's error ends with (``storage.unwritable_hint``).
         after: resources the staging Job waits for (the node pools, the claim, the pull Secret).
+        failed_before: uids of the Jobs that this stack's state recorded as failed before the
+            program ran (chief_await.failed_before; read with job.waitForChief only): a chief's
+            Job among them fails no `pulumi up` again.
     """
 
     training: TrainingSettings
@@ -121,6 +124,7 @@ class TrainingJobArgs:
     data_source_secret: bool = False
     volume_hint: str = ""
     after: Sequence[pulumi.Resource] = ()
+    failed_before: frozenset[str] = frozenset()
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -136,8 +140,9 @@ class TrainingJob(pulumi.ComponentResource):
         ``<prefix>-<task_type>-<index>``.
 
     Task Jobs are ready for Pulumi once created (TASK_JOB_AWAIT): the chief trains for
-    hours, which `pulumi up` must not block on; with job.waitForChief the chief's Job is
-    awaited for job.waitTimeoutMinutes instead.
+    hours, which `pulumi up` must not block on. With job.waitForChief the chief's Job is
+    awaited until it ends, at most job.waitTimeoutMinutes, and `pulumi up` fails with its
+    reason when it failed (chief_await.py says why not by Pulumi's own Job await).
 
     A failed task pod is replaced, not restarted in place (restartPolicy Never, which a
     podFailurePolicy needs; see ``pod_failure_policy``). The replacement has the same labels,
@@ -332,8 +337,12 @@ class TrainingJob(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         waits = task_type == "chief" and training.wait_for_chief
-        annotations = {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60)} if waits else TASK_JOB_AWAIT
-        k8s.batch.v1.Job(
+        annotations = (
+            {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60), WAIT_FOR: chief_await.WAIT_FOR_END}
+            if waits
+            else TASK_JOB_AWAIT
+        )
+        job = k8s.batch.v1.Job(
             name,
             metadata=self._metadata(
                 name,
@@ -355,6 +364,15 @@ class TrainingJob(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
         )
+        if waits:
+            args = self._args
+            chief_await.check(
+                job,
+                name=name,
+                namespace=args.namespace_name,
+                log_dir=args.log_dir,
+                failed_before=args.failed_before,
+            )
         return name
 
     def _metadata(
