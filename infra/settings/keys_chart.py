@@ -213,8 +213,9 @@ CHART_KEYS: tuple[Key, ...] = (
         "Where the staging Job gets MNIST: URL of mnist.npz or of a directory of the four IDX files, a "
         "directory on the volume (under mountPath) or in the image, or a list of the files' URLs "
         "(checksums verified); a new source stages into a new directory and starts a new run (a presigned URL "
-        "signed again is the same source); a URL with credentials (user info, a presigned URL's signature) "
-        "must be set with --secret; default: the 10,000-digit sample in the trainer image.",
+        "signed again is the same source); a URL with more than scheme, host, port and path (user info, a query "
+        "such as a presigned URL's signature or a token, a fragment) must be set with --secret; default: the "
+        "10,000-digit sample in the trainer image.",
         fix="https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
     ),
     # 600 s: a node's start and a first pull of the CPU trainer image; at most the whole staging's

@@ -132,12 +132,16 @@ def password_not_secret(key: str, form: str | None) -> str:
     )
 
 
-def source_credentials_not_secret(key: str, what: str, form: str | None) -> str:
-    """The violation of a data source URL with credentials set without ``--secret`` (its value
-    is not shown: ``what`` names the credential, e.g. "the query parameter 'Signature'")."""
+def source_not_plain(key: str, shown_value: str, what: str, form: str | None) -> str:
+    """The violation of a data source URL that holds more than scheme, host, port and path, set
+    without ``--secret`` (infra/settings/url_credentials.py). ``shown_value`` is the value with
+    those parts hidden; ``what`` names the first, e.g. "a query string (?...)"."""
     path = "--path " if form == PATH else ""
     return (
-        f"Configuration '{PROJECT}:{key}' holds a credential ({what}) but is not a secret: the stack file, "
-        "the staging Job and the state would hold it in plain text.\n"
+        f"Configuration '{PROJECT}:{key}' value '{shown_value}' is not a secret but holds {what}: a "
+        f"{key} in plain text is an http(s) URL of scheme, host, port and path only, since user info, a "
+        "query or a fragment carries a credential whenever the server asks for one (a presigned URL's "
+        "signature, an Azure SAS sig, a token), which the stack file, the staging Job's command and the "
+        "state would hold in plain text.\n"
         f"    fix: pulumi config set --secret {path}{key} <the same value>"
     )

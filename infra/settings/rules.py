@@ -8,6 +8,7 @@ report a second violation about a key whose own value was already refused.
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Callable
 
 from infra.settings.cloud_rules import CLOUD_RULES
@@ -15,10 +16,10 @@ from infra.settings.derive import Resolved, creates_namespace
 from infra.settings.key_values import PROJECT
 from infra.settings.keys import VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
-from infra.settings.messages import password_not_secret, source_credentials_not_secret
+from infra.settings.messages import password_not_secret, source_not_plain
 from infra.settings.parsers import image_host, source_list
 from infra.settings.read import Reading
-from infra.settings.url_credentials import credentials_in
+from infra.settings.url_credentials import not_plain, redacted
 from trainer.contract import cluster_spec as cs
 
 #: Namespaces every cluster has: the stack must never create (and on destroy delete) them.
@@ -263,12 +264,19 @@ def tensorboard(r: Reading, _: Resolved) -> None:
 
 
 def data_source_credentials(r: Reading, _: Resolved) -> None:
-    """A data.source URL with credentials (user info, a presigned URL's signature: see
-    url_credentials) is set with ``--secret``; the stack then hands it to staging through a
-    Kubernetes Secret (infra/components/staging.py)."""
-    found = [what for what in map(credentials_in, source_list(r.values["data.source"])) if what is not None]
+    """A data.source URL with more than scheme, host, port and path (user info, a query, a
+    fragment: see url_credentials) is set with ``--secret``; the stack then hands it to staging
+    through a Kubernetes Secret (infra/components/staging.py). The message hides those parts."""
+    sources = source_list(r.values["data.source"])
+    found = [what for what in map(not_plain, sources) if what is not None]
     if found and "data.source" not in r.secrets:
-        r.problems.append(source_credentials_not_secret("data.source", found[0], r.forms["data.source"]))
+        value = r.values["data.source"]
+        hidden = (
+            redacted(value)
+            if isinstance(value, str)
+            else json.dumps([redacted(s) for s in sources], separators=(",", ":"))
+        )
+        r.problems.append(source_not_plain("data.source", hidden, found[0], r.forms["data.source"]))
 
 
 def task_names(r: Reading, d: Resolved) -> None:

@@ -37,6 +37,16 @@ LOAD_BALANCER_IP = "203.0.113.10"
 CLUSTER_SERVER = "https://192.0.2.10:6443"
 
 
+class SecretConfig(str):
+    """A config value set with ``pulumi config set --secret`` (``secret``): ``run_program`` names
+    its key among the secret keys, wherever the dict that holds it was merged into."""
+
+
+def secret(value: str) -> SecretConfig:
+    """``value`` as ``pulumi config set --secret`` sets it (kubeconfig content must be)."""
+    return SecretConfig(value)
+
+
 def kubeconfig_content(
     server: str = CLUSTER_SERVER, token: str = "token-1", ca: str = "Q0EtMQ==", cluster_name: str = "existing"
 ) -> str:
@@ -250,7 +260,8 @@ def run_program(
             passes them (objects as JSON strings).
         preview: run as a preview: resources get no ids and no computed outputs.
         secret_keys: config keys set with ``--secret`` (the CLI names the flat key, or the
-            top-level key of a structured value that holds a secret).
+            top-level key of a structured value that holds a secret), besides those whose value
+            is a ``secret(...)``.
         creation: which creation of the objects this run models: another value gives every
             Kubernetes object another uid, as a destroy and up does (``mock_uid``).
         cluster: what the ownership check finds in an existing cluster (kubeconfig mode);
@@ -267,7 +278,9 @@ def run_program(
     run = Run(state=dict(state or {}))
     mocks = _Mocks(run, preview, creation, unreadable_state, unreadable_reads)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
-    pulumi.runtime.set_all_config(dict(config), list(secret_keys))
+    marked = [key for key, value in config.items() if isinstance(value, SecretConfig)]
+    plain = {k: str(v) if isinstance(v, SecretConfig) else v for k, v in config.items()}
+    pulumi.runtime.set_all_config(plain, [*secret_keys, *marked])
 
     from infra import program, settings
 
