@@ -99,7 +99,8 @@ CLOUD_KEYS: tuple[Key, ...] = (
         "kubeconfig",
         None,
         optional_string,
-        "Skip the cloud layer and deploy into the cluster of this kubeconfig (path or content).",
+        "Skip the cloud layer and deploy into the cluster of this kubeconfig: the file's path, or its content "
+        "set with --secret (it holds the cluster's credentials).",
         fix="~/.kube/config",
     ),
     Key(

@@ -145,3 +145,14 @@ def source_not_plain(key: str, shown_value: str, what: str, form: str | None) ->
         "state would hold in plain text.\n"
         f"    fix: pulumi config set --secret {path}{key} <the same value>"
     )
+
+
+def kubeconfig_not_secret(key: str, lines: int) -> str:
+    """The violation of kubeconfig content set without ``--secret`` (shown by its size only)."""
+    return (
+        f"Configuration '{PROJECT}:{key}' value '<kubeconfig content, {lines} lines>' is not a secret: "
+        "kubeconfig content holds the cluster's credentials (a token, a client key or password), which "
+        "the stack file (Pulumi.<stack>.yaml) would hold in plain text; set the content with --secret, or "
+        "set the path of the file instead (a path is read at every operation and stored as the path).\n"
+        f"    fix: pulumi config set --secret {key} < ~/.kube/config, or pulumi config set {key} ~/.kube/config"
+    )

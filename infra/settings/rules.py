@@ -16,7 +16,7 @@ from infra.settings.derive import Resolved, creates_namespace
 from infra.settings.key_values import PROJECT
 from infra.settings.keys import VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
-from infra.settings.messages import password_not_secret, source_not_plain
+from infra.settings.messages import kubeconfig_not_secret, password_not_secret, source_not_plain
 from infra.settings.parsers import image_host, source_list
 from infra.settings.read import Reading
 from infra.settings.url_credentials import not_plain, redacted
@@ -279,6 +279,14 @@ def data_source_credentials(r: Reading, _: Resolved) -> None:
         r.problems.append(source_not_plain("data.source", hidden, found[0], r.forms["data.source"]))
 
 
+def kubeconfig_secret(r: Reading, _: Resolved) -> None:
+    """kubeconfig content (not a path) is set with ``--secret``: it holds the cluster's
+    credentials, as registryCredentials.password holds the registry's."""
+    kubeconfig = r.values["kubeconfig"]
+    if kubeconfig is not None and not is_kubeconfig_path(kubeconfig) and "kubeconfig" not in r.secrets:
+        r.problems.append(kubeconfig_not_secret("kubeconfig", len(kubeconfig.splitlines())))
+
+
 def task_names(r: Reading, d: Resolved) -> None:
     """The longest object name must still be a DNS label: checked through the shared module."""
     try:
@@ -297,6 +305,7 @@ RULES: tuple[Rule, ...] = (
     cidrs,
     registry_credentials,
     data_source_credentials,
+    kubeconfig_secret,
     cluster_identity,
     tensorboard,
     task_names,

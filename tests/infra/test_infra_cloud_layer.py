@@ -12,7 +12,10 @@ MOUNT = "alicloud:nas/mountTarget:MountTarget"
 PV = "kubernetes:core/v1:PersistentVolume"
 AUTOSCALER = "alicloud:cs/autoscalingConfig:AutoscalingConfig"
 DOMAIN = "0f1e2d3c4b-xyz89.cn-hangzhou.nas.aliyuncs.com"
-EXISTING = {"tf-mnist:kubeconfig": me.kubeconfig_content(), "tf-mnist:nas.mountTargetDomain": DOMAIN}
+EXISTING = {
+    "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
+    "tf-mnist:nas.mountTargetDomain": DOMAIN,
+}
 
 
 def _errors(run: me.Run) -> str:

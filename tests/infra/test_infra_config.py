@@ -378,7 +378,7 @@ def test_worker_gpus_are_not_checked_against_a_pool_the_stack_does_not_create(de
         {
             **dev_config,
             "tf-mnist:worker.gpuCount": "4",
-            "tf-mnist:kubeconfig": me.kubeconfig_content(),
+            "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
             "tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
         }
     )

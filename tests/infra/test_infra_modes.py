@@ -59,7 +59,7 @@ CONFIGS = {
     },
     # On an existing cluster: NFS, an allowlist, an existing pull Secret.
     "existing-nfs": {
-        "kubeconfig": me.kubeconfig_content(),
+        "kubeconfig": me.secret(me.kubeconfig_content()),
         "persistence.volume.type": "nfs",
         "nfs.server": "10.0.0.5",
         "nfs.path": "/exports/tf-mnist",
@@ -68,7 +68,7 @@ CONFIGS = {
         "tensorboard.allowedSourceRanges": '["203.0.113.0/24"]',
     },
     "existing-hostPath": {
-        "kubeconfig": me.kubeconfig_content(),
+        "kubeconfig": me.secret(me.kubeconfig_content()),
         "persistence.volume.type": "hostPath",
         "tensorboard.serviceType": "NodePort",
     },
@@ -257,7 +257,7 @@ def test_kubeconfig_mode_creates_no_cloud_resources(dev_config):
     run = me.run_program(
         _set(
             dev_config,
-            kubeconfig=me.kubeconfig_content(),
+            kubeconfig=me.secret(me.kubeconfig_content()),
             nas__mountTargetDomain="abc.cn-hangzhou.nas.aliyuncs.com",
         )
     )
@@ -349,7 +349,7 @@ def test_follow_log_commands_keep_a_secret_kubeconfig_path_secret(dev_config):
 
 def test_follow_log_commands_with_kubeconfig_content(dev_config):
     run = me.run_program(
-        {**dev_config, **KUBECONFIG_PATH_MODE, "tf-mnist:kubeconfig": me.kubeconfig_content()}
+        {**dev_config, **KUBECONFIG_PATH_MODE, "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content())}
     )
     assert run.outputs["followChiefLog"] == [
         "pulumi stack output kubeconfig --show-secrets > tf-mnist-kubeconfig.yaml",

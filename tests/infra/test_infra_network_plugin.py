@@ -323,7 +323,7 @@ def test_network_plugin_keys_are_refused_with_kubeconfig(dev_config):
     run = me.run_program(
         {
             **dev_config,
-            "tf-mnist:kubeconfig": me.kubeconfig_content(),
+            "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
             "tf-mnist:nas.mountTargetDomain": "0f1e2d3c4b-xyz89.cn-hangzhou.nas.aliyuncs.com",
             **TERWAY,
         }

@@ -17,7 +17,7 @@ CONFIGS = {
     "dev": {},
     "gpu-chief": {"ps.number": "0"},
     "existing-hostPath": {
-        "kubeconfig": me.kubeconfig_content(),
+        "kubeconfig": me.secret(me.kubeconfig_content()),
         "persistence.volume.type": "hostPath",
         "worker.gpuCount": "0",
         "createNamespace": "true",

@@ -13,7 +13,7 @@ PV = "kubernetes:core/v1:PersistentVolume"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 #: An existing cluster (kubeconfig mode), where nfs and hostPath are allowed.
-EXISTING = {"tf-mnist:kubeconfig": me.kubeconfig_content()}
+EXISTING = {"tf-mnist:kubeconfig": me.secret(me.kubeconfig_content())}
 DOMAIN = {"tf-mnist:nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com"}
 NFS = {
     **EXISTING,

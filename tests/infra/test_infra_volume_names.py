@@ -21,7 +21,7 @@ DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 KUBERNETES_VERSION = "1.33.0"  # as tests/infra/test_infra_modes.py
 #: An existing cluster with an NFS server: every source field is plain config.
 NFS = {
-    "tf-mnist:kubeconfig": me.kubeconfig_content(),
+    "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
     "tf-mnist:persistence.volume.type": "nfs",
     "tf-mnist:nfs.server": "10.0.0.5",
     "tf-mnist:nfs.path": "/exports/tf-mnist",

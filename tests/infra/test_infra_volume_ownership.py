@@ -20,13 +20,13 @@ JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 HOST_PATH = {
-    "tf-mnist:kubeconfig": me.kubeconfig_content(),
+    "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
     "tf-mnist:persistence.volume.type": "hostPath",
     "tf-mnist:hostPath.path": "/srv/tf-mnist",
     "tf-mnist:worker.gpuCount": "0",
 }
 NFS = {
-    "tf-mnist:kubeconfig": me.kubeconfig_content(),
+    "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
     "tf-mnist:persistence.volume.type": "nfs",
     "tf-mnist:nfs.server": "10.0.0.5",
     "tf-mnist:nfs.path": "/exports/tf-mnist",

@@ -149,7 +149,7 @@ def test_object_paths(ref, path):
 def _kubeconfig_mode(config: dict, **flat: str) -> dict:
     return {
         **config,
-        "tf-mnist:kubeconfig": me.kubeconfig_content(),
+        "tf-mnist:kubeconfig": me.secret(me.kubeconfig_content()),
         "tf-mnist:nas.mountTargetDomain": DOMAIN,
         **{f"tf-mnist:{k.replace('__', '.')}": v for k, v in flat.items()},
     }
