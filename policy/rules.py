@@ -15,7 +15,6 @@ of the stack carries (infra/components/tags.py).
 from __future__ import annotations
 
 import importlib
-import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -24,6 +23,7 @@ from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
 from infra.settings.key_values import MAX_PS, MAX_WORKERS
+from infra.settings.source_ranges import too_wide
 
 SERVICE = "kubernetes:core/v1:Service"
 NODE_POOL = "alicloud:cs/nodePool:NodePool"
@@ -98,7 +98,10 @@ def tensorboard_source_ranges(name: str, props: Mapping[str, Any]) -> list[str]:
     Applies to a Service whose labels (``app.kubernetes.io/component``) or name say TensorBoard.
     A NodePort is refused (every node serves it and it takes no source ranges); an internet
     LoadBalancer (anything but ACK's ``intranet`` address type) needs
-    ``spec.loadBalancerSourceRanges``, none of them a /0 (0.0.0.0/0, ::/0). ClusterIP passes.
+    ``spec.loadBalancerSourceRanges``; and the ranges of any LoadBalancer, intranet too, must not
+    admit the internet: together at most a /8 of public IPv4 and a /32 of public IPv6 addresses
+    (infra/settings/source_ranges.py, the rule the settings apply), so neither ``0.0.0.0/0`` nor
+    ``0.0.0.0/1`` with ``128.0.0.0/1`` passes. ClusterIP passes.
     """
     labels = _get(props, "metadata", "labels") or {}
     if labels.get("app.kubernetes.io/component") != "tensorboard" and "tensorboard" not in (
@@ -115,30 +118,22 @@ def tensorboard_source_ranges(name: str, props: Mapping[str, Any]) -> list[str]:
             f"Service {service}: type NodePort publishes TensorBoard on every node's address and takes no "
             f"source ranges; rule: TensorBoard is exposed only with source ranges.\n    {private}"
         ]
+    ranges = [str(r) for r in _get(props, "spec", "loadBalancerSourceRanges") or []]
+    ranged = "fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
+    why = too_wide(ranges)
+    if why is not None:
+        return [
+            f"Service {service}: loadBalancerSourceRanges {ranges} {why}; rule: TensorBoard's source ranges "
+            f"name networks, not the internet.\n    {ranged} (and remove the wide ranges)\n    or {private}"
+        ]
     if (_get(props, "metadata", "annotations") or {}).get(ADDRESS_TYPE_ANNOTATION) == "intranet":
         return []
-    ranges = list(_get(props, "spec", "loadBalancerSourceRanges") or [])
-    ranged = "fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
     if not ranges:
         return [
             f"Service {service}: an internet LoadBalancer with no loadBalancerSourceRanges lets anyone reach "
             f"TensorBoard; rule: TensorBoard is exposed only with source ranges.\n    {ranged}\n    or {private}"
         ]
-    everyone = [r for r in ranges if _is_everyone(r)]
-    if everyone:
-        return [
-            f"Service {service}: loadBalancerSourceRanges {everyone[0]!r} admits every address; rule: "
-            f"TensorBoard's source ranges exclude 0.0.0.0/0 and ::/0.\n    {ranged}"
-        ]
     return []
-
-
-def _is_everyone(cidr: Any) -> bool:
-    """A /0 range (0.0.0.0/0, ::/0, or written as 1.2.3.4/0)."""
-    try:
-        return ipaddress.ip_network(str(cidr), strict=False).prefixlen == 0
-    except ValueError:
-        return False
 
 
 def is_gpu_instance_type(instance_type: str) -> bool:

@@ -191,8 +191,9 @@ class TensorBoard(pulumi.ComponentResource):
             annotations[LB_ANNOTATION + "acl-status"] = "on"
             annotations[LB_ANNOTATION + "acl-id"] = acl.id
             annotations[LB_ANNOTATION + "acl-type"] = "white"
-        # An internet load balancer without source ranges is refused by the settings
-        # (infra/settings/rules.py tensorboard).
+        # The settings refuse a load balancer that may face the internet (internet, or any with
+        # kubeconfig, where ACK's address-type annotation may mean nothing) without source
+        # ranges, and ranges that admit the internet (infra/settings/rules.py tensorboard).
         return annotations
 
 

@@ -148,13 +148,14 @@ CHART_KEYS: tuple[Key, ...] = (
         "ClusterIP",
         one_of(SERVICE_TYPES),
         "TensorBoard Service type: ClusterIP (private; kubectl port-forward), NodePort or LoadBalancer "
-        "(an internet one needs tensorboard.allowedSourceRanges).",
+        "(an internet one, and with kubeconfig any one, needs tensorboard.allowedSourceRanges).",
     ),
     Key(
         "tensorboard.addressType",
         "internet",
         one_of(ADDRESS_TYPES),
-        "ACK load balancer address type (internet or intranet).",
+        "ACK load balancer address type (internet or intranet): an annotation only ACK reads, so with "
+        "kubeconfig a LoadBalancer needs tensorboard.allowedSourceRanges either way.",
         fix="intranet",
     ),
     Key(
@@ -162,7 +163,8 @@ CHART_KEYS: tuple[Key, ...] = (
         (),
         cidr_list,
         "Source CIDRs allowed to reach TensorBoard's load balancer (loadBalancerSourceRanges, and an ACK "
-        "ACL when the stack creates the cluster); required with an internet LoadBalancer.",
+        "ACL when the stack creates the cluster); required with an internet LoadBalancer and with kubeconfig; "
+        "together at most one /8 of public IPv4 addresses (private ranges do not count).",
         fix="203.0.113.0/24",
         fix_key="--path 'tensorboard.allowedSourceRanges[0]'",
     ),

@@ -156,3 +156,17 @@ def kubeconfig_not_secret(key: str, lines: int) -> str:
         "set the path of the file instead (a path is read at every operation and stored as the path).\n"
         f"    fix: pulumi config set --secret {key} < ~/.kube/config, or pulumi config set {key} ~/.kube/config"
     )
+
+
+def source_ranges_too_wide(key: str, shown_value: str, why: str, form: str | None) -> str:
+    """The violation of source ranges that admit the internet (infra/settings/source_ranges.py):
+    ``why`` says how much and what to do instead. The fix replaces the whole list, in the form
+    it was set (setting one item would keep the others)."""
+    if form == PATH:
+        fix = f"pulumi config rm --path {key} && pulumi config set --path '{key}[0]' <your address>/32"
+    else:
+        fix = f"pulumi config set {key} '[\"<your address>/32\"]'"
+    return (
+        f"Configuration '{PROJECT}:{key}' value '{shown_value}' is invalid: these ranges {why}.\n"
+        f"    fix: {fix}"
+    )

@@ -16,9 +16,16 @@ from infra.settings.derive import Resolved, creates_namespace
 from infra.settings.key_values import PROJECT
 from infra.settings.keys import VOLUME_KEYS
 from infra.settings.kubeconfig import is_kubeconfig_path
-from infra.settings.messages import kubeconfig_not_secret, password_not_secret, source_not_plain
+from infra.settings.messages import (
+    kubeconfig_not_secret,
+    password_not_secret,
+    shown,
+    source_not_plain,
+    source_ranges_too_wide,
+)
 from infra.settings.parsers import image_host, source_list
 from infra.settings.read import Reading
+from infra.settings.source_ranges import too_wide
 from infra.settings.url_credentials import not_plain, redacted
 from trainer.contract import cluster_spec as cs
 
@@ -237,29 +244,46 @@ def cluster_identity(r: Reading, d: Resolved) -> None:
 
 
 def tensorboard(r: Reading, _: Resolved) -> None:
-    """An internet load balancer in front of TensorBoard, which has no login, names who may
-    reach it: TensorBoard serves every run's data (and its file paths) to whoever connects."""
+    """A load balancer in front of TensorBoard, which has no login, names who may reach it:
+    TensorBoard serves every run's data (and its file paths) to whoever connects.
+
+    Source ranges are required on an internet load balancer, and on any load balancer with
+    kubeconfig: tensorboard.addressType is an annotation that only ACK's cloud controller reads,
+    and the stack knows the cluster is ACK only when it creates it or names it (cluster.id); on
+    another cluster a LoadBalancer Service is typically internet-facing. Whatever the address
+    type, the ranges must not admit the internet (source_ranges.too_wide: more than a /8 of
+    public addresses together)."""
     v = r.values
-    if (
-        v["tensorboard.serviceType"] == "LoadBalancer"
-        and v["tensorboard.addressType"] == "internet"
-        and not v["tensorboard.allowedSourceRanges"]
-    ):
+    if v["tensorboard.serviceType"] != "LoadBalancer":
+        return
+    key = "tensorboard.allowedSourceRanges"
+    ranges = v[key]
+    private = "or keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward"
+    fix = f"    fix: pulumi config set --path '{key}[0]' <your address>/32"
+    if not ranges and v["kubeconfig"] is not None:
+        r.problems.append(
+            f"Configuration '{PROJECT}:{key}' is missing: required with tensorboard.serviceType LoadBalancer "
+            "and kubeconfig, whatever tensorboard.addressType says (the address type is an annotation only ACK's "
+            "cloud controller reads: on another cluster the load balancer is typically internet-facing, and "
+            f"TensorBoard has no login); {private}.\n{fix}"
+        )
+    elif not ranges and v["tensorboard.addressType"] == "internet":
         # A list key: the fix sets its first item with --path (messages.missing would not).
         r.problems.append(
-            f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' is missing: required with "
+            f"Configuration '{PROJECT}:{key}' is missing: required with "
             "tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard has no login: "
-            "without source ranges the whole internet reaches it); or keep it private with "
-            "tensorboard.serviceType ClusterIP and kubectl port-forward, or use tensorboard.addressType intranet.\n"
-            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
+            f"without source ranges the whole internet reaches it); {private}, or use tensorboard.addressType "
+            f"intranet.\n{fix}"
         )
-    everyone = [r for r in v["tensorboard.allowedSourceRanges"] if r.endswith("/0")]
-    if v["tensorboard.serviceType"] == "LoadBalancer" and everyone:
+    why = too_wide(ranges)
+    if why is not None:
         r.problems.append(
-            f"Configuration '{PROJECT}:tensorboard.allowedSourceRanges' value {everyone[0]!r} is invalid: a /0 range "
-            "admits every address, so it names no one (TensorBoard has no login); list the addresses that may "
-            "reach it, or keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.\n"
-            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32"
+            source_ranges_too_wide(
+                key,
+                shown(r.raws[key]),
+                f"{why}: TensorBoard has no login, so list the networks that may reach it, not the internet; {private}",
+                r.forms[key],
+            )
         )
 
 

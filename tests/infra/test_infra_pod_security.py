@@ -119,9 +119,30 @@ def test_an_internet_load_balancer_without_source_ranges_is_refused(dev_config, 
     assert run.registrations == [] and run.calls_besides_state == []
 
 
-@pytest.mark.parametrize("ranges", ['["0.0.0.0/0"]', '["198.51.100.7/32", "0.0.0.0/0"]'])
+#: Source ranges that admit the internet, however they are written: the rule counts the
+#: public addresses of their union (infra/settings/source_ranges.py), not the text "/0".
+WIDE = {
+    "everyone": ('["0.0.0.0/0"]', "3,702,258,688", " (every one)"),
+    "everyone-beside-one": ('["198.51.100.7/32","0.0.0.0/0"]', "3,702,258,688", " (every one)"),
+    "two-halves": ('["0.0.0.0/1","128.0.0.0/1"]', "3,702,258,688", " (every one)"),
+    "a-quarter": ('["64.0.0.0/2"]', "1,052,770,304", ""),  # less CGN 100.64/10 and loopback
+    "two-public-slash-8s": ('["11.0.0.0/8","12.0.0.0/8"]', "33,554,432", ""),
+}
+
+
+def _too_wide(shown: str, count: str, every: str) -> str:
+    return (
+        f"Configuration 'tf-mnist:tensorboard.allowedSourceRanges' value '{shown}' is invalid: these ranges together "
+        f"admit {count} public IPv4 addresses{every}, more than one /8 (16,777,216 addresses): TensorBoard has no "
+        "login, so list the networks that may reach it, not the internet; or keep it private with "
+        "tensorboard.serviceType ClusterIP and kubectl port-forward."
+    )
+
+
+@pytest.mark.parametrize("wide", list(WIDE))
 @pytest.mark.parametrize("address_type", ["internet", "intranet"])
-def test_a_load_balancer_open_to_every_address_is_refused(dev_config, ranges, address_type):
+def test_a_load_balancer_open_to_the_internet_is_refused(dev_config, wide, address_type):
+    ranges, count, every = WIDE[wide]
     run = me.run_program(
         _set(
             dev_config,
@@ -135,13 +156,58 @@ def test_a_load_balancer_open_to_every_address_is_refused(dev_config, ranges, ad
     assert str(run.error) == "\n".join(
         [
             HEADER_1,
-            "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid: a /0 range admits "
-            "every address, so it names no one (TensorBoard has no login); list the addresses that may reach it, or "
-            "keep it private with tensorboard.serviceType ClusterIP and kubectl port-forward.",
-            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32",
+            _too_wide(ranges, count, every),
+            """    fix: pulumi config set tensorboard.allowedSourceRanges '["<your address>/32"]'""",
         ]
     )
     assert run.registrations == [] and run.calls_besides_state == []
+
+
+def test_wide_ranges_set_with_path_get_a_fix_that_replaces_the_whole_list(dev_config):
+    config = {
+        **_set(dev_config, {"tensorboard.serviceType": "LoadBalancer"}),
+        "tf-mnist:tensorboard": '{"allowedSourceRanges": ["0.0.0.0/1", "128.0.0.0/1"]}',
+    }
+    run = me.run_program(config)
+    assert str(run.error).splitlines()[1:] == [
+        _too_wide('["0.0.0.0/1","128.0.0.0/1"]', "3,702,258,688", " (every one)"),
+        "    fix: pulumi config rm --path tensorboard.allowedSourceRanges && pulumi config set --path "
+        "'tensorboard.allowedSourceRanges[0]' <your address>/32",
+    ]
+
+
+@pytest.mark.parametrize("ranges", ['["10.0.0.0/8","172.16.0.0/12","192.168.0.0/16"]', '["11.0.0.0/8"]'])
+def test_private_networks_and_one_public_slash_8_are_not_the_internet(dev_config, ranges):
+    overrides = {"tensorboard.serviceType": "LoadBalancer", "tensorboard.allowedSourceRanges": ranges}
+    assert me.run_program(_set(dev_config, overrides)).error is None
+
+
+@pytest.mark.parametrize("address_type", [None, "intranet"])
+def test_with_kubeconfig_a_load_balancer_needs_source_ranges_whatever_its_address_type(
+    dev_config, address_type
+):
+    # intranet is ACK's annotation: on another cluster the load balancer is typically public.
+    overrides = {**CONFIGS["existing-hostPath"], "tensorboard.serviceType": "LoadBalancer"}
+    if address_type:
+        overrides["tensorboard.addressType"] = address_type
+    run = me.run_program(_set(dev_config, overrides))
+    assert str(run.error) == "\n".join(
+        [
+            HEADER_1,
+            "Configuration 'tf-mnist:tensorboard.allowedSourceRanges' is missing: required with "
+            "tensorboard.serviceType LoadBalancer and kubeconfig, whatever tensorboard.addressType says (the "
+            "address type is an annotation only ACK's cloud controller reads: on another cluster the load "
+            "balancer is typically internet-facing, and TensorBoard has no login); or keep it private with "
+            "tensorboard.serviceType ClusterIP and kubectl port-forward.",
+            "    fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32",
+        ]
+    )
+    ranged = me.run_program(
+        _set(dev_config, {**overrides, "tensorboard.allowedSourceRanges": '["10.0.0.0/8"]'})
+    )
+    assert ranged.error is None, ranged.error
+    spec = ranged.one(SERVICE, "mnist-tensorboard").inputs["spec"]
+    assert spec["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
 
 
 def test_a_node_port_tensorboard_is_warned_about(dev_config, caplog):

@@ -66,12 +66,37 @@ def test_an_internet_load_balancer_without_ranges_is_refused(ranges: list[str] |
     assert "fix: pulumi config set --path 'tensorboard.allowedSourceRanges[0]' <your address>/32" in message
 
 
-@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "10.0.0.0/0"])
-def test_a_range_of_every_address_is_refused_naming_it(everyone: str) -> None:
-    (message,) = rules.tensorboard_source_ranges(
-        "tb", tensorboard("LoadBalancer", ["203.0.113.0/24", everyone])
+@pytest.mark.parametrize(
+    "ranges, why",
+    [
+        (["203.0.113.0/24", "0.0.0.0/0"], "3,702,258,688 public IPv4 addresses (every one)"),
+        (["10.0.0.0/0"], "3,702,258,688 public IPv4 addresses (every one)"),
+        (["0.0.0.0/1", "128.0.0.0/1"], "3,702,258,688 public IPv4 addresses (every one)"),
+        (["11.0.0.0/8", "12.0.0.0/8"], "33,554,432 public IPv4 addresses"),
+        (["::/0"], "public IPv6 addresses (every one)"),
+        (["2000::/4", "3000::/4"], "public IPv6 addresses (every one)"),
+    ],
+    ids=["slash-0", "slash-0-with-host-bits", "two-halves", "two-slash-8s", "ipv6-slash-0", "ipv6-halves"],
+)
+@pytest.mark.parametrize("address", [None, "intranet"])
+def test_ranges_that_admit_the_internet_are_refused_by_arithmetic(
+    ranges: list[str], why: str, address: str | None
+) -> None:
+    # Counted, not matched on "/0": the halves of the address space are the whole of it, and an
+    # intranet annotation (which only ACK honours) does not excuse them.
+    (message,) = rules.tensorboard_source_ranges("tb", tensorboard("LoadBalancer", ranges, address=address))
+    assert message.startswith(
+        f"Service default/mnist-tensorboard: loadBalancerSourceRanges {ranges} together admit "
     )
-    assert f"loadBalancerSourceRanges {everyone!r} admits every address" in message
+    assert why in message and "rule: TensorBoard's source ranges name networks, not the internet" in message
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"], ["11.0.0.0/8"], ["2001:db8::/32"], ["fc00::/7"]],
+)
+def test_private_ranges_and_one_organisations_block_pass(ranges: list[str]) -> None:
+    assert rules.tensorboard_source_ranges("tb", tensorboard("LoadBalancer", ranges)) == []
 
 
 # --- gpu-pool-scale-to-zero -----------------------------------------------------------------

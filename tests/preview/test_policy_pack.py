@@ -8,9 +8,9 @@ output names that rule and the resource:
   (tensorboard.serviceType NodePort, gpuPool.autoscaling false, gpuPool.size 40, a ``:latest``
   worker.image);
 * through a small inline program in a temporary project, run by the same CLI with the same
-  pack, where the stack cannot break the rule: its configuration refuses a /0 source range and
-  more than MAX_WORKERS workers before anything is planned (asserted here too), and no
-  configuration takes the tags off a cloud resource.
+  pack, where the stack cannot break the rule: its configuration refuses source ranges that
+  admit the internet and more than MAX_WORKERS workers before anything is planned (asserted
+  here too), and no configuration takes the tags off a cloud resource.
 
 The text output is read, not ``--json``'s document: that document leaves the violations out.
 """
@@ -136,12 +136,17 @@ KUBERNETES = {"kubernetes:kubeconfig": UNREACHABLE_KUBECONFIG}
 def test_a_source_range_of_everyone_breaks_tensorboard_source_ranges(
     dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
 ) -> None:
-    """The stack refuses tensorboard.allowedSourceRanges 0.0.0.0/0 itself; a program that makes
-    such a Service meets the pack."""
+    """The stack refuses tensorboard.allowedSourceRanges that together cover the internet (here
+    its two halves, which no "/0" test sees) itself; a program that makes such a Service meets
+    the pack, which counts the addresses the same way."""
     dev_project.set_config("tensorboard.serviceType", "LoadBalancer")
-    dev_project.set_config("tensorboard.allowedSourceRanges[0]", "0.0.0.0/0", path=True)
+    dev_project.set_config("tensorboard.allowedSourceRanges[0]", "0.0.0.0/1", path=True)
+    dev_project.set_config("tensorboard.allowedSourceRanges[1]", "128.0.0.0/1", path=True)
     refused = dev_project.preview().refused_output()
-    assert "'tf-mnist:tensorboard.allowedSourceRanges' value '0.0.0.0/0' is invalid" in refused, refused
+    assert (
+        """'tf-mnist:tensorboard.allowedSourceRanges' value '["0.0.0.0/1","128.0.0.0/1"]' is invalid: these ranges """
+        "together admit 3,702,258,688 public IPv4 addresses (every one)"
+    ) in refused, refused
     probe = inline_project(
         tmp_path / "probe",
         toolchain,
@@ -149,7 +154,7 @@ def test_a_source_range_of_everyone_breaks_tensorboard_source_ranges(
         """
         import pulumi_kubernetes as k8s
         k8s.core.v1.Service("board", metadata={"name": "mnist-tensorboard"}, spec={
-            "type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24", "0.0.0.0/0"],
+            "type": "LoadBalancer", "loadBalancerSourceRanges": ["0.0.0.0/1", "128.0.0.0/1"],
             "ports": [{"port": 80}]})
         """,
         KUBERNETES,
@@ -157,8 +162,9 @@ def test_a_source_range_of_everyone_breaks_tensorboard_source_ranges(
     (violation,) = assert_refused_by(probe.policy_preview(PACK), "tensorboard-source-ranges")
     assert violation["resource"] == "kubernetes:core/v1:Service: board"
     assert (
-        "mnist-tensorboard: loadBalancerSourceRanges '0.0.0.0/0' admits every address" in violation["message"]
-    )
+        "mnist-tensorboard: loadBalancerSourceRanges ['0.0.0.0/1', '128.0.0.0/1'] together admit "
+        "3,702,258,688 public IPv4 addresses (every one)"
+    ) in violation["message"]
 
 
 def test_more_worker_jobs_than_the_bound_break_replica_bound_jobs(
