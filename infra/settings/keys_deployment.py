@@ -73,7 +73,7 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "job.waitForChief",
         False,
         boolean,
-        "Make `pulumi up` wait until the chief's Job completes.",
+        "Make `pulumi up` wait until the chief's Job ends; a chief that fails for good fails `up` with its reason.",
         fix="true",
     ),
     Key(

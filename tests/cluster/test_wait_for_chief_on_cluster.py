@@ -12,7 +12,6 @@ new learning rate: new task Jobs, the staging Job as it was, so nothing stages a
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -39,12 +38,6 @@ CONFIG = TINY_RUN | {
 }
 #: The staged file the test spoils, and what the chief then says of it (trainer/data.py).
 SPOILED = "train-labels-idx1-ubyte.gz"
-#: Seconds between two looks at the chief's Job and at `pulumi up`.
-POLL_S = 2
-#: Looks at `pulumi up` after the chief's Job has failed by which it must have ended: the await
-#: sees the condition at once (a watch), the program then fails. Pulumi's own Job await took the
-#: PodFailurePolicy reason for a Job still running and waited out job.waitTimeoutMinutes.
-POLLS_AFTER_FAILED = 30
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +65,6 @@ def _up_in_background(project: PulumiProject, log: Path) -> subprocess.Popen:
             stderr=subprocess.STDOUT,
             text=True,
         )
-
-
-def _chief_failed(kube: Kube) -> bool:
-    """The chief's Job has the condition Failed True; False too while it is absent (between the
-    old Job's deletion and the new one's creation when `pulumi up` replaces it)."""
-    found = kube.run("get", "job", CHIEF, "-o", "json", check=False)
-    if found.returncode != 0:
-        return False
-    conditions = json.loads(found.stdout).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
 
 
 def _stop(up: subprocess.Popen) -> None:
@@ -112,23 +95,11 @@ def test_a_chief_that_exits_3_fails_up_once_its_job_failed(stack, kube: Kube, tm
     log = tmp_path / "up.log"
     up = _up_in_background(project, log)
     try:
-        # The old chief's Job (complete) is replaced by one that fails.
-        kube.wait_for(
-            f"job {CHIEF} to fail",
-            lambda: up.poll() is not None or _chief_failed(kube),
-            timeout=1800,
-            every=POLL_S,
-        )
-        polls = 0
-        while polls < POLLS_AFTER_FAILED:
-            try:
-                up.wait(timeout=POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                polls += 1
-        assert up.poll() is not None, (
-            f"`pulumi up` still waits {polls} polls after {CHIEF} failed:\n{log.read_text()[-3000:]}"
-        )
+        # No wall-clock bound: `pulumi up` ends by itself either way. With the chief awaited
+        # until its Job ends it fails at once with the chief's reason (asserted below); with
+        # Pulumi's own Job await it would wait out job.waitTimeoutMinutes and end with an
+        # await timeout instead, failing the assertions on the message.
+        up.wait()
     finally:
         _stop(up)
     out = log.read_text()
