@@ -33,10 +33,11 @@ import mock_engine as me  # noqa: E402
 
 #: base64 of "REDACTED": what every value of a rendered Secret's ``data`` becomes.
 REDACTED_VALUE = "UkVEQUNURUQ="
-_EXISTING = {"kubeconfig": me.kubeconfig_content()}
+#: kubeconfig mode: the content set as `pulumi config set --secret kubeconfig` sets it.
+_EXISTING = {"kubeconfig": me.secret(me.kubeconfig_content())}
 #: Configuration name -> flat keys (without ``tf-mnist:``) set over the dev stack
 #: (Pulumi.dev.yaml with Pulumi.yaml's defaults: GPU workers, 2 ps, NAS, ClusterIP TensorBoard).
-CONFIGS: dict[str, dict[str, str]] = {
+CONFIGS: dict[str, dict[str, str | me.SecretConfig]] = {
     "dev": {},
     # Cloud mode, no ps (a GPU chief), a created namespace, an internet LoadBalancer with source
     # ranges (and the SLB ACL), a pull Secret created from credentials, placement everywhere.
