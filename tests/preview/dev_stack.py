@@ -156,10 +156,17 @@ def assert_namespace_and_identity(preview: PreviewResult, mode: str) -> None:
 
 def assert_volume(preview: PreviewResult) -> str:
     """The PV and its claim share one name with the hash of their fixed fields (infra/components/
-    storage.py volume_name), the claim is pre-bound to the PV, and every pod mounts it; the name."""
+    storage.py volume_name), the claim is pre-bound to the PV, and every pod mounts it; the name.
+    A NAS PV (the CSI driver's) carries the ``mode`` the driver applies to the mount point after
+    each mount, 1777 not recursively (NAS_MODE_ATTRIBUTES), as the real provider checked it."""
     (pv,) = [r for r in preview.resources(PV) if r["type"] == PV]
     (pvc,) = preview.resources(PVC)
     name = pv["inputs"]["metadata"]["name"]
+    csi = pv["inputs"]["spec"].get("csi")
+    if csi is not None:
+        assert csi["driver"] == "nasplugin.csi.alibabacloud.com", csi
+        attributes = csi["volumeAttributes"]
+        assert (attributes["mode"], attributes["modeType"]) == ("1777", "non-recursive"), attributes
     assert re.fullmatch(rf"{PREFIX}-data-[0-9a-f]{{8}}", name), name
     assert pvc["inputs"]["metadata"]["name"] == pvc["inputs"]["spec"]["volumeName"] == name
     templates = [

@@ -57,7 +57,11 @@ MODES = ["cloud", "cluster"]
 @pytest.mark.parametrize("mode", MODES)
 def test_dev_stack_as_committed(dev_project: PulumiProject, toolchain: Toolchain, mode: str) -> None:
     configure(dev_project, toolchain, mode)
-    assert_topology(dev_project.preview(), COMMITTED_WORKERS, mode)
+    preview = dev_project.preview()
+    assert_topology(preview, COMMITTED_WORKERS, mode)
+    # The committed stack's volume is NAS through the CSI driver, so assert_volume checked its mode.
+    (pv,) = [r for r in preview.resources(PV) if r["type"] == PV]
+    assert "csi" in pv["inputs"]["spec"], pv["inputs"]["spec"]
 
 
 @pytest.mark.parametrize("mode", MODES)
