@@ -1,8 +1,13 @@
 """The real local cluster for tests marked ``cluster`` (tools/local-cluster, as root on Linux).
 
-Each test module that needs it brings it up with the ``local_cluster`` fixture and takes it
-down at the end. Where it cannot run (not root, not Linux) the tests skip with the reason,
-except with REQUIRE_LOCAL_CLUSTER=1 (scripts/test.sh sets it when run as root): then they fail.
+One cluster serves every test module of a pytest session: the ``local_cluster`` fixture brings
+it up for the first module that asks (and again for a later one where a test took it down, as
+test_local_cluster.py's last test does), and the session takes it down at its end. A cluster's
+``up`` and image import cost minutes on a 2-core machine, once per session instead of once per
+module; each module keeps to a namespace and a hostPath volume of its own and destroys its
+stacks, so none sees another's objects. Where it cannot run (not root, not Linux) the tests skip
+with the reason, except with REQUIRE_LOCAL_CLUSTER=1 (scripts/test.sh sets it when run as root):
+then they fail.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from .kube import Kube, binaries_dir, cluster_unavailable, host_netns, host_sysctls, run_tool
+from .kube import Kube, cluster_unavailable
+from .session_cluster import SessionCluster
 
 #: One local cluster per machine (its state is /var/lib/tf-mnist-local-cluster): every test module
 #: here holds this lock while it runs, so two test runs (two checkouts, a CI run beside a
@@ -36,9 +42,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.nodeid.startswith(LAST_MODULE + "::"))
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def cluster_turn() -> Iterator[None]:
-    """Holds CLUSTER_LOCK for the test module (waits, with a line, while another run holds it)."""
+    """Holds CLUSTER_LOCK for the session (waits, with a line, while another run holds it)."""
     with open(CLUSTER_LOCK, "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,32 +59,22 @@ def cluster_turn() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@pytest.fixture(scope="session")
+def session_cluster() -> Iterator[SessionCluster]:
+    """The session's cluster, taken down at the session's end."""
+    cluster = SessionCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
 @pytest.fixture(scope="module")
-def local_cluster() -> Iterator[Kube]:
-    """A running cluster (images built and imported), torn down after the module's tests."""
+def local_cluster(session_cluster: SessionCluster) -> Kube:
+    """A running cluster (images built and imported), shared by the session's modules."""
     reason = cluster_unavailable()
     if reason:
         if os.environ.get("REQUIRE_LOCAL_CLUSTER") == "1":
             pytest.fail(reason + "; REQUIRE_LOCAL_CLUSTER=1")
         pytest.skip(reason)
-    if run_tool("status").returncode != 3:
-        pytest.fail(
-            "a local cluster is already running; these tests start and stop their own: "
-            "run tools/local-cluster/local-cluster down first"
-        )
-    bins = binaries_dir()
-    before, netns_before = host_sysctls(), host_netns()
-    try:
-        up = run_tool("up")
-        assert up.returncode == 0, f"local-cluster up failed:\n{up.stderr[-4000:]}"
-        kube = Kube(
-            bins / "kubectl",
-            Path(up.stdout.strip().splitlines()[-1]),
-            host_before=before,
-            netns_before=netns_before,
-        )
-        images = run_tool("images")
-        assert images.returncode == 0, f"local-cluster images failed:\n{images.stderr[-4000:]}"
-        yield kube
-    finally:
-        run_tool("down")
+    return session_cluster.get()

@@ -50,6 +50,7 @@ from .kube import (
     processes_mentioning,
     run_tool,
 )
+from .session_cluster import SessionCluster
 
 pytestmark = pytest.mark.cluster
 
@@ -116,13 +117,19 @@ def _run_script(text: str, cwd: Path, env: dict[str, str], log: Path, timeout: f
 
 
 @pytest.fixture(scope="module")
-def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walkthrough]:
-    """The page's blocks run once, in order; the cluster is down again when this returns."""
+def walkthrough(
+    tmp_path_factory: pytest.TempPathFactory, session_cluster: SessionCluster
+) -> Iterator[Walkthrough]:
+    """The page's blocks run once, in order; the cluster is down again when this returns.
+
+    The session's cluster, which the other modules shared, goes down first: the page's first
+    block brings up its own."""
     reason = cluster_unavailable()
     if reason:
         if os.environ.get("REQUIRE_LOCAL_CLUSTER") == "1":
             pytest.fail(reason + "; REQUIRE_LOCAL_CLUSTER=1")
         pytest.skip(reason)
+    session_cluster.down()
     toolchain = find_toolchain()
     if toolchain.missing and os.environ.get("REQUIRE_PULUMI_ENGINE") != "1":
         pytest.skip(f"Pulumi engine binaries not on PATH: {', '.join(toolchain.missing)}")
