@@ -1,5 +1,6 @@
 """The run's NetworkPolicies on the real local cluster, enforced by its NetworkPolicy agent
-(tools/local-cluster/go/network-policies: the controller of sigs.k8s.io/kube-network-policies).
+(tools/go-build/kubernetes-programs/cmd/network-policies: the controller of
+sigs.k8s.io/kube-network-policies).
 
 One stack (chief + 1 worker, no ps) in a namespace the test creates. The target is a
 ``listener`` pod labelled as a task of the run (the tasks' policy selects it like the chief and

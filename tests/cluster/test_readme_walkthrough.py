@@ -205,7 +205,7 @@ def test_cluster_up_shows_a_ready_node_and_every_part_healthy(walkthrough: Walkt
     text = walkthrough.block("local-cluster-up")
     # "prints the kubeconfig path last"; the block exports it and kubectl uses it.
     assert str(STATE_DIR / "kubeconfig") in text, text[-3000:]
-    assert re.search(r"^\S+\s+Ready\s+\S*\s+\S+\s+v1\.34\.", text, re.M), f"no Ready node:\n{text[-3000:]}"
+    assert re.search(r"^\S+\s+Ready\s+\S*\s+\S+\s+v1\.33\.", text, re.M), f"no Ready node:\n{text[-3000:]}"
     parts = re.findall(r"^(\S+)\s+pid \d+\s+(\S+)$", text, re.M)
     assert {name for name, _ in parts} >= {
         "etcd",

@@ -19,7 +19,7 @@ from infra.run_monitor import ENDED_BECAUSE
 
 JOB = "kubernetes:batch/v1:Job"
 CHIEF = "mnist-chief-0"
-#: The Failed condition the Job controller sets for a FailJob rule (Kubernetes 1.34 wording).
+#: The Failed condition the Job controller sets for a FailJob rule (the wording of Kubernetes 1.33 and 1.34).
 EXIT_3 = {
     "type": "Failed",
     "status": "True",

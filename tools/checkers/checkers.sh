@@ -98,7 +98,7 @@ install_kube_score() {
   source "$(dirname "${BASH_SOURCE[0]}")/../go-build/env.sh"
   GOBIN="$tmp" timed kube-score "$KUBE_SCORE_VERSION" \
     "$cache/logs/kube-score-$KUBE_SCORE_VERSION.log" -- \
-    go install -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    go install "${GO_COMPILE_FLAGS[@]}" \
     -ldflags "$GO_NO_DEBUG_LDFLAGS -X main.version=${KUBE_SCORE_VERSION#v} -X main.commit=module-proxy" \
     "$KUBE_SCORE_MODULE/cmd/kube-score@$KUBE_SCORE_VERSION"
   kube_score_ok "$tmp/kube-score" || die "the kube-score built in $tmp does not print version ${KUBE_SCORE_VERSION#v}"

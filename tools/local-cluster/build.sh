@@ -3,17 +3,21 @@
 # prints, as its LAST stdout line, the absolute directory holding all of them:
 #   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl   (k8s.io/kubernetes)
 #   etcd                                                                     (go.etcd.io/etcd)
-#   coredns                           (our minimal CoreDNS, tools/local-cluster/go/coredns)
+#   coredns                           (our minimal CoreDNS, cmd/coredns of the shared module)
 #   crictl                                                                   (sigs.k8s.io/cri-tools)
-#   network-policies   (our NetworkPolicy agent, tools/local-cluster/go/network-policies, on the
+#   network-policies   (our NetworkPolicy agent, cmd/network-policies of the shared module, on the
 #                       controller of sigs.k8s.io/kube-network-policies)
-# Each comes from a wrapper module under tools/local-cluster/go/ through the Go module proxy.
+# Each comes from a wrapper module through the Go module proxy: Kubernetes, CoreDNS and the agent
+# from tools/go-build/kubernetes-programs, the module that tools/pulumi-toolchain/pulumi-toolchain.sh
+# builds the kubernetes provider from (one `go build` of the three here, with that script's flags,
+# so the packages they share compile once in the Go build cache); etcd and crictl from their own
+# under tools/local-cluster/go/.
 # Progress goes to stderr, with each build's wall time, CPU seconds (user+sys) and peak RSS (the
 # largest single process, from /usr/bin/time -v); one line per build is appended to
 # <cache>/logs/build-times.txt.
 #
 # Cache: ${LOCAL_CLUSTER_CACHE:-$HOME/.cache/tf-mnist-local-cluster}/<name>/<version>/, e.g.
-# kubernetes/v1.34.4/kube-apiserver. A cached binary is used only when its --version reports the
+# kubernetes/v1.33.13/kube-apiserver. A cached binary is used only when its --version reports the
 # pinned version (a wrong or broken one is rebuilt); new binaries are checked the same way before
 # they are moved into place. <cache>/bin holds hard links (or copies), each replaced atomically.
 # One run at a time per cache (flock): a second run waits and then finds the first one's builds.
@@ -31,21 +35,26 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 modules="$here/go"
 
 # ---------------------------------------------------------------- versions
-# Kubernetes 1.34.x: the newest release whose kubelet starts on this machine's cgroup v1 without
-# --fail-cgroupv1=false (1.35+ defaults failCgroupV1 to true), and the last line that fits
-# Debian's containerd 1.6 (CRI without RuntimeConfig; the kubelet falls back to its configured
-# cgroupDriver). v1.34.4 is the newest 1.34 patch the proxy lists (v1.34.0, .2, .3, .4). The wrapper module
-# replaces each k8s.io/* staging module with v0.34.4 (the same release).
-KUBERNETES_VERSION=v1.34.4
-KUBERNETES_BUILD_DATE=2026-02-10T12:53:36Z   # the v1.34.4 tag's time, as the module proxy reports it
-# etcd 3.6.x: the line Kubernetes 1.34 runs on (kubeadm v1.34.4 defaults to etcd 3.6.5);
-# v3.6.16 is the newest 3.6 patch the proxy lists.
+# The shared module (see the header): Kubernetes, CoreDNS and the agent are built from it.
+programs="$here/../go-build/kubernetes-programs"
+# Kubernetes 1.33.x: the release line of the kubernetes provider's client libraries (k8s.io
+# v0.33), so that one module graph holds both; it is also ACK's (cluster.version 1.33.3-aliyun.1).
+# Its kubelet starts on this machine's cgroup v1 (1.35+ refuse it without --fail-cgroupv1=false)
+# and fits Debian's containerd 1.6 (CRI without RuntimeConfig; the kubelet falls back to its
+# configured cgroupDriver). v1.33.13: the proxy lists v1.33.6 and v1.33.13 and refuses
+# k8s.io/cri-client v0.33.6. The module replaces each k8s.io/* staging module with v0.33.13.
+KUBERNETES_VERSION=v1.33.13
+KUBERNETES_BUILD_DATE=2026-06-11T16:59:07Z   # the v1.33.13 tag's time, as the module proxy reports it
+# etcd 3.6.x (kubeadm v1.33 defaults to 3.5.24; the API server's etcd client, v3.6.2 in the shared
+# graph, speaks the same v3 API to both); v3.6.16 is the newest 3.6 patch the proxy lists.
 ETCD_VERSION=v3.6.16
-# CoreDNS: the newest release the proxy lists (`go list -m -versions github.com/coredns/coredns`).
-# Our main.go compiles only the plugins a cluster DNS needs, so the version matters little.
-COREDNS_VERSION=v1.15.0
-# crictl follows the Kubernetes minor version (cri-tools v1.34.x talks the CRI of 1.34); v1.34.0 is
-# the only 1.34 release the proxy lists (it refuses v1.26.x, e.g. v1.26.0: 403 not available).
+# CoreDNS v1.12.3: the newest release whose module graph stays at k8s.io v0.33 (v1.12.4 and later
+# require client-go v0.34). Our main.go compiles only the plugins a cluster DNS needs.
+COREDNS_VERSION=v1.12.3
+# crictl: cri-tools v1.34.0, the oldest release the proxy lists (v1.34.0, v1.37.0; it refuses
+# v1.33.x and v1.26.x: 403 not available). It talks to containerd only (the CRI v1 API that 1.6
+# serves), for `down`, so one minor past the kubelet is fine. It keeps a module of its own: it needs
+# structured-merge-diff v6, which client-go 0.33 cannot use.
 CRICTL_VERSION=v1.34.0
 # kube-network-policies: the newest release the proxy lists (v0.8.0, 2025); its controller is a
 # library our main.go feeds through an NFQUEUE (see that file for why).
@@ -55,9 +64,10 @@ cache="${LOCAL_CLUSTER_CACHE:-$HOME/.cache/tf-mnist-local-cluster}"
 mkdir -p "$cache/logs"
 cache="$(cd "$cache" && pwd)"
 # The agent is our own program around that library: its build is cached under the library's
-# version and a digest of our module's files, so an edit of main.go builds it again.
-NETWORK_POLICIES_SOURCE="$(cat "$modules/network-policies/go.mod" "$modules/network-policies/go.sum" \
-  "$modules/network-policies/main.go" | sha256sum | cut -c1-12)"
+# version and a digest of the shared module's go.mod and go.sum and of its main.go, so an edit of
+# main.go (or a new build list) builds it again.
+NETWORK_POLICIES_SOURCE="$(cat "$programs/go.mod" "$programs/go.sum" \
+  "$programs/cmd/network-policies/main.go" | sha256sum | cut -c1-12)"
 network_policies_out="$cache/network-policies/$NETWORK_POLICIES_VERSION-$NETWORK_POLICIES_SOURCE"
 proxy_timeout="${LOCAL_CLUSTER_PROXY_TIMEOUT:-300}"
 build_timeout="${LOCAL_CLUSTER_BUILD_TIMEOUT:-3600}"
@@ -102,14 +112,15 @@ refused() {
   exit 3
 }
 
-# prepare BUILDNAME: a fresh copy of the wrapper module tools/local-cluster/go/BUILDNAME, with
-# every module in its build list downloaded (bounded: a proxy that does not answer within
-# $proxy_timeout s is reported like a refusal, never a hang). Prints the copy's directory.
+# prepare BUILDNAME VERSION [MODULE]: a fresh copy of the wrapper module MODULE (default
+# tools/local-cluster/go/BUILDNAME), with every module in its build list downloaded (bounded: a
+# proxy that does not answer within $proxy_timeout s is reported like a refusal, never a hang).
+# Prints the copy's directory.
 prepare() {
   local name="$1" version="$2" dir="$cache/build/$1-$2" dl="$cache/logs/$1-$2-download.log"
   rm -rf "$dir"
   mkdir -p "$dir"
-  cp "$modules/$name/"* "$dir/"
+  cp -R "${3:-$modules/$name}/." "$dir/"
   chmod -R u+w "$dir"
   log "$name $version: downloading modules (at most ${proxy_timeout}s) ..."
   local rc=0
@@ -123,13 +134,13 @@ prepare() {
   printf '%s' "$dir"
 }
 
-# check_pin DIR MODULE VERSION: the wrapper module must require MODULE at VERSION (the variables
-# above and go.mod are edited together).
+# check_pin DIR MODULE VERSION: the wrapper module copied to DIR must require MODULE at VERSION
+# (the variables above and its go.mod are edited together).
 check_pin() {
   local got
   got="$(cd "$1" && go list -m -f '{{.Version}}' "$2" 2>/dev/null || true)"
   [ "$got" = "$3" ] ||
-    die "tools/local-cluster/go/$(basename "$1" | sed 's/-v[0-9].*//')/go.mod requires $2 ${got:-(nothing)}, build.sh expects $3: edit both together"
+    die "the go.mod of the wrapper module copied to $1 requires $2 ${got:-(nothing)}, build.sh expects $3: edit both together"
 }
 
 # timed_build NAME VERSION DIR OUTDIR -- GO-BUILD-ARGS...: runs `go build GO-BUILD-ARGS` in DIR
@@ -204,40 +215,74 @@ install_built() {
     reports "$tmp/$n" "$version" ||
       die "the freshly built $n does not report $version: $("$tmp/$n" --version 2>&1 | head -n 2 | tr '\n' ' ')"
   done
+  mkdir -p "$out"
   for n in "$@"; do mv -f "$tmp/$n" "$out/$n"; done
-  rm -rf "$tmp"
 }
 
 built_any=0
 
-# ---------------------------------------------------------------- Kubernetes
+# ---------------------------------------------------------------- Kubernetes, CoreDNS, the agent
 K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
-build_kubernetes() {
-  local v="$KUBERNETES_VERSION" out="$cache/kubernetes/$KUBERNETES_VERSION"
-  if all_report "$out" "$v" "${K8S_BINARIES[@]}"; then
-    log "kubernetes $v: cached ($out)"
-    return
+
+# has_kubernetes_plugin BINARY: `coredns -plugins` (one registered plugin a line) lists kubernetes.
+has_kubernetes_plugin() {
+  local out
+  out="$(timeout 30 "$1" -plugins 2>/dev/null)" || return 1
+  grep -qx kubernetes <<<"$out"
+}
+
+# One `go build` from the shared module for those of the three not cached: the packages they share
+# compile once (and were compiled already where pulumi-toolchain.sh built the provider first).
+build_programs() {
+  local k8s_out="$cache/kubernetes/$KUBERNETES_VERSION" dns_out="$cache/coredns/$COREDNS_VERSION"
+  local pkgs=() n
+  if all_report "$k8s_out" "$KUBERNETES_VERSION" "${K8S_BINARIES[@]}"; then
+    log "kubernetes $KUBERNETES_VERSION: cached ($k8s_out)"
+  else
+    for n in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
   fi
-  require_go "Kubernetes $v"
-  local dir tmp="$out/.build.tmp" pkgs=() n x="" minor
-  dir="$(prepare kubernetes "$v")"
+  # A cached CoreDNS must also be ours: the kubernetes plugin compiled in.
+  if reports "$dns_out/coredns" "$COREDNS_VERSION" && has_kubernetes_plugin "$dns_out/coredns"; then
+    log "coredns $COREDNS_VERSION: cached ($dns_out)"
+  else
+    pkgs+=(./cmd/coredns)
+  fi
+  if reports "$network_policies_out/network-policies" "$NETWORK_POLICIES_VERSION"; then
+    log "network-policies $NETWORK_POLICIES_VERSION: cached ($network_policies_out)"
+  else
+    pkgs+=(./cmd/network-policies)
+  fi
+  [ "${#pkgs[@]}" -gt 0 ] || return 0
+  require_go "${pkgs[*]}"
+  local v="$KUBERNETES_VERSION" dir tmp="$cache/build/programs-bin" x="" minor kv
+  dir="$(prepare kubernetes-programs "$v" "$programs")"
   check_pin "$dir" k8s.io/kubernetes "$v"
+  check_pin "$dir" github.com/coredns/coredns "$COREDNS_VERSION"
+  check_pin "$dir" sigs.k8s.io/kube-network-policies "$NETWORK_POLICIES_VERSION"
   minor="${v#v*.}"
   minor="${minor%%.*}"
   # What hack/lib/version.sh stamps, for both version packages. Without gitVersion the apiserver
-  # reports v0.0.0-master and pulumi-kubernetes refuses it.
-  local kv
+  # reports v0.0.0-master and pulumi-kubernetes refuses it. CoreDNS and the agent, linked with the
+  # same client-go, get its stamp too. (-X changes only the link: the compiled packages stay
+  # those of pulumi-toolchain.sh's build.)
   for kv in "gitVersion=$v" "gitMajor=$(echo "${v#v}" | cut -d. -f1)" "gitMinor=$minor" \
     "gitCommit=$v" "gitTreeState=clean" "buildDate=$KUBERNETES_BUILD_DATE"; do
     x="$x -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
   done
-  for n in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$n"); done
   rm -rf "$tmp" && mkdir -p "$tmp"
-  # One `go build` for all five: shared packages are compiled once and links overlap.
-  timed_build kubernetes "$v" "$dir" "$tmp" -- -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+  log "kubernetes-programs: building ${pkgs[*]}"
+  # The flags of pulumi-toolchain.sh's provider build (tools/go-build/env.sh).
+  timed_build kubernetes-programs "$v" "$dir" "$tmp" -- "${GO_COMPILE_FLAGS[@]}" \
     -ldflags "$GO_NO_DEBUG_LDFLAGS$x" -o "$tmp/" "${pkgs[@]}"
-  install_built "$tmp" "$out" "$v" "${K8S_BINARIES[@]}"
-  rm -rf "$dir"
+  if [ -e "$tmp/kubelet" ]; then install_built "$tmp" "$k8s_out" "$v" "${K8S_BINARIES[@]}"; fi
+  if [ -e "$tmp/coredns" ]; then
+    has_kubernetes_plugin "$tmp/coredns" || die "the freshly built coredns lacks the kubernetes plugin"
+    install_built "$tmp" "$dns_out" "$COREDNS_VERSION" coredns
+  fi
+  if [ -e "$tmp/network-policies" ]; then
+    install_built "$tmp" "$network_policies_out" "$NETWORK_POLICIES_VERSION" network-policies
+  fi
+  rm -rf "$dir" "$tmp"
   built_any=1
 }
 
@@ -255,39 +300,10 @@ build_etcd() {
   dir="$(prepare etcd "$v")"
   check_pin "$dir" go.etcd.io/etcd/server/v3 "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  timed_build etcd "$v" "$dir" "$tmp" -- -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+  timed_build etcd "$v" "$dir" "$tmp" -- "${GO_COMPILE_FLAGS[@]}" \
     -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
   install_built "$tmp" "$out" "$v" etcd
-  rm -rf "$dir"
-  built_any=1
-}
-
-# ---------------------------------------------------------------- CoreDNS (our minimal main)
-# has_kubernetes_plugin BINARY: `coredns -plugins` (one registered plugin a line) lists kubernetes.
-has_kubernetes_plugin() {
-  local out
-  out="$(timeout 30 "$1" -plugins 2>/dev/null)" || return 1
-  grep -qx kubernetes <<<"$out"
-}
-
-build_coredns() {
-  local v="$COREDNS_VERSION" out="$cache/coredns/$COREDNS_VERSION"
-  # A cached binary must also be ours: the kubernetes plugin compiled in.
-  if reports "$out/coredns" "$v" && has_kubernetes_plugin "$out/coredns"; then
-    log "coredns $v: cached ($out)"
-    return
-  fi
-  require_go "CoreDNS $v"
-  local dir tmp="$out/.build.tmp"
-  dir="$(prepare coredns "$v")"
-  check_pin "$dir" github.com/coredns/coredns "$v"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  timed_build coredns "$v" "$dir" "$tmp" -- -trimpath \
-    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/coredns" .
-  has_kubernetes_plugin "$tmp/coredns" ||
-    die "the freshly built coredns lacks the kubernetes plugin"
-  install_built "$tmp" "$out" "$v" coredns
-  rm -rf "$dir"
+  rm -rf "$dir" "$tmp"
   built_any=1
 }
 
@@ -303,30 +319,11 @@ build_crictl() {
   dir="$(prepare crictl "$v")"
   check_pin "$dir" sigs.k8s.io/cri-tools "$v"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  timed_build crictl "$v" "$dir" "$tmp" -- -trimpath \
-    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$tmp/crictl" \
+  timed_build crictl "$v" "$dir" "$tmp" -- "${GO_COMPILE_FLAGS[@]}" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS -X sigs.k8s.io/cri-tools/pkg/version.Version=$v" -o "$tmp/crictl" \
     sigs.k8s.io/cri-tools/cmd/crictl
   install_built "$tmp" "$out" "$v" crictl
-  rm -rf "$dir"
-  built_any=1
-}
-
-# ---------------------------------------------------------------- the NetworkPolicy agent (our main)
-build_network_policies() {
-  local v="$NETWORK_POLICIES_VERSION" out="$network_policies_out"
-  if reports "$out/network-policies" "$v"; then
-    log "network-policies $v: cached ($out)"
-    return
-  fi
-  require_go "network-policies $v"
-  local dir tmp="$out/.build.tmp"
-  dir="$(prepare network-policies "$v")"
-  check_pin "$dir" sigs.k8s.io/kube-network-policies "$v"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  timed_build network-policies "$v" "$dir" "$tmp" -- -trimpath \
-    -gcflags "$GO_NO_DEBUG_GCFLAGS" -ldflags "$GO_NO_DEBUG_LDFLAGS" -o "$tmp/network-policies" .
-  install_built "$tmp" "$out" "$v" network-policies
-  rm -rf "$dir"
+  rm -rf "$dir" "$tmp"
   built_any=1
 }
 
@@ -345,11 +342,9 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # One after another: the Kubernetes link alone needs about 2 GB, and the machine is shared.
-build_kubernetes
+build_programs
 build_etcd
-build_coredns
 build_crictl
-build_network_policies
 
 # put SRC NAME: replace bin/NAME atomically (a cluster may be running the old one).
 put() {

@@ -4,7 +4,8 @@
 #   pulumi                       the CLI (an installed one on PATH, or built from pkg/v3)
 #   pulumi-language-python       Python language host (installed one, or tools/pulumi-toolchain/pulumi_language_python.py)
 #   pulumi-language-python-exec  the Python SDK's program runner, beside the language host
-#   pulumi-resource-kubernetes   provider, built from the Go module at the pinned release
+#   pulumi-resource-kubernetes   provider, built from the Go module at the pinned release in the
+#                                wrapper module tools/go-build/kubernetes-programs (see below)
 #   pulumi-resource-alicloud     provider, built from the Go module at the pinned release, or from
 #                                its vendored sources where the proxy refuses that module
 # Progress and the time of each build go to stderr, with a line at least every
@@ -49,6 +50,9 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 tools="$repo/tools/pulumi-toolchain"   # this tool's folder: its Go wrapper modules and language host
+# The kubernetes provider's wrapper module, shared with tools/local-cluster/build.sh (same flags,
+# env.sh): the packages both need (k8s.io/*, protobuf, grpc, ...) compile once in the build cache.
+kubernetes_programs="$repo/tools/go-build/kubernetes-programs"
 
 PULUMI_CLI_VERSION=3.274.0
 PULUMI_MIN_INSTALLED_CLI=3.272.0          # an installed CLI at least as new as the Python SDK
@@ -67,6 +71,10 @@ alicloud_vendor_default="$(cd "$repo/.." && pwd)/shared/vendor/alicloud-provider
 cache="${PULUMI_TOOLCHAIN_CACHE:-$HOME/.cache/tf-mnist-pulumi}"
 mkdir -p "$cache/logs"
 cache="$(cd "$cache" && pwd)"
+# The kubernetes provider's cache directory: its version and a digest of its main.go and of the
+# shared module's go.mod and go.sum, so that a new build list (a k8s.io/* release) rebuilds it.
+kubernetes_out="$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION-$(cd "$kubernetes_programs" &&
+  cat go.mod go.sum cmd/pulumi-resource-kubernetes/main.go | sha256sum | cut -c1-12)"
 
 log() { printf '[pulumi-toolchain] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -176,30 +184,20 @@ provider_version_is() {
   [ "$got" = "$3" ]
 }
 
-# prepare_build_dir NAME VERSION: a fresh copy of the wrapper module tools/pulumi-toolchain/go/NAME.
+# prepare_build_dir NAME VERSION [MODULE]: a fresh copy of the wrapper module MODULE (default:
+# tools/pulumi-toolchain/go/NAME).
 prepare_build_dir() {
   local dir="$cache/build/$1-$2"
   rm -rf "$dir"
   mkdir -p "$dir"
-  cp "$tools/go/$1/"* "$dir/"
+  cp -R "${3:-$tools/go/$1}/." "$dir/"
   chmod -R u+w "$dir"
   printf '%s' "$dir"
 }
 
 # embed_schema SRC DEST VERSION: the provider's schema.json with "version" set, compacted (what
 # the providers' own `go generate` step writes to schema-embed.json).
-embed_schema() {
-  python3 - "$1" "$2" "$3" <<'EOF'
-import json, sys
-src, dest, version = sys.argv[1:]
-with open(src, encoding="utf-8") as f:
-    spec = json.load(f)
-if version:
-    spec["version"] = version
-with open(dest, "w", encoding="utf-8") as f:
-    json.dump(spec, f, separators=(",", ":"))
-EOF
-}
+embed_schema() { python3 "$tools/embed_schema.py" "$1" "$2" "$3"; }
 
 # ---------------------------------------------------------------- the CLI and language host
 build_cli() {
@@ -215,7 +213,7 @@ build_cli() {
     die "cannot build pulumi: module github.com/pulumi/pulumi/pkg/v3@v$PULUMI_CLI_VERSION refused"
   mkdir -p "$out"
   (cd "$dir" && timed_build pulumi "v$PULUMI_CLI_VERSION" "$cache/logs/pulumi-v$PULUMI_CLI_VERSION.log" -- \
-    go build -trimpath -tags osusergo,grpcnotrace -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    go build "${GO_COMPILE_FLAGS[@]}" -tags osusergo,grpcnotrace \
     -ldflags "$GO_NO_DEBUG_LDFLAGS -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_CLI_VERSION" \
     -o "$out/pulumi.tmp" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
   [ "$("$out/pulumi.tmp" version 2>/dev/null)" = "v$PULUMI_CLI_VERSION" ] ||
@@ -275,7 +273,8 @@ refused=""
 build_provider() {
   local name="$1" version="$2" module="$3" modver="$4"
   local plugin="${name#pulumi-resource-}"
-  local out="$cache/$name/v$version"
+  local out="$cache/$name/v$version" wrapper="" pkg=.   # pkg: the main package in the wrapper
+  if [ "$plugin" = kubernetes ]; then out="$kubernetes_out" wrapper="$kubernetes_programs" pkg="./cmd/$name"; fi
   if [ -x "$out/$name" ]; then
     if provider_version_is "$name" "$out/$name" "$version"; then
       log "$name $version: cached ($out)"
@@ -291,7 +290,7 @@ build_provider() {
   fi
   require_go "$name"
   local dir src
-  dir="$(prepare_build_dir "$name" "$version")"
+  dir="$(prepare_build_dir "$name" "$version" "$wrapper")"
   if ! src="$(cd "$dir" && module_dir "$module" "$modver")"; then
     refused="$module@$modver"
     rm -rf "$dir"
@@ -302,14 +301,15 @@ build_provider() {
       die "go mod tidy for $name $version failed: $(grep -m3 -E 'refused|403|not available|error' \
         "$cache/logs/$name-v$version-tidy.log" || tail -n3 "$cache/logs/$name-v$version-tidy.log")"
   fi
-  embed_schema "$src/cmd/$name/schema.json" "$dir/schema-embed.json" "$version"
+  embed_schema "$src/cmd/$name/schema.json" "$dir/$pkg/schema-embed.json" "$version"
   if [ "$plugin" = kubernetes ]; then
-    embed_schema "$src/cmd/$name/terraform-mapping.json" "$dir/terraform-mapping-embed.json" ""
+    embed_schema "$src/cmd/$name/terraform-mapping.json" "$dir/$pkg/terraform-mapping-embed.json" ""
   fi
   mkdir -p "$out"
+  # The flags of tools/local-cluster/build.sh (its -X differ: they change only the link).
   (cd "$dir" && timed_build "$name" "$version" "$cache/logs/$name-v$version.log" -- \
-    go build -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
-    -ldflags "$GO_NO_DEBUG_LDFLAGS -X $module/pkg/version.Version=$version" -o "$out/$name.tmp" .)
+    go build "${GO_COMPILE_FLAGS[@]}" \
+    -ldflags "$GO_NO_DEBUG_LDFLAGS -X $module/pkg/version.Version=$version" -o "$out/$name.tmp" "$pkg")
   provider_version_is "$name" "$out/$name.tmp" "$version" ||
     die "the $name just built ($out/$name.tmp) does not print $version for -version"
   mv -f "$out/$name.tmp" "$out/$name"
@@ -382,7 +382,7 @@ build_alicloud_vendored() {
     # What upstream's `go run generate.go` writes, without compiling it (with flags of its own,
     # none of its packages would be shared with the provider's compile).
     embed_schema "cmd/$name/schema.json" "cmd/$name/schema-embed.json" "$version"
-    timed_build "$name" "$version" "$logs.log" -- go build -trimpath -gcflags "$GO_NO_DEBUG_GCFLAGS" \
+    timed_build "$name" "$version" "$logs.log" -- go build "${GO_COMPILE_FLAGS[@]}" \
       -ldflags "$GO_NO_DEBUG_LDFLAGS -X $ALICLOUD_MODULE/pkg/version.Version=$version" -o "$out/$name.tmp" "./cmd/$name"
   )
   provider_version_is "$name" "$out/$name.tmp" "$version" ||
@@ -483,7 +483,7 @@ for f in pulumi-language-python pulumi-language-python-exec pulumi_language_pyth
   if [ -e "$lang_dir/$f" ]; then cp -f "$lang_dir/$f" "$bin/.$f.tmp" && mv -f "$bin/.$f.tmp" "$bin/$f"; fi
 done
 if want_provider kubernetes; then
-  put "$(readlink -f "$cache/pulumi-resource-kubernetes/v$KUBERNETES_VERSION/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
+  put "$(readlink -f "$kubernetes_out/pulumi-resource-kubernetes")" pulumi-resource-kubernetes
 fi
 if ! want_provider alicloud; then
   :

@@ -7,11 +7,17 @@ binaries build from Go modules for about half an hour, and most of the suite nee
 So the phases run as soon as what they need is there, instead of one after another:
 
     venv ──┬── build:engine (CLI + kubernetes provider) ──┬── build:alicloud ── tests:engine, tests:engine-live
-           ├── build:cluster (Kubernetes, etcd, ...) ─────┤
-           ├── build:images (the local cluster's images) ─┴── tests:cluster
+           │                                              └── build:cluster (Kubernetes, etcd, ...) ──┬── tests:cluster
+           ├── build:images (the local cluster's images) ─────────────────────────────────────────────┘
            │         (build:cluster + build:images ── tests:cluster-base, the cluster's own)
            ├── build:checkers (checkov, kube-score) ───────── tests:checkers
            └── tests (none of engine, cluster, checkers)
+
+``build:cluster`` waits for ``build:engine``: the kubernetes provider and the cluster's
+Kubernetes, CoreDNS and NetworkPolicy agent build from one Go module
+(tools/go-build/kubernetes-programs) with the same flags, so the cluster's build finds the
+packages they share (k8s.io/*, protobuf, grpc, ...) compiled in the Go build cache instead of
+compiling them a second time beside the engine's build.
 
 The builds and the cluster tests are the longest chain, so they keep the normal priority and
 ``tests`` runs at nice 10, taking the cores the builds leave idle (linking, module downloads)
@@ -365,7 +371,15 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             )
             needs.append("build:engine")
         if "cluster" in wanted and as_root:
-            phases.append(Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], env=builds_env))
+            # After the provider (see the module docstring): "cluster" always brings build:engine.
+            phases.append(
+                Phase(
+                    "build:cluster",
+                    ["bash", "tools/local-cluster/build.sh"],
+                    needs=["build:engine"],
+                    env=builds_env,
+                )
+            )
             phases.append(Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"]))
             needs += ["build:cluster", "build:images"]
         if "checkers" in wanted:
@@ -417,9 +431,15 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         ),
     ]
     if as_root:
+        # After the kubernetes provider, whose compiled packages it reuses (module docstring).
         phases.insert(
             2,
-            Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["venv"], env=builds_env),
+            Phase(
+                "build:cluster",
+                ["bash", "tools/local-cluster/build.sh"],
+                needs=["build:engine"],
+                env=builds_env,
+            ),
         )
         # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
         # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.

@@ -273,10 +273,10 @@ def coredns(p: Paths, bin_dir: Path) -> Component:
 
 
 def network_policies(p: Paths, bin_dir: Path) -> Component:
-    """The NetworkPolicy agent (tools/local-cluster/go/network-policies): the policy controller
-    of sigs.k8s.io/kube-network-policies deciding each new connection between pods on the
-    bridge, fed through an NFQUEUE (this kernel has the x_tables NFQUEUE target but not nft's
-    queue expression). Healthy once its rule is in and the queue has its reader."""
+    """The NetworkPolicy agent (tools/go-build/kubernetes-programs/cmd/network-policies): the
+    policy controller of sigs.k8s.io/kube-network-policies deciding each new connection between
+    pods on the bridge, fed through an NFQUEUE (this kernel has the x_tables NFQUEUE target but
+    not nft's queue expression). Healthy once its rule is in and the queue has its reader."""
     health = layout.port("network-policies", "health")
     return Component(
         "network-policies",

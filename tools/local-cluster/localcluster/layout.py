@@ -18,10 +18,11 @@ from pathlib import Path
 
 TOOL_DIR = Path(__file__).resolve().parent.parent
 
-#: The Kubernetes release the binaries are built at (tools/local-cluster/build.sh): 1.34 is the
-#: newest whose kubelet starts on cgroup v1 without --fail-cgroupv1=false (1.35 refuses v1 by
-#: default) and whose CRI client still works with Debian bookworm's containerd 1.6.
-KUBERNETES_VERSION = "v1.34.4"
+#: The Kubernetes release the binaries are built at (tools/local-cluster/build.sh): 1.33, the line
+#: of the kubernetes provider's client libraries (one Go module builds both) and of ACK's
+#: clusters; its kubelet starts on cgroup v1 (1.35 refuses v1 by default) and its CRI client
+#: works with Debian bookworm's containerd 1.6.
+KUBERNETES_VERSION = "v1.33.13"
 
 NODE_NAME = "tf-mnist-node-0"
 #: Labels of an ACK worker node in the stack's CPU node pool (infra/components/node_pools.py

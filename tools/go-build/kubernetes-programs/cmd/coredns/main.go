@@ -2,10 +2,11 @@
 //
 // The upstream command imports github.com/coredns/coredns/core/plugin, which pulls in every
 // plugin, cloud ones included (route53, azure, clouddns, ...). This one imports CoreDNS's core and
-// only the plugins below, and restricts dnsserver's directive list to them. A directive's place in
-// that list is its place in the query chain, so the list keeps the order of CoreDNS's own
-// core/dnsserver/zdirectives.go (generated from plugin.cfg); a Corefile naming any other plugin is
-// rejected at start-up.
+// only the plugins below, and restricts dnsserver's directive list to them (v1.12.3 exports that
+// list as the variable dnsserver.Directives; later releases set it with dnsserver.SetDirectives).
+// A directive's place in that list is its place in the query chain, so the list keeps the order
+// of CoreDNS's own core/dnsserver/zdirectives.go (generated from plugin.cfg); a Corefile naming
+// any other plugin is rejected at start-up.
 //
 // `coredns -version` prints CoreDNS's version. `coredns -plugins` lists every registered plugin,
 // which also includes a few that the ones below import (debug, dnstap, metadata, prometheus,
@@ -14,9 +15,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/coremain"
 
@@ -31,7 +29,7 @@ import (
 	_ "github.com/coredns/coredns/plugin/ready"
 )
 
-// directives is the execution order: the subsequence of CoreDNS v1.15.0's zdirectives.go made of
+// directives is the execution order: the subsequence of CoreDNS v1.12.3's zdirectives.go made of
 // the plugins imported above.
 var directives = []string{
 	"bind",
@@ -46,9 +44,7 @@ var directives = []string{
 }
 
 func main() {
-	if err := dnsserver.SetDirectives(directives); err != nil {
-		fmt.Fprintf(os.Stderr, "coredns: %v\n", err)
-		os.Exit(2)
-	}
+	// Read when the Corefile is parsed (dnsserver's Directives func), so set before Run.
+	dnsserver.Directives = directives
 	coremain.Run()
 }
