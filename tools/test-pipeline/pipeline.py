@@ -19,9 +19,10 @@ Kubernetes, CoreDNS and NetworkPolicy agent build from one Go module
 packages they share (k8s.io/*, protobuf, grpc, ...) compiled in the Go build cache instead of
 compiling them a second time beside the engine's build.
 
-The builds and the cluster tests are the longest chain, so they keep the normal priority and
-``tests`` runs at nice 10, taking the cores the builds leave idle (linking, module downloads)
-and every core once they are done. The cluster tests mostly wait for pods, which need a core
+The builds and the cluster tests are the longest chain, so they keep the normal priority;
+``build:alicloud``, which starts with ``build:cluster`` and feeds only the engine tests, runs at
+nice 5, and ``tests`` at nice 10, taking the cores the builds leave idle (linking, module
+downloads) and every core once they are done. The cluster tests mostly wait for pods, which need a core
 when they train: they keep the normal priority.
 
 Every pytest gets ``PYTEST ARGS`` (only options, e.g. ``-ra``; a selection such as ``-m`` or a
@@ -397,7 +398,9 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             needs=["venv"],
             env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"},
         ),
-        Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}),
+        # Below the cluster's build, which starts with it and is on the longest chain; the
+        # engine tests it feeds are not.
+        Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}, nice=5),
         Phase("build:checkers", checkers, needs=["venv"], env=checkers_env),
         Phase(
             "tests",
