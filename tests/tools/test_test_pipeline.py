@@ -37,12 +37,13 @@ def test_the_cluster_builds_after_the_kubernetes_provider(pipeline) -> None:
     assert phases["build:alicloud"] == ["build:engine"]
 
 
-def test_the_alicloud_build_yields_to_the_longest_chain(pipeline) -> None:
-    """build:alicloud starts with build:cluster, which the cluster tests wait for: it runs below
-    it (nice 5), and the tests phase below both (nice 10)."""
+def test_the_builds_off_the_longest_chain_yield_to_it(pipeline) -> None:
+    """build:alicloud starts with build:cluster, which the cluster tests wait for, and
+    build:checkers feeds only its tests: both run below the chain (nice 5), and the tests phase
+    below them (nice 10)."""
     phases = {p.name: p for p in pipeline.build_phases(["-ra"], as_root=True)}
-    names = ("build:engine", "build:cluster", "build:alicloud", "tests")
-    assert [phases[n].nice for n in names] == [0, 0, 5, 10]
+    names = ("build:engine", "build:cluster", "build:alicloud", "build:checkers", "tests")
+    assert [phases[n].nice for n in names] == [0, 0, 5, 5, 10]
 
 
 def test_without_root_there_is_no_cluster_phase(pipeline) -> None:

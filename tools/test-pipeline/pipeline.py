@@ -20,8 +20,8 @@ packages they share (k8s.io/*, protobuf, grpc, ...) compiled in the Go build cac
 compiling them a second time beside the engine's build.
 
 The builds and the cluster tests are the longest chain, so they keep the normal priority;
-``build:alicloud``, which starts with ``build:cluster`` and feeds only the engine tests, runs at
-nice 5, and ``tests`` at nice 10, taking the cores the builds leave idle (linking, module
+``build:alicloud``, which starts with ``build:cluster`` and feeds only the engine tests, and
+``build:checkers``, which feeds only their tests, run at nice 5, and ``tests`` at nice 10, taking the cores the builds leave idle (linking, module
 downloads) and every core once they are done. The cluster tests mostly wait for pods, which need a core
 when they train: they keep the normal priority.
 
@@ -401,7 +401,8 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         # Below the cluster's build, which starts with it and is on the longest chain; the
         # engine tests it feeds are not.
         Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}, nice=5),
-        Phase("build:checkers", checkers, needs=["venv"], env=checkers_env),
+        # Off the longest chain too: it feeds only tests:checkers.
+        Phase("build:checkers", checkers, needs=["venv"], env=checkers_env, nice=5),
         Phase(
             "tests",
             [*pytest, "-m", "not engine and not cluster and not checkers", *pytest_args],
