@@ -1,0 +1,149 @@
+"""What the pods of a stack without images of its own get from the stack: the trainer's code
+and its bundled sample (as ConfigMaps, infra/components/setup.py) and the hash-pinned package
+files the setup Job installs, each named by the SHA-256 of its content.
+
+Read from the project's own files at ``pulumi up`` (the repository holding infra/):
+``trainer/**/*.py``, ``trainer/data/mnist-10k/*.gz`` and the requirement files of docker/
+(``PACKAGE_FILES``), the same files the images built from docker/ install. A change to any of
+them is a new name (a ConfigMap, a package folder) and, because the hashes are part of the run
+key (infra/settings/runs.py), a new run.
+
+Standard library only; nothing here talks to Pulumi or a cluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The repository: the parent of infra/.
+REPO = Path(__file__).resolve().parents[1]
+#: Package set -> its requirement file, relative to the repository: every package at an exact
+#: version with the sha256 of its CPython 3.11 x86_64 wheel (docker/pin_requirements.py writes
+#: them). ``cpu``: tensorflow-cpu and tensorboard (ps, a CPU chief, CPU workers, staging);
+#: ``gpu``: tensorflow[and-cuda] with the CUDA 12 and cuDNN 9 wheels, and tensorboard (GPU
+#: workers and a GPU chief); ``tensorboard``: TensorBoard alone.
+PACKAGE_FILES = {
+    "cpu": "docker/trainer-cpu-requirements.txt",
+    "gpu": "docker/trainer-gpu-requirements.txt",
+    "tensorboard": "docker/tensorboard-requirements.txt",
+}
+#: The bundled sample staged when data.source is unset (trainer/data/mnist-10k/README.md).
+SAMPLE_DIR = "trainer/data/mnist-10k"
+#: Hex digits of a content name: 48 bits, as the run key's (infra/settings/runs.py KEY_DIGITS).
+HASH_DIGITS = 12
+#: The most bytes of file content one ConfigMap holds. The API server refuses a ConfigMap over
+#: 1 MiB (data and binaryData together, core/v1 validation), and binaryData travels base64 (4/3
+#: larger) in a request that etcd caps at 1.5 MiB: 768 KiB is 1 MiB in base64, under both.
+CONFIG_MAP_BYTES = 768 * 1024
+
+
+def _hash(files: Mapping[str, bytes]) -> str:
+    """HASH_DIGITS hex digits of the SHA-256 of ``files`` (path -> bytes), in path order, each
+    path with its content's SHA-256 (so a renamed file changes it too)."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{path}\0{hashlib.sha256(files[path]).hexdigest()}\n".encode())
+    return digest.hexdigest()[:HASH_DIGITS]
+
+
+def code_files(root: Path = REPO) -> dict[str, bytes]:
+    """The trainer's Python modules: repository path (``trainer/stage.py``) -> bytes, every
+    ``*.py`` under trainer/ outside ``__pycache__``, in path order.
+
+    Raises:
+        FileNotFoundError: ``root`` has no trainer/ package (a copy of infra/ alone).
+        ValueError: the modules pass CONFIG_MAP_BYTES together: they would not fit the one
+            ConfigMap the pods mount.
+    """
+    package = root / "trainer"
+    if not (package / "__init__.py").is_file():
+        raise FileNotFoundError(f"{package}: the trainer package, whose code the pods run, is not there")
+    found = (p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(found)}
+    size = sum(map(len, files.values()))
+    if size > CONFIG_MAP_BYTES:
+        raise ValueError(
+            f"{package}: its modules hold {size} bytes, more than the {CONFIG_MAP_BYTES} of the code ConfigMap "
+            "(infra/bundle.py CONFIG_MAP_BYTES): split the code into several ConfigMaps"
+        )
+    return files
+
+
+def sample_files(root: Path = REPO) -> dict[str, bytes]:
+    """The bundled sample's IDX files: file name (``train-images-idx3-ubyte.gz``) -> bytes."""
+    return {p.name: p.read_bytes() for p in sorted((root / SAMPLE_DIR).glob("*.gz"))}
+
+
+@functools.lru_cache(maxsize=4)
+def code_hash(root: Path = REPO) -> str:
+    """The content name of the trainer's code and sample together: HASH_DIGITS hex digits.
+    Cached per ``root``: one ``pulumi up`` reads the files once."""
+    sample = {f"{SAMPLE_DIR}/{name}": data for name, data in sample_files(root).items()}
+    return _hash({**code_files(root), **sample})
+
+
+@functools.lru_cache(maxsize=4)
+def sample_hash(root: Path = REPO) -> str:
+    """The content name of the bundled sample alone (the folder the setup Job joins it into)."""
+    return _hash(sample_files(root))
+
+
+def lock_text(package_set: str, root: Path = REPO) -> str:
+    """The requirement file of ``package_set`` (a key of PACKAGE_FILES) as text.
+
+    Raises:
+        KeyError: ``package_set`` is none of PACKAGE_FILES'.
+        FileNotFoundError: the file is missing from ``root``.
+    """
+    return (root / PACKAGE_FILES[package_set]).read_text()
+
+
+@functools.lru_cache(maxsize=8)
+def lock_hash(package_set: str, root: Path = REPO) -> str:
+    """The content name of ``package_set``'s requirement file: HASH_DIGITS hex digits of its
+    SHA-256 (trainer/install.py names the folder it installs into the same way)."""
+    return hashlib.sha256(lock_text(package_set, root).encode()).hexdigest()[:HASH_DIGITS]
+
+
+def package_folder(packages_dir: str, package_set: str, root: Path = REPO) -> str:
+    """Where ``package_set`` is installed under ``packages_dir``: ``<dir>/<set>-<lock hash>``."""
+    return f"{packages_dir}/{package_set}-{lock_hash(package_set, root)}"
+
+
+def config_map_key(path: str) -> str:
+    """A file's key in a ConfigMap: its path with ``/`` as ``.`` (keys may hold only letters,
+    digits, ``-``, ``_`` and ``.``); the pods' volume maps each key back to its path."""
+    return path.replace("/", ".")
+
+
+def split_parts(files: Mapping[str, bytes], limit: int = CONFIG_MAP_BYTES) -> list[dict[str, bytes]]:
+    """``files`` cut into ConfigMaps of at most ``limit`` content bytes each.
+
+    A file over ``limit`` is cut into ``<name>.part-<i>`` pieces of ``limit`` bytes (the last
+    shorter), which trainer/install.py joins in ``i`` order; every other file keeps its name
+    as ``<name>.part-0``, so that all are joined alike. Pieces fill the ConfigMaps in name
+    order, a new one starting when the next piece would pass ``limit``.
+
+    Returns:
+        One dict (piece name -> bytes) per ConfigMap; empty for no files.
+
+    Raises:
+        ValueError: ``limit`` is not positive.
+    """
+    if limit <= 0:
+        raise ValueError(f"limit {limit}: must be a positive number of bytes")
+    groups: list[dict[str, bytes]] = []
+    size = 0
+    for name in sorted(files):
+        data = files[name]
+        for index, start in enumerate(range(0, max(len(data), 1), limit)):
+            piece = data[start : start + limit]
+            if not groups or size + len(piece) > limit:
+                groups.append({})
+                size = 0
+            groups[-1][f"{name}.part-{index}"] = piece
+            size += len(piece)
+    return groups
