@@ -11,17 +11,18 @@ import pulumi_kubernetes as k8s
 
 from infra import ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
-from infra.components import chief_await, network_policy, pods, staging, storage, tensorboard, training
+from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
 from infra.components.network_policy import RunNetworkPolicies, RunNetworkPoliciesArgs
 from infra.components.registry import SECRET, PullSecret, PullSecretArgs
+from infra.components.setup import PackageSetup, PackageSetupArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
-from infra.settings.images import stale_tag_warnings
+from infra.settings.images import has_digest, stale_tag_warnings
 from infra.target import deploy_target, existing_volume_server
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
@@ -70,7 +71,7 @@ def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> di
         The stack outputs by name.
     """
     prefix = settings.name_prefix
-    for message in stale_tag_warnings(image_pulls(settings)):
+    for message in stale_tag_warnings(image_pulls(settings)) + base_image_warnings(settings):
         pulumi.log.warn(message)
     target = deploy_target(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[target.provider])
@@ -88,9 +89,13 @@ def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> di
     )
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
     pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
-    training = _training_job(settings, namespace, volume, pods_after, k8s_opts, failed_before)
+    runtime = pods_runtime(settings)
+    installed = _package_setup(settings, runtime, namespace, volume, pods_after, k8s_opts)
+    # Staging (and so the tasks) and TensorBoard load their packages from the setup Job's folders.
+    after_setup = [*pods_after, *([installed.job] if installed else [])]
+    training = _training_job(settings, namespace, volume, after_setup, k8s_opts, failed_before, runtime)
     monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts)
-    tensorboard = _tensorboard(settings, namespace, volume, pods_after, k8s_opts)
+    tensorboard = _tensorboard(settings, namespace, volume, after_setup, k8s_opts, runtime)
     return {
         "clusterId": target.cluster_id,
         "kubeconfig": target.kubeconfig,
@@ -104,6 +109,8 @@ def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> di
         "clusterSpec": training.cluster_spec,
         "jobNames": training.job_names,
         "stagingJobName": training.staging_job_name,
+        "setupJobName": installed.job_name if installed else None,
+        "baseImage": settings.runtime.base_image if runtime else None,
         "monitorJobName": monitor.job_name,
         "runId": training.run_id,
         "runDir": training.run_dir,
@@ -123,6 +130,7 @@ def _training_job(
     pods_after: Sequence[pulumi.Resource],
     k8s_opts: pulumi.ResourceOptions,
     failed_before: frozenset[str],
+    runtime: setup.Runtime | None,
 ) -> TrainingJob:
     """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
     prefix, registry = settings.name_prefix, settings.registry
@@ -144,9 +152,65 @@ def _training_job(
             volume_hint=_volume_hint(settings),
             after=[*pods_after, volume.pvc],
             failed_before=failed_before,
+            runtime=runtime,
         ),
         opts=k8s_opts,
     )
+
+
+def pods_runtime(settings: Settings) -> setup.Runtime | None:
+    """What the pods on the base image add (setup.runtime); None when no pod runs it."""
+    return setup.runtime(
+        settings.name_prefix,
+        settings.storage.mount_path,
+        settings.runtime,
+        sample=settings.training.data_source is None,
+    )
+
+
+def _package_setup(
+    settings: Settings,
+    runtime: setup.Runtime | None,
+    namespace: pulumi.Input[str],
+    volume: SharedVolume,
+    pods_after: Sequence[pulumi.Resource],
+    k8s_opts: pulumi.ResourceOptions,
+) -> PackageSetup | None:
+    """The code ConfigMaps and the setup Job, when some pod runs the base image."""
+    if runtime is None:
+        return None
+    t = settings.training
+    return PackageSetup(
+        settings.name_prefix,
+        PackageSetupArgs(
+            namespace=namespace,
+            runtime=runtime,
+            settings=settings.runtime,
+            claim_name=volume.claim_name,
+            mount_path=settings.storage.mount_path,
+            identity=settings.pods,
+            placement=settings.placement["stage-data"],
+            image_pull_policy=settings.runtime.image_pull_policy,
+            image_pull_secret=settings.registry.image_pull_secret,
+            priority_class_name=t.priority_class_name,
+            after=[*pods_after, volume.pvc],
+        ),
+        opts=k8s_opts,
+    )
+
+
+def base_image_warnings(settings: Settings) -> list[str]:
+    """A warning when pods run a base image named by tag (Alibaba Cloud Linux 3's Python in cn-*
+    regions, whose digest the stack does not know; infra/settings/key_values.py): a tag can
+    move to other content between two `pulumi up`s."""
+    image = settings.runtime.base_image
+    if not settings.runtime.used or has_digest(image):
+        return []
+    return [
+        f"the pods run the base image {image} by tag, not by digest: its content can change between two "
+        "`pulumi up`s. Pin it: `skopeo inspect docker://" + image + "` gives the digest, then "
+        "`pulumi config set baseImage <image>@sha256:<digest>`."
+    ]
 
 
 def _run_monitor(
@@ -188,8 +252,10 @@ def _tensorboard(
     volume: SharedVolume,
     pods_after: Sequence[pulumi.Resource],
     k8s_opts: pulumi.ResourceOptions,
+    runtime: setup.Runtime | None,
 ) -> TensorBoard:
     """TensorBoard over every run's directory on ``volume``."""
+    packages = settings.tensorboard.packages
     return TensorBoard(
         settings.name_prefix,
         TensorBoardArgs(
@@ -203,6 +269,7 @@ def _tensorboard(
             cloud_acl=settings.cluster.create_cloud,
             identity=settings.pods,
             after=[*pods_after, volume.pvc],
+            packages_dir=runtime.package_dirs[packages] if runtime and packages else None,
         ),
         opts=k8s_opts,
     )
@@ -246,6 +313,7 @@ def _before_pods(
                     tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
                     source_ports=_source_ports(settings),
                     api_server_ports=_api_server_ports(settings),
+                    setup_ports=_setup_ports(settings),
                 ),
                 opts=k8s_opts,
             )
@@ -307,6 +375,11 @@ def _source_ports(settings: Settings) -> list[int]:
     )
 
 
+def _setup_ports(settings: Settings) -> list[int]:
+    """The ports the setup Job reaches the package index on; none without a setup Job."""
+    return network_policy.url_ports([settings.runtime.package_index]) if settings.runtime.used else []
+
+
 def _api_server_ports(settings: Settings) -> list[int]:
     """The ports the run monitor reaches the API server on: network_policy.API_SERVER_PORTS
     and monitor.apiServer's (its explicit port, or its scheme's)."""
@@ -349,9 +422,10 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
         objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
     named = (
         training.object_names(prefix, settings.training.replicas)
+        + setup.object_names(prefix, settings.runtime, sample=settings.training.data_source is None)
         + tensorboard.object_names(prefix)
         + monitor_object_names(prefix)
-        + (network_policy.object_names(prefix) if settings.network_policy else [])
+        + (network_policy.object_names(prefix, settings.runtime.used) if settings.network_policy else [])
     )
     return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 

@@ -62,7 +62,8 @@ TASK_KEYS = {"worker": "worker.number", "ps": "ps.number"}
 REQUIRED_TAGS = (PROJECT_TAG, STACK_TAG)
 #: The config key that sets the image of each component (app.kubernetes.io/component): the
 #: CPU image (ps.image) also runs the data staging and the run monitor; the chief runs the
-#: worker's image when it trains on a GPU (ps.number 0), else the CPU image.
+#: worker's image when it trains on a GPU (ps.number 0), else the CPU image; the setup Job runs
+#: the base image (baseImage), as every role does whose image key and imageRegistry are unset.
 IMAGE_KEYS = {
     "worker": "worker.image",
     "tensorboard": "tensorboard.image",
@@ -70,6 +71,7 @@ IMAGE_KEYS = {
     "stage-data": "ps.image",
     "monitor": "ps.image",
     "chief": "ps.image (or worker.image with ps.number 0)",
+    "setup": "baseImage",
 }
 #: A tag that moves: the image a pod runs changes without the stack changing.
 MOVING_TAGS = ("latest",)

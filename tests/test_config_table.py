@@ -89,7 +89,9 @@ def test_cells_escape_pipes_newlines_and_tags_outside_code():
     )
     row = ct.render([key]).splitlines()[2]
     assert row == "| `a.b` | `x\\|y` |  | one \\| two three &lt;reg>/`<kept>` |"
-    assert _row("worker.image")[3].startswith("Worker image; default &lt;imageRegistry>/trainer:2.21.0-gpu")
+    assert _row("worker.image")[3].startswith(
+        "Your own worker image; unset = &lt;imageRegistry>/trainer:2.21.0-gpu"
+    )
 
 
 def test_with_table_replaces_only_between_the_markers():

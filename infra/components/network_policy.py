@@ -18,6 +18,9 @@ Egress (what each pod may open), by what the pods' code connects to:
 - the staging Job: TCP 80 and 443 and each data.source URL's own port, to any address, when
   data.source holds an http(s) URL (a server may redirect http to https); nothing else when
   it copies from the image or the volume;
+- the setup Job (on the base image only): TCP 80 and 443 and the package index's own port, to
+  any address: pip fetches the index's pages and the wheels they link to, which may live on
+  another host (PyPI's files.pythonhosted.org);
 - the run monitor: the API server, TCP 443 and 6443 to any address (the kubernetes Service's
   port, and the port of its endpoints where a plugin checks the address after the Service's
   translation; ACK's and kubeadm's API servers listen on 6443), and monitor.apiServer's port;
@@ -51,6 +54,8 @@ DNS_PORT = 53
 #: The components (app.kubernetes.io/component) of the run's two single-pod Jobs.
 STAGE_COMPONENT = "stage-data"
 MONITOR_COMPONENT = "monitor"
+#: The setup Job's component (infra/components/setup.py COMPONENT).
+SETUP_COMPONENT = "setup"
 
 
 def tasks_policy_name(name: str) -> str:
@@ -69,9 +74,9 @@ def component_policy_name(name: str, component: str) -> str:
     return f"{name}-{component}"
 
 
-def object_names(name: str) -> list[tuple[str, str]]:
+def object_names(name: str, setup: bool = False) -> list[tuple[str, str]]:
     """``(Pulumi type, object name)`` of every object ``RunNetworkPolicies(name, ...)`` creates,
-    in its namespace."""
+    in its namespace; ``setup``: with the setup Job's policy (RunNetworkPoliciesArgs.setup_ports)."""
     return [
         (NETWORK_POLICY, policy)
         for policy in (
@@ -79,6 +84,7 @@ def object_names(name: str) -> list[tuple[str, str]]:
             tensorboard_policy_name(name),
             component_policy_name(name, STAGE_COMPONENT),
             component_policy_name(name, MONITOR_COMPONENT),
+            *([component_policy_name(name, SETUP_COMPONENT)] if setup else []),
         )
     ]
 
@@ -142,6 +148,8 @@ class RunNetworkPoliciesArgs:
         source_ports: the TCP ports the staging Job fetches data.source on (``url_ports``).
         api_server_ports: the TCP ports the run monitor reaches the API server on
             (API_SERVER_PORTS and monitor.apiServer's).
+        setup_ports: the TCP ports the setup Job reaches the package index on (``url_ports``
+            of packageIndex); empty: the stack has no setup Job, and no policy for it.
     """
 
     namespace: pulumi.Input[str]
@@ -149,6 +157,7 @@ class RunNetworkPoliciesArgs:
     tensorboard_exposed: bool
     source_ports: Sequence[int] = ()
     api_server_ports: Sequence[int] = API_SERVER_PORTS
+    setup_ports: Sequence[int] = ()
 
 
 def _tcp(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
@@ -171,7 +180,7 @@ def _anywhere(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyEgres
 
 
 class RunNetworkPolicies(pulumi.ComponentResource):
-    """Four NetworkPolicies for the run ``name`` (networkPolicy.enabled), each of Ingress and
+    """Four (five with a setup Job) NetworkPolicies for the run ``name`` (networkPolicy.enabled), each of Ingress and
     Egress (what each admits and opens: the module docstring).
 
     Children:
@@ -183,8 +192,9 @@ class RunNetworkPolicies(pulumi.ComponentResource):
             port's traffic reaches the pod from node addresses (kube-proxy's SNAT with
             externalTrafficPolicy Cluster), so who may connect is decided at the load balancer
             (tensorboard.allowedSourceRanges: loadBalancerSourceRanges and the SLB ACL).
-        ``<name>-stage-data``, ``<name>-monitor``: the staging Job's and the run monitor's
-            pods accept nothing (they listen on no port).
+        ``<name>-stage-data``, ``<name>-monitor`` (and ``<name>-setup`` with setup ports): the
+            staging Job's, the run monitor's (and the setup Job's) pods accept nothing (they
+            listen on no port).
     """
 
     def __init__(
@@ -220,6 +230,13 @@ class RunNetworkPolicies(pulumi.ComponentResource):
             ingress=[],
             egress=_anywhere(args.api_server_ports),
         )
+        if args.setup_ports:
+            self.setup = self._policy(
+                component_policy_name(name, SETUP_COMPONENT),
+                component_pods(name, SETUP_COMPONENT),
+                ingress=[],
+                egress=_anywhere(args.setup_ports),
+            )
         self.register_outputs({})
 
     def _policy(

@@ -66,6 +66,8 @@ class TensorBoardArgs:
             honour the source ranges.
         identity: the uid and gid the pod runs as (pods.*).
         after: resources the Deployment waits for (the node pools, the pull Secret, the claim).
+        packages_dir: on the base image, the folder of TensorBoard's package set on the volume
+            (infra/components/setup.py), which the pod runs from; None: an image of your own.
     """
 
     tensorboard: TensorBoardSettings
@@ -78,6 +80,7 @@ class TensorBoardArgs:
     cloud_acl: bool
     identity: PodIdentity = pods.IMAGE_IDENTITY
     after: Sequence[pulumi.Resource] = ()
+    packages_dir: str | None = None
 
 
 class TensorBoard(pulumi.ComponentResource):
@@ -199,7 +202,11 @@ class TensorBoard(pulumi.ComponentResource):
 
 def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
     """TensorBoard's pod: the run's log directory on the claim, mounted read-only; "restricted"
-    (infra/components/pods.py)."""
+    (infra/components/pods.py). On the base image it runs TensorBoard's module from its package
+    folder on the same volume (the image of your own has the ``tensorboard`` script)."""
+    packages = args.packages_dir
+    command = ["python", "-m", "tensorboard.main"] if packages else ["tensorboard"]
+    env = [k8s.core.v1.EnvVarArgs(name="PYTHONPATH", value=packages)] if packages else []
     return k8s.core.v1.PodSpecArgs(
         node_selector=pods.node_selector(args.placement),
         tolerations=pods.tolerations(args.placement, uses_gpu=False),
@@ -211,7 +218,7 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
                 name="tensorboard",
                 image=args.tensorboard.image,
                 image_pull_policy=args.tensorboard.image_pull_policy,
-                command=["tensorboard"],
+                command=command,
                 args=["--logdir", args.log_dir, "--bind_all", "--port", str(TENSORBOARD_PORT)],
                 ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=TENSORBOARD_PORT)],
                 readiness_probe=k8s.core.v1.ProbeArgs(
@@ -219,7 +226,7 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
                 ),
                 liveness_probe=LIVENESS_PROBE,
                 resources=pods.resources(REQUESTS, LIMITS),
-                env=pods.scratch_env(),
+                env=pods.scratch_env() + env,
                 security_context=pods.container_security_context(),
                 volume_mounts=[
                     k8s.core.v1.VolumeMountArgs(name="data", mount_path=args.mount_path, read_only=True),

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import chief_await, pods, staging
 from infra.components.labels import recommended_labels, task_selector
+from infra.components.setup import Runtime
 from infra.components.task_jobs import (
     CONTAINER_NAME,
     POD_REPLACEMENT_POLICY,
@@ -108,6 +109,8 @@ class TrainingJobArgs:
         failed_before: uids of the Jobs that this stack's state recorded as failed before the
             program ran (chief_await.failed_before; read with job.waitForChief only): a chief's
             Job among them fails no `pulumi up` again.
+        runtime: what pods on the base image add (code, PYTHONPATH; setup.Runtime); None when
+            every role runs an image of your own.
     """
 
     training: TrainingSettings
@@ -125,6 +128,7 @@ class TrainingJobArgs:
     volume_hint: str = ""
     after: Sequence[pulumi.Resource] = ()
     failed_before: frozenset[str] = frozenset()
+    runtime: Runtime | None = None
 
 
 class TrainingJob(pulumi.ComponentResource):
@@ -273,7 +277,11 @@ class TrainingJob(pulumi.ComponentResource):
                         security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
                         containers=[self._staging_container(secret_name, from_secret=secret is not None)],
-                        volumes=[self._volume(), pods.scratch_volume()],
+                        volumes=[
+                            self._volume(),
+                            pods.scratch_volume(),
+                            *self._runtime_parts(training.ps.packages)[2],
+                        ],
                     ),
                 ),
             ),
@@ -291,20 +299,23 @@ class TrainingJob(pulumi.ComponentResource):
         """The stager's container; ``from_secret``: it reads the sources from the Secret
         ``secret_name`` (data.source set with ``--secret``), not from its command."""
         args, training = self._args, self._args.training
+        env, mounts = self._runtime_parts(training.ps.packages)[:2]
+        # On the base image the sample comes from the setup Job's folder, not the image.
+        sample = args.runtime.sample_dir if args.runtime and training.ps.packages else None
         return k8s.core.v1.ContainerArgs(
             name=STAGE_CONTAINER,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
             command=staging.stage_command(
-                args.data_dir, training.data_source, args.volume_hint, from_secret=from_secret
+                args.data_dir, training.data_source or sample, args.volume_hint, from_secret=from_secret
             ),
             # The stager's last line on failure is its error: the message
             # the pod's status, and so `pulumi up`, shows.
             termination_message_policy="FallbackToLogsOnError",
             resources=pods.resources(staging.STAGE_REQUESTS, staging.STAGE_LIMITS),
-            env=pods.scratch_env() + (staging.source_env(secret_name) if from_secret else []),
+            env=pods.scratch_env() + (staging.source_env(secret_name) if from_secret else []) + env,
             security_context=pods.container_security_context(),
-            volume_mounts=[self._volume_mount(), pods.scratch_mount()],
+            volume_mounts=[self._volume_mount(), pods.scratch_mount(), *mounts],
         )
 
     def _task(
@@ -392,6 +403,13 @@ class TrainingJob(pulumi.ComponentResource):
             annotations=suppress.merged(annotations, role, pulls),
         )
 
+    def _runtime_parts(self, packages: str | None) -> tuple[list, list, list]:
+        """(env, volume mounts, volumes) a pod of ``packages``' set adds on the base image."""
+        runtime = self._args.runtime
+        if runtime is None or packages is None:
+            return [], [], []
+        return runtime.env(packages), runtime.mounts(packages), runtime.volumes(packages)
+
     def _volume_mount(self) -> k8s.core.v1.VolumeMountArgs:
         return k8s.core.v1.VolumeMountArgs(name=VOLUME_NAME, mount_path=self._args.mount_path)
 
@@ -438,6 +456,7 @@ class TrainingJob(pulumi.ComponentResource):
                 k8s.core.v1.EnvVarArgs(name="CUDA_VISIBLE_DEVICES", value=""),
             ]
         placement = args.placement[task_type]
+        runtime_env, runtime_mounts, runtime_volumes = self._runtime_parts(task.packages)
         return k8s.core.v1.PodSpecArgs(
             # Never: a failed task gets a new pod (see the class docstring), which a
             # podFailurePolicy requires; backoffLimit caps the failures that count.
@@ -456,14 +475,14 @@ class TrainingJob(pulumi.ComponentResource):
                     image_pull_policy=task.image_pull_policy,
                     command=["python", "-m", "trainer"],
                     args=trainer_args(training, args.data_dir, args.log_dir, run_id),
-                    env=env + pods.scratch_env(),
+                    env=env + pods.scratch_env() + runtime_env,
                     security_context=pods.container_security_context(),
                     ports=[
                         k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")
                     ],
                     resources=pods.resources({"cpu": task.cpu, "memory": task.memory}, limits),
-                    volume_mounts=[self._volume_mount(), pods.scratch_mount()],
+                    volume_mounts=[self._volume_mount(), pods.scratch_mount(), *runtime_mounts],
                 )
             ],
-            volumes=[self._volume(), pods.scratch_volume()],
+            volumes=[self._volume(), pods.scratch_volume(), *runtime_volumes],
         )

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from infra.bundle import PACKAGE_FILES
 from infra.settings.deployed import Deployed
 from infra.settings.images import pull_policy
 from infra.settings.key_values import (
@@ -18,6 +19,7 @@ from infra.settings.key_values import (
     TENSORBOARD_TAG,
     TRAINER_CPU_TAG,
     TRAINER_GPU_TAG,
+    regional_runtime,
 )
 from infra.settings.keys import PLACEMENT_ROLES, SECRET_CAPABLE_KEYS
 from infra.settings.kubeconfig import kubeconfig_server
@@ -27,6 +29,7 @@ from infra.settings.model import (
     PodIdentity,
     RegistryCredentials,
     RegistrySettings,
+    RuntimeSettings,
     Settings,
     StorageSettings,
     TaskSettings,
@@ -48,10 +51,16 @@ class Resolved:
     Resolved from ``Reading.values``, that is with a bad key's default in its place.
 
     Attributes:
-        cpu_image: ps.image, or <imageRegistry>/trainer:<version>-cpu; also the chief's (on
-            CPUs) and the staging Job's.
+        cpu_image: ps.image, or <imageRegistry>/trainer:<version>-cpu, or without imageRegistry
+            the base image; also the chief's (on CPUs) and the staging Job's.
         worker_image: worker.image, or the GPU trainer image (the CPU one with worker.gpuCount 0).
-        tensorboard_image: tensorboard.image, or <imageRegistry>/tensorboard:<version>.
+        tensorboard_image: tensorboard.image, or <imageRegistry>/tensorboard:<version>, or the
+            base image.
+        cpu_packages, worker_packages, tensorboard_packages: the package set (a key of
+            infra/bundle.py PACKAGE_FILES) the setup Job installs for the role when it runs the
+            base image; None when it runs an image of your own.
+        base_image: baseImage, or the region's (key_values.regional_runtime).
+        package_index: packageIndex, or the region's.
         registry_server: the registry the pull Secret logs in to: registryCredentials.server,
             or the host of imageRegistry.
         replicas: one chief beside ps.number ps and worker.number workers.
@@ -73,6 +82,11 @@ class Resolved:
     worker_image: str
     tensorboard_image: str
     registry_server: str
+    cpu_packages: str | None
+    worker_packages: str | None
+    tensorboard_packages: str | None
+    base_image: str
+    package_index: str
     replicas: cs.Replicas
     ports: Mapping[str, int]
     cluster_identifier: str | None
@@ -122,19 +136,45 @@ def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deploy
     }
 
 
-def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = Deployed) -> Resolved:
+def _images(values: Mapping[str, Any], region: str | None) -> dict[str, Any]:
+    """The images and package sets of ``Resolved``: each role runs the image of its key, else
+    the one built from docker/ under imageRegistry, else the base image with its package set."""
+    registry = values["imageRegistry"]
+    base_image, index = regional_runtime(region)
+    base_image = values["baseImage"] or base_image
+
+    def own(key: str, tag: str) -> str | None:
+        return values[key] or (f"{registry}/{tag}" if registry else None)
+
+    cpu = own("ps.image", TRAINER_CPU_TAG)
+    gpu = values["worker.gpuCount"] > 0
+    worker = own("worker.image", TRAINER_GPU_TAG) if gpu else values["worker.image"] or cpu
+    board = own("tensorboard.image", TENSORBOARD_TAG)
+    return {
+        "cpu_image": cpu or base_image,
+        "worker_image": worker or base_image,
+        "tensorboard_image": board or base_image,
+        "cpu_packages": None if cpu else "cpu",
+        "worker_packages": None if worker else ("gpu" if gpu else "cpu"),
+        "tensorboard_packages": None if board else "tensorboard",
+        "base_image": base_image,
+        "package_index": values["packageIndex"] or index,
+        "registry_server": values["registryCredentials.server"] or image_host(registry or base_image),
+    }
+
+
+def resolve(
+    values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = Deployed, region: str | None = None
+) -> Resolved:
     """The values that come from several keys, for the rules and ``assemble``.
 
     Args:
         read_deployed: what the stack's state holds (deployed.read_deployed through the engine;
             raises StateUnreadable); called at most once, and only while cluster.networkPlugin or
             nas.storageType is unset for a resource the stack creates. The default: nothing.
+        region: alicloud:region (or ALICLOUD_REGION), which picks the base image and the
+            package index while baseImage and packageIndex are unset; None: no region.
     """
-    registry = values["imageRegistry"]
-    cpu_image = values["ps.image"] or f"{registry}/{TRAINER_CPU_TAG}"
-    worker_image = values["worker.image"] or (
-        f"{registry}/{TRAINER_GPU_TAG}" if values["worker.gpuCount"] > 0 else cpu_image
-    )
     identifier: str | None = None
     error: str | None = None
     if values["kubeconfig"] is not None:
@@ -145,10 +185,7 @@ def resolve(values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = D
             except ValueError as why:
                 error = str(why)
     return Resolved(
-        cpu_image=cpu_image,
-        worker_image=worker_image,
-        tensorboard_image=values["tensorboard.image"] or f"{registry}/{TENSORBOARD_TAG}",
-        registry_server=values["registryCredentials.server"] or image_host(registry),
+        **_images(values, region),
         replicas=cs.Replicas(chief=1, worker=values["worker.number"], ps=values["ps.number"]),
         ports={"chief": values["worker.port"], "worker": values["worker.port"], "ps": values["ps.port"]},
         cluster_identifier=identifier,
@@ -184,8 +221,10 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
             v,
             image=resolved.tensorboard_image,
             image_pull_policy=pull_policy(v["ps.imagePullPolicy"], resolved.tensorboard_image),
+            packages=resolved.tensorboard_packages,
         ),
         registry=_registry(v, resolved),
+        runtime=_runtime(resolved, v["ps.imagePullPolicy"]),
         placement=_placement(v, training.chief_uses_gpu),
         secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
     )
@@ -201,6 +240,7 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
         v["ps.port"],
         v["ps.cpu"],
         v["ps.memory"],
+        resolved.cpu_packages,
     )
     worker = TaskSettings(
         resolved.worker_image,
@@ -208,6 +248,7 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
         v["worker.port"],
         v["worker.cpu"],
         v["worker.memory"],
+        resolved.worker_packages,
     )
     # A CPU chief runs the ps image and resources, on the workers' port.
     chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
@@ -222,6 +263,18 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
         chief_uses_gpu=chief_uses_gpu,
         staging_image=resolved.cpu_image,
         recipe={row.dest: v[row.key] for row in recipe.HYPERPARAMETERS},
+    )
+
+
+def _runtime(resolved: Resolved, pull: str | None) -> RuntimeSettings:
+    """The base image and the package sets of the roles that run it (a GPU chief's are the
+    workers', a CPU chief's and staging's the ps')."""
+    used = {resolved.cpu_packages, resolved.worker_packages, resolved.tensorboard_packages}
+    return RuntimeSettings(
+        base_image=resolved.base_image,
+        image_pull_policy=pull_policy(pull, resolved.base_image),
+        package_index=resolved.package_index,
+        package_sets=tuple(s for s in PACKAGE_FILES if s in used),
     )
 
 

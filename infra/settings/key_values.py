@@ -8,8 +8,38 @@ PROJECT = "tf-mnist"
 DEFAULT_NAMESPACE = PROJECT  # a stack's own namespace, which it creates while createNamespace is unset
 POD_ID = 10001  # the pods' uid and gid and docker/*.Dockerfile's USER: > 10000 (CKV_K8S_40, kube-score)
 
-#: Default imageRegistry; the images built from docker/ are ``<registry>/<name>:<tag>``.
+#: Where the images built from docker/ are pushed in the examples (imageRegistry has no
+#: default: unset, the pods run BASE_IMAGES); those images are ``<registry>/<name>:<tag>``.
 DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
+#: The public Python 3.11 image the pods run without images of your own (baseImage unset), by
+#: region (``alicloud:region``): the code comes from ConfigMaps and the packages from the
+#: shared volume (infra/components/setup.py), so it holds neither.
+#: - elsewhere (and with no region): Docker Hub's official python:3.11-slim, by the digest of its
+#:   multi-arch index. Not resolved here (no registry was reachable where this was written): the
+#:   digest is the one public repositories' lock records give for python:3.11-slim, also
+#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie, resolved 2026-08-18).
+#:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
+#: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
+#:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
+#:   could be looked up where this was written and none is invented; a tag is pulled Always
+#:   and `pulumi up` warns (infra/settings/images.py). Pin it with baseImage <image>@sha256:...
+PYTHON_SLIM_IMAGE = "python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7"
+ALINUX_PYTHON_IMAGE = "alibaba-cloud-linux-3-registry.cn-hangzhou.cr.aliyuncs.com/alinux3/python:3.11.1"
+#: The package index the setup Job installs from (packageIndex unset), by region: PyPI, or in
+#: cn-* regions Alibaba Cloud's public PyPI mirror (PyPI is slow or out of reach from mainland
+#: China). pip's --require-hashes checks every wheel against its pinned sha256, so a mirror can
+#: only fail an install, never change what is installed.
+PYPI_INDEX = "https://pypi.org/simple/"
+ALIYUN_PYPI_MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
+
+
+def regional_runtime(region: str | None) -> tuple[str, str]:
+    """``(base image, package index)`` for ``region`` (alicloud:region; None without one)."""
+    if region is not None and region.startswith("cn-"):
+        return ALINUX_PYTHON_IMAGE, ALIYUN_PYPI_MIRROR
+    return PYTHON_SLIM_IMAGE, PYPI_INDEX
+
+
 TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
 TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
 TENSORBOARD_TAG = "tensorboard:2.21.0"

@@ -54,7 +54,8 @@ CHART_KEYS: tuple[Key, ...] = (
         "worker.image",
         None,
         image_reference,
-        "Worker image; default <imageRegistry>/trainer:2.21.0-gpu (or -cpu when gpuCount is 0).",
+        "Your own worker image; unset = <imageRegistry>/trainer:2.21.0-gpu (-cpu when gpuCount is 0) with "
+        "imageRegistry set, else baseImage with the GPU (or CPU) packages.",
         fix=f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}",
     ),
     Key(
@@ -92,7 +93,8 @@ CHART_KEYS: tuple[Key, ...] = (
         "ps.image",
         None,
         image_reference,
-        "CPU trainer image for ps, chief and data staging; default <imageRegistry>/trainer:2.21.0-cpu.",
+        "Your own CPU trainer image for ps, chief and data staging; unset = <imageRegistry>/trainer:2.21.0-cpu "
+        "with imageRegistry set, else baseImage with the CPU packages.",
         fix=f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}",
     ),
     Key(
@@ -140,7 +142,8 @@ CHART_KEYS: tuple[Key, ...] = (
         "tensorboard.image",
         None,
         image_reference,
-        "TensorBoard image; default <imageRegistry>/tensorboard:2.21.0.",
+        "Your own TensorBoard image; unset = <imageRegistry>/tensorboard:2.21.0 with imageRegistry set, else "
+        "baseImage with TensorBoard's packages.",
         fix=f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}",
     ),
     Key(

@@ -13,12 +13,14 @@ from infra.settings.parsers import (
     dns_label,
     dns_subdomain,
     https_url,
+    image_reference,
     integer,
     namespace,
     optional_boolean,
     optional_positive_int,
+    optional_registry,
     optional_string,
-    registry,
+    package_index,
     registry_host,
 )
 
@@ -35,9 +37,28 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
     ),
     Key(
         "imageRegistry",
-        DEFAULT_REGISTRY,
-        registry,
-        "Registry holding the trainer and tensorboard images built from docker/.",
+        None,
+        optional_registry,
+        "Registry holding your own trainer and tensorboard images built from docker/; unset = no images of "
+        "your own: the pods run baseImage.",
+        fix=DEFAULT_REGISTRY,
+    ),
+    Key(
+        "baseImage",
+        None,
+        image_reference,
+        "Public Python 3.11 image the pods run without images of their own (code from ConfigMaps, packages "
+        "installed on the volume); unset = by alicloud:region: Alibaba Cloud Linux 3's Python in cn-*, else "
+        "python:3.11-slim.",
+        fix="python:3.11-slim@sha256:<digest>",
+    ),
+    Key(
+        "packageIndex",
+        None,
+        package_index,
+        "Package index the setup Job installs the hash-pinned packages from; unset = mirrors.aliyun.com's "
+        "PyPI mirror in cn-* regions, else PyPI.",
+        fix="https://pypi.org/simple/",
     ),
     Key(
         "imagePullSecret",

@@ -26,9 +26,10 @@ def load_settings(
     """Read and validate the whole stack configuration.
 
     In phases: ``read`` parses every key on its own (and finds keys that are none of the
-    stack's); ``resolve`` works out what several keys give together (images, the cluster's
-    identity, and from the stack's state the network plugin and NAS storage type of what it
-    already created, where their keys are unset); ``cross_check`` applies the rules between
+    stack's); ``resolve`` works out what several keys give together (images, the base image
+    and package index by region, the cluster's identity, and from the stack's state the
+    network plugin and NAS storage type of what it already created, where their keys are
+    unset); ``cross_check`` applies the rules between
     keys; ``assemble`` builds the Settings, only once no phase found a violation.
 
     Args:
@@ -44,12 +45,13 @@ def load_settings(
         ConfigError: listing every invalid key at once, each with key, value, rule and fix.
     """
     reading = read(RawConfig(config or pulumi.Config(PROJECT)))
-    resolved = resolve(reading.values, deployed)
+    # The provider's region: its config, else the environment variable it also reads.
+    region = pulumi.Config("alicloud").get("region") or os.environ.get("ALICLOUD_REGION")
+    resolved = resolve(reading.values, deployed, region)
     cross_check(reading, resolved)
     stack = stack or pulumi.get_stack()
     stack_name(reading, stack)
-    # The provider's region: its config, else the environment variable it also reads.
-    zone_in_region(reading, pulumi.Config("alicloud").get("region") or os.environ.get("ALICLOUD_REGION"))
+    zone_in_region(reading, region)
     if reading.problems:
         raise ConfigError(reading.problems)
     return assemble(reading, resolved, stack)

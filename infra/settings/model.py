@@ -55,6 +55,9 @@ class TaskSettings:
     port: int
     cpu: str
     memory: str
+    #: The package set the pods load from the volume (infra/bundle.py PACKAGE_FILES) when
+    #: ``image`` is the base image; None: an image of your own, which holds code and packages.
+    packages: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,9 +259,33 @@ class TensorBoardSettings:
     image: str
     #: ps.imagePullPolicy, or derived from ``image`` (infra/settings/images.py: pull_policy).
     image_pull_policy: str
+    #: "tensorboard" when ``image`` is the base image (TensorBoard loads from the volume);
+    #: None: an image of your own.
+    packages: str | None = None
     service_type: str = from_key("tensorboard.serviceType")
     address_type: str = from_key("tensorboard.addressType")
     source_ranges: tuple[str, ...] = from_key("tensorboard.allowedSourceRanges")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """What the pods without images of their own run on (baseImage, packageIndex): the base
+    image, and the package sets the setup Job installs for them (infra/components/setup.py)."""
+
+    #: baseImage, or the region's (infra/settings/key_values.py regional_runtime).
+    base_image: str
+    #: The setup Job's pull policy of it: ps.imagePullPolicy, or derived from the reference.
+    image_pull_policy: str
+    #: The index the setup Job installs from: packageIndex, or the region's.
+    package_index: str
+    #: The package sets some role needs, in PACKAGE_FILES' order; empty when every role runs
+    #: an image of your own (then no code ConfigMap and no setup Job exist).
+    package_sets: tuple[str, ...]
+
+    @property
+    def used(self) -> bool:
+        """Whether any pod runs the base image."""
+        return bool(self.package_sets)
 
 
 @dataclass(frozen=True)
@@ -299,6 +326,7 @@ class Settings:
     training: TrainingSettings
     tensorboard: TensorBoardSettings
     registry: RegistrySettings
+    runtime: RuntimeSettings
     placement: Mapping[str, Placement]
     secret_keys: frozenset[str]
 
@@ -322,7 +350,7 @@ class Settings:
             recipe.run_key_recipe(t.recipe),
             runs.source_key(t.data_source),
             runs.layout(t.replicas, t.gpu_count),
-            runs.trainer_images(t.worker.image, t.ps.image),
+            runs.trainer_images(t.worker.image, t.ps.image, t.worker.packages, t.ps.packages),
         )
 
     @property

@@ -215,6 +215,22 @@ def registry(raw: Any) -> str:
     return raw
 
 
+def optional_registry(raw: Any) -> str | None:
+    """``registry``, or None when unset."""
+    return None if raw is None or raw == "" else registry(raw)
+
+
+def package_index(raw: Any) -> str | None:
+    """A PEP 503 package index: an http(s) URL of a host, an optional port and a path, None
+    when unset; no credentials in it (the pod spec shows the URL)."""
+    if raw is None or raw == "":
+        return None
+    rule = "must be an http(s) URL of a package index, such as https://pypi.org/simple/ (no user or password)"
+    if not isinstance(raw, str) or not re.match(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s@?#]*)?$", raw):
+        raise ValueError(rule)
+    return raw
+
+
 def dns_label(raw: Any) -> str:
     """A name prefix: DNS-1035 label of <= 40 characters, leaving room for "-worker-NNN"."""
     if not isinstance(raw, str) or not re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", raw) or len(raw) > 40:

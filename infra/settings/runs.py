@@ -12,7 +12,8 @@ The data lives in ``<mountPath>/mnist/<source key>``, keyed by the source (``sou
 changed data.source stages into a new directory, and so (the data key is part of the run key)
 makes a new run, never training on the files an earlier source left. The trainer images are
 part of the run key too (``trainer_images``): an image named by digest that is built and pushed
-again is a new reference, so it starts a new run instead of resuming one with other code.
+again is a new reference, so it starts a new run instead of resuming one with other code; on
+the base image, the content hashes of the code and the packages are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 import json
 from typing import Any
 
+from infra import bundle
 from infra.settings.url_credentials import without_credentials
 from trainer.contract import cluster_spec as cs
 
@@ -62,19 +64,36 @@ def layout(replicas: cs.Replicas, gpu_count: int) -> dict[str, Any]:
     }
 
 
-def trainer_images(worker_image: str, cpu_image: str) -> dict[str, str]:
-    """The images whose code trains, as the run key holds them: the workers' and the CPU
-    trainer image (ps, a CPU chief, staging). TensorBoard's is left out: it only shows the run.
+def trainer_images(
+    worker_image: str, cpu_image: str, worker_packages: str | None = None, cpu_packages: str | None = None
+) -> dict[str, Any]:
+    """The code that trains, as the run key holds it: the workers' and the CPU trainer image
+    (ps, a CPU chief, staging). TensorBoard's is left out: it only shows the run.
 
-    A digest (``@sha256:``) names the image's content, so a push that changes the code makes a
-    new reference and a new run; a tag pushed again keeps the reference, the key and the run
-    (infra/settings/images.py: such a tag is pulled Always, so every task that starts after
-    the push runs the new code).
+    An image of your own (``*_packages`` None) is its reference: a digest (``@sha256:``) names
+    the image's content, so a push that changes the code makes a new reference and a new run; a
+    tag pushed again keeps the reference, the key and the run (infra/settings/images.py: such a
+    tag is pulled Always, so every task that starts after the push runs the new code).
+
+    A role on the base image runs the trainer's code from ConfigMaps and a package set from the
+    volume: the key holds the base image with the code's content hash and the set's
+    (infra/bundle.py), so a change to either is a new run, and the same code on the same
+    packages is the same run on every machine that runs `pulumi up`.
     """
-    return {"worker": worker_image, "ps": cpu_image}
+
+    def code(image: str, packages: str | None) -> Any:
+        if packages is None:
+            return image
+        return {
+            "image": image,
+            "code": bundle.code_hash(),
+            "packages": f"{packages}-{bundle.lock_hash(packages)}",
+        }
+
+    return {"worker": code(worker_image, worker_packages), "ps": code(cpu_image, cpu_packages)}
 
 
-def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any], images: dict[str, str]) -> str:
+def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any], images: dict[str, Any]) -> str:
     """The run directory's key: 12 hex digits of the SHA-256 of the recipe (every trainer flag
     that changes what is learnt, except the epochs), the data key, the layout and the trainer
     images.

@@ -4,13 +4,25 @@ the stack creates, and `pulumi up` warns about a tag that a node may hold stale.
 from __future__ import annotations
 
 import mock_engine as me
+import pytest
 
 from infra.settings import images
+
+REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 DIGEST = "registry.example.com/team/trainer@sha256:" + "a" * 64
 BOARD_DIGEST = "registry.example.com/team/tensorboard:2.21.0@sha256:" + "b" * 64
+
+
+@pytest.fixture
+def dev_config(dev_config):
+    """The dev stack with images of your own (imageRegistry: the images built from
+    docker/): the pull policies and stale-tag warnings of their tags.
+    The default, the base image with the code and packages from the stack, is
+    tests/infra/test_base_image.py's."""
+    return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
 
 
 def pulls(run: me.Run) -> dict[str, tuple[str, str]]:

@@ -19,6 +19,15 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 
 
+@pytest.fixture
+def dev_config(dev_config):
+    """The dev stack with images of your own (imageRegistry: the images built from
+    docker/): the pinned run id below holds the task templates' hash, which on the base image also holds the code's content hash, which every change to trainer/ moves.
+    The default, the base image with the code and packages from the stack, is
+    tests/infra/test_base_image.py's."""
+    return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
+
+
 def _set(config: dict, **flat: str) -> dict:
     return {**config, **{f"tf-mnist:{k.replace('__', '.')}": v for k, v in flat.items()}}
 

@@ -6,11 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import mock_engine as me
+import pytest
+
+REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 
 JOB = "kubernetes:batch/v1:Job"
 NAME = "mnist-monitor"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def dev_config(dev_config):
+    """The dev stack with images of your own (imageRegistry: the images built from
+    docker/): the monitor runs the CPU trainer image.
+    The default, the base image with the code and packages from the stack, is
+    tests/infra/test_base_image.py's."""
+    return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
 
 
 def _pod(run: me.Run) -> dict:

@@ -90,7 +90,7 @@ def test_tensorboard_admits_only_what_its_service_exposes(dev_config, service_ty
 def test_the_pods_wait_for_the_policies(dev_config):
     run = _run(dev_config)
     policies = {r.urn for r in run.of_type(POLICY)}
-    assert len(policies) == 4
+    assert len(policies) == 5  # the tasks', TensorBoard's, staging's, the monitor's, the setup Job's
     for workload in [*run.of_type(JOB), *run.of_type(DEPLOYMENT)]:
         # Directly or through the staging Job, which every task Job waits for.
         waits_for, todo = set(), list(workload.dependencies)

@@ -9,6 +9,8 @@ import json
 import mock_engine as me
 import pytest
 
+REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
+
 JOB = "kubernetes:batch/v1:Job"
 SECRET = "kubernetes:core/v1:Secret"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -22,6 +24,15 @@ CREDENTIALS = {
     "tf-mnist:registryCredentials.password": PASSWORD,
 }
 SECRET_PASSWORD = ("tf-mnist:registryCredentials.password",)
+
+
+@pytest.fixture
+def dev_config(dev_config):
+    """The dev stack with images of your own (imageRegistry: the images built from
+    docker/): the pull Secret logs in to imageRegistry's host.
+    The default, the base image with the code and packages from the stack, is
+    tests/infra/test_base_image.py's."""
+    return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
 
 
 def _pods(run: me.Registration) -> dict[str, dict]:

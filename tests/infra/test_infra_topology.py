@@ -26,6 +26,15 @@ RECOMMENDED = {
 }
 
 
+@pytest.fixture
+def dev_config(dev_config):
+    """The dev stack with images of your own (imageRegistry: the images built from
+    docker/): these tests check the task pods' images and mounts as docker/'s images run them.
+    The default, the base image with the code and packages from the stack, is
+    tests/infra/test_base_image.py's."""
+    return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
+
+
 def _with(config: dict, **structured: dict) -> dict:
     """dev config with some structured keys' sub-values replaced (engine form in, out)."""
     out = dict(config)

@@ -53,7 +53,8 @@ def test_config_table_rows_show_type_default_and_description():
     assert row("createNamespace").startswith("| `createNamespace` | boolean | unset | ")
     # No default; '<' would start an HTML tag, so it is escaped.
     assert row("tensorboard.image") == (
-        "| `tensorboard.image` | string | unset | TensorBoard image; default \\<imageRegistry\\>/tensorboard:2.21.0. |"
+        "| `tensorboard.image` | string | unset | Your own TensorBoard image; unset = \\<imageRegistry\\>/tensorboard:2.21.0 "
+        "with imageRegistry set, else baseImage with TensorBoard's packages. |"
     )
     assert row("gpuPool.size").startswith("| `gpuPool.size` | integer | unset | ")
 
