@@ -24,22 +24,26 @@ from typing import Any
 import psutil
 import pytest
 
+from infra.settings import DEFAULT_REGISTRY
 from tests.preview.engine import PulumiProject, Toolchain, find_toolchain, install_plugins
 from trainer.contract.progress import parse_log
 
 from .kube import REPO, Kube, job_condition
 
-#: What a copy of the project holds for `pulumi up` (the trainer's bundled data stays out: the
-#: image has its own copy).
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+#: What a copy of the project holds for `pulumi up`: docker/ for the requirement files that the
+#: setup Job installs on a stack without images of its own (infra/bundle.py).
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer", "docker")
 #: Task Jobs of a run of 1 chief, 2 workers and 1 ps.
 TASKS = ("chief-0", "worker-0", "worker-1", "ps-0")
 #: What every pod needs on the local cluster, whatever the test: no GPU, requests that fit one
 #: 2-core node, a hostPath volume (this kernel has no NFS server or client), the images
 #: tools/local-cluster preloads pulled IfNotPresent (no registry), and the API server where pods
 #: reach it (tools/local-cluster's relay on its bridge: no kube-proxy routes the kubernetes
-#: Service), for the run monitor. Structured keys, as Pulumi.dev.yaml holds them.
+#: Service), for the run monitor. The images are the ones tools/local-cluster builds from
+#: docker/ and preloads (imageRegistry: "your own images"; test_base_image_on_cluster.py runs
+#: the base image instead). Structured keys, as Pulumi.dev.yaml holds them.
 LOCAL_PODS = {
+    "imageRegistry": DEFAULT_REGISTRY,
     "monitor.apiServer": "https://10.244.0.1:6443",
     "worker.gpuCount": "0",
     "worker.imagePullPolicy": "IfNotPresent",

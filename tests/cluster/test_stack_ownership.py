@@ -29,7 +29,7 @@ from .stack import TINY_RUN, VOLUME_OWNER, engine_home, owner_config, pod_volume
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer", "docker")
 NAMESPACE = "tf-mnist-owners"
 PREFIX = "mnist"
 TASKS = ("chief-0", "worker-0")

@@ -22,8 +22,9 @@ from .engine import PulumiProject, Toolchain, alicloud_vendor_dir, find_toolchai
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: What a copy of the project needs to run: the program, the packages it imports, its config.
-PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer")
+#: What a copy of the project needs to run: the program, the packages it imports, its config,
+#: and docker/'s requirement files (the setup Job of a stack without images of its own).
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.dev.yaml", "infra", "trainer", "docker")
 
 
 def _require_engine() -> bool:

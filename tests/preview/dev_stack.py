@@ -7,7 +7,9 @@ stack's topology (infra/components/training.py and the committed Pulumi.dev.yaml
 worker.number 2, worker.gpuCount 1, name prefix ``mnist`` in the stack's own namespace
 ``tf-mnist``, which it creates): the Namespace, one Job and one headless Service per task
 (chief, workers, ps), a data-staging Job, the cluster-spec ConfigMap, a PV and its PVC, and
-TensorBoard's Deployment and Service.
+TensorBoard's Deployment and Service; and, the dev stack having no image of its own, the base
+image on every pod, the code, sample and requirement ConfigMaps and the setup Job
+(infra/components/setup.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import re
 from collections import Counter
 
 import yaml
+
+from infra import bundle
+from infra.settings import key_values
 
 from .cloud_layer import assert_cloud_layer
 from .conftest import require_binary
@@ -32,6 +37,8 @@ PS = 2  # Pulumi.dev.yaml ps.number
 COMMITTED_WORKERS = 2  # Pulumi.dev.yaml worker.number
 WORKER_PORT = 8000
 PS_PORT = 9000
+#: The ConfigMaps the bundled sample is cut into (infra/bundle.py split_parts).
+SAMPLE_PIECES = len(bundle.split_parts(bundle.sample_files()))
 
 #: Cloud layer of the dev stack (infra/components: network, cluster, node_pools, nas). Two
 #: vSwitches because a new cluster gets Terway (nodes' and pods'); two node pools because
@@ -55,9 +62,11 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
     tasks = 1 + workers + PS  # the chief, the workers, the ps
     return {
         "kubernetes:core/v1:Namespace": 1,  # the stack's own, "restricted"
-        "kubernetes:batch/v1:Job": tasks + 2,  # + the data-staging Job and the run monitor
+        "kubernetes:batch/v1:Job": tasks + 3,  # + the data-staging Job, the run monitor, the setup Job
         "kubernetes:core/v1:Service": tasks + 1,  # + TensorBoard's Service
-        "kubernetes:core/v1:ConfigMap": 3,  # the cluster spec, the run's identity, the monitor's script
+        # The cluster spec, the run's identity, the monitor's script; the code, the sample's
+        # pieces and the requirement files.
+        "kubernetes:core/v1:ConfigMap": 3 + 1 + SAMPLE_PIECES + 1,
         # The run monitor's identity and its rights on the run's Jobs and pods.
         "kubernetes:core/v1:ServiceAccount": 1,
         "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
@@ -65,8 +74,9 @@ def kubernetes_counts(workers: int) -> dict[str, int]:
         "kubernetes:core/v1:PersistentVolume": 1,
         "kubernetes:core/v1:PersistentVolumeClaim": 1,
         "kubernetes:apps/v1:Deployment": 1,
-        # The run's tasks', TensorBoard's, the staging Job's and the monitor's (networkPolicy.enabled).
-        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 4,
+        # The run's tasks', TensorBoard's, the staging Job's, the monitor's and the setup Job's
+        # (networkPolicy.enabled).
+        "kubernetes:networking.k8s.io/v1:NetworkPolicy": 5,
     }
 
 
@@ -110,6 +120,7 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert f"{PREFIX}-chief-0" in jobs and f"{PREFIX}-chief-0" in services
 
     assert_volume(preview)
+    assert_base_image(preview)
     if mode == "cloud":
         assert_cloud_layer(preview, workers)
     assert_namespace_and_identity(preview, mode)
@@ -123,6 +134,34 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     assert spec["worker"] == [f"{PREFIX}-worker-{i}.{NAMESPACE}.svc:{WORKER_PORT}" for i in range(workers)]
     assert spec["ps"] == [f"{PREFIX}-ps-{i}.{NAMESPACE}.svc:{PS_PORT}" for i in range(PS)]
     assert spec["chief"] == [f"{PREFIX}-chief-0.{NAMESPACE}.svc:{WORKER_PORT}"]
+
+
+def assert_base_image(preview: PreviewResult) -> None:
+    """Every pod runs the region's base image (Pulumi.dev.yaml: cn-hangzhou), the code is one
+    immutable ConfigMap named by its hash, and the setup Job installs the three package sets."""
+    pods = [r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:batch/v1:Job")]
+    pods += [
+        r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
+    ]
+    assert {c["image"] for p in pods for c in p["containers"]} == {key_values.ALINUX_PYTHON_IMAGE}
+    maps = {
+        r["inputs"]["metadata"]["name"]: r["inputs"]
+        for r in preview.resources("kubernetes:core/v1:ConfigMap")
+    }
+    code = maps[f"{PREFIX}-code-{bundle.code_hash()}"]
+    assert code["immutable"] is True and "trainer.__main__.py" in code["data"]
+    (setup,) = [
+        r
+        for r in preview.resources("kubernetes:batch/v1:Job")
+        if r["inputs"]["metadata"]["name"] == f"{PREFIX}-setup"
+    ]
+    command = setup["inputs"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:3] == ["python", "-m", "trainer.install"], command
+    assert [command[i + 1].split("=")[0] for i, a in enumerate(command) if a == "--lock"] == [
+        "cpu",
+        "gpu",
+        "tensorboard",
+    ]
 
 
 def assert_namespace_and_identity(preview: PreviewResult, mode: str) -> None:

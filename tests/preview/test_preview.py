@@ -417,14 +417,15 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     assert new_pv < new_pvc
     pods = [
         at("create-replacement", f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
-        for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1")
+        for task in ("setup", "stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1")
     ]
     pods.append(at("update", f"{PREFIX}-tensorboard", "kubernetes:apps/v1:Deployment"))
     assert new_pvc < min(pods) and max(pods) < old_pvc < old_pv, steps
     # The Jobs keep their names, so each old Job (and, with it, its pods) goes before its
-    # replacement is made. The run's ConfigMap is replaced with them (new templates, a new run
-    # id); nothing else moves (Services, the cluster-spec ConfigMap, TensorBoard's Service).
-    for task in ("stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1"):
+    # replacement is made (the setup Job too: it mounts the claim). The run's ConfigMap is
+    # replaced with them (new templates, a new run id); nothing else moves (Services, the
+    # cluster-spec ConfigMap, the code ConfigMaps, TensorBoard's Service).
+    for task in ("setup", "stage-data", "chief-0", "worker-0", "worker-1", "ps-0", "ps-1"):
         job = (f"{PREFIX}-{task}", "kubernetes:batch/v1:Job")
         assert at("delete-replaced", *job) < at("create-replacement", *job)
     assert {type_ for _, _, type_ in steps} == {

@@ -17,12 +17,13 @@
 #       base image id; for base/pause their recipe) have not changed since its last build is
 #       skipped: a content hash is recorded in the cache.
 #   images.sh import --address <containerd socket> [--namespace k8s.io] [--skip-missing]
-#       Exports pause, trainer-cpu and tensorboard as docker-archive (ctr 1.6 imports it under
+#       Exports pause, trainer-cpu, tensorboard and base as docker-archive (ctr 1.6 imports it under
 #       the name recorded in it, and the config blob, whose digest is the image id, is kept
 #       byte for byte; an oci-archive of these docker-format images gets a rewritten config)
 #       and imports each into containerd's namespace, so the CRI finds them by the tags above.
 #       An image already there with the same image id (config digest) is skipped. Prints the
-#       names it imported on stdout. The base image is not imported (nothing runs it).
+#       names it imported on stdout. The base is imported too: a stack without images of its own
+#       runs it (baseImage python:3.11-slim; tests/cluster/test_base_image_on_cluster.py).
 #       --skip-missing: images not built yet are left out (pause must exist); `up` uses it.
 # Progress goes to stderr with the time each step took; the output of the long commands goes
 # to log files under the cache (the tail is shown when one fails).
@@ -431,7 +432,7 @@ cmd_import() {
     [[ -S $sock ]] || die "$sock is not a socket"
     ctr --address "$sock" version >/dev/null 2>&1 || die "no containerd answers on $sock"
     t0=$(now)
-    for name in "$PAUSE_IMAGE" "$TRAINER_IMAGE" "$TENSORBOARD_IMAGE"; do
+    for name in "$PAUSE_IMAGE" "$TRAINER_IMAGE" "$TENSORBOARD_IMAGE" "$BASE_IMAGE"; do
         if ! id=$(image_id "$name"); then
             if ((skip_missing)) && [[ $name != "$PAUSE_IMAGE" ]]; then
                 log "$name: not built yet, not imported (tools/local-cluster/local-cluster images builds it)"
