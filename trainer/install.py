@@ -118,7 +118,7 @@ def probe_index(index_url: str, package: str, opener: Callable = urllib.request.
             the reason and the fix (packageIndex).
     """
     url = f"{index_url.rstrip('/')}/{package}/"
-    fix = "set packageIndex to an index or mirror the pods can reach (docs/deploying.md, 'Packages')"
+    fix = "set packageIndex to an index or mirror the pods can reach (docs/deploying.md, section Packages)"
     try:
         with opener(url, timeout=PROBE_TIMEOUT) as answer:
             answer.read(1)
