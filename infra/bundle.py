@@ -32,6 +32,8 @@ PACKAGE_FILES = {
 }
 #: The bundled sample staged when data.source is unset (trainer/data/mnist-10k/README.md).
 SAMPLE_DIR = "trainer/data/mnist-10k"
+#: The folder of a set's folder that holds its packages (trainer/install.py SITE).
+SITE = "site"
 #: Hex digits of a content name: 48 bits, as the run key's (infra/settings/runs.py KEY_DIGITS).
 HASH_DIGITS = 12
 #: The most bytes of file content one ConfigMap holds. The API server refuses a ConfigMap over
@@ -73,16 +75,26 @@ def code_files(root: Path = REPO) -> dict[str, bytes]:
 
 
 def sample_files(root: Path = REPO) -> dict[str, bytes]:
-    """The bundled sample's IDX files: file name (``train-images-idx3-ubyte.gz``) -> bytes."""
-    return {p.name: p.read_bytes() for p in sorted((root / SAMPLE_DIR).glob("*.gz"))}
+    """The bundled sample's IDX files: file name (``train-images-idx3-ubyte.gz``) -> bytes.
+
+    Raises:
+        FileNotFoundError: ``root`` has no such file (a copy without trainer/data/): staging
+            would have nothing to copy.
+    """
+    files = {p.name: p.read_bytes() for p in sorted((root / SAMPLE_DIR).glob("*.gz"))}
+    if not files:
+        raise FileNotFoundError(
+            f"{root / SAMPLE_DIR}: the bundled sample, which staging copies, has no .gz file"
+        )
+    return files
 
 
 @functools.lru_cache(maxsize=4)
 def code_hash(root: Path = REPO) -> str:
-    """The content name of the trainer's code and sample together: HASH_DIGITS hex digits.
-    Cached per ``root``: one ``pulumi up`` reads the files once."""
-    sample = {f"{SAMPLE_DIR}/{name}": data for name, data in sample_files(root).items()}
-    return _hash({**code_files(root), **sample})
+    """The content name of the trainer's code: HASH_DIGITS hex digits. Cached per ``root``: one
+    ``pulumi up`` reads the files once. The sample is not in it: trainer/stage.py accepts only
+    the sample's known checksums, so a changed sample is a changed module too."""
+    return _hash(code_files(root))
 
 
 @functools.lru_cache(maxsize=4)
@@ -111,6 +123,11 @@ def lock_hash(package_set: str, root: Path = REPO) -> str:
 def package_folder(packages_dir: str, package_set: str, root: Path = REPO) -> str:
     """Where ``package_set`` is installed under ``packages_dir``: ``<dir>/<set>-<lock hash>``."""
     return f"{packages_dir}/{package_set}-{lock_hash(package_set, root)}"
+
+
+def package_path(packages_dir: str, package_set: str, root: Path = REPO) -> str:
+    """The pods' PYTHONPATH entry for ``package_set``: the folder's SITE, where pip installed."""
+    return f"{package_folder(packages_dir, package_set, root)}/{SITE}"
 
 
 def config_map_key(path: str) -> str:

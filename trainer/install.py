@@ -6,7 +6,7 @@ sample, on the shared volume (the stack's setup Job, on a plain Python 3.11 base
         [--sample_parts /sample --sample_dest /data/sample/<hash>]
 
 Each ``--lock NAME=FILE`` (a requirement file of docker/: every package at an exact version
-with its wheel's sha256) is installed into ``<dest>/<NAME>-<hash>``, ``hash`` being 12 hex
+with its wheel's sha256) is installed into ``<dest>/<NAME>-<hash>/site``, ``hash`` being 12 hex
 digits of the SHA-256 of FILE (infra/bundle.py names the same folder in the pods' PYTHONPATH):
 
 1. a folder already there is complete (it only ever appears by a rename) and is reused;
@@ -56,12 +56,15 @@ from pathlib import Path
 EXIT_FAILED, EXIT_USAGE, EXIT_NO_ROOM, EXIT_NOT_WRITABLE = 1, 2, 4, 6
 #: The first module of each set, imported once installed: what the pods import first.
 FIRST_IMPORT = {"cpu": "tensorflow", "gpu": "tensorflow", "tensorboard": "tensorboard"}
+#: The folder under a set's folder that pip installs into, and the pods put on PYTHONPATH
+#: (infra/bundle.py SITE); beside it only the INSTALLED marker.
+SITE = "site"
 #: Seconds the index probe waits for an answer; pip itself retries its downloads.
 PROBE_TIMEOUT = 30
 #: A temporary folder older than this (seconds) was left by a setup pod that was killed (its
-#: node lost, SIGKILL): removed at the next start. An hour is well past the GPU set's install
-#: (a few GB) on the slowest link the stack is tried on.
-STALE_SECONDS = 3600
+#: node lost, SIGKILL): removed at the next start. Twice the setup Job's activeDeadlineSeconds
+#: (infra/components/setup.py SETUP_TIMEOUT_SECONDS, 3600): no live setup pod is that old.
+STALE_SECONDS = 7200
 #: What pip prints when a download fails on the network, not on the index's answer.
 _NETWORK = re.compile(
     r"Max retries exceeded|Failed to establish a new connection|Temporary failure in name "
@@ -261,14 +264,14 @@ def install(name: str, lock: Path, dest: Path, index_url: str, run: Callable = s
         # pip unpacks into TMPDIR before it moves files into --target: on the volume, not the
         # pod's small scratch emptyDir, which the GPU set's wheels (GBs) would overflow.
         env = {**os.environ, "TMPDIR": str(tmp / ".pip-tmp")}
-        done = run(pip_command(lock, tmp / "site", index_url), env=env, capture_output=True, text=True)
+        done = run(pip_command(lock, tmp / SITE, index_url), env=env, capture_output=True, text=True)
         pip_seconds = time.monotonic() - start
         output = (done.stdout or "") + (done.stderr or "")
         print(output, end="", flush=True)
         if done.returncode != 0:
             raise pip_failure(output, name, lock.name, index_url, dest)
         shutil.rmtree(tmp / ".pip-tmp")
-        import_seconds = timed_import(FIRST_IMPORT.get(name, name), tmp / "site", run)
+        import_seconds = timed_import(FIRST_IMPORT.get(name, name), tmp / SITE, run)
         size = folder_bytes(tmp)
         (tmp / "INSTALLED").write_text(json.dumps({"lock": lock.name, "index": index_url}) + "\n")
         swap_in(tmp, folder)

@@ -7,7 +7,7 @@ project's code nor TensorFlow). Then:
 
 - the trainer's code (``trainer/**/*.py``) is one immutable ConfigMap ``<prefix>-code-<hash>``,
   mounted read-only at CODE_DIR in every task pod and the staging pod (PYTHONPATH), ``hash``
-  being the content hash of the code and the sample (infra/bundle.py); the bundled sample is
+  being the content hash of the code (infra/bundle.py); the bundled sample is
   ``<prefix>-sample-<hash>-<i>`` ConfigMaps of pieces that fit one each, and the requirement
   files of the sets in use one ``<prefix>-packages-<hash>``. A change of content is a new name:
   new objects, the pods moved to them, the old ones deleted at the end of `pulumi up`;
@@ -97,7 +97,7 @@ class Runtime:
         code_map: the code ConfigMap's name.
         code_paths: the repository paths it holds (``trainer/stage.py``), each mounted at
             ``CODE_DIR/<path>``.
-        package_dirs: package set -> its folder on the volume.
+        package_dirs: package set -> its packages' folder on the volume (PYTHONPATH).
         sample_dir: where the setup Job joins the sample on the volume; None when data.source
             is set (nothing to join: staging fetches the source).
     """
@@ -156,7 +156,7 @@ def runtime(prefix: str, mount_path: str, settings: RuntimeSettings, sample: boo
     return Runtime(
         code_map=code_map_name(prefix),
         code_paths=tuple(bundle.code_files()),
-        package_dirs={s: bundle.package_folder(packages_dir(mount_path), s) for s in settings.package_sets},
+        package_dirs={s: bundle.package_path(packages_dir(mount_path), s) for s in settings.package_sets},
         sample_dir=f"{mount_path}/sample/{bundle.sample_hash()}" if sample else None,
     )
 

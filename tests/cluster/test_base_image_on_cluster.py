@@ -192,7 +192,7 @@ def test_the_cuda_wheels_load_on_a_cpu_machine(stack, kube: Kube) -> None:
     print(
         f"\ngpu: pip {gpu['pip_seconds']} s, {gpu['bytes'] / 1e6:.0f} MB, first import {gpu['import_seconds']} s"
     )
-    folder = gpu["folder"]
+    folder = f"{gpu['folder']}/site"
     claim = json.loads(project.pulumi("stack", "output", "--json").stdout)["pvcName"]
     probe = "import tensorflow as tf; print('built with CUDA', tf.test.is_built_with_cuda()); print('GPUs', tf.config.list_physical_devices('GPU'))"
     kube.apply(

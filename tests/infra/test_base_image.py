@@ -53,9 +53,9 @@ def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config
     # By tag (its digest is not known here): pulled Always, and `pulumi up` says to pin it.
     assert {c["imagePullPolicy"] for c in found.values()} == {"Always"}
     assert "by tag, not by digest" in caplog.text and "pulumi config set baseImage" in caplog.text
-    cpu = f"/data/packages/cpu-{bundle.lock_hash('cpu')}"
-    gpu = f"/data/packages/gpu-{bundle.lock_hash('gpu')}"
-    board = f"/data/packages/tensorboard-{bundle.lock_hash('tensorboard')}"
+    cpu = f"/data/packages/cpu-{bundle.lock_hash('cpu')}/site"
+    gpu = f"/data/packages/gpu-{bundle.lock_hash('gpu')}/site"
+    board = f"/data/packages/tensorboard-{bundle.lock_hash('tensorboard')}/site"
     for name in ("mnist-chief-0", "mnist-ps-0", "mnist-ps-1", "mnist-stage-data"):
         assert env(found[name])["PYTHONPATH"] == f"/opt/tf-mnist:{cpu}", name
     for name in ("mnist-worker-0", "mnist-worker-1"):
@@ -194,7 +194,9 @@ def test_cpu_workers_load_the_cpu_set(dev_config):
         "cpu",
         "tensorboard",
     ]
-    assert env(containers(run)["mnist-worker-0"])["PYTHONPATH"].endswith(f"/cpu-{bundle.lock_hash('cpu')}")
+    assert env(containers(run)["mnist-worker-0"])["PYTHONPATH"].endswith(
+        f"/cpu-{bundle.lock_hash('cpu')}/site"
+    )
 
 
 def test_changed_code_or_pins_are_a_new_run(dev_config, monkeypatch):
@@ -236,4 +238,6 @@ def test_a_pull_secret_reaches_the_setup_pod_too(dev_config):
     run = me.run_program(dev_config | {"tf-mnist:imagePullSecret": "mirror-pull"})
     assert run.error is None, run.error
     for obj in [*run.of_type(JOB), *run.of_type(DEPLOYMENT)]:
-        assert obj.inputs["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], obj.name
+        assert obj.inputs["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], (
+            obj.name
+        )

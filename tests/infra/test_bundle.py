@@ -72,3 +72,11 @@ def test_code_too_large_for_its_configmap_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bundle, "CONFIG_MAP_BYTES", 1000)
     with pytest.raises(ValueError, match="more than the 1000 of the code ConfigMap"):
         bundle.code_files(root)
+
+
+def test_a_copy_without_the_sample_is_refused_by_its_path(tmp_path):
+    root = copy_project(tmp_path)
+    for sample in (root / bundle.SAMPLE_DIR).glob("*.gz"):
+        sample.unlink()
+    with pytest.raises(FileNotFoundError, match="the bundled sample, which staging copies, has no .gz file"):
+        bundle.sample_files(root)

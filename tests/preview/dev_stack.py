@@ -110,7 +110,10 @@ def assert_topology(preview: PreviewResult, workers: int, mode: str) -> None:
     expected = Counter(kubernetes_counts(workers))
     if mode == "cloud":
         expected.update(ALICLOUD_COUNTS)
-    assert preview.type_counts() == expected
+    counts = preview.type_counts()
+    assert counts == expected, {
+        t: (counts.get(t), expected.get(t)) for t in {*counts, *expected} if counts.get(t) != expected.get(t)
+    }
 
     worker_names = [f"{PREFIX}-worker-{i}" for i in range(workers)]
     jobs = names_of(preview, "kubernetes:batch/v1:Job")

@@ -237,7 +237,9 @@ class PulumiProject:
         self.toolchain = toolchain
         self.dir.mkdir(parents=True)
         self.policy_packs: list[Path] = []
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "data")
+        # trainer/data/ travels too: a stack without images of its own sends its sample to the
+        # cluster as ConfigMaps (infra/components/setup.py).
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
         for name in include:
             src = source / name
             if src.is_dir():

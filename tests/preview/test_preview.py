@@ -259,7 +259,9 @@ def test_registry_credentials_stay_secret_and_make_a_dockerconfigjson_secret(
     pods += [
         r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
     ]
-    assert len(pods) == 1 + COMMITTED_WORKERS + PS + 3  # + staging, the run monitor, TensorBoard
+    assert (
+        len(pods) == 1 + COMMITTED_WORKERS + PS + 4
+    )  # + staging, the run monitor, the setup Job, TensorBoard
     assert all(pod["imagePullSecrets"] == [{"name": f"{PREFIX}-registry"}] for pod in pods)
     auth = base64.b64encode(f"{REGISTRY_USERNAME}:{REGISTRY_PASSWORD}".encode()).decode()
     assert secret["inputs"]["data"] == "[secret]"  # the whole .dockerconfigjson, base64 and all
@@ -330,7 +332,7 @@ def test_nfs_volume_job_policy_and_gpu_chief_with_the_real_provider(
         for r in preview.resources("kubernetes:batch/v1:Job")
     }
     assert sorted(jobs) == [
-        f"{PREFIX}-{name}" for name in ("chief-0", "monitor", "stage-data", "worker-0", "worker-1")
+        f"{PREFIX}-{name}" for name in ("chief-0", "monitor", "setup", "stage-data", "worker-0", "worker-1")
     ]
     chief = jobs[f"{PREFIX}-chief-0"]
     assert chief["activeDeadlineSeconds"] == 86400

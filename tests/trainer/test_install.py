@@ -77,7 +77,7 @@ def test_a_set_is_installed_by_hash_then_reused(index, tmp_path):
     cost = install.install("tinypkg", lock, dest, url)
     folder = dest / install.content_name(lock, "tinypkg")
     assert cost["folder"] == str(folder) and cost["reused"] is False
-    assert (folder / "site" / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
+    assert (folder / install.SITE / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
     assert (folder / "INSTALLED").is_file()
     assert cost["bytes"] > 0 and cost["pip_seconds"] >= 0 and cost["import_seconds"] > 0
     assert leftovers(dest) == []
@@ -86,10 +86,11 @@ def test_a_set_is_installed_by_hash_then_reused(index, tmp_path):
     assert "reused" in install.measure_line(again)
 
 
-def test_the_folder_name_is_the_one_infra_puts_on_pythonpath(tmp_path):
+def test_the_folder_is_the_one_infra_puts_on_pythonpath(tmp_path):
     lock = tmp_path / "cpu.txt"
     lock.write_text(bundle.lock_text("cpu"))
-    assert install.content_name(lock, "cpu") == f"cpu-{bundle.lock_hash('cpu')}"
+    name = install.content_name(lock, "cpu")
+    assert bundle.package_path("/data/packages", "cpu") == f"/data/packages/{name}/{install.SITE}"
 
 
 def test_a_tampered_wheel_fails_naming_the_file_and_installs_nothing(index, tmp_path):
