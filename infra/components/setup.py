@@ -50,9 +50,11 @@ CODE_VOLUME, SAMPLE_VOLUME, LOCKS_VOLUME, DATA_VOLUME = "code", "sample", "locks
 COMPONENT = "setup"
 CONTAINER = "setup"
 #: How long `pulumi up` waits for the setup Job, and its activeDeadlineSeconds: a first install
-#: of the GPU set downloads several GB of CUDA wheels; a reused one takes seconds.
+#: of the GPU set writes what made the GPU image 6.74 GB (docs/building.md), downloaded from the
+#: index; an hour leaves room for a slow link. Not measured on the stack yet (docs/design.md).
 SETUP_TIMEOUT_SECONDS = 3600
-#: pip unpacking wheels, then one `import tensorflow` (a few hundred MB resident) timed.
+#: pip unpacking wheels, then one timed `import tensorflow`: the limit is the ps tasks' default
+#: memory (ps.memory 2Gi), in which the same TensorFlow imports and trains.
 SETUP_REQUESTS = {"cpu": "250m", "memory": "512Mi"}
 SETUP_LIMITS = {"cpu": "1", "memory": "2Gi"}
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

@@ -83,9 +83,14 @@ def test_an_unknown_role_is_refused():
 def test_each_job_carries_its_roles_annotations(dev_config, namespace):
     run = me.run_program({**dev_config, "tf-mnist:namespace": namespace})
     assert run.error is None, run.error
-    roles = {"mnist-stage-data": suppress.STAGE, "mnist-monitor": suppress.MONITOR}
+    # The setup Job mounts the volume and runs once, as staging does: staging's suppressions.
+    roles = {
+        "mnist-stage-data": suppress.STAGE,
+        "mnist-monitor": suppress.MONITOR,
+        "mnist-setup": suppress.STAGE,
+    }
     jobs = run.of_type(JOB)
-    assert len(jobs) == 7
+    assert len(jobs) == 8
     for job in jobs:
         role = roles.get(job.name, suppress.TASK)
         annotations = job.inputs["metadata"]["annotations"]

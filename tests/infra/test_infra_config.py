@@ -206,7 +206,8 @@ def test_flat_and_path_config_give_the_same_topology():
     by_path["tf-mnist:ps"] = {**structured["tf-mnist:ps"], "number": 1}
     runs = [me.run_program(me.engine_form(me.with_cli_defaults(c))) for c in ({**flat, **changed}, by_path)]
     assert all(r.error is None for r in runs)
-    assert len(runs[0].of_type("kubernetes:batch/v1:Job")) == 1 + 4 + 1 + 1 + 1  # + staging, the monitor
+    # + staging, the monitor, the setup Job
+    assert len(runs[0].of_type("kubernetes:batch/v1:Job")) == 1 + 4 + 1 + 1 + 1 + 1
     assert _topology(runs[0]) == _topology(runs[1])
 
 

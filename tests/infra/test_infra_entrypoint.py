@@ -36,6 +36,6 @@ def test_program_directory_runs_without_the_repo_on_sys_path(dev_config):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == (
-        '["mnist-chief-0", "mnist-monitor", "mnist-ps-0", "mnist-ps-1", "mnist-stage-data", "mnist-worker-0", '
-        '"mnist-worker-1"]'
+        '["mnist-chief-0", "mnist-monitor", "mnist-ps-0", "mnist-ps-1", "mnist-setup", "mnist-stage-data", '
+        '"mnist-worker-0", "mnist-worker-1"]'
     )

@@ -124,7 +124,7 @@ def test_preview_makes_no_credential_call_and_leaves_the_kubeconfig_unknown(dev_
     assert me.is_secret_value(kubeconfig) and isinstance(kubeconfig["value"], Unknown), kubeconfig
     assert isinstance(provider.inputs["clusterIdentifier"], Unknown)
     # The whole topology is still registered, so a preview shows it.
-    assert len(run.of_type("kubernetes:batch/v1:Job")) == 7  # 5 tasks, staging, the run monitor
+    assert len(run.of_type("kubernetes:batch/v1:Job")) == 8  # 5 tasks, staging, the run monitor, the setup
     assert "kubeconfig" not in run.outputs  # unknown outputs never resolve
 
 
@@ -179,7 +179,14 @@ def test_cpu_workers_without_gpu_pool(dev_config):
         container = run.one("kubernetes:batch/v1:Job", name).inputs["spec"]["template"]["spec"]["containers"][
             0
         ]
-        assert container["image"].endswith("/trainer:2.21.0-cpu")
+        # The base image with the CPU packages (tests/infra/test_base_image.py), as the ps's.
+        assert (
+            container["image"]
+            == run.one("kubernetes:batch/v1:Job", "mnist-ps-0").inputs["spec"]["template"]["spec"][
+                "containers"
+            ][0]["image"]
+        )
+        assert "/packages/cpu-" in {e["name"]: e.get("value") for e in container["env"]}["PYTHONPATH"]
         assert "nvidia.com/gpu" not in container["resources"]["limits"]
 
 

@@ -43,9 +43,9 @@ def test_every_pod_is_restricted(dev_config, name):
     assert run.error is None, run.error
     specs = _pod_specs(run)
     tasks = [n for n in specs if n.split("-")[1] in ("chief", "worker", "ps")]
-    assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor"} <= set(specs) and len(tasks) >= 3, (
-        sorted(specs)
-    )
+    assert {"mnist-stage-data", "mnist-tensorboard", "mnist-monitor", "mnist-setup"} <= set(specs) and len(
+        tasks
+    ) >= 3, sorted(specs)
     for pod_name, pod in specs.items():
         assert pod["securityContext"] == {
             "runAsNonRoot": True,
@@ -58,8 +58,10 @@ def test_every_pod_is_restricted(dev_config, name):
         monitor = pod_name == "mnist-monitor"
         assert pod["automountServiceAccountToken"] is monitor, pod_name
         assert {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}} in pod["volumes"], pod_name
-        # "restricted" allows these volume types (and more); the monitor's script is a ConfigMap.
-        allowed = {"persistentVolumeClaim", "emptyDir", *(["configMap"] if monitor else [])}
+        # "restricted" allows these volume types (and more): the monitor's script, the trainer's
+        # code and the setup Job's requirement files are ConfigMaps, the sample's pieces a
+        # projection of them.
+        allowed = {"persistentVolumeClaim", "emptyDir", "configMap", "projected"}
         assert all(set(v) - {"name"} <= allowed for v in pod["volumes"]), pod_name
         for container in pod["containers"]:
             assert container["securityContext"] == {

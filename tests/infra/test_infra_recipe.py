@@ -67,7 +67,11 @@ def test_the_trainers_own_parser_accepts_every_tasks_args(dev_config, changes):
         config = me.set_flat(config, key, value)
     run = me.run_program(config)
     assert run.error is None, run.error
-    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
+    jobs = [
+        job
+        for job in run.of_type(JOB)
+        if job.name not in ("mnist-stage-data", "mnist-monitor", "mnist-setup")
+    ]
     spec = run.outputs["clusterSpec"]
     assert len(jobs) == 1 + len(spec.get("ps", [])) + len(spec["worker"])
     for job in jobs:
@@ -140,7 +144,11 @@ def test_every_row_reaches_every_task_and_the_run_key_as_its_table_says(dev_conf
     base = me.run_program(dev_config)
     run = me.run_program(me.set_flat(dev_config, row.key, row.arg(value)))
     assert base.error is None and run.error is None, run.error
-    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
+    jobs = [
+        job
+        for job in run.of_type(JOB)
+        if job.name not in ("mnist-stage-data", "mnist-monitor", "mnist-setup")
+    ]
     assert len(jobs) == 5  # chief, 2 workers, 2 ps: every task's command
     for job in jobs:
         assert getattr(flags.build_parser().parse_args(_args(job)), row.dest) == value, job.name
@@ -285,5 +293,9 @@ def test_auto_precision_is_float32_for_every_task_of_a_gpu_stack(dev_config, gpu
     config = me.set_flat(me.set_flat(dev_config, "worker.gpuCount", gpus), "hyperparams.precision", precision)
     run = me.run_program(config)
     assert run.error is None, run.error
-    jobs = [job for job in run.of_type(JOB) if job.name not in ("mnist-stage-data", "mnist-monitor")]
+    jobs = [
+        job
+        for job in run.of_type(JOB)
+        if job.name not in ("mnist-stage-data", "mnist-monitor", "mnist-setup")
+    ]
     assert {flags.build_parser().parse_args(_args(job)).precision for job in jobs} == {expected}
