@@ -6,6 +6,9 @@ it role by role."""
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 
 import mock_engine as me
 import pytest
@@ -241,3 +244,40 @@ def test_a_pull_secret_reaches_the_setup_pod_too(dev_config):
         assert obj.inputs["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "mirror-pull"}], (
             obj.name
         )
+
+
+def test_what_the_configmaps_carry_stages_the_sample_as_a_pod_would(dev_config, tmp_path):
+    """The code ConfigMap laid out as its volume's items, the sample's pieces joined by
+    trainer.install as the setup Job does, then the staging Job's own command run from that
+    code alone (not this checkout): the sample is staged with its checksums verified."""
+    run = me.run_program(dev_config)
+    code_dir, parts, volume = tmp_path / "code", tmp_path / "parts", tmp_path / "data"
+    code = run.one(CONFIG_MAP, f"mnist-code-{bundle.code_hash()}").inputs["data"]
+    volumes = run.one(JOB, "mnist-chief-0").inputs["spec"]["template"]["spec"]["volumes"]
+    for item in next(v for v in volumes if v["name"] == "code")["configMap"]["items"]:
+        (code_dir / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (code_dir / item["path"]).write_text(code[item["key"]])
+    parts.mkdir()
+    for piece in run.of_type(CONFIG_MAP):
+        for key, value in (piece.inputs.get("binaryData") or {}).items():
+            (parts / key).write_bytes(base64.b64decode(value))
+    env = {**os.environ, "PYTHONPATH": str(code_dir)}
+    (stage,) = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"]
+    sample = stage["command"][stage["command"].index("--source") + 1]
+    dest = stage["command"][stage["command"].index("--dest") + 1]
+    setup = containers(run)["mnist-setup"]["command"]
+    joined = [sys.executable, "-m", "trainer.install", "--dest", str(volume / "packages"), "--index_url", "x"]
+    joined += ["--sample_parts", str(parts), "--sample_dest", str(volume / sample.removeprefix("/data/"))]
+    assert setup[setup.index("--sample_dest") + 1] == sample
+    done = subprocess.run(joined, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    command = [sys.executable, *stage["command"][1 : stage["command"].index("--volume_hint")]]
+    command = [volume / c.removeprefix("/data/") if c.startswith("/data/") else c for c in command]
+    done = subprocess.run(
+        list(map(str, command)), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    staged = volume / dest.removeprefix("/data/")
+    assert sorted(p.name for p in staged.iterdir() if not p.name.startswith(".")) == sorted(
+        bundle.sample_files()
+    )
