@@ -193,6 +193,7 @@ def _package_setup(
             image_pull_policy=settings.runtime.image_pull_policy,
             image_pull_secret=settings.registry.image_pull_secret,
             priority_class_name=t.priority_class_name,
+            start_timeout_seconds=t.staging_start_timeout_seconds,
             after=[*pods_after, volume.pvc],
         ),
         opts=k8s_opts,
@@ -241,6 +242,8 @@ def _run_monitor(
             after=pods_after,
             staging_job_name=staging_name(prefix),
             staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS,
+            setup_job_name=setup.setup_name(prefix) if settings.runtime.used else None,
+            setup_deadline_seconds=setup.SETUP_TIMEOUT_SECONDS,
         ),
         opts=k8s_opts,
     )

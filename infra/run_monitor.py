@@ -26,7 +26,9 @@ It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the 
 with a short ``activeDeadlineSeconds`` (data.startTimeoutSeconds), so that a staging pod that never
 starts fails it: once a pod of that Job runs, the monitor raises the deadline to
 ``MONITOR_STAGING_DEADLINE_S`` (``staging_deadline``), the bound of the whole staging, so a long
-download is not cut. A monitor that cannot run leaves the short deadline in force.
+download is not cut. A monitor that cannot run leaves the short deadline in force. The setup
+Job of a stack without images of its own (``MONITOR_SETUP_JOB``, infra/components/setup.py) is
+watched the same way, its pod's deadline raised to ``MONITOR_SETUP_DEADLINE_S``.
 
 A Job is ended by setting ``spec.activeDeadlineSeconds`` to 1 (a field Kubernetes lets change
 on a running Job): the Job controller then fails it (reason DeadlineExceeded) and deletes
@@ -36,7 +38,7 @@ infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
 
 Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
 MONITOR_START_TIMEOUT_S, MONITOR_STAGING_JOB and MONITOR_STAGING_DEADLINE_S (unset: staging is not
-watched), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
+watched), MONITOR_SETUP_JOB and MONITOR_SETUP_DEADLINE_S (likewise for the setup Job), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
 ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``). It authenticates with the
 pod's service-account token and trusts the service-account CA.
 
@@ -405,8 +407,10 @@ def main(
         timeout_s = float(env.get("MONITOR_SCHEDULE_TIMEOUT_S") or 0)
         start_timeout_s = float(env.get("MONITOR_START_TIMEOUT_S") or 0)
         poll_s = float(env.get("MONITOR_POLL_S") or DEFAULT_POLL_S)
-        staging_job = env.get("MONITOR_STAGING_JOB") or None
-        staging_deadline_s = int(env.get("MONITOR_STAGING_DEADLINE_S") or 0)
+        watched = [
+            (env.get(f"MONITOR_{job}_JOB") or None, int(env.get(f"MONITOR_{job}_DEADLINE_S") or 0))
+            for job in ("STAGING", "SETUP")
+        ]
     except (KeyError, ValueError) as err:
         print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
         return EXIT_BAD_ENVIRONMENT
@@ -421,7 +425,12 @@ def main(
         try:
             jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
             pods = api.items(f"/api/v1/namespaces/{namespace}/pods", selector)
-            for name, seconds in staging_deadline(jobs, pods, staging_job, staging_deadline_s).items():
+            raised = {
+                k: v
+                for job, deadline in watched
+                for k, v in staging_deadline(jobs, pods, job, deadline).items()
+            }
+            for name, seconds in raised.items():
                 api.set_deadline(namespace, name, seconds)
                 log(f"the pod of Job {name} runs: its activeDeadlineSeconds is now {seconds}")
             decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s)

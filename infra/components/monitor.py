@@ -65,6 +65,8 @@ class RunMonitorArgs:
         staging_job_name: the run's data staging Job, whose activeDeadlineSeconds the monitor
             raises to ``staging_deadline_seconds`` once its pod runs (run_monitor.staging_deadline;
             None: not watched).
+        setup_job_name: the setup Job (infra/components/setup.py), watched the same way, its
+            deadline raised to ``setup_deadline_seconds``; None: the stack has none.
     """
 
     namespace: pulumi.Input[str]
@@ -82,6 +84,8 @@ class RunMonitorArgs:
     after: Sequence[pulumi.Resource] = ()
     staging_job_name: str | None = None
     staging_deadline_seconds: int = 0
+    setup_job_name: str | None = None
+    setup_deadline_seconds: int = 0
 
 
 def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
@@ -227,9 +231,11 @@ class RunMonitor(pulumi.ComponentResource):
         )
 
     def _patched(self) -> list[str]:
-        """The Jobs the Role lets the monitor patch: the run's task Jobs and its staging Job."""
-        staging = [self._args.staging_job_name] if self._args.staging_job_name else []
-        return [*self._args.task_job_names, *staging]
+        """The Jobs the Role lets the monitor patch: the run's task Jobs, its staging Job and
+        its setup Job."""
+        args = self._args
+        watched = [name for name in (args.staging_job_name, args.setup_job_name) if name]
+        return [*args.task_job_names, *watched]
 
     def _env(self) -> list[k8s.core.v1.EnvVarArgs]:
         args = self._args
@@ -247,6 +253,9 @@ class RunMonitor(pulumi.ComponentResource):
         if args.staging_job_name:
             values["MONITOR_STAGING_JOB"] = args.staging_job_name
             values["MONITOR_STAGING_DEADLINE_S"] = str(args.staging_deadline_seconds)
+        if args.setup_job_name:
+            values["MONITOR_SETUP_JOB"] = args.setup_job_name
+            values["MONITOR_SETUP_DEADLINE_S"] = str(args.setup_deadline_seconds)
         return [k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in values.items()] + pods.scratch_env()
 
     def _pod(self, account: pulumi.Input[str], config_map: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:

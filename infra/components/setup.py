@@ -49,9 +49,10 @@ LOCKS_DIR = "/opt/tf-mnist-locks"
 CODE_VOLUME, SAMPLE_VOLUME, LOCKS_VOLUME, DATA_VOLUME = "code", "sample", "locks", "data"
 COMPONENT = "setup"
 CONTAINER = "setup"
-#: How long `pulumi up` waits for the setup Job, and its activeDeadlineSeconds: a first install
-#: of the GPU set writes what made the GPU image 6.74 GB (docs/building.md), downloaded from the
-#: index; an hour leaves room for a slow link. Not measured on the stack yet (docs/design.md).
+#: How long `pulumi up` waits for the setup Job, and its activeDeadlineSeconds once its pod runs
+#: (the run monitor raises it there from data.startTimeoutSeconds, as for staging): a first
+#: install of the GPU set writes what made the GPU image 6.74 GB (docs/building.md), downloaded
+#: from the index; an hour leaves room for a slow link. Not measured on the stack yet.
 SETUP_TIMEOUT_SECONDS = 3600
 #: pip unpacking wheels, then one timed `import tensorflow`: the limit is the ps tasks' default
 #: memory (ps.memory 2Gi), in which the same TensorFlow imports and trains.
@@ -188,6 +189,9 @@ class PackageSetupArgs:
         image_pull_policy: the base image's (ps.imagePullPolicy, or derived from the image).
         image_pull_secret: the docker-registry Secret pods pull with, if any.
         priority_class_name: job.priorityClassName.
+        start_timeout_seconds: data.startTimeoutSeconds: the Job's activeDeadlineSeconds as
+            created, so that a pod that never starts (a base image that cannot be pulled) fails
+            it then; the run monitor raises it to SETUP_TIMEOUT_SECONDS once the pod runs.
         after: resources the Job waits for (the node pools, the claim, the NetworkPolicies).
     """
 
@@ -201,6 +205,7 @@ class PackageSetupArgs:
     image_pull_policy: str
     image_pull_secret: str | None
     priority_class_name: str | None
+    start_timeout_seconds: int
     after: Sequence[pulumi.Resource] = ()
 
 
@@ -280,14 +285,18 @@ class PackageSetup(pulumi.ComponentResource):
             ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=0,
-                active_deadline_seconds=SETUP_TIMEOUT_SECONDS,
+                active_deadline_seconds=staging.start_deadline(args.start_timeout_seconds),
                 pod_failure_policy=staging.stage_failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, COMPONENT)),
                     spec=self._pod(image, maps),
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *maps]),
+            # The run monitor raises activeDeadlineSeconds once the pod runs: an update leaves it
+            # alone (no server-side-apply conflict with the monitor, no diff on the next preview).
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[*args.after, *maps], ignore_changes=["spec.activeDeadlineSeconds"]
+            ),
         )
 
     def _pod(self, image: str, maps: list[k8s.core.v1.ConfigMap]) -> k8s.core.v1.PodSpecArgs:

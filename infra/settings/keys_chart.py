@@ -220,7 +220,7 @@ CHART_KEYS: tuple[Key, ...] = (
         "(checksums verified); a new source stages into a new directory and starts a new run (a presigned URL "
         "signed again is the same source); a URL with more than scheme, host, port and path (user info, a query "
         "such as a presigned URL's signature or a token, a fragment) must be set with --secret; default: the "
-        "10,000-digit sample in the trainer image.",
+        "10,000-digit sample the trainer bundles.",
         fix="https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz",
     ),
     # 600 s: a node's start and a first pull of the CPU trainer image; at most the whole staging's
@@ -229,8 +229,9 @@ CHART_KEYS: tuple[Key, ...] = (
         "data.startTimeoutSeconds",
         600,
         integer(10, 1200),
-        "Seconds the staging pod may take to start (be scheduled, pull its image, mount the volume) before its Job "
-        "fails (activeDeadlineSeconds, raised by the run monitor once the pod runs) and `pulumi up` with it.",
+        "Seconds the staging pod (and the setup Job's) may take to start (be scheduled, pull its image, mount the "
+        "volume) before its Job fails (activeDeadlineSeconds, raised by the run monitor once the pod runs) and "
+        "`pulumi up` with it.",
     ),
     Key("persistence.pvc.storage", "5Gi", quantity, "PV capacity and PVC request."),
     Key(

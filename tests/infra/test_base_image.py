@@ -281,3 +281,19 @@ def test_what_the_configmaps_carry_stages_the_sample_as_a_pod_would(dev_config, 
     assert sorted(p.name for p in staged.iterdir() if not p.name.startswith(".")) == sorted(
         bundle.sample_files()
     )
+
+
+def test_a_setup_pod_that_never_starts_fails_at_the_start_timeout(dev_config):
+    """Created with data.startTimeoutSeconds as its deadline (a base image that cannot be pulled
+    fails `up` then), which the run monitor raises to the hour once the pod runs."""
+    run = me.run_program(dev_config | {"tf-mnist:data.startTimeoutSeconds": "300"})
+    setup = run.one(JOB, "mnist-setup")
+    assert setup.inputs["spec"]["activeDeadlineSeconds"] == 300
+    assert "spec.activeDeadlineSeconds" in setup.ignore_changes
+    monitor = run.one(JOB, "mnist-monitor").inputs["spec"]["template"]["spec"]["containers"][0]
+    assert (env(monitor)["MONITOR_SETUP_JOB"], env(monitor)["MONITOR_SETUP_DEADLINE_S"]) == (
+        "mnist-setup",
+        "3600",
+    )
+    role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "mnist-monitor")
+    assert "mnist-setup" in role.inputs["rules"][2]["resourceNames"]

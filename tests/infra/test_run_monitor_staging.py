@@ -94,3 +94,34 @@ def test_without_the_staging_variables_staging_is_not_touched():
     api = StagingApi([staging_job(), job("chief", condition="Complete")], [staging_pod("Running")])
     assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 0
     assert api.deadlines == []
+
+
+def test_the_setup_job_is_watched_the_same_way_with_its_own_deadline(capsys):
+    setup, setup_long = "mnist-setup", 3600
+    setup_job = copy.deepcopy(staging_job())
+    setup_job["metadata"]["name"] = setup
+    setup_pod = {
+        "metadata": {"name": f"{setup}-q9w", "labels": {"job-name": setup}},
+        "status": {"phase": "Running"},
+    }
+    api = StagingApi([setup_job, staging_job()], [setup_pod, staging_pod("Pending")])
+    polls = iter(range(2))
+
+    def sleep(_: float) -> None:
+        if next(polls) == 1:
+            api.jobs += [copy.deepcopy(job("chief", condition="Complete"))]
+
+    env = {
+        **ENV,
+        "MONITOR_STAGING_JOB": STAGING,
+        "MONITOR_STAGING_DEADLINE_S": str(LONG),
+        "MONITOR_SETUP_JOB": setup,
+        "MONITOR_SETUP_DEADLINE_S": str(setup_long),
+    }
+    assert rm.main(env, api=api, clock=lambda: NOW, sleep=sleep) == 0
+    # Only the setup pod runs: its Job's deadline is raised, staging's stays short.
+    assert api.deadlines == [("training", setup, setup_long)]
+    assert (
+        f"the pod of Job {setup} runs: its activeDeadlineSeconds is now {setup_long}"
+        in capsys.readouterr().out
+    )
