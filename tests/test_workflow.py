@@ -1,9 +1,10 @@
 """The pull-request workflow (.github/workflows/preview.yml) and the rules its preview job keeps.
 
-The preview job runs `pulumi preview` on a live stack with real keys, so these are the
+The preview job runs `pulumi preview` on a live stack with real credentials, so these are the
 properties a careless edit would break without any run failing: one operation per stack at a
 time, secrets only in the steps that use them, nothing installed that a preview does not run,
-provider plugins at the SDK pins, and a state-backend example that the pinned CLI accepts.
+provider plugins at the SDK pins, the policy pack run with the preview, and a state-backend
+example that the pinned CLI accepts.
 """
 
 from __future__ import annotations
@@ -174,8 +175,9 @@ def test_preview_job_installs_only_what_a_preview_runs():
         assert found is None, f"preview step {index} ({step.get('name') or uses}) runs {found.group(0)!r}"
 
 
-def test_preview_job_installs_exactly_the_pulumi_sdk_pins(tmp_path: Path):
-    """The SDK install's selection line, run here against requirements.txt, picks the three pins."""
+def test_preview_job_installs_exactly_the_pulumi_sdk_and_policy_pins(tmp_path: Path):
+    """The SDK install's selection line, run here against requirements.txt, picks the three SDK
+    pins and pulumi-policy's, which the policy pack runs on."""
     step = _step(_preview_job(), name="Install the Pulumi SDKs")
     selection = [line for line in step["run"].splitlines() if line.strip().startswith("grep ")]
     assert len(selection) == 1, f"expected one grep line selecting the pins, found {selection}"
@@ -184,8 +186,32 @@ def test_preview_job_installs_exactly_the_pulumi_sdk_pins(tmp_path: Path):
     assert len(written) == 1, f"the selection wrote {written}"
     chosen = _pins(written[0])
     pins = _pins()
-    want = {name: pins[name] for name in ("pulumi", "pulumi-alicloud", "pulumi-kubernetes")}
-    assert chosen == want, f"the preview job installs {chosen}, expected the SDK pins {want}"
+    want = {name: pins[name] for name in ("pulumi", "pulumi-alicloud", "pulumi-kubernetes", "pulumi-policy")}
+    assert chosen == want, f"the preview job installs {chosen}, expected the SDK and policy pins {want}"
+
+
+def _policy_packs(step: dict[str, Any]) -> list[str]:
+    """The policy pack paths of a pulumi/actions step, split as the action splits its
+    ``policyPacks`` input (pulumi/actions v6 src/config.ts: one a line, or separated by ``;``)."""
+    text = str((step.get("with") or {}).get("policyPacks") or "")
+    return [part.strip() for line in text.splitlines() for part in line.split(";") if part.strip()]
+
+
+def test_preview_runs_the_policy_pack_in_the_venv_it_installs():
+    job = _preview_job()
+    preview = _step(job, uses="pulumi/actions", with_command="preview")
+    assert _policy_packs(preview) == ["policy"], (
+        f"the preview runs the policy packs {_policy_packs(preview)}, expected the directory ['policy']"
+    )
+    pack = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
+    # The pack runs in the virtualenv its PulumiPolicy.yaml names, relative to policy/: the
+    # repository's .venv, the one the SDK step creates.
+    assert (REPO / "policy" / pack["runtime"]["options"]["virtualenv"]).resolve() == REPO / ".venv"
+    install = _step(job, name="Install the Pulumi SDKs")
+    assert "python -m venv .venv" in install["run"]
+    steps = job["steps"]
+    assert steps.index(install) < steps.index(preview), "the preview runs before the pack's venv exists"
+    assert (install.get("if"), preview.get("if")) == ("steps.creds.outputs.present == 'true'",) * 2
 
 
 def test_provider_plugins_are_the_sdk_pins():
