@@ -3,17 +3,19 @@
 The preview job runs `pulumi preview` on a live stack with real credentials, so these are the
 properties a careless edit would break without any run failing: one operation per stack at a
 time, secrets only in the steps that use them, nothing installed that a preview does not run,
-provider plugins at the SDK pins, the policy pack run with the preview, and a state-backend
-example that the pinned CLI accepts.
+provider plugins at the SDK pins, the policy pack run with the preview, the test job running
+the engine and checker tests, and a state-backend example that the pinned CLI accepts.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import socketserver
 import subprocess
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from _pytest.mark.expression import Expression  # pytest's own -m parser (not re-exported)
 
 from tests.preview.engine import find_toolchain
 
@@ -212,6 +215,56 @@ def test_preview_runs_the_policy_pack_in_the_venv_it_installs():
     steps = job["steps"]
     assert steps.index(install) < steps.index(preview), "the preview runs before the pack's venv exists"
     assert (install.get("if"), preview.get("if")) == ("steps.creds.outputs.present == 'true'",) * 2
+
+
+def _marker_expression(run: str) -> str:
+    """The ``-m`` expression of a ``bash scripts/test.sh ...`` command line."""
+    argv = shlex.split(run)
+    assert argv[:2] == ["bash", "scripts/test.sh"], f"the test job runs {argv}, not scripts/test.sh"
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
+    values += [arg[2:] for arg in argv if arg.startswith("-m") and arg != "-m"]
+    assert len(values) == 1, f"expected one -m marker expression in {argv}"
+    return values[0]
+
+
+def _selects(expression: str, *markers: str) -> bool:
+    """Whether pytest's ``-m expression`` selects a test carrying exactly ``markers``."""
+    return Expression.compile(expression).evaluate(lambda name, **_: name in markers)
+
+
+def test_test_job_runs_the_engine_and_checker_tests():
+    """The marker expression, evaluated as pytest does, selects the engine and checkers tests
+    (scripts/test.sh then builds both and requires them) and leaves the cluster tests out."""
+    job = _workflow()["jobs"]["test"]
+    tests = _step(job, name="Tests")
+    expression = _marker_expression(tests["run"])
+    declared = {m.split(":")[0] for m in _pyproject()["tool"]["pytest"]["ini_options"]["markers"]}
+    assert {"engine", "checkers", "cluster"} <= declared
+    for markers in [(), ("engine",), ("checkers",), ("slow",), ("engine", "slow")]:
+        assert _selects(expression, *markers), f"-m {expression!r} leaves out tests marked {markers}"
+    for markers in [("cluster",), ("cluster", "engine")]:
+        assert not _selects(expression, *markers), f"-m {expression!r} selects tests marked {markers}"
+    # kube-score, a checker, is built with `go install` (tools/checkers/checkers.sh).
+    steps = job["steps"]
+    go = _step(job, uses="actions/setup-go")
+    assert steps.index(go) < steps.index(tests), "the tests run before Go is set up for the checkers"
+
+
+@pytest.mark.parametrize(
+    "expression, markers, selected",
+    [
+        ("not cluster", ("checkers",), True),
+        ("not cluster and not checkers", ("checkers",), False),
+        ("not engine", ("engine",), False),
+        ("engine or checkers", (), False),
+    ],
+)
+def test_marker_evaluation_is_pytests(expression: str, markers: tuple[str, ...], selected: bool):
+    assert _selects(expression, *markers) is selected
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def test_provider_plugins_are_the_sdk_pins():
