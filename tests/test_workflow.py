@@ -5,6 +5,7 @@ properties a careless edit would break without any run failing: one operation pe
 time, secrets only in the steps that use them, nothing installed that a preview does not run,
 provider plugins at the SDK pins, the policy pack run with the preview, the test job running
 the engine and checker tests, and a state-backend example that the pinned CLI accepts.
+tests/test_workflow_oidc.py has the OIDC credentials' rules.
 """
 
 from __future__ import annotations
@@ -157,15 +158,35 @@ def test_every_secret_reference_is_in_a_step_env_or_with():
     assert misplaced == [], f"secrets referenced outside a step's env or with: {misplaced}"
 
 
+#: What the credentials check may be given: whether a secret or variable is set, and whether the
+#: pull request comes from this repository (a fork's run gets no secrets and no OIDC token).
+_PRESENCE_TERM = r"(?:(?:secrets|vars)\.\w+ != ''|github\.event\.pull_request\.head\.repo\.full_name == github\.repository)"
+PRESENCE = re.compile(rf"\$\{{\{{\s*{_PRESENCE_TERM}(?:\s*(?:&&|\|\|)\s*{_PRESENCE_TERM})*\s*\}}\}}")
+
+
 def test_credentials_check_sees_only_whether_secrets_are_set():
     job = _preview_job()
     check = next((s for s in job["steps"] if s.get("id") == "creds"), None)
     assert check is not None, "the preview job has no credentials check step (id: creds)"
-    presence = re.compile(r"\$\{\{\s*secrets\.\w+ != ''(\s*(&&|\|\|)\s*secrets\.\w+ != '')*\s*\}\}")
     env = check.get("env") or {}
     assert env, "the credentials check step gets nothing to check"
-    exposed = {key: value for key, value in env.items() if not presence.fullmatch(str(value))}
+    exposed = {key: value for key, value in env.items() if not PRESENCE.fullmatch(str(value))}
     assert exposed == {}, f"the credentials check step gets secret values, not their presence: {exposed}"
+
+
+@pytest.mark.parametrize(
+    "value, allowed",
+    [
+        ("${{ secrets.A != '' && secrets.B != '' }}", True),
+        ("${{ vars.A != '' && github.event.pull_request.head.repo.full_name == github.repository }}", True),
+        ("${{ secrets.A }}", False),
+        ("${{ secrets.A != '' && secrets.B }}", False),
+        ("${{ vars.A == 'x' }}", False),
+        ("${{ secrets.A != '' || format('{0}', secrets.B) != '' }}", False),
+    ],
+)
+def test_presence_pattern_lets_no_value_through(value: str, allowed: bool):
+    assert bool(PRESENCE.fullmatch(value)) is allowed
 
 
 def test_preview_job_installs_only_what_a_preview_runs():
