@@ -7,9 +7,9 @@ value and the rule, and ends with the ``pulumi config set`` that fixes it where 
 configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
-Where the numbers come from: the replica bounds are the configuration's own upper bounds
-(infra/settings/key_values.py MAX_WORKERS, MAX_PS), the tag keys are the ones every cloud resource
-of the stack carries (infra/components/tags.py).
+Where the numbers come from: the replica and node pool bounds are the configuration's own upper
+bounds (infra/settings/key_values.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES), the tag keys are the
+ones every cloud resource of the stack carries (infra/components/tags.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.key_values import MAX_PS, MAX_WORKERS
+from infra.settings.key_values import MAX_POOL_NODES, MAX_PS, MAX_WORKERS
 from infra.settings.source_ranges import too_wide
 
 SERVICE = "kubernetes:core/v1:Service"
@@ -50,10 +50,6 @@ ADDRESS_TYPE_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer
 #: Alibaba Cloud's NVIDIA GPU families: gn<generation> (gn5, gn6i, gn7e, ...), and their
 #: bare-metal (ebmgn), shared (sgn) and virtual (vgn) forms; ``ecs.gn6i-c4g1.xlarge``.
 GPU_INSTANCE_TYPE = re.compile(r"^ecs\.(ebm|s|v)?gn[0-9]")
-#: The most nodes a node pool may hold: each GPU worker is a GPU node (infra/settings/key_values.py),
-#: so the largest run the settings allow, MAX_WORKERS workers and the chief (a GPU pod too
-#: with ps.number 0), one GPU node each, fits.
-MAX_POOL_NODES = MAX_WORKERS + 1
 #: The most Jobs of one run per TensorFlow task type (label tf-replica-type).
 MAX_TASKS = {"worker": MAX_WORKERS, "ps": MAX_PS, "chief": 1}
 #: The config key that sets each task type's count, for the fix.
