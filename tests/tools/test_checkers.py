@@ -1,11 +1,15 @@
 """checkov 3.3.30 and kube-score v1.20.0, the checkers platform teams run on what they deploy,
 find nothing in any Kubernetes object the stack creates (marker ``checkers``), but what a
-user's choice makes (render_manifests.CHOSEN_FINDINGS).
+user's choice makes (render_manifests.CHOSEN_FINDINGS); and every suppression still suppresses
+a finding.
 
 The objects come from tools/render-manifests (the program under the mock engine, every
 configuration of its CONFIGS), the checkers from tools/checkers/checkers.sh; what each finds is
 tools/checkers/run_checkers.py's. What is right for this workload and still flagged is
-suppressed by an annotation from infra/components/checker_suppressions.py (docs/checkers.md).
+suppressed by an annotation from infra/components/checker_suppressions.py (docs/checkers.md);
+the checkers run a second time over the same files with those annotations taken off, and each
+(checker, check id) the annotations name must be found there on an object that carries it,
+else the suppression is stale.
 
 Missing checkers skip the test with the command that installs them, except with
 ``REQUIRE_CHECKERS=1`` (scripts/test.sh, which installs them first in its build:checkers phase,
@@ -21,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from infra.components import checker_suppressions as suppress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,3 +124,30 @@ def test_the_checkers_find_nothing_in_any_configuration(binaries, rendered, caps
     # Each makes a finding on every object it is about, not on one by chance.
     assert sum(f.check_id == "CKV_K8S_21" for f in every) == 20  # every namespaced object
     assert sum(f.check_id == "pod-networkpolicy" for f in every) == 8  # every pod template
+
+
+def test_every_suppression_still_suppresses_a_finding(binaries, rendered, tmp_path):
+    directory, files = rendered
+    carried = run_checkers.strip_suppressions(directory, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.yaml")) == sorted(p.name for p in files.values())
+    unsuppressed = [f for findings in run_checkers.run(tmp_path, binaries).values() for f in findings]
+    idle = run_checkers.idle_suppressions(carried, unsuppressed)
+    names: dict[tuple[str, str], list[str]] = {}
+    for entry in suppress.SUPPRESSIONS:
+        for checker, checks in (("checkov", entry.checkov), ("kube-score", entry.kube_score)):
+            for check in checks:
+                names.setdefault((checker, check), []).append(entry.name)
+    stale = "\n".join(
+        f"suppression {' or '.join(names.get(pair, ['(not in the table)']))}: {pair[0]} {pair[1]} on "
+        + ", ".join(f"{kind}/{namespace}/{name} ({file})" for file, kind, namespace, name in keys)
+        for pair, keys in idle.items()
+    )
+    assert not stale, (
+        "these annotations suppress nothing: without them the checkers report no such finding on the "
+        "objects that carry them. Narrow the entry's roles or only_if, or remove it, in "
+        f"infra/components/checker_suppressions.py and docs/checkers.md:\n{stale}"
+    )
+    # Every entry of the table is on some object of some configuration, so each was checked.
+    applied = {pair for pairs in carried.values() for pair in pairs}
+    assert set(names) <= applied, f"no configuration carries: {sorted(set(names) - applied)}"
+    assert applied <= set(names), f"annotations not in the table: {sorted(applied - set(names))}"
