@@ -8,7 +8,8 @@ configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
 Where the numbers come from: the replica and node pool bounds are the configuration's own upper
-bounds (infra/settings/key_values.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES), the tag keys are the
+bounds (infra/settings/key_values.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES, MAX_GPUS_PER_INSTANCE),
+the tag keys are the
 ones every cloud resource of the stack carries (infra/components/tags.py).
 """
 
@@ -22,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.key_values import MAX_POOL_NODES, MAX_PS, MAX_WORKERS
+from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_PS, MAX_WORKERS
 from infra.settings.source_ranges import too_wide
 
 SERVICE = "kubernetes:core/v1:Service"
@@ -311,4 +312,37 @@ def pinned_images(resource_type: str, name: str, props: Mapping[str, Any]) -> li
                 "rule: images name a fixed tag, not latest.\n    fix: pulumi config set "
                 f"{key} <repository>:<version> (or rm it for the stack's versioned default)"
             )
+    return found
+
+
+#: The extended resource a container asks GPUs by (the NVIDIA device plugin's).
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def gpu_request_bound(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    """Every container (and init container) of a pod or pod template asks at most
+    MAX_GPUS_PER_INSTANCE GPUs (``nvidia.com/gpu`` in its limits or requests, an int or a
+    string): a pod's GPUs come from one node, and no Alibaba Cloud GPU instance type has more
+    (infra/settings/key_values.py), so a larger ask stays Pending on every node. A value the
+    preview does not know yet passes."""
+    spec = _pod_spec(resource_type, props)
+    if not isinstance(spec, Mapping):
+        return []
+    found = []
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        resources = container.get("resources") or {}
+        for field in ("limits", "requests"):
+            value = (resources.get(field) or {}).get(GPU_RESOURCE)
+            try:
+                gpus = int(value) if value is not None else None
+            except (TypeError, ValueError):
+                continue
+            if gpus is not None and gpus > MAX_GPUS_PER_INSTANCE:
+                found.append(
+                    f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
+                    f"{container.get('name')!r} {field} {GPU_RESOURCE} {gpus}; rule: a pod asks at most "
+                    f"{MAX_GPUS_PER_INSTANCE} GPUs (one node's; no Alibaba Cloud GPU instance type has more).\n"
+                    f"    fix: pulumi config set worker.gpuCount {MAX_GPUS_PER_INSTANCE}"
+                )
+                break
     return found

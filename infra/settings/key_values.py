@@ -89,5 +89,6 @@ MAX_POOL_NODES = MAX_WORKERS + 1
 #: pod's GPUs come from one node, and no Alibaba Cloud GPU instance type has more than 8 (the
 #: largest types of gn5, gn6v, gn6e, gn7 and gn7e, such as ecs.gn5-c8g1.14xlarge with 8 P100 and
 #: ecs.gn6v-c10g1.20xlarge with 8 V100; gn6i and gn7i have at most 4), so a larger request
-#: would stay Pending on every node. To go further (a cluster of 16-GPU nodes), raise it.
+#: would stay Pending on every node (the policy pack holds every container to it too). To go
+#: further (a cluster of 16-GPU nodes), raise it.
 MAX_GPUS_PER_INSTANCE = 8

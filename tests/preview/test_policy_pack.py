@@ -8,8 +8,8 @@ output names that rule and the resource:
   (tensorboard.serviceType NodePort, gpuPool.autoscaling false, a ``:latest`` worker.image);
 * through a small inline program in a temporary project, run by the same CLI with the same
   pack, where the stack cannot break the rule: its configuration refuses source ranges that
-  admit the internet, more than MAX_WORKERS workers and a node pool of more than MAX_POOL_NODES
-  nodes before anything is planned (asserted here too), and no configuration takes the tags off
+  admit the internet, more than MAX_WORKERS workers, a node pool of more than MAX_POOL_NODES
+  nodes and a pod of more than MAX_GPUS_PER_INSTANCE GPUs before anything is planned (asserted here too), and no configuration takes the tags off
   a cloud resource.
 
 The text output is read, not ``--json``'s document: that document leaves the violations out.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.key_values import MAX_POOL_NODES, MAX_WORKERS
+from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
 
 from .conftest import REPO
 from .dev_stack import configure
@@ -216,6 +216,37 @@ def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(
         in violation["message"]
     )
     assert f"fix: pulumi config set gpuPool.size {MAX_POOL_NODES}" in violation["message"]
+
+
+def test_a_pod_past_one_nodes_gpus_breaks_replica_bound_gpus(
+    dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
+    """The stack refuses worker.gpuCount 9 itself; a program with a Job asking 9 GPUs meets the pack."""
+    dev_project.set_config("worker.gpuCount", str(MAX_GPUS_PER_INSTANCE + 1))
+    refused = dev_project.preview().refused_output()
+    assert (
+        f"'tf-mnist:worker.gpuCount' value '{MAX_GPUS_PER_INSTANCE + 1}' is invalid: must be an integer "
+        f"between 0 and {MAX_GPUS_PER_INSTANCE}"
+    ) in refused, refused
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        f"""
+        import pulumi_kubernetes as k8s
+        k8s.batch.v1.Job("worker", metadata={{"name": "mnist-worker-0"}}, spec={{
+            "template": {{"spec": {{"restartPolicy": "Never", "containers": [
+                {{"name": "tensorflow", "image": "registry.example.com/trainer:2.21.0-gpu",
+                  "resources": {{"limits": {{"nvidia.com/gpu": "{MAX_GPUS_PER_INSTANCE + 1}"}}}}}}]}}}}}})
+        """,
+        KUBERNETES,
+    )
+    (violation,) = assert_refused_by(probe.policy_preview(PACK), "replica-bound-gpus")
+    assert violation["resource"] == "kubernetes:batch/v1:Job: worker"
+    assert (
+        f"limits nvidia.com/gpu {MAX_GPUS_PER_INSTANCE + 1}; rule: a pod asks at most" in violation["message"]
+    )
+    assert f"fix: pulumi config set worker.gpuCount {MAX_GPUS_PER_INSTANCE}" in violation["message"]
 
 
 def test_an_untagged_cloud_resource_breaks_alicloud_tags(
