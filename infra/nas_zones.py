@@ -36,8 +36,6 @@ from infra.settings.deployed import read_deployed
 from infra.settings.key_values import NAS_STORAGE_TYPES, PROJECT
 from infra.stack_state import StateUnreadable
 
-#: The provider's function: what the mock engine and the previews see invoked.
-NAS_ZONES = "alicloud:nas/getZones:getZones"
 #: The protocol of the stack's file system (infra/components/nas.py): DescribeZones writes it
 #: ``nfs`` or ``NFS`` (its examples show both), so protocols and types compare without case.
 PROTOCOL = "nfs"
@@ -89,11 +87,17 @@ def refusal(offered: Mapping[str, Sequence[str]], zone: str | None, storage_type
     here = offered.get(zone, ()) if zone is not None else sorted({t for ts in offered.values() for t in ts})
     takes = [t for t in NAS_STORAGE_TYPES if _has(here, t)]
     if zone is None:
-        rule = f"NAS offers no {storage_type} file system in any zone of the region (DescribeZones lists {_listed(here)} for NFS)"
+        rule = (
+            f"NAS offers no {storage_type} file system in any zone of the region "
+            f"(DescribeZones lists {_listed(here)} for NFS)"
+        )
     elif zone not in offered:
         rule = f"NAS does not list zone {zone}, where the stack creates its file system (DescribeZones)"
     else:
-        rule = f"NAS offers {_listed(here)} in zone {zone}, where the stack creates its file system, not {storage_type} (DescribeZones, NFS)"
+        rule = (
+            f"NAS offers {_listed(here)} in zone {zone}, where the stack creates its file system, "
+            f"not {storage_type} (DescribeZones, NFS)"
+        )
     if zone is not None:
         rule += f"; zones that offer {storage_type}: {_listed(where)}"
     if takes:

@@ -194,7 +194,10 @@ def _stuck(
             continue
         since, pod_name, job, message = min(stuck)
         if now - since >= limit.timeout_s:
-            reason = f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s ({limit.bound()}): {message}"
+            reason = (
+                f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s ({limit.bound()}): "
+                f"{message}"
+            )
             return Decision(
                 end={
                     n: reason

@@ -136,11 +136,11 @@ def object_names(name: str) -> list[tuple[str, str]]:
 class RunMonitor(pulumi.ComponentResource):
     """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
 
-    Children: a ServiceAccount, a Role (LIST_RULES and the patch) and its RoleBinding, a ConfigMap
-    holding the script's text and its module's (so a change to them needs no image rebuild), and a batch/v1 Job running
-    ``python /monitor/run_monitor.py``. Its pod passes Pod Security Standard "restricted"
-    like every pod of the stack, and it is the one pod that mounts a service-account token:
-    it reads and patches the run's Jobs through the API.
+    Children: a ServiceAccount, a Role (LIST_RULES and the patch) and its RoleBinding, a
+    ConfigMap holding the script's text and its module's (so a change to them needs no image
+    rebuild), and a batch/v1 Job running ``python /monitor/run_monitor.py``. Its pod passes Pod
+    Security Standard "restricted" like every pod of the stack, and it is the one pod that mounts
+    a service-account token: it reads and patches the run's Jobs through the API.
 
     Outputs:
         job_name: the monitor Job's name.
