@@ -210,6 +210,35 @@ def _stuck(
     return Decision(why=notes[0]) if notes else None
 
 
+def _limits(schedule_timeout_s: float, start_timeout_s: float) -> list[StartLimit]:
+    """What a task pod may not stay for long, in the order verdicts are given: unschedulable;
+    not started without progress; one image pull in flight (pod_progress.PULL_TIMEOUTS times)."""
+    return [
+        StartLimit(
+            progress.unschedulable_since,
+            schedule_timeout_s,
+            "could not be scheduled",
+            "unschedulable",
+            "job.scheduleTimeoutSeconds",
+        ),
+        StartLimit(
+            progress.not_started_since,
+            start_timeout_s,
+            "did not start",
+            "not started",
+            "job.startTimeoutSeconds",
+        ),
+        StartLimit(
+            progress.pulling_since,
+            start_timeout_s * progress.PULL_TIMEOUTS,
+            "did not start, pulling",
+            "pulling",
+            "job.startTimeoutSeconds",
+            progress.PULL_TIMEOUTS,
+        ),
+    ]
+
+
 def decide(
     jobs: Sequence[Mapping],
     pods: Sequence[Mapping],
@@ -264,36 +293,7 @@ def decide(
             f"{failed.get('message') or 'no message'}"
         )
         return Decision(end={n: reason for n in to_end if n != name}, why=reason)
-    stuck = _stuck(
-        tasks,
-        pods,
-        events,
-        now,
-        [
-            StartLimit(
-                progress.unschedulable_since,
-                schedule_timeout_s,
-                "could not be scheduled",
-                "unschedulable",
-                "job.scheduleTimeoutSeconds",
-            ),
-            StartLimit(
-                progress.not_started_since,
-                start_timeout_s,
-                "did not start",
-                "not started",
-                "job.startTimeoutSeconds",
-            ),
-            StartLimit(
-                progress.pulling_since,
-                start_timeout_s * progress.PULL_TIMEOUTS,
-                "did not start, pulling",
-                "pulling",
-                "job.startTimeoutSeconds",
-                progress.PULL_TIMEOUTS,
-            ),
-        ],
-    )
+    stuck = _stuck(tasks, pods, events, now, _limits(schedule_timeout_s, start_timeout_s))
     if stuck is not None:
         return stuck
     return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
