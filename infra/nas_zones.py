@@ -35,6 +35,7 @@ from infra.settings import ConfigError, Settings
 from infra.settings.deployed import read_deployed
 from infra.settings.key_values import NAS_STORAGE_TYPES, PROJECT
 from infra.stack_state import StateUnreadable
+from trainer.contract.printable import printable
 
 #: The protocol of the stack's file system (infra/components/nas.py): DescribeZones writes it
 #: ``nfs`` or ``NFS`` (its examples show both), so protocols and types compare without case.
@@ -163,7 +164,9 @@ def check(
         offered = offers(ask())
     except Exception as error:  # the SDK raises a plain Exception holding the provider's reason
         pulumi.log.warn(
-            f"nas.zoneCheck: could not ask NAS which storage types zone {zone or '(any)'} offers ({error}); "
+            # The provider's reason carries its terminal colours: written as escapes.
+            f"nas.zoneCheck: could not ask NAS which storage types zone {zone or '(any)'} offers "
+            f"({printable(str(error))}); "
             f"the stack goes on, and creating the file system fails if the zone lacks {storage_type}. "
             "Not to ask: pulumi config set nas.zoneCheck off"
         )
