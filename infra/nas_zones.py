@@ -20,7 +20,10 @@ needs the cloud, and an offline preview (tests/preview, with fake keys) has no e
 which the provider retries its endpoint lookup for minutes. ``always`` asks at preview too;
 ``off`` never asks. A question that fails (no permission for nas:DescribeZones, no network) only
 warns: the answer would have refused nothing for certain, and creating the file system still
-fails as before where the zone lacks the type.
+fails as before where the zone lacks the type. `pulumi destroy --run-program` runs the program
+outside a preview too: on a stack whose state holds no file system (an up this check refused
+created nothing) it asks again, and a refusal stops that destroy; a plain `pulumi destroy`, or
+nas.zoneCheck off, deletes what there is.
 """
 
 from __future__ import annotations
