@@ -35,6 +35,10 @@ NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
 #: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
 #: says which; storage_type is ForceNew, and a new file system would start empty).
 NEW_NAS_STORAGE_TYPE = "Capacity"
+#: When the stack asks NAS whether the zone offers the storage type of the file system it creates
+#: (nas.zoneCheck; infra/nas_zones.py): at `pulumi up` only (an offline preview has no endpoint to
+#: ask), at every preview too, or never.
+NAS_ZONE_CHECKS = ("up", "always", "off")
 #: The GPU pool's instance types, tried in order for each node (ACK node pools: "it will try to
 #: purchase from the first specification until it is created successfully"). Every one has one
 #: GPU (so gpuPool.gpusPerInstance 1 holds whichever comes), takes the ultra disk
