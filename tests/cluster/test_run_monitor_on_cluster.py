@@ -8,6 +8,7 @@ one name prefix, reconfigured per test; every assertion reads the cluster with k
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from datetime import datetime
@@ -73,10 +74,14 @@ def test_a_monitor_killed_three_times_still_watches_a_run_that_ends_well(stack, 
     # monitor's Job and leave the run unwatched; a kill is not the monitor's failure.
     project, _ = stack
     # The chief is stopped (SIGSTOP) while the monitor is killed, so the run cannot end
-    # before the third kill, however fast the machine or slow the monitor's restarts.
-    _up(project, {"hyperparams.epochs": "3"})
-    with paused_chief(kube, PREFIX):
-        kills = kill_the_monitor(kube, PREFIX, 3)
+    # before the third kill, however fast the machine or slow the monitor's restarts. It is
+    # stopped as soon as its processes exist, while `up` still runs (up does not wait for the
+    # training): on a fast machine the chief's whole run ends before `up` does.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        up = pool.submit(_up, project, {"hyperparams.epochs": "3"})
+        with paused_chief(kube, PREFIX):
+            up.result()
+            kills = kill_the_monitor(kube, PREFIX, 3)
     outcomes = wait_for_tasks(kube, PREFIX)
     assert outcomes == {f"{PREFIX}-{t}": "Complete" for t in TASKS}, outcomes
     monitor = kube.wait_for(
