@@ -82,6 +82,15 @@ def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
     return value
 
 
+def _known_int(value: Any) -> int | None:
+    """``value`` as an int (an int or a numeric string), or None when it is absent or not a
+    number yet (a preview's unknown, a computed string): such a value passes the bound rules."""
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _object_name(name: str, props: Mapping[str, Any]) -> str:
     """The Kubernetes object's namespace/name when the inputs give it, else the Pulumi name."""
     meta = props.get("metadata") if isinstance(props.get("metadata"), Mapping) else {}
@@ -227,10 +236,7 @@ def node_pool_size_bound(name: str, props: Mapping[str, Any]) -> list[str]:
         ("scalingConfig.maxSize", _get(props, "scalingConfig", "maxSize")),
         ("desiredSize", props.get("desiredSize")),
     ):
-        try:
-            size = int(value) if value is not None else None
-        except (TypeError, ValueError):
-            continue
+        size = _known_int(value)
         if size is not None and size > MAX_POOL_NODES:
             found.append(
                 f"NodePool {pool}: {field} {size}; rule: a node pool holds at most {MAX_POOL_NODES} "
@@ -333,10 +339,7 @@ def gpu_request_bound(resource_type: str, name: str, props: Mapping[str, Any]) -
         resources = container.get("resources") or {}
         for field in ("limits", "requests"):
             value = (resources.get(field) or {}).get(GPU_RESOURCE)
-            try:
-                gpus = int(value) if value is not None else None
-            except (TypeError, ValueError):
-                continue
+            gpus = _known_int(value)
             if gpus is not None and gpus > MAX_GPUS_PER_INSTANCE:
                 found.append(
                     f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
