@@ -11,6 +11,7 @@ import json
 import pytest
 
 from account import github_ci, program
+from tests.account.github_trust import REPOSITORY, expected_trust_policy
 from tests.account.test_account_program import (
     ACCOUNT_ID,
     ARN_ACCOUNT,
@@ -22,7 +23,6 @@ from tests.account.test_account_program import (
     run_account,
 )
 
-REPOSITORY = "octo-org/tf-mnist"
 FLAT = {"tf-mnist-account:github.repository": REPOSITORY}
 READ_ONLY = [
     "AliyunCSReadOnlyAccess",
@@ -71,24 +71,8 @@ def test_a_repository_gets_an_oidc_provider_for_githubs_tokens():
 def test_only_the_repositorys_pull_request_runs_may_assume_the_role():
     run = run_account(FLAT, account=[])
     trust = _trust(run)
-    assert trust == {
-        "Statement": [
-            {
-                "Action": "sts:AssumeRole",
-                "Condition": {
-                    "StringEquals": {
-                        "oidc:aud": "sts.aliyuncs.com",
-                        "oidc:iss": "https://token.actions.githubusercontent.com",
-                        "oidc:sub": "repo:octo-org/tf-mnist:pull_request",
-                    }
-                },
-                "Effect": "Allow",
-                # The IdP's ARN from getAccount's ID, known in a preview.
-                "Principal": {"Federated": [f"acs:ram::{ACCOUNT_ID}:oidc-provider/tf-mnist-github-actions"]},
-            }
-        ],
-        "Version": "1",
-    }
+    # The IdP's ARN from getAccount's ID, known in a preview.
+    assert trust == expected_trust_policy(ACCOUNT_ID)
     role = _one(run, ROLE, "tf-mnist-github-preview")
     assert role["inputs"]["roleName"] == "tf-mnist-github-preview"
     assert role["inputs"]["maxSessionDuration"] == 3600

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from account.roles import MANAGED_NAMES, ROLES
+from tests.account.github_trust import REPOSITORY, expected_trust_policy
 
 from .conftest import REPO, require_binary
 from .engine import PulumiProject, Toolchain, alicloud_offline_config
@@ -99,7 +100,7 @@ def test_a_repository_previews_githubs_oidc_provider_and_a_role_for_its_pull_req
 ) -> None:
     account_project.set_config("existingRoles", json.dumps(list(MANAGED_NAMES)))
     account_project.set_config("activateServices", "false")
-    account_project.set_config("github.repository", "octo-org/tf-mnist", path=True)
+    account_project.set_config("github.repository", REPOSITORY, path=True)
     preview = account_project.preview()
     assert preview.returncode == 0, preview.messages()
     (provider,) = preview.resources(OIDC_PROVIDER)
@@ -117,23 +118,7 @@ def test_a_repository_previews_githubs_oidc_provider_and_a_role_for_its_pull_req
     (role,) = preview.resources(ROLE)  # every ACK role exists: only GitHub's is planned
     assert role["inputs"]["roleName"] == "tf-mnist-github-preview"
     account_id = alicloud_offline_config()["alicloud:accountId"]
-    assert json.loads(role["inputs"]["assumeRolePolicyDocument"]) == {
-        "Statement": [
-            {
-                "Action": "sts:AssumeRole",
-                "Condition": {
-                    "StringEquals": {
-                        "oidc:aud": "sts.aliyuncs.com",
-                        "oidc:iss": "https://token.actions.githubusercontent.com",
-                        "oidc:sub": "repo:octo-org/tf-mnist:pull_request",
-                    }
-                },
-                "Effect": "Allow",
-                "Principal": {"Federated": [f"acs:ram::{account_id}:oidc-provider/tf-mnist-github-actions"]},
-            }
-        ],
-        "Version": "1",
-    }
+    assert json.loads(role["inputs"]["assumeRolePolicyDocument"]) == expected_trust_policy(account_id)
     attached = {(a["inputs"]["roleName"], a["inputs"]["policyName"]) for a in preview.resources(ATTACHMENT)}
     assert attached == {
         ("tf-mnist-github-preview", f"Aliyun{service}ReadOnlyAccess")
