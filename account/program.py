@@ -31,6 +31,10 @@ What it does:
   autoscaling needs, is activated by creating its service-linked role
   (``alicloud.resourcemanager.ServiceLinkedRole``, ``ess.aliyuncs.com``) where the account lacks
   it; a preview plans it like the roles. ``activateServices false`` skips all three.
+* GitHub Actions, when ``github.repository`` is set (``account.github_ci``): an OIDC identity
+  provider for GitHub's tokens and a read-only RAM role that only that repository's pull-request
+  runs may assume, so that .github/workflows/preview.yml previews without stored keys. Destroying
+  the stack deletes them (nothing else uses them).
 
 What it cannot do: GPU instance quota is granted per region, zone and instance type by a quota
 application that Alibaba Cloud reviews (docs/account.md).
@@ -46,6 +50,7 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
+from account.github_ci import create_github_access, load_repository
 from account.roles import AUTO_SCALING_ROLE, AUTO_SCALING_SERVICE, MANAGED_NAMES, ROLES, ServiceRole
 from infra.stack_state import StateUnreadable, read_stack_resources
 
@@ -71,10 +76,13 @@ class AccountSettings:
         activate_services: open ACK Pro and NAS on ``up`` (``activateServices``, default true).
         existing_roles: the roles of ROLES the account has (``existingRoles``, a JSON list of
             names); None = ask the account.
+        github_repository: the GitHub repository (``<owner>/<name>``) whose pull-request runs
+            get the OIDC role (``github.repository``); None = no GitHub access.
     """
 
     activate_services: bool
     existing_roles: frozenset[str] | None
+    github_repository: str | None = None
 
 
 def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
@@ -82,7 +90,8 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
 
     Raises:
         AccountError: ``activateServices`` not a boolean, ``existingRoles`` not a JSON list of
-            role names of ROLES (the message lists the valid names).
+            role names of ROLES (the message lists the valid names), ``github.repository`` not
+            ``<owner>/<name>`` (``account.github_ci.RULE``) or set twice.
     """
     config = config or pulumi.Config(PROJECT)
     errors = []
@@ -114,13 +123,17 @@ def load_settings(config: pulumi.Config | None = None) -> AccountSettings:
                     f"program manages; the roles are: {', '.join(MANAGED_NAMES)}"
                 )
             existing = frozenset(names)
+    repository, repository_errors = load_repository(config, PROJECT)
+    errors += repository_errors
     if errors:
         count = len(errors)
         raise AccountError(
             f"{count} invalid configuration value{'s' if count > 1 else ''}; nothing was "
             "changed:\n" + "\n".join(errors)
         )
-    return AccountSettings(activate_services=activate_text == "true", existing_roles=existing)
+    return AccountSettings(
+        activate_services=activate_text == "true", existing_roles=existing, github_repository=repository
+    )
 
 
 def held_roles() -> frozenset[str] | None:
@@ -256,7 +269,9 @@ def run() -> dict[str, Any]:
 
     Returns:
         The stack outputs by name (also exported): ``roles`` (each role of ROLES: ``created
-        by this stack`` or ``existed``) and ``services`` (ACK's, NAS's and Auto Scaling's status).
+        by this stack`` or ``existed``), ``services`` (ACK's, NAS's and Auto Scaling's status)
+        and, with ``github.repository``, ``githubOidcProviderArn`` and ``githubRoleArn`` (the
+        workflow's variables ALICLOUD_OIDC_PROVIDER_ARN and ALICLOUD_ROLE_ARN).
 
     Raises:
         AccountError: a bad configuration value; on ``up``, a service that could not be opened,
@@ -272,12 +287,14 @@ def run() -> dict[str, Any]:
     held = held_roles()
     created = create_roles(roles_to_create(existing, held))
     services["ess"] = activate_auto_scaling(settings, existing, held)
-    outputs = {
+    outputs: dict[str, Any] = {
         "roles": {
             role.name: "created by this stack" if role.name in created else "existed" for role in ROLES
         },
         "services": services,
     }
+    if settings.github_repository is not None:
+        outputs.update(create_github_access(settings.github_repository))
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import ownership
+from infra import nas_zones, ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -40,11 +40,13 @@ def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
         The stack outputs by name (the same values ``pulumi.export`` receives), for tests.
 
     Raises:
-        infra.settings.ConfigError: on any invalid configuration, before any resource exists.
+        infra.settings.ConfigError: on any invalid configuration, before any resource exists;
+            also a NAS storage type the file system's zone does not offer (infra/nas_zones.py).
         infra.ownership.OwnershipError: an object the stack would create exists and is not
             this stack's, before any resource exists.
     """
     settings = load_settings()
+    nas_zones.check(settings, dry_run=pulumi.runtime.is_dry_run())
     if not settings.cluster.create_cloud:
         # On a cluster the stack creates there is nothing to check on the first up; on later
         # ups its kubeconfig is an output of the cluster resource, which exists only once

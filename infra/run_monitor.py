@@ -17,9 +17,13 @@ Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
   than ``MONITOR_SCHEDULE_TIMEOUT_S`` (0 = never): every task Job is ended, the scheduler's
   message in the reason;
 * a scheduled task pod has not started (its container waiting: ImagePullBackOff,
-  CreateContainerConfigError, ContainerCreating on a volume that does not mount...) for longer
-  than ``MONITOR_START_TIMEOUT_S`` since it was scheduled (0 = never): every task Job is
-  ended, the container's waiting reason, image and message in the reason;
+  CreateContainerConfigError, ContainerCreating on a volume that does not mount...) and made no
+  progress for longer than ``MONITOR_START_TIMEOUT_S`` (0 = never), that is since its last step
+  (its scheduling, a pull begun or ended, a container created: the kubelet's Events on the pod,
+  infra/pod_progress.py); or one image pull of it has been in flight PULL_TIMEOUTS (4) times as
+  long: every task Job is ended, the container's waiting reason, image and message (or the
+  image being pulled) in the reason. A slow pull of a large image is progress, not a stuck pod;
+  without the pod's Events (the list refused) the last step is its scheduling;
 * the chief's Job completed, or every task Job has ended: exit 0.
 
 It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the stack creates
@@ -50,6 +54,8 @@ state between polls, so a new pod (after a kill) takes over where the last one s
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import re
@@ -62,6 +68,24 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+
+
+def _progress_module() -> ModuleType:
+    """infra/pod_progress.py: imported as infra.pod_progress beside infra.run_monitor (the
+    program, the tests), or, run as the monitor pod's script, from the file beside this one that
+    its ConfigMap also holds (by path: a safe-path Python puts no script directory on sys.path)."""
+    if __package__:
+        return importlib.import_module(f"{__package__}.pod_progress")
+    spec = importlib.util.spec_from_file_location("pod_progress", Path(__file__).with_name("pod_progress.py"))
+    assert spec is not None and spec.loader is not None, "pod_progress.py beside the script"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+progress = _progress_module()
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TASK_TYPE_LABEL = "tf-replica-type"
@@ -127,75 +151,32 @@ def ended(job: Mapping) -> bool:
     return _condition(job, "Complete") is not None or _condition(job, "Failed") is not None
 
 
-def parse_time(stamp: str | None) -> float | None:
-    """Seconds since the epoch of an API timestamp (``2026-01-02T11:50:00Z``), or None."""
-    if not stamp:
-        return None
-    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def unschedulable_since(pod: Mapping) -> tuple[float, str] | None:
-    """(since when, the scheduler's message) for a pending pod the scheduler cannot place."""
-    if pod.get("status", {}).get("phase") != "Pending":
-        return None
-    for cond in pod.get("status", {}).get("conditions") or []:
-        if (cond.get("type"), cond.get("status"), cond.get("reason")) == (
-            "PodScheduled",
-            "False",
-            "Unschedulable",
-        ):
-            since = parse_time(cond.get("lastTransitionTime")) or parse_time(
-                pod.get("metadata", {}).get("creationTimestamp")
-            )
-            return (since, cond.get("message") or "no message") if since is not None else None
-    return None
-
-
-def not_started_since(pod: Mapping) -> tuple[float, str] | None:
-    """(since when, why) for a scheduled pod whose containers have not all started: since the
-    pod was scheduled (PodScheduled True), why its first waiting container waits, in the
-    kubelet's words (``ImagePullBackOff (image x): Back-off pulling image "x"``); a pod without
-    container statuses yet waits in ContainerCreating. A running, finished or unscheduled pod:
-    None."""
-    status = pod.get("status", {})
-    if status.get("phase") != "Pending":
-        return None
-    scheduled = next(
-        (
-            c
-            for c in status.get("conditions") or []
-            if (c.get("type"), c.get("status")) == ("PodScheduled", "True")
-        ),
-        None,
-    )
-    since = parse_time(scheduled.get("lastTransitionTime")) if scheduled else None
-    if since is None:
-        return None
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting")
-        if waiting:
-            message = f": {waiting['message']}" if waiting.get("message") else ""
-            return since, f"{waiting.get('reason') or 'Waiting'} (image {container.get('image')}){message}"
-    if not status.get("containerStatuses"):
-        return since, "ContainerCreating"
-    return None
-
-
 @dataclass(frozen=True)
 class StartLimit:
-    """How long a task pod may fail ``test`` (a function of the pod that returns (since when,
-    why) or None), and how the verdict says it: ``pod P of Job J <verb> for N s (<key> T): why``,
-    short of the limit ``pod P <note> for N s: why``. A timeout of 0: for ever."""
+    """How long a task pod may fail ``test`` (a function of the pod and its Events that returns
+    (since when, why) or None), and how the verdict says it: ``pod P of Job J <verb> for N s
+    (<key> T): why``, short of the limit ``pod P <note> for N s: why``. ``timeout_s`` is
+    ``times`` the key's value T (then ``(<times> x <key> T)``). A timeout of 0: for ever."""
 
-    test: Callable[[Mapping], tuple[float, str] | None]
+    test: Callable[[Mapping, Sequence[Mapping]], tuple[float, str] | None]
     timeout_s: float
     verb: str
     note: str
     key: str
+    times: int = 1
+
+    def bound(self) -> str:
+        """The limit as the verdict names it: ``job.startTimeoutSeconds 900``."""
+        value = f"{self.key} {self.timeout_s / self.times:g}"
+        return value if self.times == 1 else f"{self.times} x {value}"
 
 
 def _stuck(
-    tasks: Mapping[str, Mapping], pods: Sequence[Mapping], now: float, limits: list[StartLimit]
+    tasks: Mapping[str, Mapping],
+    pods: Sequence[Mapping],
+    events: Sequence[Mapping],
+    now: float,
+    limits: list[StartLimit],
 ) -> Decision | None:
     """The run's verdict on pods that cannot start: for each limit, the pod of a going task Job
     that has failed its test the longest; past the limit every going task Job is ended; short
@@ -207,7 +188,8 @@ def _stuck(
         stuck = []
         for pod in pods:
             job = _labels(pod).get("job-name")
-            found = limit.test(pod) if job is not None and job in tasks and not ended(tasks[job]) else None
+            going = job is not None and job in tasks and not ended(tasks[job])
+            found = limit.test(pod, progress.events_of(pod, events)) if going else None
             if found is not None:
                 stuck.append((found[0], pod["metadata"]["name"], job, found[1]))
         if not stuck:
@@ -215,8 +197,8 @@ def _stuck(
         since, pod_name, job, message = min(stuck)
         if now - since >= limit.timeout_s:
             reason = (
-                f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s "
-                f"({limit.key} {limit.timeout_s:g}): {message}"
+                f"pod {pod_name} of Job {job} {limit.verb} for {now - since:.0f} s ({limit.bound()}): "
+                f"{message}"
             )
             return Decision(
                 end={
@@ -230,6 +212,35 @@ def _stuck(
     return Decision(why=notes[0]) if notes else None
 
 
+def _limits(schedule_timeout_s: float, start_timeout_s: float) -> list[StartLimit]:
+    """What a task pod may not stay for long, in the order verdicts are given: unschedulable;
+    not started without progress; one image pull in flight (pod_progress.PULL_TIMEOUTS times)."""
+    return [
+        StartLimit(
+            progress.unschedulable_since,
+            schedule_timeout_s,
+            "could not be scheduled",
+            "unschedulable",
+            "job.scheduleTimeoutSeconds",
+        ),
+        StartLimit(
+            progress.not_started_since,
+            start_timeout_s,
+            "did not start",
+            "not started",
+            "job.startTimeoutSeconds",
+        ),
+        StartLimit(
+            progress.pulling_since,
+            start_timeout_s * progress.PULL_TIMEOUTS,
+            "did not start, pulling",
+            "pulling",
+            "job.startTimeoutSeconds",
+            progress.PULL_TIMEOUTS,
+        ),
+    ]
+
+
 def decide(
     jobs: Sequence[Mapping],
     pods: Sequence[Mapping],
@@ -237,6 +248,7 @@ def decide(
     now: float,
     schedule_timeout_s: float,
     start_timeout_s: float = 0,
+    events: Sequence[Mapping] = (),
 ) -> Decision:
     """What to do about the run, from its Jobs and pods as the API server lists them.
 
@@ -247,7 +259,11 @@ def decide(
         run_id: the run's id; only task Jobs with that ``--run_id`` count (None: all).
         now: seconds since the epoch.
         schedule_timeout_s: how long a task pod may stay unschedulable; 0 = for ever.
-        start_timeout_s: how long a scheduled task pod may stay unstarted; 0 = for ever.
+        start_timeout_s: how long a scheduled task pod may stay unstarted without progress (its
+            last step, pod_progress.last_step); one image pull in flight may take pod_progress.PULL_TIMEOUTS
+            times as long; 0 = for ever.
+        events: the namespace's Events about pods (only those of the run's task pods count);
+            none: the pods' status alone (the last step is then the scheduling).
 
     Returns:
         The Jobs to end (each with its reason) and whether the run is over. A Job already
@@ -279,23 +295,7 @@ def decide(
             f"{failed.get('message') or 'no message'}"
         )
         return Decision(end={n: reason for n in to_end if n != name}, why=reason)
-    stuck = _stuck(
-        tasks,
-        pods,
-        now,
-        [
-            StartLimit(
-                unschedulable_since,
-                schedule_timeout_s,
-                "could not be scheduled",
-                "unschedulable",
-                "job.scheduleTimeoutSeconds",
-            ),
-            StartLimit(
-                not_started_since, start_timeout_s, "did not start", "not started", "job.startTimeoutSeconds"
-            ),
-        ],
-    )
+    stuck = _stuck(tasks, pods, events, now, _limits(schedule_timeout_s, start_timeout_s))
     if stuck is not None:
         return stuck
     return Decision(why=f"{sum(not ended(j) for j in tasks.values())} of {len(tasks)} task Jobs going")
@@ -358,6 +358,11 @@ class Api:
         """The ``items`` of a list call with a label selector."""
         return self._call("GET", f"{path}?{urllib.parse.urlencode({'labelSelector': selector})}")["items"]
 
+    def pod_events(self, namespace: str) -> list[dict]:
+        """The namespace's Events about pods (Events carry no labels of their object)."""
+        query = urllib.parse.urlencode({"fieldSelector": "involvedObject.kind=Pod"})
+        return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query}")["items"]
+
     def set_deadline(self, namespace: str, name: str, seconds: int) -> None:
         """Set the Job's ``spec.activeDeadlineSeconds``."""
         query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
@@ -388,6 +393,18 @@ def api_server(env: Mapping[str, str]) -> str:
     if not host:
         return "https://kubernetes.default.svc"
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+def _events(api: Api, namespace: str, pods: Sequence[Mapping]) -> list[dict]:
+    """The namespace's pod Events while a pod waits to start (none else: nothing to judge); a
+    refused list is logged and judged without them (as before the Role granted it)."""
+    if not any(progress.scheduled_at(p) and p.get("status", {}).get("phase") == "Pending" for p in pods):
+        return []
+    try:
+        return api.pod_events(namespace)
+    except ApiError as err:
+        log(f"cannot list the pods' Events ({err}): judging by the pods' status alone")
+        return []
 
 
 def log(message: str) -> None:
@@ -433,7 +450,8 @@ def main(
             for name, seconds in raised.items():
                 api.set_deadline(namespace, name, seconds)
                 log(f"the pod of Job {name} runs: its activeDeadlineSeconds is now {seconds}")
-            decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s)
+            events = _events(api, namespace, pods) if start_timeout_s > 0 else []
+            decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s, events)
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)
                 log(f"ended Job {name}: {reason}")

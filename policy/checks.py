@@ -47,6 +47,10 @@ def job_count(args: Any, report: Report) -> None:
     _report_all(rules.job_count_bound(jobs), report)
 
 
+def gpu_request(args: Any, report: Report) -> None:
+    _report_all(rules.gpu_request_bound(args.resource_type, args.name, args.props), report, args.urn)
+
+
 def pinned_images(args: Any, report: Report) -> None:
     _report_all(rules.pinned_images(args.resource_type, args.name, args.props), report, args.urn)
 
@@ -83,6 +87,12 @@ POLICIES: list[tuple[str, str, bool, Callable[[Any, Report], None]]] = [
         f"A run has at most {rules.MAX_TASKS['worker']} worker and {rules.MAX_TASKS['ps']} ps Jobs.",
         True,
         job_count,
+    ),
+    (
+        "replica-bound-gpus",
+        f"A container asks at most {rules.MAX_GPUS_PER_INSTANCE} GPUs (nvidia.com/gpu).",
+        False,
+        gpu_request,
     ),
     (
         "image-tag-pinned",

@@ -7,9 +7,10 @@ value and the rule, and ends with the ``pulumi config set`` that fixes it where 
 configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
-Where the numbers come from: the replica bounds are the configuration's own upper bounds
-(infra/settings/key_values.py MAX_WORKERS, MAX_PS), the tag keys are the ones every cloud resource
-of the stack carries (infra/components/tags.py).
+Where the numbers come from: the replica and node pool bounds are the configuration's own upper
+bounds (infra/settings/key_values.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES, MAX_GPUS_PER_INSTANCE),
+the tag keys are the
+ones every cloud resource of the stack carries (infra/components/tags.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.key_values import MAX_PS, MAX_WORKERS
+from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_PS, MAX_WORKERS
 from infra.settings.source_ranges import too_wide
 
 SERVICE = "kubernetes:core/v1:Service"
@@ -50,10 +51,6 @@ ADDRESS_TYPE_ANNOTATION = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer
 #: Alibaba Cloud's NVIDIA GPU families: gn<generation> (gn5, gn6i, gn7e, ...), and their
 #: bare-metal (ebmgn), shared (sgn) and virtual (vgn) forms; ``ecs.gn6i-c4g1.xlarge``.
 GPU_INSTANCE_TYPE = re.compile(r"^ecs\.(ebm|s|v)?gn[0-9]")
-#: The most nodes a node pool may hold: each GPU worker is a GPU node (infra/settings/key_values.py),
-#: so the largest run the settings allow, MAX_WORKERS workers and the chief (a GPU pod too
-#: with ps.number 0), one GPU node each, fits.
-MAX_POOL_NODES = MAX_WORKERS + 1
 #: The most Jobs of one run per TensorFlow task type (label tf-replica-type).
 MAX_TASKS = {"worker": MAX_WORKERS, "ps": MAX_PS, "chief": 1}
 #: The config key that sets each task type's count, for the fix.
@@ -85,6 +82,15 @@ def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+def _known_int(value: Any) -> int | None:
+    """``value`` as an int (an int or a numeric string), or None when it is absent or not a
+    number yet (a preview's unknown, a computed string): such a value passes the bound rules."""
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _object_name(name: str, props: Mapping[str, Any]) -> str:
@@ -232,10 +238,7 @@ def node_pool_size_bound(name: str, props: Mapping[str, Any]) -> list[str]:
         ("scalingConfig.maxSize", _get(props, "scalingConfig", "maxSize")),
         ("desiredSize", props.get("desiredSize")),
     ):
-        try:
-            size = int(value) if value is not None else None
-        except (TypeError, ValueError):
-            continue
+        size = _known_int(value)
         if size is not None and size > MAX_POOL_NODES:
             found.append(
                 f"NodePool {pool}: {field} {size}; rule: a node pool holds at most {MAX_POOL_NODES} "
@@ -317,4 +320,34 @@ def pinned_images(resource_type: str, name: str, props: Mapping[str, Any]) -> li
                 "rule: images name a fixed tag, not latest.\n    fix: pulumi config set "
                 f"{key} <repository>:<version> (or rm it for the stack's versioned default)"
             )
+    return found
+
+
+#: The extended resource a container asks GPUs by (the NVIDIA device plugin's).
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def gpu_request_bound(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
+    """Every container (and init container) of a pod or pod template asks at most
+    MAX_GPUS_PER_INSTANCE GPUs (``nvidia.com/gpu`` in its limits or requests, an int or a
+    string): a pod's GPUs come from one node, and no Alibaba Cloud GPU instance type has more
+    (infra/settings/key_values.py), so a larger ask stays Pending on every node. A value the
+    preview does not know yet passes."""
+    spec = _pod_spec(resource_type, props)
+    if not isinstance(spec, Mapping):
+        return []
+    found = []
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        resources = container.get("resources") or {}
+        for field in ("limits", "requests"):
+            value = (resources.get(field) or {}).get(GPU_RESOURCE)
+            gpus = _known_int(value)
+            if gpus is not None and gpus > MAX_GPUS_PER_INSTANCE:
+                found.append(
+                    f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
+                    f"{container.get('name')!r} {field} {GPU_RESOURCE} {gpus}; rule: a pod asks at most "
+                    f"{MAX_GPUS_PER_INSTANCE} GPUs (one node's; no Alibaba Cloud GPU instance type has more).\n"
+                    f"    fix: pulumi config set worker.gpuCount {MAX_GPUS_PER_INSTANCE}"
+                )
+                break
     return found

@@ -1,18 +1,22 @@
 """The pull-request workflow (.github/workflows/preview.yml) and the rules its preview job keeps.
 
-The preview job runs `pulumi preview` on a live stack with real keys, so these are the
+The preview job runs `pulumi preview` on a live stack with real credentials, so these are the
 properties a careless edit would break without any run failing: one operation per stack at a
 time, secrets only in the steps that use them, nothing installed that a preview does not run,
-provider plugins at the SDK pins, and a state-backend example that the pinned CLI accepts.
+provider plugins at the SDK pins, the policy pack run with the preview, the test job running
+the engine and checker tests, and a state-backend example that the pinned CLI accepts.
+tests/test_workflow_oidc.py has the OIDC credentials' rules.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import socketserver
 import subprocess
 import threading
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+from _pytest.mark.expression import Expression  # pytest's own -m parser (not re-exported)
 
 from tests.preview.engine import find_toolchain
 
@@ -153,15 +158,35 @@ def test_every_secret_reference_is_in_a_step_env_or_with():
     assert misplaced == [], f"secrets referenced outside a step's env or with: {misplaced}"
 
 
+#: What the credentials check may be given: whether a secret or variable is set, and whether the
+#: pull request comes from this repository (a fork's run gets no secrets and no OIDC token).
+_PRESENCE_TERM = r"(?:(?:secrets|vars)\.\w+ != ''|github\.event\.pull_request\.head\.repo\.full_name == github\.repository)"
+PRESENCE = re.compile(rf"\$\{{\{{\s*{_PRESENCE_TERM}(?:\s*(?:&&|\|\|)\s*{_PRESENCE_TERM})*\s*\}}\}}")
+
+
 def test_credentials_check_sees_only_whether_secrets_are_set():
     job = _preview_job()
     check = next((s for s in job["steps"] if s.get("id") == "creds"), None)
     assert check is not None, "the preview job has no credentials check step (id: creds)"
-    presence = re.compile(r"\$\{\{\s*secrets\.\w+ != ''(\s*(&&|\|\|)\s*secrets\.\w+ != '')*\s*\}\}")
     env = check.get("env") or {}
     assert env, "the credentials check step gets nothing to check"
-    exposed = {key: value for key, value in env.items() if not presence.fullmatch(str(value))}
+    exposed = {key: value for key, value in env.items() if not PRESENCE.fullmatch(str(value))}
     assert exposed == {}, f"the credentials check step gets secret values, not their presence: {exposed}"
+
+
+@pytest.mark.parametrize(
+    "value, allowed",
+    [
+        ("${{ secrets.A != '' && secrets.B != '' }}", True),
+        ("${{ vars.A != '' && github.event.pull_request.head.repo.full_name == github.repository }}", True),
+        ("${{ secrets.A }}", False),
+        ("${{ secrets.A != '' && secrets.B }}", False),
+        ("${{ vars.A == 'x' }}", False),
+        ("${{ secrets.A != '' || format('{0}', secrets.B) != '' }}", False),
+    ],
+)
+def test_presence_pattern_lets_no_value_through(value: str, allowed: bool):
+    assert bool(PRESENCE.fullmatch(value)) is allowed
 
 
 def test_preview_job_installs_only_what_a_preview_runs():
@@ -174,8 +199,9 @@ def test_preview_job_installs_only_what_a_preview_runs():
         assert found is None, f"preview step {index} ({step.get('name') or uses}) runs {found.group(0)!r}"
 
 
-def test_preview_job_installs_exactly_the_pulumi_sdk_pins(tmp_path: Path):
-    """The SDK install's selection line, run here against requirements.txt, picks the three pins."""
+def test_preview_job_installs_exactly_the_pulumi_sdk_and_policy_pins(tmp_path: Path):
+    """The SDK install's selection line, run here against requirements.txt, picks the three SDK
+    pins and pulumi-policy's, which the policy pack runs on."""
     step = _step(_preview_job(), name="Install the Pulumi SDKs")
     selection = [line for line in step["run"].splitlines() if line.strip().startswith("grep ")]
     assert len(selection) == 1, f"expected one grep line selecting the pins, found {selection}"
@@ -184,8 +210,82 @@ def test_preview_job_installs_exactly_the_pulumi_sdk_pins(tmp_path: Path):
     assert len(written) == 1, f"the selection wrote {written}"
     chosen = _pins(written[0])
     pins = _pins()
-    want = {name: pins[name] for name in ("pulumi", "pulumi-alicloud", "pulumi-kubernetes")}
-    assert chosen == want, f"the preview job installs {chosen}, expected the SDK pins {want}"
+    want = {name: pins[name] for name in ("pulumi", "pulumi-alicloud", "pulumi-kubernetes", "pulumi-policy")}
+    assert chosen == want, f"the preview job installs {chosen}, expected the SDK and policy pins {want}"
+
+
+def _policy_packs(step: dict[str, Any]) -> list[str]:
+    """The policy pack paths of a pulumi/actions step, split as the action splits its
+    ``policyPacks`` input (pulumi/actions v6 src/config.ts: one a line, or separated by ``;``)."""
+    text = str((step.get("with") or {}).get("policyPacks") or "")
+    return [part.strip() for line in text.splitlines() for part in line.split(";") if part.strip()]
+
+
+def test_preview_runs_the_policy_pack_in_the_venv_it_installs():
+    job = _preview_job()
+    preview = _step(job, uses="pulumi/actions", with_command="preview")
+    assert _policy_packs(preview) == ["policy"], (
+        f"the preview runs the policy packs {_policy_packs(preview)}, expected the directory ['policy']"
+    )
+    pack = yaml.safe_load((REPO / "policy" / "PulumiPolicy.yaml").read_text())
+    # The pack runs in the virtualenv its PulumiPolicy.yaml names, relative to policy/: the
+    # repository's .venv, the one the SDK step creates.
+    assert (REPO / "policy" / pack["runtime"]["options"]["virtualenv"]).resolve() == REPO / ".venv"
+    install = _step(job, name="Install the Pulumi SDKs")
+    assert "python -m venv .venv" in install["run"]
+    steps = job["steps"]
+    assert steps.index(install) < steps.index(preview), "the preview runs before the pack's venv exists"
+    assert (install.get("if"), preview.get("if")) == ("steps.creds.outputs.present == 'true'",) * 2
+
+
+def _marker_expression(run: str) -> str:
+    """The ``-m`` expression of a ``bash scripts/test.sh ...`` command line."""
+    argv = shlex.split(run)
+    assert argv[:2] == ["bash", "scripts/test.sh"], f"the test job runs {argv}, not scripts/test.sh"
+    values = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
+    values += [arg[2:] for arg in argv if arg.startswith("-m") and arg != "-m"]
+    assert len(values) == 1, f"expected one -m marker expression in {argv}"
+    return values[0]
+
+
+def _selects(expression: str, *markers: str) -> bool:
+    """Whether pytest's ``-m expression`` selects a test carrying exactly ``markers``."""
+    return Expression.compile(expression).evaluate(lambda name, **_: name in markers)
+
+
+def test_test_job_runs_the_engine_and_checker_tests():
+    """The marker expression, evaluated as pytest does, selects the engine and checkers tests
+    (scripts/test.sh then builds both and requires them) and leaves the cluster tests out."""
+    job = _workflow()["jobs"]["test"]
+    tests = _step(job, name="Tests")
+    expression = _marker_expression(tests["run"])
+    declared = {m.split(":")[0] for m in _pyproject()["tool"]["pytest"]["ini_options"]["markers"]}
+    assert {"engine", "checkers", "cluster"} <= declared
+    for markers in [(), ("engine",), ("checkers",), ("slow",), ("engine", "slow")]:
+        assert _selects(expression, *markers), f"-m {expression!r} leaves out tests marked {markers}"
+    for markers in [("cluster",), ("cluster", "engine")]:
+        assert not _selects(expression, *markers), f"-m {expression!r} selects tests marked {markers}"
+    # kube-score, a checker, is built with `go install` (tools/checkers/checkers.sh).
+    steps = job["steps"]
+    go = _step(job, uses="actions/setup-go")
+    assert steps.index(go) < steps.index(tests), "the tests run before Go is set up for the checkers"
+
+
+@pytest.mark.parametrize(
+    "expression, markers, selected",
+    [
+        ("not cluster", ("checkers",), True),
+        ("not cluster and not checkers", ("checkers",), False),
+        ("not engine", ("engine",), False),
+        ("engine or checkers", (), False),
+    ],
+)
+def test_marker_evaluation_is_pytests(expression: str, markers: tuple[str, ...], selected: bool):
+    assert _selects(expression, *markers) is selected
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def test_provider_plugins_are_the_sdk_pins():

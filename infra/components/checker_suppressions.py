@@ -23,16 +23,19 @@ import pulumi
 from infra.settings.images import ALWAYS, has_digest
 
 #: Roles: the objects a suppression applies to. A task's Job (chief, worker, ps), the staging
-#: Job, the run monitor's Job, TensorBoard's Deployment; OBJECT is any other namespaced object
-#: (ConfigMaps, Services, the monitor's ServiceAccount, Role and RoleBinding, NetworkPolicies);
-#: NODE_PORT_SERVICE is TensorBoard's Service when tensorboard.serviceType is NodePort.
+#: Job (STAGE_SECRET_SOURCE when data.source was set with --secret, which the staging Job then
+#: reads from a Secret), the run monitor's Job, TensorBoard's Deployment; OBJECT is any other
+#: namespaced object (ConfigMaps, Services, the monitor's ServiceAccount, Role and RoleBinding,
+#: NetworkPolicies); NODE_PORT_SERVICE is TensorBoard's Service when tensorboard.serviceType is
+#: NodePort.
 TASK = "task"
 STAGE = "stage-data"
+STAGE_SECRET_SOURCE = "stage-data-secret-source"
 MONITOR = "monitor"
 TENSORBOARD = "tensorboard"
 OBJECT = "object"
 NODE_PORT_SERVICE = "node-port-service"
-WORKLOADS = frozenset({TASK, STAGE, MONITOR, TENSORBOARD})
+WORKLOADS = frozenset({TASK, STAGE, STAGE_SECRET_SOURCE, MONITOR, TENSORBOARD})
 ALL = WORKLOADS | {OBJECT, NODE_PORT_SERVICE}
 CHECKOV_PREFIX = "checkov.io/skip"
 KUBE_SCORE_IGNORE = "kube-score/ignore"
@@ -125,6 +128,15 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         (),
         "the run monitor lists and patches the run's Jobs through the API: its token is what it works with "
         "(a Role of this namespace on this run's Jobs only)",
+    ),
+    Suppression(
+        "data source Secret in the environment",
+        frozenset({STAGE_SECRET_SOURCE}),
+        ("CKV_K8S_35",),
+        (),
+        "only with data.source set with --secret: trainer.stage reads the URLs once from DATA_SOURCES "
+        "(--sources_env) in a container of one process that starts no other; a file would change the "
+        "command line that trainer images built before take",
     ),
     Suppression(
         "one-replica Deployment",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import run_monitor
+from infra import pod_progress, run_monitor
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
@@ -18,13 +18,15 @@ from infra.settings import Placement
 
 COMPONENT = "monitor"
 SCRIPT_KEY = "run_monitor.py"
+#: The module the script imports, delivered beside it (its name is the file's).
+MODULE_KEY = "pod_progress.py"
 SCRIPT_DIR = "/monitor"
-#: What the script reads and changes, and nothing else: the run's Jobs (listed, and patched to
-#: end them) and its pods (listed, for the scheduler's verdict).
-#: What infra/run_monitor.py calls: it lists the run's Jobs and pods (by label) and patches a
-#: task Job to end it; the patch is granted on the run's own task Jobs only (``resourceNames``),
-#: so the monitor cannot end any other Job in the namespace. No ``get``: it reads nothing by name.
-LIST_RULES = (("batch", "jobs"), ("", "pods"))
+#: What infra/run_monitor.py calls: it lists the run's Jobs and pods (by label) and the
+#: namespace's pod Events (the kubelet's steps toward starting a pod: Events carry no labels),
+#: and patches a task Job to end it; the patch is granted on the run's own task Jobs only
+#: (``resourceNames``), so the monitor cannot end any other Job in the namespace. No ``get``: it
+#: reads nothing by name.
+LIST_RULES = (("batch", "jobs"), ("", "pods"), ("", "events"))
 #: The monitor pod's requests: Python's standard library polling two lists every few seconds
 #: (about 20 MB resident, next to no CPU).
 REQUESTS = {"cpu": "10m", "memory": "64Mi"}
@@ -138,11 +140,11 @@ def object_names(name: str) -> list[tuple[str, str]]:
 class RunMonitor(pulumi.ComponentResource):
     """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
 
-    Children: a ServiceAccount, a Role (RULES) and its RoleBinding, a ConfigMap holding the
-    script's text (so a change to it needs no image rebuild), and a batch/v1 Job running
-    ``python /monitor/run_monitor.py``. Its pod passes Pod Security Standard "restricted"
-    like every pod of the stack, and it is the one pod that mounts a service-account token:
-    it reads and patches the run's Jobs through the API.
+    Children: a ServiceAccount, a Role (LIST_RULES and the patch) and its RoleBinding, a
+    ConfigMap holding the script's text and its module's (so a change to them needs no image
+    rebuild), and a batch/v1 Job running ``python /monitor/run_monitor.py``. Its pod passes Pod
+    Security Standard "restricted" like every pod of the stack, and it is the one pod that mounts
+    a service-account token: it reads and patches the run's Jobs through the API.
 
     Outputs:
         job_name: the monitor Job's name.
@@ -192,7 +194,10 @@ class RunMonitor(pulumi.ComponentResource):
         script = k8s.core.v1.ConfigMap(
             object_name,
             metadata=self._metadata(object_name),
-            data={SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8")},
+            data={
+                SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8"),
+                MODULE_KEY: Path(pod_progress.__file__).read_text(encoding="utf-8"),
+            },
             opts=child,
         )
         job = k8s.batch.v1.Job(

@@ -259,7 +259,7 @@ class TrainingJob(pulumi.ComponentResource):
                 name,
                 "stage-data",
                 annotations,
-                role=suppress.STAGE,
+                role=suppress.STAGE if secret is None else suppress.STAGE_SECRET_SOURCE,
                 pulls=[(training.staging_image, training.ps.image_pull_policy)],
             ),
             spec=k8s.batch.v1.JobSpecArgs(

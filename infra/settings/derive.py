@@ -74,6 +74,7 @@ class Resolved:
         nas_storage_type: likewise nas.storageType, the state's file system, NEW_NAS_STORAGE_TYPE;
             None when the stack creates no NAS file system.
         deployed: what the stack's state holds (empty when it was not read or holds nothing).
+        state_read: whether the state was read (``deployed`` is then what it holds).
         state_error: why the state could not be read, when an unset key needed it (a rule
             reports it).
     """
@@ -94,6 +95,7 @@ class Resolved:
     network_plugin: str | None = None
     nas_storage_type: str | None = None
     deployed: Deployed = Deployed()
+    state_read: bool = False
     state_error: str | None = None
 
 
@@ -118,10 +120,10 @@ def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deploy
     read only when an unset key of a resource the stack creates needs it."""
     plugin = values["cluster.networkPlugin"] if creates_cluster(values) else None
     storage_type = values["nas.storageType"] if creates_file_system(values) else None
-    deployed, error = Deployed(), None
+    deployed, error, state_read = Deployed(), None, False
     if (creates_cluster(values) and plugin is None) or (creates_file_system(values) and storage_type is None):
         try:
-            deployed = read_deployed()
+            deployed, state_read = read_deployed(), True
         except StateUnreadable as why:
             error = str(why)
     if creates_cluster(values) and plugin is None:
@@ -132,6 +134,7 @@ def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deploy
         "network_plugin": plugin,
         "nas_storage_type": storage_type,
         "deployed": deployed,
+        "state_read": state_read,
         "state_error": error,
     }
 
@@ -213,7 +216,12 @@ def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
         stack=stack,
         create_namespace=creates_namespace(v),
         cluster=_cluster(v, resolved, training),
-        storage=section(StorageSettings, v, nas_storage_type=resolved.nas_storage_type),
+        storage=section(
+            StorageSettings,
+            v,
+            nas_storage_type=resolved.nas_storage_type,
+            nas_deployed=resolved.deployed.nas_storage_type is not None if resolved.state_read else None,
+        ),
         pods=section(PodIdentity, v),
         training=training,
         tensorboard=section(

@@ -65,6 +65,10 @@ NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
 #: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
 #: says which; storage_type is ForceNew, and a new file system would start empty).
 NEW_NAS_STORAGE_TYPE = "Capacity"
+#: When the stack asks NAS whether the zone offers the storage type of the file system it creates
+#: (nas.zoneCheck; infra/nas_zones.py): at `pulumi up` only (an offline preview has no endpoint to
+#: ask), at every preview too, or never.
+NAS_ZONE_CHECKS = ("up", "always", "off")
 #: The GPU pool's instance types, tried in order for each node (ACK node pools: "it will try to
 #: purchase from the first specification until it is created successfully"). Every one has one
 #: GPU (so gpuPool.gpusPerInstance 1 holds whichever comes), takes the ultra disk
@@ -108,3 +112,17 @@ CREDENTIAL_MINUTES = (15, 4320)
 #: model's 0.8 M weights into shards of about 100 k. To go further, raise these.
 MAX_WORKERS = 32
 MAX_PS = 8
+#: The most nodes a node pool takes (gpuPool.size, cpuPool.size; the policy pack holds every
+#: NodePool to it too): each GPU worker is a GPU node, so the largest run the bounds above allow,
+#: MAX_WORKERS workers and the chief (a GPU pod too with ps.number 0), one GPU node each, fits;
+#: a CPU node holds several pods. ACK's own limit is far above it (a node pool's scaling group
+#: takes 0 to 1000 instances: scaling_config.max_size of alicloud cs.NodePool), so this bound is
+#: the project's, against a slip such as ``gpuPool.size 200`` that would plan 200 GPU nodes.
+MAX_POOL_NODES = MAX_WORKERS + 1
+#: The most GPUs of one pod (worker.gpuCount) and of one GPU node (gpuPool.gpusPerInstance): a
+#: pod's GPUs come from one node, and no Alibaba Cloud GPU instance type has more than 8 (the
+#: largest types of gn5, gn6v, gn6e, gn7 and gn7e, such as ecs.gn5-c8g1.14xlarge with 8 P100 and
+#: ecs.gn6v-c10g1.20xlarge with 8 V100; gn6i and gn7i have at most 4), so a larger request
+#: would stay Pending on every node (the policy pack holds every container to it too). To go
+#: further (a cluster of 16-GPU nodes), raise it.
+MAX_GPUS_PER_INSTANCE = 8

@@ -31,6 +31,7 @@ from infra.settings.keys_storage import STORAGE_KEYS
 VOLUME_KEYS = {
     "nas": (
         "nas.storageType",
+        "nas.zoneCheck",
         "nas.retainOnDestroy",
         "nas.path",
         "nas.mountTargetDomain",
@@ -44,7 +45,7 @@ VOLUME_KEYS = {
 #: Pulumi.dev.yaml sets it, and a kubeconfig stack is that file plus kubeconfig.
 CLOUD_KEY_PREFIXES = ("vpc.", "vswitch.", "cluster.", "gpuPool.", "cpuPool.", "nodePools.")
 #: Keys that shape the NAS file system the stack creates (refused when it creates none).
-NAS_CREATE_KEYS = ("nas.storageType", "nas.retainOnDestroy")
+NAS_CREATE_KEYS = ("nas.storageType", "nas.zoneCheck", "nas.retainOnDestroy")
 #: Roles whose pods take a node selector and tolerations from config (``<role>.nodeSelector``).
 PLACEMENT_ROLES = ("chief", "worker", "ps", "tensorboard")
 #: Keys whose value the program carries as a Pulumi secret when set with ``--secret``. Every

@@ -12,6 +12,7 @@ from infra.settings.key import Key, recipe_key
 from infra.settings.key_values import (
     ADDRESS_TYPES,
     DEFAULT_REGISTRY,
+    MAX_GPUS_PER_INSTANCE,
     MAX_PS,
     MAX_WORKERS,
     POD_ID,
@@ -47,8 +48,9 @@ CHART_KEYS: tuple[Key, ...] = (
     Key(
         "worker.gpuCount",
         1,
-        integer(0),
-        "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu); 0 runs them on the CPU node pool.",
+        integer(0, MAX_GPUS_PER_INSTANCE),
+        "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu; 0 to "
+        f"{MAX_GPUS_PER_INSTANCE}, the GPUs of one node); 0 runs them on the CPU node pool.",
     ),
     Key(
         "worker.image",

@@ -20,9 +20,12 @@ from infra.settings.key_values import (
     DEFAULT_GPU_INSTANCE_TYPES,
     GPU_DRIVER_VERSION,
     GPU_IMAGE_TYPES,
+    MAX_GPUS_PER_INSTANCE,
+    MAX_POOL_NODES,
+    MAX_WORKERS,
     NETWORK_PLUGINS,
 )
-from infra.settings.parsers import boolean, cidr, integer, one_of, optional_positive_int, optional_string
+from infra.settings.parsers import boolean, cidr, integer, one_of, optional_pool_size, optional_string
 
 CLOUD_KEYS: tuple[Key, ...] = (
     Key(
@@ -120,13 +123,20 @@ CLOUD_KEYS: tuple[Key, ...] = (
         fix="ecs.gn6i-c4g1.xlarge",
         fix_key="--path 'gpuPool.instanceTypes[0]'",
     ),
-    Key("gpuPool.gpusPerInstance", 1, integer(1), "GPUs per GPU instance (1 for every default type)."),
+    Key(
+        "gpuPool.gpusPerInstance",
+        1,
+        integer(1, MAX_GPUS_PER_INSTANCE),
+        f"GPUs per GPU instance (1 for every default type; 1 to {MAX_GPUS_PER_INSTANCE}, the most of any "
+        "Alibaba Cloud GPU instance type).",
+    ),
     Key(
         "gpuPool.size",
         None,
-        optional_positive_int,
-        "GPU nodes; default ceil(GPU pods x worker.gpuCount / gpuPool.gpusPerInstance), GPU pods being the "
-        "workers, plus the chief with ps.number 0.",
+        optional_pool_size,
+        f"GPU nodes (1 to {MAX_POOL_NODES}: {MAX_WORKERS} workers and the chief, a node each); default "
+        "ceil(GPU pods x worker.gpuCount / gpuPool.gpusPerInstance), GPU pods being the workers, plus the chief "
+        "with ps.number 0.",
         fix="2",
     ),
     # Autoscaling by default: a GPU node bills by the hour, and the training Jobs finish; the pool
@@ -168,7 +178,12 @@ CLOUD_KEYS: tuple[Key, ...] = (
         fix="ecs.g6.xlarge",
         fix_key="--path 'cpuPool.instanceTypes[0]'",
     ),
-    Key("cpuPool.size", 2, integer(1), "CPU nodes."),
+    Key(
+        "cpuPool.size",
+        2,
+        integer(1, MAX_POOL_NODES),
+        f"CPU nodes (1 to {MAX_POOL_NODES}, the most nodes of any pool of the stack).",
+    ),
     Key(
         "cpuPool.systemDiskCategory",
         "cloud_essd",

@@ -135,16 +135,18 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "Seconds a task pod may stay unschedulable before the run monitor fails the run with the scheduler's "
         "message; 0 = wait for ever.",
     ),
-    # 900 s: a first pull of the 6.7 GB GPU image from a registry in the cluster's region takes
-    # minutes; a pull that fails (ImagePullBackOff), a missing Secret or ConfigMap
+    # 900 s of no progress: a pull that fails (ImagePullBackOff), a missing Secret or ConfigMap
     # (CreateContainerConfigError) or a volume that does not mount (ContainerCreating) does not
-    # mend by waiting, and would hold its node (a GPU) until the Job's deadline.
+    # mend by waiting, and would hold its node (a GPU) until the Job's deadline. A pull in flight
+    # is progress (containerd cancels one that reads nothing for 5 min), so a slow first pull of
+    # the 6.7 GB GPU image is not cut at 900 s; it gets 4 times as long (infra/pod_progress.py).
     Key(
         "job.startTimeoutSeconds",
         900,
         integer(0),
-        "Seconds a scheduled task pod may stay unstarted (its image not pulled, its container not created, its "
-        "volume not mounted) before the run monitor fails the run with the container's reason; 0 = wait for ever.",
+        "Seconds a scheduled task pod may stay unstarted without progress (no step since: its scheduling, an image "
+        "pull begun or ended, a container created or started, in the kubelet's Events) before the run monitor fails "
+        "the run with the container's reason; one image pull in flight may take 4 times as long; 0 = wait for ever.",
     ),
     Key(
         "monitor.apiServer",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from infra.settings.cloud_parsers import optional_choice
 from infra.settings.key import Key
-from infra.settings.key_values import NAS_STORAGE_TYPES, NEW_NAS_STORAGE_TYPE
-from infra.settings.parsers import absolute_path, boolean, export_path, nfs_server, optional_string
+from infra.settings.key_values import NAS_STORAGE_TYPES, NAS_ZONE_CHECKS, NEW_NAS_STORAGE_TYPE
+from infra.settings.parsers import absolute_path, boolean, export_path, nfs_server, one_of, optional_string
 
 STORAGE_KEYS: tuple[Key, ...] = (
     # Not declared in Pulumi.yaml, like cluster.networkPlugin: unset, the type comes from the state.
@@ -21,6 +21,18 @@ STORAGE_KEYS: tuple[Key, ...] = (
         "zone; unset = Capacity for a new file system (the cheapest per GiB; this job moves megabytes), and for one "
         "the stack already created the type it has (read from the stack's state: a change replaces it, empty).",
         fix=NEW_NAS_STORAGE_TYPE,
+    ),
+    # Not every zone offers every type (NAS DescribeZones lists them per zone), and NAS refuses a
+    # type the zone lacks only when `pulumi up` creates the file system, after the network and
+    # the cluster exist. The question needs the cloud: an offline preview cannot ask it.
+    Key(
+        "nas.zoneCheck",
+        "up",
+        one_of(NAS_ZONE_CHECKS),
+        "When the stack asks NAS (DescribeZones) whether zone offers nas.storageType before it creates the NAS "
+        "file system: up (at `pulumi up`, before any resource is created), always (at preview too; needs the "
+        "cloud) or off (never; NAS then refuses a type the zone lacks when it creates the file system).",
+        fix="off",
     ),
     Key(
         "nas.retainOnDestroy",

@@ -171,6 +171,10 @@ class StorageSettings:
     #: The type of the NAS file system the stack creates: nas.storageType, else the one the
     #: stack's state records, else Capacity; None when it creates none.
     nas_storage_type: str | None
+    #: Whether this stack's state holds the NAS file system it created; None when the state was
+    #: not read (infra/nas_zones.py reads it then).
+    nas_deployed: bool | None
+    nas_zone_check: str = from_key("nas.zoneCheck")
     nas_retain_on_destroy: bool = from_key("nas.retainOnDestroy")
     nas_path: str = from_key("nas.path")
     nas_mount_target_domain: str | None = from_key("nas.mountTargetDomain")

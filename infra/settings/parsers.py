@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from infra.settings.key_values import MAX_POOL_NODES
 from trainer.contract import cluster_spec as cs
 from trainer.contract import recipe
 
@@ -378,6 +379,12 @@ def raw_list(raw: Any) -> list:
 def optional_positive_int(raw: Any) -> int | None:
     """An integer >= 1, or None when unset."""
     return None if raw in (None, "") else integer(1)(raw)
+
+
+def optional_pool_size(raw: Any) -> int | None:
+    """A node pool's size (gpuPool.size): an integer in [1, MAX_POOL_NODES], or None when unset
+    (the description says what the program uses then). The bound: key_values.MAX_POOL_NODES."""
+    return None if raw in (None, "") else integer(1, MAX_POOL_NODES)(raw)
 
 
 #: The largest uid or gid a pod's securityContext takes (Kubernetes validates them as int32).

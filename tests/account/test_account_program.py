@@ -31,6 +31,13 @@ GET_ROLES = "alicloud:ram/getRoles:getRoles"
 ACK_SERVICE = "alicloud:cs/getAckService:getAckService"
 NAS_SERVICE = "alicloud:nas/getService:getService"
 READ_STATE = "pulumi:pulumi:readStackResourceOutputs"
+GET_ACCOUNT = "alicloud:index/getAccount:getAccount"
+OIDC_PROVIDER = "alicloud:ims/oidcProvider:OidcProvider"
+#: The account ID the provider's getAccount answers (its accountId setting, or STS).
+ACCOUNT_ID = "1234567890123456"
+#: The account in the ARNs the mock cloud gives created resources: another than ACCOUNT_ID, so a
+#: test sees which of the two a policy was built from.
+ARN_ACCOUNT = "5555555555555555"
 ALL = sorted(role.name for role in ROLES)
 #: ACK's Quick Authorization: the roles a console user has after one click.
 QUICK = sorted(role.name for role in ROLES if role.quick)
@@ -56,11 +63,24 @@ class Run:
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run, account: list[str] | None, state: list[str], refuse_services: bool) -> None:
+    def __init__(
+        self,
+        run: Run,
+        account: list[str] | None,
+        state: list[str],
+        refuse_services: bool,
+        account_id: str | None,
+    ) -> None:
         self.run, self.account, self.state, self.refuse_services = run, account, state, refuse_services
+        self.account_id = account_id
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
-        return f"{args.name}-id", dict(args.inputs)
+        outputs = dict(args.inputs)
+        if args.typ == OIDC_PROVIDER:
+            outputs["arn"] = f"acs:ram::{ARN_ACCOUNT}:oidc-provider/{args.inputs['oidcProviderName']}"
+        elif args.typ == ROLE:
+            outputs["arn"] = f"acs:ram::{ARN_ACCOUNT}:role/{args.inputs['roleName']}"
+        return f"{args.name}-id", outputs
 
     def call(self, args: pulumi_mocks.MockCallArgs):
         self.run.calls.append(args)
@@ -77,6 +97,10 @@ class _Mocks(pulumi.runtime.Mocks):
                 for name in self.state
             }
             return {"name": args.args.get("stackName"), "outputs": outputs}
+        if args.token == GET_ACCOUNT:
+            if self.account_id is None:
+                return {}, [("", "Post https://sts.aliyuncs.com/: dial tcp: no such host")]
+            return {"id": self.account_id}
         if args.token in (ACK_SERVICE, NAS_SERVICE):
             if self.refuse_services:
                 return {}, [("", "Forbidden.RAM: User not authorized to operate on the specified resource")]
@@ -121,6 +145,7 @@ def run_account(
     state: tuple[str, ...] = (),
     preview: bool = False,
     refuse_services: bool = False,
+    account_id: str | None = ACCOUNT_ID,
 ) -> Run:
     """Run account.program.run() once under fresh mocks.
 
@@ -130,9 +155,10 @@ def run_account(
         state: the role names this stack's state holds.
         preview: run as a preview.
         refuse_services: the keys may not open ACK or NAS (OpenAckService answers Forbidden).
+        account_id: the account ID getAccount answers; None = the lookup fails.
     """
     run = Run()
-    mocks = _Mocks(run, None if account is None else list(account), list(state), refuse_services)
+    mocks = _Mocks(run, None if account is None else list(account), list(state), refuse_services, account_id)
     logger = logging.getLogger(f"account-test-{id(run)}")
     logger.setLevel(logging.INFO)
     logger.addHandler(_Log(run))

@@ -62,6 +62,20 @@ def kubeconfig_content(
 CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
 #: The engine's function that returns this stack's state (infra/settings/deployed.py, infra/ownership.py).
 STATE_TOKEN = "pulumi:pulumi:readStackResourceOutputs"
+#: The provider's NAS zones lookup (infra/nas_zones.py) and what the mock cloud answers by default:
+#: every zone of cn-hangzhou that the dev stack may name offers both general-purpose types over NFS.
+NAS_ZONES_TOKEN = "alicloud:nas/getZones:getZones"
+NAS_ZONES = [
+    {
+        "zoneId": f"cn-hangzhou-{letter}",
+        "instanceTypes": [
+            {"storageType": storage, "protocolType": protocol}
+            for storage in ("Performance", "Capacity")
+            for protocol in ("nfs", "smb")
+        ],
+    }
+    for letter in "bghijk"
+]
 CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 FILE_SYSTEM_TYPE = "alicloud:nas/fileSystem:FileSystem"
 
@@ -133,6 +147,9 @@ class Run:
     calls: list[pulumi_mocks.MockCallArgs] = field(default_factory=list)
     #: What the engine answers for this stack's state (READ_STACK_RESOURCES): urn -> {type, outputs}.
     state: dict[str, Any] = field(default_factory=dict)
+    #: What NAS answers for the region's zones (NAS_ZONES_TOKEN's ``zones``); an Exception: the
+    #: lookup fails with it.
+    nas_zones: list[dict] | Exception = field(default_factory=lambda: list(NAS_ZONES))
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: dict[str, bool] = field(default_factory=dict)
     error: BaseException | None = None
@@ -200,6 +217,14 @@ class _Mocks(pulumi.runtime.Mocks):
         self.run.calls.append(args)
         if args.token == CREDENTIAL_TOKEN:
             return {"clusterId": args.args.get("clusterId"), "kubeConfig": KUBECONFIG}
+        if args.token == NAS_ZONES_TOKEN:
+            if isinstance(self.run.nas_zones, Exception):
+                return {}, [("fileSystemType", str(self.run.nas_zones))]
+            return {
+                "id": "cn-hangzhou",
+                "fileSystemType": args.args.get("fileSystemType"),
+                "zones": self.run.nas_zones,
+            }
         if args.token == STATE_TOKEN:
             failing = self.unreadable_reads is None or self.state_reads() <= self.unreadable_reads
             if self.unreadable_state is not None and failing:
@@ -252,6 +277,7 @@ def run_program(
     state: dict[str, Any] | None = None,
     unreadable_state: str | None = None,
     unreadable_reads: int | None = None,
+    nas_zones: list[dict] | Exception | None = None,
 ) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
@@ -271,11 +297,13 @@ def run_program(
             the function; None: it succeeds.
         unreadable_reads: how many reads of the state fail with ``unreadable_state`` before one
             succeeds; None: every one.
+        nas_zones: what NAS answers for the region's zones (``Run.nas_zones``; None: NAS_ZONES),
+            or the Exception its lookup fails with.
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
-    run = Run(state=dict(state or {}))
+    run = Run(state=dict(state or {}), nas_zones=list(NAS_ZONES) if nas_zones is None else nas_zones)
     mocks = _Mocks(run, preview, creation, unreadable_state, unreadable_reads)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     marked = [key for key, value in config.items() if isinstance(value, SecretConfig)]

@@ -111,3 +111,22 @@ def test_docs_list_every_suppression_with_its_ids():
     for entry in suppress.SUPPRESSIONS:
         cells = [c.strip() for c in rows[entry.name].split("|")]
         assert cells[2] == " ".join(entry.checkov) and cells[3] == " ".join(entry.kube_score), entry.name
+
+
+@pytest.mark.parametrize("secret", [True, False])
+def test_only_a_staging_job_reading_a_secret_source_skips_ckv_k8s_35(dev_config, secret):
+    # checkov's CKV_K8S_35 (a Secret in an environment variable) is what a --secret data.source
+    # makes of the staging Job, and only then; a plain source is in its command.
+    source = "https://tf-mnist.oss-cn-hangzhou.aliyuncs.com/datasets/mnist.npz"
+    value = me.secret(source + "?OSSAccessKeyId=LTAI5tExample&Signature=bWFkZS11cA%3D") if secret else source
+    run = me.run_program({**dev_config, "tf-mnist:data.source": value})
+    assert run.error is None, run.error
+    staging = run.one(JOB, "mnist-stage-data").inputs
+    env = staging["spec"]["template"]["spec"]["containers"][0].get("env") or []
+    assert any("valueFrom" in e for e in env) is secret
+    skips = [
+        v for k, v in staging["metadata"]["annotations"].items() if k.startswith(suppress.CHECKOV_PREFIX)
+    ]
+    assert any(v.startswith("CKV_K8S_35=") for v in skips) is secret, skips
+    tasks = [job for job in run.of_type(JOB) if job.name != "mnist-stage-data"]
+    assert tasks and not any("CKV_K8S_35" in str(job.inputs["metadata"]) for job in tasks)

@@ -32,13 +32,15 @@ COMPLETE = {"type": "Complete", "status": "True"}
 
 def _waiting(config: dict, wait: str = "true") -> dict:
     # The network plugin and the storage type set: the settings then read no state (their
-    # defaults for a new cluster and file system come from it), only the chief's await does.
+    # defaults for a new cluster and file system come from it), and the NAS zone check off (it
+    # reads the state for a file system it would ask about): only the chief's await does.
     return {
         **config,
         "tf-mnist:job.waitForChief": wait,
         "tf-mnist:job.waitTimeoutMinutes": "90",
         "tf-mnist:cluster.networkPlugin": "flannel",
         "tf-mnist:nas.storageType": "Performance",
+        "tf-mnist:nas.zoneCheck": "off",
     }
 
 

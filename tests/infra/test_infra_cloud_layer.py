@@ -155,7 +155,7 @@ def test_name_prefix_moves_no_cloud_resource(dev_config):
 
 def test_the_kubeconfig_is_a_temporary_credential(dev_config):
     run = me.run_program(dev_config)
-    (call,) = run.calls_besides_state
+    (call,) = [c for c in run.calls if c.token == me.CREDENTIAL_TOKEN]
     assert call.args["temporaryDurationMinutes"] == 240
 
 

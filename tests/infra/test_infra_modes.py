@@ -295,7 +295,8 @@ def test_existing_cluster_and_vswitch(dev_config):
     types = {r.type for r in run.registrations}
     assert "alicloud:cs/managedKubernetes:ManagedKubernetes" not in types
     assert "alicloud:vpc/switch:Switch" not in types and "alicloud:vpc/network:Network" not in types
-    assert run.calls_besides_state[0].args["clusterId"] == "c-existing"
+    (credential,) = [c for c in run.calls if c.token == me.CREDENTIAL_TOKEN]
+    assert credential.args["clusterId"] == "c-existing"
     assert (
         run.one("alicloud:nas/accessRule:AccessRule", "tf-mnist-dev-rule").inputs["sourceCidrIp"]
         == "10.0.1.0/24"

@@ -3,6 +3,8 @@ namespaced Role it may use, and the keys that shape it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import mock_engine as me
@@ -14,6 +16,7 @@ JOB = "kubernetes:batch/v1:Job"
 NAME = "mnist-monitor"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
+MODULE = Path(me.REPO, "infra", "pod_progress.py").read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -37,7 +40,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     run = me.run_program(dev_config)
     assert run.error is None, run.error
     config_map = run.one("kubernetes:core/v1:ConfigMap", NAME).inputs
-    assert config_map["data"] == {"run_monitor.py": SCRIPT}
+    assert config_map["data"] == {"run_monitor.py": SCRIPT, "pod_progress.py": MODULE}
     job = run.one(JOB, NAME)
     assert job.inputs["metadata"]["namespace"] == "tf-mnist"
     assert job.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "monitor"
@@ -92,12 +95,13 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     assert account["automountServiceAccountToken"] is False
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
     assert role.inputs["metadata"]["namespace"] == "tf-mnist"
-    # run_monitor.py lists Jobs and pods by label, patches a task Job to end it and the staging
+    # run_monitor.py lists Jobs and pods by label and the pods' Events, patches a task Job to end it and the staging
     # Job to raise its deadline: the patch names the run's own Jobs, so no other Job in the
     # namespace can be changed.
     assert role.inputs["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
         {
             "apiGroups": ["batch"],
             "resources": ["jobs"],
@@ -166,3 +170,20 @@ def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
         ]
     )
     assert run.registrations == []
+
+
+def test_the_config_maps_files_run_on_their_own(tmp_path):
+    """The pod has the ConfigMap's two files and the image's Python, no infra package: the
+    script imports its module from beside it (here it gets as far as its environment check)."""
+    for name, text in (("run_monitor.py", SCRIPT), ("pod_progress.py", MODULE)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / "run_monitor.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "run monitor: bad environment: KeyError('MONITOR_NAMESPACE')\n"

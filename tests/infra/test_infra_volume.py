@@ -208,10 +208,14 @@ def test_a_nas_key_set_with_path_is_refused_with_the_path_fix(dev_config):
 
 
 def test_the_nas_defaults_the_cli_writes_are_not_taken_for_settings(dev_config):
-    # Pulumi.yaml declares nas.retainOnDestroy and nas.path with defaults: the CLI writes them into
-    # tf-mnist:nas for every stack (dev_config has them). Not nas.storageType, whose default comes
-    # from the stack's state.
-    assert json.loads(dev_config["tf-mnist:nas"]) == {"retainOnDestroy": True, "path": "/data"}
+    # Pulumi.yaml declares nas.zoneCheck, nas.retainOnDestroy and nas.path with defaults: the CLI
+    # writes them into tf-mnist:nas for every stack (dev_config has them). Not nas.storageType,
+    # whose default comes from the stack's state.
+    assert json.loads(dev_config["tf-mnist:nas"]) == {
+        "zoneCheck": "up",
+        "retainOnDestroy": True,
+        "path": "/data",
+    }
     assert me.run_program({**dev_config, **NFS}).error is None
 
 

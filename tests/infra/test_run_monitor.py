@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from infra import run_monitor as rm
 
 RUN_ID = "r1-0123"
@@ -241,8 +243,17 @@ def test_a_pod_without_container_statuses_waits_in_container_creating_and_runnin
 class RecordedApi:
     """The Api's calls answered from lists of objects; patches change the recorded Jobs."""
 
-    def __init__(self, jobs: list[dict], pods: list[dict], fail_first: int = 0) -> None:
+    def __init__(
+        self, jobs: list[dict], pods: list[dict], fail_first: int = 0, events: list[dict] | rm.ApiError = ()
+    ) -> None:
         self.jobs, self.pods, self.fail_first, self.patched = jobs, pods, fail_first, []
+        self.events, self.event_lists = events, 0
+
+    def pod_events(self, namespace: str) -> list[dict]:
+        self.event_lists += 1
+        if isinstance(self.events, rm.ApiError):
+            raise self.events
+        return copy.deepcopy(list(self.events))
 
     def items(self, path: str, selector: str) -> list[dict]:
         if self.fail_first:
@@ -321,11 +332,12 @@ def test_the_api_address_is_the_setting_or_the_in_cluster_service():
     assert rm.api_server({}) == "https://kubernetes.default.svc"
 
 
-def test_the_script_is_standard_library_only():
+@pytest.mark.parametrize("module", [rm, rm.progress], ids=["run_monitor", "pod_progress"])
+def test_the_script_is_standard_library_only(module):
     # It runs from a ConfigMap with the image's Python: no package of this repository.
     import ast
 
-    tree = ast.parse(open(rm.__file__, encoding="utf-8").read())
+    tree = ast.parse(open(module.__file__, encoding="utf-8").read())
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)

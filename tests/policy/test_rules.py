@@ -316,6 +316,32 @@ def test_an_init_container_is_checked_too() -> None:
     assert "container 'init' runs image 'busybox' (no tag)" in message
 
 
+def with_gpus(rtype: str, limits: object, requests: object = None) -> dict:
+    props = pod_template(rtype, "r.example.com/trainer:2.21.0-gpu")
+    resources = {"limits": {"nvidia.com/gpu": limits}}
+    if requests is not None:
+        resources["requests"] = {"nvidia.com/gpu": requests}
+    spec = props["spec"]
+    if rtype == rules.CRON_JOB:
+        spec = spec["jobTemplate"]["spec"]
+    pod = spec if rtype == rules.POD else spec["template"]["spec"]
+    pod["containers"][0]["resources"] = resources
+    return props
+
+
+@pytest.mark.parametrize("rtype", [*rules.POD_TEMPLATE_TYPES, rules.POD, rules.CRON_JOB])
+def test_a_pod_asks_at_most_one_nodes_gpus(rtype: str) -> None:
+    assert rules.MAX_GPUS_PER_INSTANCE == 8
+    assert rules.gpu_request_bound(rtype, "w", with_gpus(rtype, "8")) == []
+    assert rules.gpu_request_bound(rtype, "w", with_gpus(rtype, None)) == []  # unknown in a preview
+    (message,) = rules.gpu_request_bound(rtype, "w", with_gpus(rtype, 16, "16"))  # one per container
+    assert message.startswith(f"{rtype.rsplit(':', 1)[1]} default/mnist-worker-0: container 'main' limits ")
+    assert "nvidia.com/gpu 16; rule: a pod asks at most 8 GPUs" in message
+    assert message.endswith("fix: pulumi config set worker.gpuCount 8")
+    (message,) = rules.gpu_request_bound(rtype, "w", with_gpus(rtype, "4", 9))
+    assert "'main' requests nvidia.com/gpu 9" in message
+
+
 # --- the pack -----------------------------------------------------------------------------------
 
 
@@ -331,6 +357,7 @@ def test_the_pack_runs_in_the_project_venv_and_every_policy_is_mandatory() -> No
         "alicloud-tags",
         "replica-bound-node-pool",
         "replica-bound-jobs",
+        "replica-bound-gpus",
         "image-tag-pinned",
     ]
 

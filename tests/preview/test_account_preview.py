@@ -4,8 +4,10 @@ pulumi-resource-alicloud, offline: what ``pulumi preview`` shows a fresh account
 With fake keys and no network the provider still checks every role and attachment (their
 inputs against its schema), and the program makes no call that needs the cloud in a preview:
 opening ACK and NAS waits for ``pulumi up``, and ``existingRoles`` stands in for the account's
-role list (RAM's ListRoles). tests/account/test_account_program.py covers the rest of the
-program's logic under the mock engine.
+role list (RAM's ListRoles). With ``github.repository`` it also plans GitHub Actions' OIDC
+provider and role, whose trust policy is whole in a preview (the account ID comes from the
+provider's ``accountId`` setting). tests/account/ covers the rest of the program's logic under
+the mock engine.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from account.roles import ROLES
+from account.roles import MANAGED_NAMES, ROLES
+from tests.account.github_trust import REPOSITORY, expected_trust_policy
 
 from .conftest import REPO, require_binary
 from .engine import PulumiProject, Toolchain, alicloud_offline_config
@@ -26,6 +29,7 @@ pytestmark = pytest.mark.engine
 ROLE = "alicloud:ram/role:Role"
 ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
 LINKED = "alicloud:resourcemanager/serviceLinkedRole:ServiceLinkedRole"
+OIDC_PROVIDER = "alicloud:ims/oidcProvider:OidcProvider"
 QUICK = sorted(role.name for role in ROLES if role.quick)
 
 
@@ -89,3 +93,42 @@ def test_a_misspelt_role_is_refused_before_anything_is_planned(account_project: 
     account_project.set_config("existingRoles", '["AliyunCSDefaultRol"]')
     output = account_project.preview().refused_output()
     assert "AliyunCSDefaultRol is not a role this program manages" in output
+
+
+def test_a_repository_previews_githubs_oidc_provider_and_a_role_for_its_pull_requests(
+    account_project: PulumiProject,
+) -> None:
+    account_project.set_config("existingRoles", json.dumps(list(MANAGED_NAMES)))
+    account_project.set_config("activateServices", "false")
+    account_project.set_config("github.repository", REPOSITORY, path=True)
+    preview = account_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    (provider,) = preview.resources(OIDC_PROVIDER)
+    assert {
+        k: provider["inputs"].get(k) for k in ("oidcProviderName", "issuerUrl", "clientIds", "fingerprints")
+    } == {
+        "oidcProviderName": "tf-mnist-github-actions",
+        "issuerUrl": "https://token.actions.githubusercontent.com",
+        "clientIds": ["sts.aliyuncs.com"],
+        "fingerprints": [
+            "6938fd4d98bab03faadb97b34396831e3780aea1",
+            "1c58a3a8518e8759bf075b76b750d4f2df264fcd",
+        ],
+    }
+    (role,) = preview.resources(ROLE)  # every ACK role exists: only GitHub's is planned
+    assert role["inputs"]["roleName"] == "tf-mnist-github-preview"
+    account_id = alicloud_offline_config()["alicloud:accountId"]
+    assert json.loads(role["inputs"]["assumeRolePolicyDocument"]) == expected_trust_policy(account_id)
+    attached = {(a["inputs"]["roleName"], a["inputs"]["policyName"]) for a in preview.resources(ATTACHMENT)}
+    assert attached == {
+        ("tf-mnist-github-preview", f"Aliyun{service}ReadOnlyAccess")
+        for service in ("CS", "VPC", "ECS", "NAS", "SLB")
+    }
+    assert {s["op"] for s in preview.steps} == {"create"}
+
+
+def test_a_bad_repository_is_refused_before_anything_is_planned(account_project: PulumiProject) -> None:
+    account_project.set_config("existingRoles", "[]")
+    account_project.set_config("github.repository", "octo-org", path=True)
+    output = account_project.preview().refused_output()
+    assert "'tf-mnist-account:github.repository' value 'octo-org' is invalid" in output

@@ -5,12 +5,12 @@ The committed dev stack passes every rule, in both ways of running it (test_prev
 output names that rule and the resource:
 
 * through the stack's own configuration where the configuration allows the bad value
-  (tensorboard.serviceType NodePort, gpuPool.autoscaling false, gpuPool.size 40, a ``:latest``
-  worker.image);
+  (tensorboard.serviceType NodePort, gpuPool.autoscaling false, a ``:latest`` worker.image);
 * through a small inline program in a temporary project, run by the same CLI with the same
   pack, where the stack cannot break the rule: its configuration refuses source ranges that
-  admit the internet and more than MAX_WORKERS workers before anything is planned (asserted
-  here too), and no configuration takes the tags off a cloud resource.
+  admit the internet, more than MAX_WORKERS workers, a node pool of more than MAX_POOL_NODES
+  nodes and a pod of more than MAX_GPUS_PER_INSTANCE GPUs before anything is planned (asserted here too), and no configuration takes the tags off
+  a cloud resource.
 
 The text output is read, not ``--json``'s document: that document leaves the violations out.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.key_values import MAX_WORKERS
+from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
 
 from .conftest import REPO
 from .dev_stack import configure
@@ -75,16 +75,6 @@ def test_a_fixed_size_gpu_pool_breaks_gpu_pool_scale_to_zero(
     assert "-gpu (ecs.gn5-c4g1.xlarge): no autoscaling" in violation["message"]
     assert "desiredSize '2'" in violation["message"]
     assert "fix: pulumi config set gpuPool.autoscaling true" in violation["message"]
-
-
-def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(
-    dev_project: PulumiProject, toolchain: Toolchain
-) -> None:
-    configure(dev_project, toolchain, "cloud")
-    dev_project.set_config("gpuPool.size", "40")
-    (violation,) = assert_refused_by(dev_project.policy_preview(PACK), "replica-bound-node-pool")
-    assert "-gpu: scalingConfig.maxSize 40; rule: a node pool holds at most 33 nodes" in violation["message"]
-    assert f"fix: pulumi config set gpuPool.size {MAX_WORKERS + 1}" in violation["message"]
 
 
 def test_a_latest_worker_image_breaks_image_tag_pinned(
@@ -192,6 +182,71 @@ def test_more_worker_jobs_than_the_bound_break_replica_bound_jobs(
     (violation,) = assert_refused_by(probe.policy_preview(PACK), "replica-bound-jobs")
     assert f"run mnist in namespace default: {MAX_WORKERS + 1} worker Jobs" in violation["message"]
     assert f"fix: pulumi config set worker.number {MAX_WORKERS}" in violation["message"]
+
+
+def test_a_gpu_pool_past_the_bound_breaks_replica_bound_node_pool(
+    dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
+    """The stack refuses gpuPool.size 40 itself; a program with a 40-node GPU pool meets the pack."""
+    from .conftest import require_binary
+
+    configure(dev_project, toolchain, "cloud")
+    dev_project.set_config("gpuPool.size", "40")
+    refused = dev_project.preview().refused_output()
+    assert (
+        f"'tf-mnist:gpuPool.size' value '40' is invalid: must be an integer between 1 and {MAX_POOL_NODES}"
+    ) in refused, refused
+    require_binary(toolchain, "pulumi-resource-alicloud")
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        """
+        import pulumi_alicloud as alicloud
+        alicloud.cs.NodePool("gpu", node_pool_name="probe-gpu", cluster_id="c0123456789abcdef",
+                             vswitch_ids=["vsw-probe"], instance_types=["ecs.gn6i-c4g1.xlarge"],
+                             scaling_config={"enable": True, "min_size": 0, "max_size": 40, "type": "gpu"},
+                             tags={"pulumi:project": "policy-probe", "pulumi:stack": "dev"})
+        """,
+        alicloud_offline_config(),
+    )
+    (violation,) = assert_refused_by(probe.policy_preview(PACK), "replica-bound-node-pool")
+    assert (
+        "probe-gpu: scalingConfig.maxSize 40; rule: a node pool holds at most 33 nodes"
+        in violation["message"]
+    )
+    assert f"fix: pulumi config set gpuPool.size {MAX_POOL_NODES}" in violation["message"]
+
+
+def test_a_pod_past_one_nodes_gpus_breaks_replica_bound_gpus(
+    dev_project: PulumiProject, toolchain: Toolchain, pulumi_home: Path, tmp_path: Path
+) -> None:
+    """The stack refuses worker.gpuCount 9 itself; a program with a Job asking 9 GPUs meets the pack."""
+    dev_project.set_config("worker.gpuCount", str(MAX_GPUS_PER_INSTANCE + 1))
+    refused = dev_project.preview().refused_output()
+    assert (
+        f"'tf-mnist:worker.gpuCount' value '{MAX_GPUS_PER_INSTANCE + 1}' is invalid: must be an integer "
+        f"between 0 and {MAX_GPUS_PER_INSTANCE}"
+    ) in refused, refused
+    probe = inline_project(
+        tmp_path / "probe",
+        toolchain,
+        pulumi_home,
+        f"""
+        import pulumi_kubernetes as k8s
+        k8s.batch.v1.Job("worker", metadata={{"name": "mnist-worker-0"}}, spec={{
+            "template": {{"spec": {{"restartPolicy": "Never", "containers": [
+                {{"name": "tensorflow", "image": "registry.example.com/trainer:2.21.0-gpu",
+                  "resources": {{"limits": {{"nvidia.com/gpu": "{MAX_GPUS_PER_INSTANCE + 1}"}}}}}}]}}}}}})
+        """,
+        KUBERNETES,
+    )
+    (violation,) = assert_refused_by(probe.policy_preview(PACK), "replica-bound-gpus")
+    assert violation["resource"] == "kubernetes:batch/v1:Job: worker"
+    assert (
+        f"limits nvidia.com/gpu {MAX_GPUS_PER_INSTANCE + 1}; rule: a pod asks at most" in violation["message"]
+    )
+    assert f"fix: pulumi config set worker.gpuCount {MAX_GPUS_PER_INSTANCE}" in violation["message"]
 
 
 def test_an_untagged_cloud_resource_breaks_alicloud_tags(

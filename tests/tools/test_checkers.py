@@ -1,10 +1,15 @@
 """checkov 3.3.30 and kube-score v1.20.0, the checkers platform teams run on what they deploy,
-find nothing in any Kubernetes object the stack creates (marker ``checkers``).
+find nothing in any Kubernetes object the stack creates (marker ``checkers``), but what a
+user's choice makes (render_manifests.CHOSEN_FINDINGS); and every suppression still suppresses
+a finding.
 
 The objects come from tools/render-manifests (the program under the mock engine, every
 configuration of its CONFIGS), the checkers from tools/checkers/checkers.sh; what each finds is
 tools/checkers/run_checkers.py's. What is right for this workload and still flagged is
-suppressed by an annotation from infra/components/checker_suppressions.py (docs/checkers.md).
+suppressed by an annotation from infra/components/checker_suppressions.py (docs/checkers.md);
+the checkers run a second time over the same files with those annotations taken off, and each
+(checker, check id) the annotations name must be found there on an object that carries it,
+else the suppression is stale.
 
 Missing checkers skip the test with the command that installs them, except with
 ``REQUIRE_CHECKERS=1`` (scripts/test.sh, which installs them first in its build:checkers phase,
@@ -20,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from infra.components import checker_suppressions as suppress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,8 +59,21 @@ def binaries() -> dict[str, Path]:
         pytest.skip(message)
 
 
-def test_the_checkers_find_nothing_in_any_configuration(binaries, tmp_path, capsys):
-    files = render_manifests.write(tmp_path)
+def chosen(finding) -> bool:
+    """Whether ``finding`` is one that its configuration's user chose (CHOSEN_FINDINGS)."""
+    config = finding.file.removesuffix(".yaml")
+    return (finding.checker, finding.check_id) in render_manifests.CHOSEN_FINDINGS.get(config, {})
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    """Every configuration of CONFIGS rendered once: (its directory, name -> file)."""
+    directory = tmp_path_factory.mktemp("manifests")
+    return directory, render_manifests.write(directory)
+
+
+def test_the_checkers_find_nothing_in_any_configuration(binaries, rendered, capsys):
+    directory, files = rendered
     assert sorted(files) == sorted(render_manifests.CONFIGS)
     kinds = {
         line.split(":", 1)[1].strip()
@@ -76,13 +96,58 @@ def test_the_checkers_find_nothing_in_any_configuration(binaries, tmp_path, caps
         "Service",
         "ServiceAccount",
     }
-    found = run_checkers.run(tmp_path, binaries)
+    # The secret data source is in a Secret of its own, which the staging Job reads.
+    secret_source = files["secret-data-source"].read_text()
+    assert "name: mnist-data-source" in secret_source and "secretKeyRef:" in secret_source
+    assert "Signature" not in secret_source  # the rendered Secret's value is redacted
+    found = run_checkers.run(directory, binaries)
     # The counts go to the terminal, captured or not: CI's log shows them.
     with capsys.disabled():
         for checker, findings in found.items():
             print(f"\n{checker}: {len(findings)} findings over {len(files)} configurations", end="")
-    listed = "\n".join(str(f) for findings in found.values() for f in findings)
-    assert not any(found.values()), (
+    every = [f for findings in found.values() for f in findings]
+    listed = "\n".join(str(f) for f in every if not chosen(f))
+    assert not listed, (
         "fix the objects, or where the finding is right for this workload add it with its reason to "
         f"infra/components/checker_suppressions.py and docs/checkers.md:\n{listed}"
     )
+    # A chosen finding that is no longer found is a stale entry (or a configuration that no
+    # longer makes what it is named for).
+    seen = {(f.file.removesuffix(".yaml"), f.checker, f.check_id) for f in every}
+    missing = [
+        f"{config}: {checker} {check}"
+        for config, pairs in render_manifests.CHOSEN_FINDINGS.items()
+        for checker, check in pairs
+        if (config, checker, check) not in seen
+    ]
+    assert not missing, f"render_manifests.CHOSEN_FINDINGS lists what the checkers no longer find: {missing}"
+    # Each makes a finding on every object it is about, not on one by chance.
+    assert sum(f.check_id == "CKV_K8S_21" for f in every) == 20  # every namespaced object
+    assert sum(f.check_id == "pod-networkpolicy" for f in every) == 8  # every pod template
+
+
+def test_every_suppression_still_suppresses_a_finding(binaries, rendered, tmp_path):
+    directory, files = rendered
+    carried = run_checkers.strip_suppressions(directory, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.yaml")) == sorted(p.name for p in files.values())
+    unsuppressed = [f for findings in run_checkers.run(tmp_path, binaries).values() for f in findings]
+    idle = run_checkers.idle_suppressions(carried, unsuppressed)
+    names: dict[tuple[str, str], list[str]] = {}
+    for entry in suppress.SUPPRESSIONS:
+        for checker, checks in (("checkov", entry.checkov), ("kube-score", entry.kube_score)):
+            for check in checks:
+                names.setdefault((checker, check), []).append(entry.name)
+    stale = "\n".join(
+        f"suppression {' or '.join(names.get(pair, ['(not in the table)']))}: {pair[0]} {pair[1]} on "
+        + ", ".join(f"{kind}/{namespace}/{name} ({file})" for file, kind, namespace, name in keys)
+        for pair, keys in idle.items()
+    )
+    assert not stale, (
+        "these annotations suppress nothing: without them the checkers report no such finding on the "
+        "objects that carry them. Narrow the entry's roles or only_if, or remove it, in "
+        f"infra/components/checker_suppressions.py and docs/checkers.md:\n{stale}"
+    )
+    # Every entry of the table is on some object of some configuration, so each was checked.
+    applied = {pair for pairs in carried.values() for pair in pairs}
+    assert set(names) <= applied, f"no configuration carries: {sorted(set(names) - applied)}"
+    assert applied <= set(names), f"annotations not in the table: {sorted(applied - set(names))}"

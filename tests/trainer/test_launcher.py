@@ -307,3 +307,38 @@ def test_tensorflow_start_up_noise_is_dropped_and_real_messages_kept():
     ]
     assert [is_log_noise(line) for line in noise] == [True] * 3
     assert [is_log_noise(line) for line in kept] == [False] * 4
+
+
+class _ExitsOnSecondPoll:
+    """A task process that is still running at the first poll and has exited 0 at every later
+    one: what the launcher sees when a task exits between two of its polls in one pass."""
+
+    pid = 0
+
+    def __init__(self, running_polls: int) -> None:
+        self.polls = 0
+        self.running_polls = running_polls
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        self.polls += 1
+        if self.polls > self.running_polls:
+            self.returncode = 0
+        return self.returncode
+
+
+def test_a_task_that_exits_during_the_final_check_is_reported_before_the_end():
+    import io
+
+    from trainer.launcher.supervisor import Launcher
+
+    out = io.StringIO()
+    launcher = Launcher(Replicas(chief=1, worker=2, ps=1), [], backoff_limit=0, out=out)
+    for task in launcher.tasks.values():
+        task.proc = _ExitsOnSecondPoll(running_polls=1 if task.name == "worker-0" else 0)
+    assert launcher._watch(launcher.tasks["chief-0"]) == 0
+    lines = out.getvalue().splitlines()
+    assert any(line.endswith("worker-0 exited 0") for line in lines), lines
+    assert lines[-1].endswith("every task exited 0"), lines
+    for name in ("ps-0", "worker-0", "worker-1"):
+        assert sum(line.endswith(f"{name} exited 0") for line in lines) == 1, lines

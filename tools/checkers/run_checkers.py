@@ -15,6 +15,11 @@ What counts as a finding:
   WARNING (5) (one per check, object and container, as its text output lists them); checks
   named in a ``kube-score/ignore`` annotation are skipped and are not findings. kube-score runs
   once per file: given several files it merges objects of the same kind, namespace and name.
+
+Whether each suppression still suppresses something (tests/tools/test_checkers.py):
+``strip_suppressions`` copies the files without the checkers' annotations, and
+``idle_suppressions`` lists each annotation that no finding of a run over the copies matches on
+its object.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO / "tools" / "checkers" / "checkers.sh"
@@ -136,6 +143,79 @@ def kube_score(binary: Path, files: list[Path]) -> list[Finding]:
                         )
                     )
     return findings
+
+
+#: The annotations by which an object suppresses checks (infra/components/checker_suppressions.py).
+CHECKOV_SKIP_PREFIX = "checkov.io/skip"
+KUBE_SCORE_IGNORE = "kube-score/ignore"
+
+#: An object of a manifest file: (file name, kind, namespace, name); namespace "" when none.
+ObjectKey = tuple[str, str, str, str]
+
+
+def object_key(finding: Finding) -> ObjectKey:
+    """The object a finding is about. checkov names it ``Kind.namespace.name`` (the stack's
+    names have no dots); kube-score ``Kind/<group/version>/namespace/name``, a container
+    appended as `` [name]``."""
+    if finding.checker == "checkov":
+        kind, namespace, name = (finding.object.split(".", 2) + ["", ""])[:3]
+        return finding.file, kind, namespace, name
+    parts = finding.object.split(" [", 1)[0].split("/")
+    return finding.file, parts[0], parts[-2] if len(parts) > 3 else "", parts[-1]
+
+
+def strip_suppressions(directory: Path, out: Path) -> dict[ObjectKey, set[tuple[str, str]]]:
+    """Copies every ``*.yaml`` of ``directory`` to ``out`` with the checkers' annotations
+    (``checkov.io/skip<N>``, ``kube-score/ignore``) taken off each object, so that a run over
+    ``out`` reports what they suppressed.
+
+    Returns:
+        Each object that carried any -> the (checker, check id) pairs it suppressed.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    carried: dict[ObjectKey, set[tuple[str, str]]] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        docs = [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+        for doc in docs:
+            metadata = doc.get("metadata") or {}
+            annotations = metadata.get("annotations") or {}
+            pairs = {
+                ("checkov", str(value).split("=", 1)[0].strip())
+                for key, value in annotations.items()
+                if key.startswith(CHECKOV_SKIP_PREFIX)
+            }
+            pairs |= {
+                ("kube-score", check.strip())
+                for check in str(annotations.get(KUBE_SCORE_IGNORE, "")).split(",")
+                if check.strip()
+            }
+            if not pairs:
+                continue
+            key = (path.name, doc.get("kind", ""), metadata.get("namespace") or "", metadata.get("name", ""))
+            carried.setdefault(key, set()).update(pairs)
+            for name in [
+                k for k in annotations if k.startswith(CHECKOV_SKIP_PREFIX) or k == KUBE_SCORE_IGNORE
+            ]:
+                del annotations[name]
+        (out / path.name).write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+    return carried
+
+
+def idle_suppressions(
+    carried: dict[ObjectKey, set[tuple[str, str]]], unsuppressed: list[Finding]
+) -> dict[tuple[str, str], list[ObjectKey]]:
+    """The suppressions that suppress nothing: each (checker, check id) that an object carries
+    (``strip_suppressions``) with no finding of that check on that object among
+    ``unsuppressed`` (the checkers' run over the stripped copies), with those objects. Held per
+    object, not per check id: two entries of the table may name one check (and kube-score's
+    annotation names no entry), so a check found on one object says nothing of another's."""
+    found = {(f.checker, f.check_id, object_key(f)) for f in unsuppressed}
+    idle: dict[tuple[str, str], list[ObjectKey]] = {}
+    for key, pairs in sorted(carried.items()):
+        for pair in sorted(pairs):
+            if (*pair, key) not in found:
+                idle.setdefault(pair, []).append(key)
+    return idle
 
 
 def run(directory: Path, binaries: dict[str, Path] | None = None) -> dict[str, list[Finding]]:

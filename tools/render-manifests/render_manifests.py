@@ -8,7 +8,9 @@ cluster, no Pulumi CLI), once per configuration of ``CONFIGS``: the committed de
 overrides named there, which together make every kind of object and every option the stack can
 create (cloud mode and kubeconfig mode; GPU workers, no ps and two ps; a NAS, an NFS and a
 hostPath volume; a ClusterIP, a NodePort and a LoadBalancer TensorBoard with source ranges; a
-created namespace and pull Secret). Each file ``OUTDIR/<config>.yaml`` holds that run's
+created namespace and pull Secret; a data source set with --secret; no NetworkPolicies; the
+namespace ``default``). The last two are choices a user may make that the checkers report, as
+``CHOSEN_FINDINGS`` lists; nothing else is a finding in any file. Each file ``OUTDIR/<config>.yaml`` holds that run's
 objects as YAML documents in the order the program registered them; the Pulumi providers and
 components are no Kubernetes objects and are left out. A Secret's values are written as
 ``REDACTED_VALUE`` (the configurations' credentials are made up, but a rendered file is
@@ -92,6 +94,32 @@ CONFIGS: dict[str, dict[str, str | me.SecretConfig]] = {
         "monitor.apiServer": "https://10.244.0.1:6443",
         "worker.imagePullPolicy": "IfNotPresent",
         "ps.imagePullPolicy": "IfNotPresent",
+    },
+    # data.source set with --secret (a presigned URL, made up): the stack keeps it in a Secret
+    # that the staging Job reads, out of the Job's command.
+    "secret-data-source": {
+        "data.source": me.secret(
+            "https://tf-mnist.oss-cn-hangzhou.aliyuncs.com/datasets/mnist.npz"
+            "?OSSAccessKeyId=LTAI5tExample&Expires=1767225600&Signature=bWFkZS11cA%3D"
+        ),
+    },
+    # The user's choices that the checkers report (CHOSEN_FINDINGS): no NetworkPolicies, and
+    # the namespace every cluster has.
+    "no-network-policy": {"networkPolicy.enabled": "false"},
+    "namespace-default": {"namespace": "default"},
+}
+#: What the checkers report in a configuration because of the user's choice, not of the stack:
+#: configuration -> {(checker, check id): reason}. tests/tools/test_checkers.py allows exactly
+#: these findings there, and fails when one of them is no longer found. Not suppressed: a
+#: platform team running the checkers on such a stack should see them.
+CHOSEN_FINDINGS: dict[str, dict[tuple[str, str], str]] = {
+    "no-network-policy": {
+        ("kube-score", "pod-networkpolicy"): "networkPolicy.enabled false removes the run's "
+        "NetworkPolicies (for a cluster whose network plugin enforces none, such as Flannel)",
+    },
+    "namespace-default": {
+        ("checkov", "CKV_K8S_21"): "namespace default keeps a stack deployed there before; the stack's "
+        "own namespace tf-mnist is the default",
     },
 }
 #: The configurations whose overrides hold a secret (set with ``--secret``).

@@ -357,6 +357,10 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
     builds_env = {"PULUMI_TOOLCHAIN_NICE": "0", "LOCAL_CLUSTER_NICE": "0"}
     engine_env = {"REQUIRE_PULUMI_ENGINE": "1"}
     venv = Phase("venv", ["bash", "scripts/bootstrap.sh"])
+    # After the kubernetes provider, whose compiled packages it reuses (module docstring).
+    build_cluster = Phase(
+        "build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["build:engine"], env=builds_env
+    )
     phases = [venv]
     if is_selection(pytest_args):
         # One pytest, after building only what the selected tests need: the venv first, to
@@ -372,15 +376,8 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             )
             needs.append("build:engine")
         if "cluster" in wanted and as_root:
-            # After the provider (see the module docstring): "cluster" always brings build:engine.
-            phases.append(
-                Phase(
-                    "build:cluster",
-                    ["bash", "tools/local-cluster/build.sh"],
-                    needs=["build:engine"],
-                    env=builds_env,
-                )
-            )
+            # "cluster" always brings build:engine, which build:cluster needs.
+            phases.append(build_cluster)
             phases.append(Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"]))
             needs += ["build:cluster", "build:images"]
         if "checkers" in wanted:
@@ -435,16 +432,7 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         ),
     ]
     if as_root:
-        # After the kubernetes provider, whose compiled packages it reuses (module docstring).
-        phases.insert(
-            2,
-            Phase(
-                "build:cluster",
-                ["bash", "tools/local-cluster/build.sh"],
-                needs=["build:engine"],
-                env=builds_env,
-            ),
-        )
+        phases.insert(2, build_cluster)
         # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
         # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
         phases.insert(

@@ -291,8 +291,10 @@ class Launcher:
                     self.say(f"{task.name} exited 0")
             if chief_done_at is not None:
                 others = [t for t in self.tasks.values() if t is not chief]
-                if all(t.proc.poll() is not None and t.restart_at is None for t in others):
-                    bad = [f"{t.name}={t.proc.returncode}" for t in others if t.proc.returncode]
+                # Ended = its last exit was reported above, not merely polled now: a task that
+                # exits between the loop's poll and this line is reported on the next pass.
+                if all(len(t.exit_codes) > t.restarts and t.restart_at is None for t in others):
+                    bad = [f"{t.name}={t.exit_codes[-1]}" for t in others if t.exit_codes[-1]]
                     if bad:
                         self.say(f"every task ended; non-zero: {', '.join(bad)}")
                     else:
