@@ -60,6 +60,17 @@ CONFIG = {
 }
 
 
+#: pip download's --platform options for the wheels pip in the base image picks: Debian 12's
+#: glibc 2.36 takes manylinux_2_36 down to manylinux_2_17 (manylinux2014). pip names no older
+#: tag for a newer one by itself, and the requirement files pin one hash per package, the
+#: wheel a pod installs (tensorboard-data-server's manylinux_2_31 one, not its py3-none-any).
+POD_PLATFORMS = tuple(
+    option
+    for tag in (*(f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)), "manylinux2014_x86_64")
+    for option in ("--platform", tag)
+)
+
+
 def download_wheels(sets: tuple[str, ...]) -> Path:
     """The pinned wheels of ``sets`` in WHEELS (pip download with the hashes: the same files the
     pods' pip checks), laid out as a PEP 503 index under WHEELS/simple."""
@@ -67,8 +78,7 @@ def download_wheels(sets: tuple[str, ...]) -> Path:
     for name in sets:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps", "--only-binary", ":all:",
-             "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--platform",
-             "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64", "--implementation", "cp",
+             "--python-version", "3.11", *POD_PLATFORMS, "--implementation", "cp",
              "-d", str(WHEELS / "files"), "-r", str(REPO / bundle.PACKAGE_FILES[name])],
             check=True, timeout=3600, env={**os.environ, "PIP_FIND_LINKS": ""},
         )  # fmt: skip
