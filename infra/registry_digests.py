@@ -140,6 +140,23 @@ def login_for(repo: Repository, login: RegistryCredentials | None) -> RegistryCr
     return None
 
 
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect with the same method (urllib makes a HEAD a GET), and without the
+    ``Authorization`` header when it leads to another host: a login or token is for its own."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is None:
+            return None
+        if urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+        new.method = req.get_method()
+        return new
+
+
+_OPENER = urllib.request.build_opener(_Redirects)
+
+
 def _request(url: str, method: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
     """``(status, headers, body)`` of one request; an HTTP error status is an answer too.
 
@@ -148,7 +165,7 @@ def _request(url: str, method: str, headers: dict[str, str]) -> tuple[int, dict[
     """
     request = urllib.request.Request(url, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (http(s) only)
+        with _OPENER.open(request, timeout=TIMEOUT_S) as response:
             return response.status, dict(response.headers.items()), response.read()
     except urllib.error.HTTPError as error:
         with error:

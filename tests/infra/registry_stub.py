@@ -9,6 +9,7 @@ It answers ``HEAD /v2/<path>/manifests/<tag>`` as a registry does for what it wa
   wants the Basic login ``LOGIN``;
 - ``basic``: the same, answered only with the Basic login ``LOGIN`` (a 401 with ``Basic``);
 - ``no_digest``: paths whose tags exist (200) but whose answer has no Docker-Content-Digest;
+- ``redirects``: path -> URL, answered (once authorized) with a 307 to the URL;
 - anything else: 404 with the distribution spec's MANIFEST_UNKNOWN body.
 
 ``requests`` records every request as ``(method, path with query, headers)``.
@@ -45,6 +46,7 @@ class Registry:
     basic: dict[str, dict[str, str]] = field(default_factory=dict)
     private: set[str] = field(default_factory=set)
     no_digest: set[str] = field(default_factory=set)
+    redirects: dict[str, str] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     host: str = ""
 
@@ -112,7 +114,9 @@ def handler(registry: Registry) -> type[http.server.BaseHTTPRequestHandler]:
                 tags = registry.basic[path]
             else:
                 tags = registry.public.get(path, {})
-            if path in registry.no_digest:
+            if path in registry.redirects:
+                self._send(307, {"Location": registry.redirects[path]})
+            elif path in registry.no_digest:
                 self._send(200, {"Content-Type": "application/vnd.oci.image.index.v1+json"})
             elif tag in tags:
                 headers = {

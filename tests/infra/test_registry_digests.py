@@ -129,6 +129,17 @@ def test_a_basic_challenge_is_answered_with_the_login(registry):
     )
 
 
+def test_a_redirect_keeps_the_head_and_leaves_the_login_behind_on_another_host(registry):
+    port = registry.host.rsplit(":", 1)[1]
+    # localhost is another host name than 127.0.0.1 for the client, though the same stub serves it.
+    registry.redirects["team/basic"] = f"http://localhost:{port}/v2/team/trainer/manifests/2.21.0-cpu"
+    assert lookup_digest(f"{registry.host}/team/basic:1", login(registry.host)) == stub.digest(1)
+    method, path, headers = registry.requests[-1]
+    assert (method, path) == ("HEAD", "/v2/team/trainer/manifests/2.21.0-cpu")
+    assert headers["Host"] == f"localhost:{port}" and "Authorization" not in headers
+    assert registry.requests[-2][2]["Authorization"].startswith("Basic ")
+
+
 def test_an_unknown_tag_is_a_404_that_names_the_url(registry):
     with pytest.raises(DigestUnavailable) as raised:
         lookup_digest(f"{registry.host}/team/trainer:9.9.9")
