@@ -8,6 +8,7 @@ import mock_engine as me
 import pytest
 import registry_stub as stub
 
+from infra import image_pins, stack_state
 from infra.registry_digests import DigestUnavailable, lookup_digest
 from infra.settings import key_values
 
@@ -176,3 +177,46 @@ def test_a_tag_pushed_again_replaces_the_pods_and_keeps_the_run_directory(dev_co
     assert pulls(first)["mnist-chief-0"][0].endswith(stub.digest(7))
     assert pulls(pushed)["mnist-chief-0"][0].endswith(stub.digest(8))
     assert first.outputs["runId"] != pushed.outputs["runId"]
+
+
+def test_the_state_gives_a_tag_s_one_digest_and_no_guess_between_two():
+    def job(image: str) -> dict:
+        return {"type": JOB, "outputs": {"spec": {"template": {"spec": {"containers": [{"image": image}]}}}}}
+
+    tag = "registry.example.com/team/trainer:1"
+    resources = {
+        "a": job(f"{tag}@{stub.digest(1)}"),
+        "b": {"type": CONFIG_MAP, "outputs": {"data": {"image": f"{tag}@{stub.digest(9)}"}}},
+        "c": job(f"{tag}2@{stub.digest(2)}"),
+        "d": job(f"{tag}3@{stub.digest(3)}"),
+        "e": job(f"{tag}3@{stub.digest(4)}"),
+    }
+    images = image_pins.state_images(resources)
+    assert images == {
+        f"{tag}@{stub.digest(1)}",
+        f"{tag}2@{stub.digest(2)}",
+        f"{tag}3@{stub.digest(3)}",
+        f"{tag}3@{stub.digest(4)}",
+    }
+    # A half-done update left two digests of one tag: the preview shows the tag instead.
+    assert image_pins.from_state([tag, f"{tag}3", f"{tag}4"], images) == {tag: f"{tag}@{stub.digest(1)}"}
+
+
+def test_one_program_run_reads_its_state_once_and_replays_a_failure():
+    reads = []
+
+    def read() -> dict:
+        reads.append(1)
+        if len(reads) == 1 and failing:
+            raise stack_state.StateUnreadable("backend busy")
+        return {"urn": {"type": JOB}}
+
+    failing = False
+    once = stack_state.read_once(read)
+    assert once() is once() and len(reads) == 1
+    failing, reads = True, []
+    once = stack_state.read_once(read)
+    for _ in range(2):
+        with pytest.raises(stack_state.StateUnreadable, match="backend busy"):
+            once()
+    assert len(reads) == 1
