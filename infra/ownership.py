@@ -26,7 +26,7 @@ checked on a cluster the provider may well reach.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -165,15 +165,17 @@ def refusal_message(found: Sequence[Refusal], *, stack: str) -> str:
     return "\n".join(lines)
 
 
-def read_own_state(*, dry_run: bool) -> dict[ObjectRef, str] | None:
-    """This stack's state as ``held_objects`` (infra/stack_state.py); None, with a warning, when
-    a preview cannot read it.
+def read_own_state(
+    *, dry_run: bool, state: Callable[[], Mapping[str, Any]] = read_stack_resources
+) -> dict[ObjectRef, str] | None:
+    """This stack's state (``state()``: infra/stack_state.py) as ``held_objects``; None, with a
+    warning, when a preview cannot read it.
 
     Raises:
         OwnershipError: an up cannot read it (nothing was deployed), with the engine's reason.
     """
     try:
-        return held_objects(read_stack_resources())
+        return held_objects(state())
     except StateUnreadable as error:
         why = f"could not read this stack's state to check that the existing objects are its own ({error})"
         if not dry_run:
@@ -188,11 +190,19 @@ def read_own_state(*, dry_run: bool) -> dict[ObjectRef, str] | None:
         return None
 
 
-def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry_run: bool) -> None:
+def check(
+    planned: Sequence[ObjectRef],
+    cluster: ClusterView,
+    *,
+    stack: str,
+    dry_run: bool,
+    state: Callable[[], Mapping[str, Any]] = read_stack_resources,
+) -> None:
     """Refuse the deployment when an object the stack would create exists and is not its own.
 
     Reads every planned object (stopping at the first that cannot be read), then this stack's
-    state only if one exists (the state is not needed for a cluster that holds none of them).
+    state (``state()``) only if one exists (the state is not needed for a cluster that holds
+    none of them).
 
     Raises:
         OwnershipError: an object that is not this stack's (every one named), or, on up, an
@@ -221,6 +231,6 @@ def check(planned: Sequence[ObjectRef], cluster: ClusterView, *, stack: str, dry
             raise OwnershipError(message + "; nothing was deployed") from None
     if not any(obj is not None for obj in live.values()):
         return
-    found = refusals(planned, live, read_own_state(dry_run=dry_run), current_stack_mark())
+    found = refusals(planned, live, read_own_state(dry_run=dry_run, state=state), current_stack_mark())
     if found:
         raise OwnershipError(refusal_message(found, stack=stack))

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import nas_zones, ownership
+from infra import image_pins, nas_zones, ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -22,19 +22,25 @@ from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
 from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
-from infra.settings.images import has_digest, stale_tag_warnings
+from infra.settings.deployed import deployed_from
+from infra.settings.images import stale_tag_warnings
+from infra.stack_state import read_once
 from infra.target import deploy_target, existing_volume_server
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
-def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
+def run(
+    cluster: ownership.ClusterView | None = None, lookup: image_pins.Lookup | None = None
+) -> dict[str, Any]:
     """Validate the stack configuration, register every resource, export the outputs.
 
     Args:
         cluster: where the ownership check reads existing objects (infra/ownership.py); None
             for the kubeconfig's cluster. Tests pass a recorded one.
+        lookup: how a tag's digest is asked for (infra/image_pins.py); None for the image's
+            registry (infra/registry_digests.py). Tests pass a stand-in.
 
     Returns:
         The stack outputs by name (the same values ``pulumi.export`` receives), for tests.
@@ -44,9 +50,22 @@ def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
             also a NAS storage type the file system's zone does not offer (infra/nas_zones.py).
         infra.ownership.OwnershipError: an object the stack would create exists and is not
             this stack's, before any resource exists.
+        infra.image_pins.ImageDigestError: at `pulumi up`, an image tag whose registry gave no
+            digest, before any resource exists.
     """
-    settings = load_settings()
-    nas_zones.check(settings, dry_run=pulumi.runtime.is_dry_run())
+    dry_run = pulumi.runtime.is_dry_run()
+    state = read_once()
+    settings, notes = image_pins.pin(
+        load_settings(deployed=lambda: deployed_from(state())),
+        dry_run=dry_run,
+        lookup=lookup or image_pins.lookup_digest,
+        state=state,
+    )
+    for note in notes:
+        pulumi.log.info(note)
+    nas_zones.check(
+        settings, dry_run=dry_run, deployed=lambda: deployed_from(state()).nas_storage_type is not None
+    )
     if not settings.cluster.create_cloud:
         # On a cluster the stack creates there is nothing to check on the first up; on later
         # ups its kubeconfig is an output of the cluster resource, which exists only once
@@ -55,10 +74,11 @@ def run(cluster: ownership.ClusterView | None = None) -> dict[str, Any]:
             planned_objects(settings, existing_volume_server(settings)),
             cluster or KubeconfigCluster(settings.cluster.kubeconfig or ""),
             stack=settings.stack,
-            dry_run=pulumi.runtime.is_dry_run(),
+            dry_run=dry_run,
+            state=state,
         )
     # Before anything is registered: what the state says of the Jobs before this run.
-    failed_before = chief_await.failed_before() if settings.training.wait_for_chief else frozenset()
+    failed_before = chief_await.failed_before(state) if settings.training.wait_for_chief else frozenset()
     outputs = build(settings, failed_before)
     for name, value in outputs.items():
         pulumi.export(name, value)
@@ -73,7 +93,7 @@ def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> di
         The stack outputs by name.
     """
     prefix = settings.name_prefix
-    for message in stale_tag_warnings(image_pulls(settings)) + base_image_warnings(settings):
+    for message in stale_tag_warnings(image_pulls(settings)):
         pulumi.log.warn(message)
     target = deploy_target(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[target.provider])
@@ -200,20 +220,6 @@ def _package_setup(
         ),
         opts=k8s_opts,
     )
-
-
-def base_image_warnings(settings: Settings) -> list[str]:
-    """A warning when pods run a base image named by tag (Alibaba Cloud Linux 3's Python in cn-*
-    regions, whose digest the stack does not know; infra/settings/key_values.py): a tag can
-    move to other content between two `pulumi up`s."""
-    image = settings.runtime.base_image
-    if not settings.runtime.used or has_digest(image):
-        return []
-    return [
-        f"the pods run the base image {image} by tag, not by digest: its content can change between two "
-        "`pulumi up`s. Pin it: `skopeo inspect docker://" + image + "` gives the digest, then "
-        "`pulumi config set baseImage <image>@sha256:<digest>`."
-    ]
 
 
 def _run_monitor(

@@ -17,6 +17,7 @@ failure (an engine or backend without the function, an unknown stack) is final a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -58,3 +59,25 @@ def read_stack_resources() -> dict[str, Any]:
             if CHECKPOINT_NOT_LOADED not in str(error) or time.monotonic() >= deadline:
                 raise StateUnreadable(str(error)) from None
         time.sleep(READ_PAUSE_S)
+
+
+def read_once(read: Callable[[], dict[str, Any]] = read_stack_resources) -> Callable[[], dict[str, Any]]:
+    """``read`` made to run at most once: every call returns its first answer, or raises the
+    StateUnreadable it first raised. One program run reads its state once, however many of its
+    checks need it (the settings, the ownership check, a preview's image digests), all before it
+    registers anything, so they see the same state."""
+    answer: list[dict[str, Any]] = []
+    failure: list[StateUnreadable] = []
+
+    def once() -> dict[str, Any]:
+        if failure:
+            raise failure[0]
+        if not answer:
+            try:
+                answer.append(read())
+            except StateUnreadable as error:
+                failure.append(error)
+                raise
+        return answer[0]
+
+    return once

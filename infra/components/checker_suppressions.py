@@ -88,9 +88,9 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         WORKLOADS,
         ("CKV_K8S_43",),
         (),
-        "only on a workload whose image is a tag: the default images are built from docker/ by the user "
-        "whose digest exists only after that build; a tag is pulled Always unless set otherwise and "
-        "worker.image ps.image and tensorboard.image take an @sha256 reference",
+        "only on a workload whose image is a tag: `pulumi up` runs every tag on its digest unless "
+        "worker.imagePullPolicy or ps.imagePullPolicy is set (IfNotPresent or Never for nodes with preloaded "
+        "images and no registry; Always to follow the tag where the registry cannot be asked)",
         only_if=any_tag,
     ),
     Suppression(
@@ -110,7 +110,7 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         (),
         "only on a workload whose tag is pulled other than Always: worker.imagePullPolicy or "
         "ps.imagePullPolicy set to IfNotPresent or Never for nodes with preloaded images and no registry "
-        "(pulumi up warns); unset they pull a tag Always",
+        "(pulumi up warns); unset `pulumi up` runs the tag's digest",
         only_if=any_tag_not_always,
     ),
     Suppression(

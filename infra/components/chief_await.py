@@ -28,7 +28,7 @@ error bails before performDeletes). A failure that the state recorded before the
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import pulumi
@@ -129,11 +129,12 @@ def failed_job_uids(resources: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(uids)
 
 
-def failed_before() -> frozenset[str]:
-    """``failed_job_uids`` of this stack's state. Read before the program registers anything
-    (infra/stack_state.py says why); a state that cannot be read gives none, with a warning."""
+def failed_before(state: Callable[[], Mapping[str, Any]] = read_stack_resources) -> frozenset[str]:
+    """``failed_job_uids`` of this stack's state (``state()``). Read before the program
+    registers anything (infra/stack_state.py says why); a state that cannot be read gives none,
+    with a warning."""
     try:
-        return failed_job_uids(read_stack_resources())
+        return failed_job_uids(state())
     except StateUnreadable as error:
         pulumi.log.warn(
             f"could not read this stack's state ({error}): a chief's Job that failed before this "

@@ -3,14 +3,16 @@
 A tag (``registry/trainer:2.21.0-cpu``) can be pushed again, so a node that pulled it once
 may hold another image under the same name; a digest (``registry/trainer@sha256:<hex>``, with
 or without a tag before the ``@``) names one image's content, which a node's copy always is.
-Hence the derived policy (``pull_policy``): ``Always`` for a tag, so that every container
-start asks the registry which image the tag names now (the kubelet pulls only layers it
-lacks), and ``IfNotPresent`` for a digest, which never runs a stale copy.
+Hence the derived policy (``pull_policy``): ``IfNotPresent`` for a digest, which never runs a
+stale copy, and ``Always`` for a tag. At `pulumi up` a tag whose policy is derived does not
+reach a pod: infra/image_pins.py resolves it to its digest first, so ``Always`` on a tag is
+what a preview shows before that, and what a policy key set to it keeps.
 
-``worker.imagePullPolicy`` and ``ps.imagePullPolicy`` override it. ``IfNotPresent`` or
-``Never`` with a tag is allowed, for nodes that cannot reach a registry and run preloaded
-images (tools/local-cluster imports its images into the node's containerd), but ``pulumi up``
-warns (``stale_tag_warnings``): such a node keeps running whatever it holds under the tag.
+``worker.imagePullPolicy`` and ``ps.imagePullPolicy`` override it, and a set key keeps its
+tags unresolved. ``IfNotPresent`` or ``Never`` with a tag is allowed, for nodes that cannot
+reach a registry and run preloaded images (tools/local-cluster imports its images into the
+node's containerd), but ``pulumi up`` warns (``stale_tag_warnings``): such a node keeps running
+whatever it holds under the tag.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def stale_tag_warnings(pulls: Iterable[tuple[str, str, str]]) -> list[str]:
     return [
         f"{key} is {policy} with tag {', '.join(images)}: a node that holds an image under that tag keeps "
         "running it after the tag is pushed again. Unless the nodes run preloaded images without a registry, "
-        f"`pulumi config rm {key}` (tags are then pulled Always) or name the image by digest (@sha256:...)."
+        f"`pulumi config rm {key}` (`pulumi up` then runs each tag's digest) or name the image by digest "
+        "(@sha256:...)."
         for (key, policy), images in stale.items()
         if images
     ]

@@ -21,8 +21,9 @@ DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 #:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
 #: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
 #:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
-#:   could be looked up where this was written and none is invented; a tag is pulled Always
-#:   and `pulumi up` warns (infra/settings/images.py). Pin it with baseImage <image>@sha256:...
+#:   could be looked up where this was written and none is invented; `pulumi up` resolves the
+#:   tag to its digest, which every pod runs (infra/image_pins.py). baseImage <image>@sha256:...
+#:   pins one for good.
 PYTHON_SLIM_IMAGE = "python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7"
 ALINUX_PYTHON_IMAGE = "alibaba-cloud-linux-3-registry.cn-hangzhou.cr.aliyuncs.com/alinux3/python:3.11.1"
 #: The package index the setup Job installs from (packageIndex unset), by region: PyPI, or in

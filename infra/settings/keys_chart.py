@@ -64,7 +64,8 @@ CHART_KEYS: tuple[Key, ...] = (
         "worker.imagePullPolicy",
         None,
         optional_choice(PULL_POLICIES),
-        "Worker image pull policy; unset = Always for a tag, IfNotPresent for an image by @sha256 digest.",
+        "Worker image pull policy; unset = `pulumi up` resolves a tag to its digest and every pod pulls that "
+        "IfNotPresent. Set, a tag is not resolved: Always follows it, IfNotPresent or Never for preloaded nodes.",
         fix="Always",
     ),
     Key("worker.port", 8000, integer(1, 65535), "gRPC port of worker and chief tasks."),
@@ -103,7 +104,8 @@ CHART_KEYS: tuple[Key, ...] = (
         "ps.imagePullPolicy",
         None,
         optional_choice(PULL_POLICIES),
-        "Pull policy of ps, chief, staging, monitor and TensorBoard; unset = Always for a tag, IfNotPresent by digest.",
+        "Pull policy of ps, chief, staging, monitor, TensorBoard and the setup Job; unset = `pulumi up` resolves a "
+        "tag to its digest, pulled IfNotPresent. Set, a tag is not resolved (as worker.imagePullPolicy).",
         fix="Always",
     ),
     Key("ps.port", 9000, integer(1, 65535), "gRPC port of ps tasks."),

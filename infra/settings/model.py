@@ -58,6 +58,14 @@ class TaskSettings:
     #: The package set the pods load from the volume (infra/bundle.py PACKAGE_FILES) when
     #: ``image`` is the base image; None: an image of your own, which holds code and packages.
     packages: str | None = None
+    #: The reference as configured when ``image`` is the digest `pulumi up` resolved its tag to
+    #: (infra/image_pins.py); None: ``image`` is as configured.
+    configured_image: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """The image as configured (a tag stays a tag): what the run key holds."""
+        return self.configured_image or self.image
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,10 @@ class TrainingSettings:
     chief_uses_gpu: bool
     #: The data-staging Job's image: the CPU trainer's (it pulls with ps.imagePullPolicy).
     staging_image: str
+    #: worker.imagePullPolicy and ps.imagePullPolicy as set; None: derived from the image, and
+    #: a tag is then resolved to its digest at `pulumi up` (infra/image_pins.py).
+    worker_pull_policy: str | None = from_key("worker.imagePullPolicy")
+    ps_pull_policy: str | None = from_key("ps.imagePullPolicy")
     #: ``trainer.stage --source``: a URL or path, a tuple of file URLs, or None = the sample in
     #: the trainer image.
     data_source: str | tuple[str, ...] | None = from_key("data.source")
@@ -354,7 +366,7 @@ class Settings:
             recipe.run_key_recipe(t.recipe),
             runs.source_key(t.data_source),
             runs.layout(t.replicas, t.gpu_count),
-            runs.trainer_images(t.worker.image, t.ps.image, t.worker.packages, t.ps.packages),
+            runs.trainer_images(t.worker.reference, t.ps.reference, t.worker.packages, t.ps.packages),
         )
 
     @property

@@ -11,9 +11,10 @@ apart (neither restores nor prunes the other's checkpoints).
 The data lives in ``<mountPath>/mnist/<source key>``, keyed by the source (``source_key``): a
 changed data.source stages into a new directory, and so (the data key is part of the run key)
 makes a new run, never training on the files an earlier source left. The trainer images are
-part of the run key too (``trainer_images``): an image named by digest that is built and pushed
-again is a new reference, so it starts a new run instead of resuming one with other code; on
-the base image, the content hashes of the code and the packages are.
+part of the run key too (``trainer_images``), as configured: an image named by digest that is
+built and pushed again is a new reference, so it starts a new run instead of resuming one with
+other code; a tag keeps its run when pushed again, though `pulumi up` runs its new digest
+(infra/image_pins.py); on the base image, the content hashes of the code and the packages are.
 """
 
 from __future__ import annotations
@@ -70,10 +71,11 @@ def trainer_images(
     """The code that trains, as the run key holds it: the workers' and the CPU trainer image
     (ps, a CPU chief, staging). TensorBoard's is left out: it only shows the run.
 
-    An image of your own (``*_packages`` None) is its reference: a digest (``@sha256:``) names
-    the image's content, so a push that changes the code makes a new reference and a new run; a
-    tag pushed again keeps the reference, the key and the run (infra/settings/images.py: such a
-    tag is pulled Always, so every task that starts after the push runs the new code).
+    An image of your own (``*_packages`` None) is its reference as configured
+    (``TaskSettings.reference``): a digest (``@sha256:``) names the image's content, so a push
+    that changes the code makes a new reference and a new run; a tag pushed again keeps the
+    reference, the key and the run, whose tasks the next `pulumi up` replaces, all on the new
+    digest (infra/image_pins.py), and which resume from its checkpoint.
 
     A role on the base image runs the trainer's code from ConfigMaps and a package set from the
     volume: the key holds the base image with the code's content hash and the set's

@@ -22,6 +22,9 @@ from typing import Any
 
 import pulumi
 import yaml
+from fake_registry import FakeRegistry as FakeRegistry
+from fake_registry import fake_digest as fake_digest
+from fake_registry import pinned as pinned
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
@@ -278,6 +281,7 @@ def run_program(
     unreadable_state: str | None = None,
     unreadable_reads: int | None = None,
     nas_zones: list[dict] | Exception | None = None,
+    registry: Any = None,
 ) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
@@ -299,6 +303,8 @@ def run_program(
             succeeds; None: every one.
         nas_zones: what NAS answers for the region's zones (``Run.nas_zones``; None: NAS_ZONES),
             or the Exception its lookup fails with.
+        registry: what registries answer at `pulumi up` (a preview asks none): an object whose
+            ``lookup(image, login)`` answers as registry_digests.py's; default FakeRegistry().
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
@@ -310,14 +316,16 @@ def run_program(
     plain = {k: str(v) if isinstance(v, SecretConfig) else v for k, v in config.items()}
     pulumi.runtime.set_all_config(plain, [*secret_keys, *marked])
 
-    from infra import program, settings
+    from infra import image_pins, program, settings
+
+    lookup = (registry or FakeRegistry()).lookup
 
     def program_body():
         from infra import ownership
 
         try:
-            outputs = program.run(cluster if cluster is not None else FakeCluster())
-        except (settings.ConfigError, ownership.OwnershipError) as error:
+            outputs = program.run(cluster if cluster is not None else FakeCluster(), lookup)
+        except (settings.ConfigError, ownership.OwnershipError, image_pins.ImageDigestError) as error:
             run.error = error
             return None
 

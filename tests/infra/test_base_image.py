@@ -48,14 +48,13 @@ def kubeconfig_mode(config: dict) -> dict:
     }
 
 
-def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config, caplog):
+def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config):
     run = me.run_program(dev_config)
     assert run.error is None, run.error
     found = containers(run)
-    assert {c["image"] for c in found.values()} == {key_values.ALINUX_PYTHON_IMAGE}
-    # By tag (its digest is not known here): pulled Always, and `pulumi up` says to pin it.
-    assert {c["imagePullPolicy"] for c in found.values()} == {"Always"}
-    assert "by tag, not by digest" in caplog.text and "pulumi config set baseImage" in caplog.text
+    # By tag: `pulumi up` resolves it to its digest, which every pod runs (infra/image_pins.py).
+    assert {c["image"] for c in found.values()} == {me.pinned(key_values.ALINUX_PYTHON_IMAGE)}
+    assert {c["imagePullPolicy"] for c in found.values()} == {"IfNotPresent"}
     cpu = f"/data/packages/cpu-{bundle.lock_hash('cpu')}/site"
     gpu = f"/data/packages/gpu-{bundle.lock_hash('gpu')}/site"
     board = f"/data/packages/tensorboard-{bundle.lock_hash('tensorboard')}/site"
@@ -71,7 +70,7 @@ def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config
         "volumeMounts"
     ]
     assert run.outputs["setupJobName"] == "mnist-setup"
-    assert run.outputs["baseImage"] == key_values.ALINUX_PYTHON_IMAGE
+    assert run.outputs["baseImage"] == me.pinned(key_values.ALINUX_PYTHON_IMAGE)
 
 
 def test_the_setup_job_installs_every_set_from_the_regional_mirror(dev_config):
@@ -129,14 +128,15 @@ def test_the_code_is_immutable_configmaps_named_by_content(dev_config):
     assert stage["command"][stage["command"].index("--source") + 1] == f"/data/sample/{bundle.sample_hash()}"
 
 
-def test_without_a_region_python_slim_by_digest_and_pypi(dev_config, caplog):
-    run = me.run_program(kubeconfig_mode(dev_config))
+def test_without_a_region_python_slim_by_digest_and_pypi(dev_config):
+    registry = me.FakeRegistry()
+    run = me.run_program(kubeconfig_mode(dev_config), registry=registry)
     assert run.error is None, run.error
     found = containers(run)
     assert {c["image"] for c in found.values()} == {key_values.PYTHON_SLIM_IMAGE}
     assert "@sha256:" in key_values.PYTHON_SLIM_IMAGE
     assert {c["imagePullPolicy"] for c in found.values()} == {"IfNotPresent"}
-    assert "by tag, not by digest" not in caplog.text
+    assert registry.asked == []  # a digest is not asked for
     command = found["mnist-setup"]["command"]
     assert command[command.index("--index_url") + 1] == key_values.PYPI_INDEX
 
@@ -172,8 +172,8 @@ def test_images_of_your_own_leave_out_the_code_and_the_setup(dev_config):
     assert run.error is None, run.error
     found = containers(run)
     assert "mnist-setup" not in found
-    assert found["mnist-worker-0"]["image"] == f"{REGISTRY}/trainer:2.21.0-gpu"
-    assert found["mnist-chief-0"]["image"] == f"{REGISTRY}/trainer:2.21.0-cpu"
+    assert found["mnist-worker-0"]["image"] == me.pinned(f"{REGISTRY}/trainer:2.21.0-gpu")
+    assert found["mnist-chief-0"]["image"] == me.pinned(f"{REGISTRY}/trainer:2.21.0-cpu")
     assert found["mnist-tensorboard"]["command"] == ["tensorboard"]
     assert all("PYTHONPATH" not in env(c) for c in found.values())
     assert not [

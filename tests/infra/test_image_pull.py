@@ -1,5 +1,6 @@
 """The pull policy follows the image reference (infra/settings/images.py) on every container
-the stack creates, and `pulumi up` warns about a tag that a node may hold stale."""
+the stack creates: `pulumi up` resolves a tag to its digest (infra/image_pins.py) unless its
+pull policy is set, and warns about a tag that a node may hold stale."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ BOARD_DIGEST = "registry.example.com/team/tensorboard:2.21.0@sha256:" + "b" * 64
 @pytest.fixture
 def dev_config(dev_config):
     """The dev stack with images of your own (imageRegistry: the images built from
-    docker/): the pull policies and stale-tag warnings of their tags.
+    docker/): the digests of their tags, the pull policies and stale-tag warnings.
     The default, the base image with the code and packages from the stack, is
     tests/infra/test_base_image.py's."""
     return {**dev_config, "tf-mnist:imageRegistry": REGISTRY}
@@ -42,19 +43,41 @@ def test_the_derived_policy_is_always_for_a_tag_and_if_not_present_for_a_digest(
     assert images.pull_policy("IfNotPresent", "trainer:2.21.0-cpu") == "IfNotPresent"
 
 
-def test_every_container_of_the_dev_stack_pulls_its_tag_always(dev_config):
-    run = me.run_program(dev_config)
+def test_up_runs_every_container_on_its_tag_s_digest_pulled_if_not_present(dev_config):
+    registry = me.FakeRegistry()
+    run = me.run_program(dev_config, registry=registry)
     assert run.error is None, run.error
     found = pulls(run)
     # Seven Jobs (staging, monitor, chief, 2 workers, 2 ps) and TensorBoard.
     assert len(found) == 8
-    assert {policy for _, policy in found.values()} == {"Always"}, found
+    cpu, gpu, board = (
+        f"{REGISTRY}/{name}" for name in ("trainer:2.21.0-cpu", "trainer:2.21.0-gpu", "tensorboard:2.21.0")
+    )
+    assert found["mnist-worker-0"] == found["mnist-worker-1"] == (me.pinned(gpu), "IfNotPresent")
+    for name in ("mnist-ps-0", "mnist-ps-1", "mnist-chief-0", "mnist-stage-data", "mnist-monitor"):
+        assert found[name] == (me.pinned(cpu), "IfNotPresent"), name
+    assert found["mnist-tensorboard"] == (me.pinned(board), "IfNotPresent")
+    # Each tag is asked once per `up`, anonymously (the dev stack has no registry login).
+    assert registry.asked == [(gpu, None), (cpu, None), (board, None)]
+
+
+def test_a_preview_asks_no_registry_and_shows_the_tags(dev_config, caplog):
+    caplog.set_level("INFO")  # the notes are info, not warnings
+    registry = me.FakeRegistry()
+    found = pulls(me.run_program(dev_config, preview=True, registry=registry))
+    assert registry.asked == []
+    assert {policy for _, policy in found.values()} == {"Always"}
     assert all("@" not in image for image, _ in found.values())
+    assert (
+        f"worker.image {REGISTRY}/trainer:2.21.0-gpu: by tag in this preview; `pulumi up` resolves it to its "
+        "digest, which every pod then runs" in caplog.text
+    )
 
 
-def test_digests_are_pulled_if_not_present_and_tags_always(dev_config):
+def test_digests_are_not_asked_for_and_tags_are(dev_config):
     config = {**dev_config, "tf-mnist:ps.image": DIGEST, "tf-mnist:tensorboard.image": BOARD_DIGEST}
-    found = pulls(me.run_program(config))
+    registry = me.FakeRegistry()
+    found = pulls(me.run_program(config, registry=registry))
     assert (
         found["mnist-ps-0"]
         == found["mnist-chief-0"]
@@ -63,7 +86,19 @@ def test_digests_are_pulled_if_not_present_and_tags_always(dev_config):
         == (DIGEST, "IfNotPresent")
     )
     assert found["mnist-tensorboard"] == (BOARD_DIGEST, "IfNotPresent")
-    assert found["mnist-worker-0"][1] == "Always" and "trainer:2.21.0-gpu" in found["mnist-worker-0"][0]
+    assert found["mnist-worker-0"] == (me.pinned(f"{REGISTRY}/trainer:2.21.0-gpu"), "IfNotPresent")
+    assert [image for image, _ in registry.asked] == [f"{REGISTRY}/trainer:2.21.0-gpu"]
+
+
+def test_a_set_pull_policy_keeps_the_tag_unresolved(dev_config):
+    registry = me.FakeRegistry()
+    config = me.set_flat(
+        me.set_flat(dev_config, "worker.imagePullPolicy", "Always"), "ps.imagePullPolicy", "Always"
+    )
+    found = pulls(me.run_program(config, registry=registry))
+    assert registry.asked == []
+    assert {policy for _, policy in found.values()} == {"Always"}
+    assert all("@" not in image for image, _ in found.values())
 
 
 def test_an_explicit_policy_wins_and_a_stale_tag_is_warned_about(dev_config, caplog):
@@ -87,7 +122,7 @@ def test_an_explicit_policy_wins_and_a_stale_tag_is_warned_about(dev_config, cap
     assert "`pulumi config rm ps.imagePullPolicy`" in caplog.text
 
 
-def test_no_warning_for_tags_pulled_always_or_digests(dev_config, caplog):
+def test_no_warning_for_digests_or_resolved_tags(dev_config, caplog):
     me.run_program(
         me.set_flat(
             {**dev_config, "tf-mnist:ps.image": DIGEST, "tf-mnist:tensorboard.image": BOARD_DIGEST},

@@ -8,6 +8,8 @@ import textwrap
 
 import mock_engine as me
 
+from infra.settings.key_values import ALINUX_PYTHON_IMAGE
+
 # Emulates pulumi-language-python-exec: run_path on the program directory from inside it,
 # with the repository root NOT importable, under mocks so no engine is needed.
 SCRIPT = textwrap.dedent("""
@@ -28,8 +30,11 @@ SCRIPT = textwrap.dedent("""
 
 def test_program_directory_runs_without_the_repo_on_sys_path(dev_config):
     infra = str(me.REPO / "infra")
+    # The entry point runs the program with its own registry lookup, which no stand-in reaches:
+    # the base image by digest leaves no tag to ask a registry about (infra/image_pins.py).
+    config = {**dev_config, "tf-mnist:baseImage": me.pinned(ALINUX_PYTHON_IMAGE)}
     script = SCRIPT.format(
-        repo=str(me.REPO), infra=infra, tests=str(me.REPO / "tests" / "infra"), config=dev_config
+        repo=str(me.REPO), infra=infra, tests=str(me.REPO / "tests" / "infra"), config=config
     )
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=infra, capture_output=True, text=True, timeout=120

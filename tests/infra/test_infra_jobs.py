@@ -271,9 +271,10 @@ def test_the_dev_stacks_run_id_is_pinned(dev_config):
     stack's run id changes when its templates do, and with it the run (every task Job replaced,
     a new run directory); so does a change of how they are hashed (field names, JSON form), on
     every user's next `pulumi up`. Update this pin only with a change meant to start new runs
-    (a template, the recipe's defaults, the images)."""
+    (a template, the recipe's defaults, the images). The templates hold the base image's
+    digest as the mock engine's FakeRegistry gives it (a real stack's is its registry's)."""
     run = me.run_program(dev_config)
-    assert run.outputs["runId"] == "5f87efeee257-b6990388-a2eb-987e-8838-1fcdfd2f86b5"
+    assert run.outputs["runId"] == "5f87efeee257-f8863e86-e7a5-a7c4-d26c-d550061599be"
 
 
 # --- the chief of synchronous GPU training ----------------------------------------------------
@@ -293,7 +294,7 @@ def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(de
     chief, worker = run.one(JOB, "mnist-chief-0"), run.one(JOB, "mnist-worker-0")
     for job in (chief, worker):
         container, pod = _container(job), _pod(job)
-        assert container["image"] == f"{REGISTRY}/trainer:2.21.0-gpu", job.name
+        assert container["image"] == me.pinned(f"{REGISTRY}/trainer:2.21.0-gpu"), job.name
         assert container["resources"]["limits"] == {
             "memory": "8Gi",
             "nvidia.com/gpu": "1",
@@ -312,7 +313,7 @@ def test_with_ps_0_and_gpu_workers_the_chief_trains_on_a_gpu_like_the_workers(de
     # chief.* then places only the staging Job (CPU, the CPU image).
     staging = run.one(JOB, "mnist-stage-data")
     assert _pod(staging)["nodeSelector"] == {"tf-mnist/pool": "cpu"}
-    assert _container(staging)["image"] == f"{REGISTRY}/trainer:2.21.0-cpu"
+    assert _container(staging)["image"] == me.pinned(f"{REGISTRY}/trainer:2.21.0-cpu")
 
 
 def test_the_gpu_pool_holds_the_gpu_chief_too(dev_config):
@@ -337,7 +338,7 @@ def test_otherwise_the_chief_stays_on_cpu(dev_config, changes):
     run = me.run_program({**dev_config, **{f"tf-mnist:{k}": v for k, v in changes.items()}})
     chief = run.one(JOB, "mnist-chief-0")
     container = _container(chief)
-    assert container["image"] == f"{REGISTRY}/trainer:2.21.0-cpu"
+    assert container["image"] == me.pinned(f"{REGISTRY}/trainer:2.21.0-cpu")
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
     assert container["resources"]["requests"] == {"cpu": "1", "memory": "2Gi", **me.EPHEMERAL_REQUEST}
     assert "tolerations" not in _pod(chief)

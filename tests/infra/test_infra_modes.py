@@ -152,7 +152,7 @@ def test_checks_pass_when_the_assertion_ran(dev_config, checks):
     def body():
         from infra import program
 
-        outputs = program.run()
+        outputs = program.run(lookup=me.FakeRegistry().lookup)
         return checks.on(
             outputs["clusterId"],
             "cluster id",

@@ -64,7 +64,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
         ]
     }
     (container,) = pod["containers"]
-    assert container["image"] == "registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu"
+    assert container["image"] == me.pinned("registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu")
     assert container["command"] == ["python", "/monitor/run_monitor.py"]
     assert {"name": "script", "configMap": {"name": NAME}} in pod["volumes"]
     assert {"name": "script", "mountPath": "/monitor", "readOnly": True} in container["volumeMounts"]

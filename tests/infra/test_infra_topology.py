@@ -171,13 +171,13 @@ def test_gpu_limits_and_tolerations_only_on_workers(topology):
             assert pod["tolerations"] == [
                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
             ]
-            assert container["image"] == GPU_IMAGE
+            assert container["image"] == me.pinned(GPU_IMAGE)
             assert "NVIDIA_VISIBLE_DEVICES" not in _env(container)
         else:
             assert "nvidia.com/gpu" not in limits, job.name
             assert "nvidia.com/gpu" not in container["resources"].get("requests", {}), job.name
             assert "tolerations" not in pod, job.name
-            assert container["image"] == CPU_IMAGE, job.name
+            assert container["image"] == me.pinned(CPU_IMAGE), job.name
             if job.name != "mnist-stage-data":
                 assert _env(container)["NVIDIA_VISIBLE_DEVICES"] == "void", job.name
                 assert _env(container)["CUDA_VISIBLE_DEVICES"] == "", job.name
@@ -383,7 +383,7 @@ def test_tensorboard(dev_config):
     run = me.run_program(dev_config)
     deployment = run.one("kubernetes:apps/v1:Deployment", "mnist-tensorboard")
     container = _container(deployment)
-    assert container["image"] == f"{REGISTRY}/tensorboard:2.21.0"
+    assert container["image"] == me.pinned(f"{REGISTRY}/tensorboard:2.21.0")
     # One TensorBoard over every run of the stack.
     assert (
         container["args"][:2]

@@ -27,6 +27,8 @@ import json
 
 import pytest
 
+from infra.settings import key_values
+
 from .cloud_layer import inputs_of
 from .conftest import REPO
 from .dev_stack import (
@@ -52,6 +54,10 @@ def _policy_pack(dev_project: PulumiProject) -> None:
 
 
 MODES = ["cloud", "cluster"]
+#: The region's base image by a made-up digest, for the targeted `pulumi up`s below: an up runs
+#: the whole program, which resolves a tag at its registry (infra/image_pins.py), and no
+#: registry is reachable here.
+OFFLINE_BASE_IMAGE = f"{key_values.ALINUX_PYTHON_IMAGE}@sha256:{'0' * 64}"
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -293,6 +299,7 @@ def test_a_kubeconfig_edit_that_keeps_the_cluster_replaces_nothing(
     one, pulumi-kubernetes replaces the provider, and every object with it, whenever the active
     cluster entry changes). A kubeconfig for another server does replace it."""
     configure(dev_project, toolchain, "cluster")
+    dev_project.set_config("tf-mnist:baseImage", OFFLINE_BASE_IMAGE)
     provider = "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s"
     dev_project.pulumi("up", "--yes", "--target", provider)
     edited = UNREACHABLE_KUBECONFIG.replace(
@@ -387,6 +394,7 @@ def test_a_volume_change_on_a_live_stack_makes_a_new_pair_first_and_deletes_the_
     then the old PV at the end (the API server would refuse the resize of a static claim, and a
     claim re-made under its old name would stay Pending on the Released old PV)."""
     configure(dev_project, toolchain, "cluster")
+    dev_project.set_config("tf-mnist:baseImage", OFFLINE_BASE_IMAGE)
     dev_project.pulumi(
         "up", "--yes", "--target", "urn:pulumi:dev::tf-mnist::pulumi:providers:kubernetes::mnist-k8s"
     )

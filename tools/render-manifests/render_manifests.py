@@ -67,7 +67,8 @@ CONFIGS: dict[str, dict[str, str | me.SecretConfig]] = {
         "data.source": "https://example.com/mnist/mnist.npz",
     },
     # kubeconfig mode on an NFS server, an intranet LoadBalancer, an existing pull Secret, the
-    # CPU trainer and TensorBoard images by digest (pulled IfNotPresent), the GPU one by tag.
+    # CPU trainer and TensorBoard images by digest (pulled IfNotPresent), the GPU one by tag
+    # (which `pulumi up` pins: the mock engine's FakeRegistry gives its digest).
     "existing-nfs": {
         **_EXISTING,
         "persistence.volume.type": "nfs",
