@@ -273,7 +273,7 @@ def test_the_dev_stacks_run_id_is_pinned(dev_config):
     every user's next `pulumi up`. Update this pin only with a change meant to start new runs
     (a template, the recipe's defaults, the images)."""
     run = me.run_program(dev_config)
-    assert run.outputs["runId"] == "5f87efeee257-b6990388-a2eb-987e-8838-1fcdfd2f86b5"
+    assert run.outputs["runId"] == "5f87efeee257-656ad71d-2ff0-c379-bf8a-f9b14bd72bc8"
 
 
 # --- the chief of synchronous GPU training ----------------------------------------------------
