@@ -1,5 +1,6 @@
-"""``python -m trainer.stage --dest DIR [--source DIR_OR_URL]``: put verified MNIST files
-in place (the stack's data step, run as a Job before training).
+"""``python -m trainer.stage --dest DIR [--source DIR_OR_URL] [--run_dir RUN_DIR]``: put verified
+MNIST files in place (the stack's data step, run as a Job before training), then make the run's
+directory that the task pods mount (``make_run_dir``).
 
 Every file is checked against a known SHA-256 before it gets its final name (an IDX file
 by the SHA-256 of its decompressed bytes, trainer.data.KNOWN_IDX_SHA256, so the upstream
@@ -90,14 +91,14 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def not_writable_message(dest: Path, blocking: Path, hint: str = "") -> str:
-    """Why ``dest`` cannot be staged into: ``blocking`` (dest or its nearest existing ancestor)
-    with its owner and mode, and this process's uid and gid; then ``hint`` (where the volume
-    lives and how to fix it: the stack passes it, trainer.stage knows neither)."""
+def not_writable_message(dest: Path, blocking: Path, hint: str = "", flag: str = "--dest") -> str:
+    """Why ``dest`` (given as ``flag``) cannot be staged into: ``blocking`` (dest or its nearest
+    existing ancestor) with its owner and mode, and this process's uid and gid; then ``hint``
+    (where the volume lives and how to fix it: the stack passes it, trainer.stage knows neither)."""
     info = blocking.stat()
     what = "cannot write there" if blocking == dest else "cannot create it"
     return (
-        f"--dest {dest}: {what}: {blocking} belongs to uid {info.st_uid}, gid {info.st_gid}, mode "
+        f"{flag} {dest}: {what}: {blocking} belongs to uid {info.st_uid}, gid {info.st_gid}, mode "
         f"{stat.S_IMODE(info.st_mode):04o} ({stat.filemode(info.st_mode)}), and this process runs as uid "
         f"{os.getuid()}, gid {os.getgid()}, which may not create files in it." + (f" {hint}" if hint else "")
     )
@@ -232,8 +233,9 @@ def _one_source(source: str | Sequence[str]) -> tuple[str, dict[str, str]]:
     return ", ".join(urls.values()), urls
 
 
-def _make_dest(dest: Path, hint: str = "") -> None:
-    """Create ``dest`` (and its parents) and make sure this process can write in it.
+def _make_dest(dest: Path, hint: str = "", flag: str = "--dest") -> None:
+    """Create ``dest`` (given as ``flag``; and its parents) and make sure this process can write
+    in it.
 
     Raises:
         VolumeNotWritable: a directory on the way, or ``dest`` itself, is not writable by
@@ -241,18 +243,27 @@ def _make_dest(dest: Path, hint: str = "") -> None:
         StageError: ``dest`` is not a directory, or another error creating it.
     """
     if dest.exists() and not dest.is_dir():
-        raise StageError(f"--dest {dest}: not a directory")
+        raise StageError(f"{flag} {dest}: not a directory")
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except PermissionError:
-        raise VolumeNotWritable(not_writable_message(dest, _nearest_existing(dest), hint)) from None
+        raise VolumeNotWritable(not_writable_message(dest, _nearest_existing(dest), hint, flag)) from None
     except OSError as err:
         if is_no_space(err):
             raise
-        raise StageError(f"--dest {dest}: cannot create the directory: {err.strerror or err}") from None
+        raise StageError(f"{flag} {dest}: cannot create the directory: {err.strerror or err}") from None
     # The staging files are made in dest itself: fail here, before anything is fetched.
     if not os.access(dest, os.W_OK | os.X_OK):
-        raise VolumeNotWritable(not_writable_message(dest, dest, hint))
+        raise VolumeNotWritable(not_writable_message(dest, dest, hint, flag))
+
+
+def make_run_dir(run_dir: str | Path, hint: str = "") -> None:
+    """Create the run directory ``run_dir`` as this process's uid, the pods': the task pods mount
+    it alone, by subPath (docs/design.md, "What a task pod may write"), and the kubelet would
+    make a missing subPath as root, which they could not write (a volume of mode 0755), or not
+    at all (root squashed). Raises as ``_make_dest``, or VolumeFull."""
+    with full_is_permanent(run_dir, f"making {run_dir}", flag="--run_dir"):
+        _make_dest(Path(run_dir), hint, flag="--run_dir")
 
 
 def stage(
@@ -440,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         help="accept checksums not in the known list if the files pass the trainer's data checks",
     )
     parser.add_argument(
+        "--run_dir",
+        help="also make this directory (the run's, which the task pods mount alone) once the "
+        "data is in place, as this uid",
+    )
+    parser.add_argument(
         "--volume_hint",
         default="",
         help="text that ends the error when DIR cannot be written: where the "
@@ -462,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
             log=lambda line: print(printable(hide_url_secrets(line))),
             volume_hint=args.volume_hint,
         )
+        if args.run_dir:
+            make_run_dir(args.run_dir, args.volume_hint)
     except VolumeNotWritable as err:
         # One line, the pod's last: its termination message (FallbackToLogsOnError).
         print(f"error: {printable(hide_url_secrets(str(err)))}", file=sys.stderr)
@@ -472,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     except (StageError, DataError, OSError) as err:
         print(f"error: {printable(hide_url_secrets(str(err)))}", file=sys.stderr)
         return 1
-    print(f"staged in {args.dest}")
+    print(f"staged in {args.dest}" + (f"; run directory {args.run_dir}" if args.run_dir else ""))
     return 0
 
 

@@ -3,6 +3,7 @@ the "restricted" security context."""
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pulumi_kubernetes as k8s
@@ -108,6 +109,29 @@ def resources(requests: dict[str, str], limits: dict[str, str]) -> k8s.core.v1.R
     return k8s.core.v1.ResourceRequirementsArgs(
         requests={**requests, "ephemeral-storage": EPHEMERAL_STORAGE_REQUEST},
         limits={**limits, "ephemeral-storage": EPHEMERAL_STORAGE_LIMIT},
+    )
+
+
+def volume_dir_mount(
+    volume: str, mount_path: str, directory: str, read_only: bool
+) -> k8s.core.v1.VolumeMountArgs:
+    """One directory of the shared volume alone: ``directory`` (an absolute path under the
+    volume's ``mount_path``) mounted by subPath at that same path, so that every path the
+    trainer prints is the one on the volume, and nothing else of the volume is in the
+    container (docs/design.md, "What a task pod may write").
+
+    The directory must exist before the pod starts: the kubelet would make a missing one as
+    root, with the mode of the volume's root (the staging Job makes the run's directory first,
+    trainer.stage make_run_dir; the data and package folders exist by then).
+
+    Raises:
+        ValueError: ``directory`` is not under ``mount_path``, or is it.
+    """
+    root, path = PurePosixPath(mount_path), PurePosixPath(directory)
+    if path == root or not path.is_relative_to(root) or ".." in path.parts:
+        raise ValueError(f"{directory}: not a directory under the volume's mount path {mount_path}")
+    return k8s.core.v1.VolumeMountArgs(
+        name=volume, mount_path=directory, sub_path=str(path.relative_to(root)), read_only=read_only or None
     )
 
 

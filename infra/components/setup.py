@@ -31,6 +31,7 @@ import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -103,12 +104,15 @@ class Runtime:
         package_dirs: package set -> its packages' folder on the volume (PYTHONPATH).
         sample_dir: where the setup Job joins the sample on the volume; None when data.source
             is set (nothing to join: staging fetches the source).
+        mount_path: where the pods mount the volume (mountPath): a trainer set's package folder
+            is mounted alone, read-only, at its path under it (``mounts``).
     """
 
     code_map: str
     code_paths: tuple[str, ...]
     package_dirs: Mapping[str, str]
     sample_dir: str | None
+    mount_path: str
 
     def env(self, packages: str | None) -> list[k8s.core.v1.EnvVarArgs]:
         """PYTHONPATH (CODE_DIR for the trainer's sets, then the set's folder); none for an
@@ -142,10 +146,17 @@ class Runtime:
         return [self.code_volume()] if packages in TRAINER_SETS else []
 
     def mounts(self, packages: str | None) -> list[k8s.core.v1.VolumeMountArgs]:
-        """The code volume at CODE_DIR, read-only, for the trainer's sets; nothing otherwise."""
+        """For the trainer's sets: the code volume at CODE_DIR and the set's package folder on
+        the shared volume (DATA_VOLUME, by subPath, at its own path), both read-only; nothing
+        otherwise. The folder exists before any such pod starts: the setup Job, which they all
+        wait for, renamed it into place."""
         if packages not in TRAINER_SETS:
             return []
-        return [k8s.core.v1.VolumeMountArgs(name=CODE_VOLUME, mount_path=CODE_DIR, read_only=True)]
+        folder = str(PurePosixPath(self.package_dirs[packages]).parent)
+        return [
+            k8s.core.v1.VolumeMountArgs(name=CODE_VOLUME, mount_path=CODE_DIR, read_only=True),
+            pods.volume_dir_mount(DATA_VOLUME, self.mount_path, folder, read_only=True),
+        ]
 
 
 def runtime(prefix: str, mount_path: str, settings: RuntimeSettings, sample: bool) -> Runtime | None:
@@ -161,6 +172,7 @@ def runtime(prefix: str, mount_path: str, settings: RuntimeSettings, sample: boo
         code_paths=tuple(bundle.code_files()),
         package_dirs={s: bundle.package_path(packages_dir(mount_path), s) for s in settings.package_sets},
         sample_dir=f"{mount_path}/sample/{bundle.sample_hash()}" if sample else None,
+        mount_path=mount_path,
     )
 
 

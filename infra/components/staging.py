@@ -90,19 +90,25 @@ def source_secret_name(name: str) -> str:
 
 
 def stage_command(
-    data_dir: str, source: str | tuple[str, ...] | None, volume_hint: str = "", from_secret: bool = False
+    data_dir: str,
+    source: str | tuple[str, ...] | None,
+    volume_hint: str = "",
+    from_secret: bool = False,
+    run_dir: str | None = None,
 ) -> list[str]:
     """The staging Job's command: ``python -m trainer.stage --dest DIR``, with one ``--source``
     per URL of a list, the one source, or none (the sample in the image), or, ``from_secret``,
-    ``--sources_env DATA_SOURCES`` instead of them; and ``--volume_hint`` when given (the end of
-    its error on a volume it cannot write)."""
+    ``--sources_env DATA_SOURCES`` instead of them; ``--volume_hint`` when given (the end of
+    its error on a volume it cannot write); last ``--run_dir RUN_DIR`` when given (the run
+    directory it makes for the task pods, which mount it alone: trainer.stage make_run_dir)."""
     sources = (
         ["--sources_env", SOURCES_ENV]
         if from_secret
         else [a for s in source_list(source) for a in ("--source", s)]
     )
+    run = ["--run_dir", run_dir] if run_dir else []
     hint = ["--volume_hint", volume_hint] if volume_hint else []
-    return ["python", "-m", "trainer.stage", "--dest", data_dir, *sources, *hint]
+    return ["python", "-m", "trainer.stage", "--dest", data_dir, *sources, *hint, *run]
 
 
 def source_secret(

@@ -1,6 +1,6 @@
 """What the task Jobs of a run share, apart from the component that creates them: the
-trainer's flags of every task (``trainer_args``), how a Job treats a failed pod
-(``pod_failure_policy``), and the hash of the pod templates that decides when `pulumi up`
+trainer's flags of every task (``trainer_args``), what they see of the shared volume
+(``task_mounts``), how a Job treats a failed pod (``pod_failure_policy``), and the hash of the pod templates that decides when `pulumi up`
 replaces the Jobs, and so starts a new run (``templates_hash``; infra/components/training.py
 says why).
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import staging
+from infra.components import pods, staging
 from infra.settings import TrainingSettings
 from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
@@ -62,6 +62,22 @@ def trainer_args(
         str(training.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]
+
+
+def task_mounts(
+    volume: str, mount_path: str, data_dir: str, log_dir: str
+) -> list[k8s.core.v1.VolumeMountArgs]:
+    """What a task sees of the shared volume ``volume`` (mounted at ``mount_path`` elsewhere):
+    ``data_dir`` read-only and ``log_dir``, its run's directory, read-write, each alone (by
+    subPath, at its own path: ``pods.volume_dir_mount``), and nothing else. So a task, whose
+    gRPC port runs what its peers send, cannot change the data, another run's checkpoints or
+    export, or the package folders (docs/design.md, "What a task pod may write"). Both exist
+    before any task starts: the staging Job, which every task Job waits for, stages the data
+    and makes the run's directory (``--run_dir``)."""
+    return [
+        pods.volume_dir_mount(volume, mount_path, data_dir, read_only=True),
+        pods.volume_dir_mount(volume, mount_path, log_dir, read_only=False),
+    ]
 
 
 def templates_hash(templates: dict[str, k8s.core.v1.PodTemplateSpecArgs], fixed: dict | None = None) -> str:

@@ -15,18 +15,21 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import chief_await, pods, staging
 from infra.components.labels import recommended_labels, task_selector
-from infra.components.setup import Runtime
+from infra.components.setup import DATA_VOLUME, Runtime
 from infra.components.task_jobs import (
     CONTAINER_NAME,
     POD_REPLACEMENT_POLICY,
     pod_failure_policy,
+    task_mounts,
     templates_hash,
     trainer_args,
 )
 from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 
-VOLUME_NAME = "data"
+#: The shared volume in every pod (the same name as in the setup Job's, whose Runtime mounts
+#: the package folders from it).
+VOLUME_NAME = DATA_VOLUME
 #: Pulumi's await annotations (pulumi-kubernetes): skip the wait, or bound it.
 SKIP_AWAIT = "pulumi.com/skipAwait"
 #: Custom await (pulumi-kubernetes 4.x): the object is ready when the JSONPath matches.
@@ -306,8 +309,13 @@ class TrainingJob(pulumi.ComponentResource):
             name=STAGE_CONTAINER,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
+            # It also makes the run's directory, which the task pods then mount alone.
             command=staging.stage_command(
-                args.data_dir, training.data_source or sample, args.volume_hint, from_secret=from_secret
+                args.data_dir,
+                training.data_source or sample,
+                args.volume_hint,
+                from_secret=from_secret,
+                run_dir=args.log_dir,
             ),
             # The stager's last line on failure is its error: the message
             # the pod's status, and so `pulumi up`, shows.
@@ -481,7 +489,11 @@ class TrainingJob(pulumi.ComponentResource):
                         k8s.core.v1.ContainerPortArgs(name="grpc", container_port=task.port, protocol="TCP")
                     ],
                     resources=pods.resources({"cpu": task.cpu, "memory": task.memory}, limits),
-                    volume_mounts=[self._volume_mount(), pods.scratch_mount(), *runtime_mounts],
+                    volume_mounts=[
+                        *task_mounts(VOLUME_NAME, args.mount_path, args.data_dir, args.log_dir),
+                        pods.scratch_mount(),
+                        *runtime_mounts,
+                    ],
                 )
             ],
             volumes=[self._volume(), pods.scratch_volume(), *runtime_volumes],

@@ -400,13 +400,14 @@ def test_a_changed_learning_rate_is_a_second_run_that_tensorboard_and_status_lis
 def test_the_export_gives_result_json_accuracy_in_a_process_without_the_trainer(
     stack, tmp_path: Path
 ) -> None:
-    # The export copied off the volume, and trainer/evaluate.py copied alone into an empty
-    # directory, run there in isolated mode (-I: no PYTHONPATH, no script or working directory
-    # on sys.path): the process has no way to import the trainer, and -X importtime, which
-    # names every module imported, shows it did not.
+    # The export and its record (result.json) copied off the volume, and trainer/evaluate.py
+    # copied alone into an empty directory, run there in isolated mode (-I: no PYTHONPATH, no
+    # script or working directory on sys.path): the process has no way to import the trainer,
+    # and -X importtime, which names every module imported, shows it did not.
     project, volume = stack
-    export = tmp_path / "export"
+    export = tmp_path / "run" / "export"
     shutil.copytree(runs["first"] / "export", export)
+    shutil.copy2(runs["first"] / "result.json", tmp_path / "run" / "result.json")
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy2(REPO / "trainer" / "evaluate.py", alone / "evaluate.py")

@@ -274,7 +274,7 @@ def test_the_dev_stacks_run_id_is_pinned(dev_config):
     (a template, the recipe's defaults, the images). The templates hold the base image's
     digest as the mock engine's FakeRegistry gives it (a real stack's is its registry's)."""
     run = me.run_program(dev_config)
-    assert run.outputs["runId"] == "5f87efeee257-f8863e86-e7a5-a7c4-d26c-d550061599be"
+    assert run.outputs["runId"] == "5f87efeee257-50c2f5f7-b2ce-ead2-073a-af2dcd35f43f"
 
 
 # --- the chief of synchronous GPU training ----------------------------------------------------

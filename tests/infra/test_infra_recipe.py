@@ -243,7 +243,7 @@ def test_a_new_data_source_stages_into_a_new_directory(dev_config):
     assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", default.outputs["dataDir"])
     assert changed.outputs["dataDir"] != default.outputs["dataDir"]
     staging = changed.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert staging["command"][:-2] == [
+    assert staging["command"][:-4] == [
         "python",
         "-m",
         "trainer.stage",
@@ -252,6 +252,8 @@ def test_a_new_data_source_stages_into_a_new_directory(dev_config):
         "--source",
         url,
     ]
+    # Then the volume hint, and the run directory staging makes for the tasks.
+    assert staging["command"][-2:] == ["--run_dir", changed.outputs["runDir"]]
 
 
 def test_a_url_list_is_one_source_flag_per_file(dev_config):
@@ -259,8 +261,8 @@ def test_a_url_list_is_one_source_flag_per_file(dev_config):
     run = me.run_program(me.set_flat(dev_config, "data.source", '["' + '","'.join(urls) + '"]'))
     assert run.error is None, run.error
     staging = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert staging["command"][5:-2] == [a for url in urls for a in ("--source", url)]
-    assert staging["command"][-2] == "--volume_hint"
+    assert staging["command"][5:-4] == [a for url in urls for a in ("--source", url)]
+    assert staging["command"][-4] == "--volume_hint"
 
 
 def test_a_structured_url_list_is_accepted():

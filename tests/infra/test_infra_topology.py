@@ -188,10 +188,6 @@ def test_trainer_and_staging_commands(topology):
     claim = run.one(PVC, "mnist-data").inputs["metadata"]["name"]
     for job in _training_jobs(run):
         container = _container(job)
-        assert container["volumeMounts"] == [
-            {"name": "data", "mountPath": "/data"},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ]
         assert job.inputs["spec"]["template"]["spec"]["volumes"] == [
             {"name": "data", "persistentVolumeClaim": {"claimName": claim}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}},
@@ -199,16 +195,32 @@ def test_trainer_and_staging_commands(topology):
         data_dir = run.outputs["dataDir"]
         assert re.fullmatch(r"/data/mnist/[0-9a-f]{12}", data_dir)
         if job.name == "mnist-stage-data":
-            # Then where the volume lives and how to fix it (tests/infra/test_infra_volume_ownership.py).
-            assert container["command"][:-1] == [
-                "python",
-                "-m",
-                "trainer.stage",
-                "--dest",
-                data_dir,
-                "--volume_hint",
+            # Staging mounts the volume's root: it makes the data and run directories
+            # (tests/infra/test_infra_volume_scope.py).
+            assert container["volumeMounts"] == [
+                {"name": "data", "mountPath": "/data"},
+                {"name": "tmp", "mountPath": "/tmp"},
             ]
+            # Then where the volume lives and how to fix it (tests/infra/test_infra_volume_ownership.py),
+            # and the run directory it makes.
+            command = container["command"]
+            assert command[:-3] == ["python", "-m", "trainer.stage", "--dest", data_dir, "--volume_hint"]
+            assert command[-2:] == ["--run_dir", run.outputs["runDir"]]
             continue
+        assert container["volumeMounts"] == [
+            {
+                "name": "data",
+                "mountPath": data_dir,
+                "subPath": data_dir.removeprefix("/data/"),
+                "readOnly": True,
+            },
+            {
+                "name": "data",
+                "mountPath": run.outputs["runDir"],
+                "subPath": run.outputs["runDir"][len("/data/") :],
+            },
+            {"name": "tmp", "mountPath": "/tmp"},
+        ]
         assert container["command"] == ["python", "-m", "trainer"]
         assert re.fullmatch(r"/data/runs/dev-tf-mnist-mnist/[0-9a-f]{12}", run.outputs["runDir"])
         # The dev stack sets no hyperparams: the program's recipe defaults.
@@ -406,7 +418,7 @@ def test_staging_source_comes_from_data_source(dev_config):
     run = me.run_program({**dev_config, "tf-mnist:data.source": url})
     assert run.error is None, run.error
     container = run.one(JOB, "mnist-stage-data").inputs["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][:-2] == [
+    assert container["command"][:-4] == [
         "python",
         "-m",
         "trainer.stage",

@@ -93,7 +93,16 @@ def test_result_json_names_the_export_and_the_chief_says_where(run):
     assert (result["saved_model"], result["keras_model"]) == ("export/1", "export/1/model.keras")
     assert (log_dir / "export" / "1" / "saved_model.pb").is_file()
     assert (log_dir / "export" / "1" / "model.keras").is_file()
+    files = result["saved_model_files"]
+    assert {"saved_model.pb", "model.keras", "variables/variables.index"} <= files.keys(), files
     assert f"[chief-0] Exported model: SavedModel {log_dir / 'export' / '1'} " in output
+    assert f" (sha256 {_chief_digest(output)} of its {len(files)} files; " in output
+
+
+def _chief_digest(output: str) -> str:
+    """The tree digest in the chief's "Exported model" line."""
+    line = next(line for line in output.splitlines() if line.startswith("[chief-0] Exported model: "))
+    return line.split(" (sha256 ", 1)[1].split()[0]
 
 
 def test_result_json_times_the_build_apart_from_the_epochs(run):
@@ -121,24 +130,30 @@ def test_evaluate_prints_result_json_s_accuracy_without_importing_the_trainer(ru
     accuracy, correct, total = _accuracy_lines(proc.stdout)
     assert total == 2000  # the sample's test set
     assert accuracy == result["test_accuracy"], (proc.stdout, result)
+    assert proc.stdout.splitlines()[2].startswith(
+        f"Verified: {len(result['saved_model_files'])} files of {log_dir / 'export' / '1'} by "
+        f"{log_dir / 'result.json'}, sha256 "
+    ), proc.stdout
     imported = json.loads(proc.stdout.splitlines()[-1].removeprefix("TRAINER_MODULES "))
     # The package's own __init__ runs first: it only picks TensorFlow's kernels (cpu_kernels).
     assert set(imported) <= {"trainer", "trainer.cpu_kernels", "trainer.evaluate"}, imported
     print(f"result.json {result['test_accuracy']!r}; evaluate {accuracy!r} ({correct} of {total})")
 
 
-def test_a_copy_of_evaluate_outside_the_repository_gives_the_same(run, tmp_path):
-    log_dir, _ = run
+def test_a_copy_of_evaluate_outside_the_repository_checks_a_copied_export_by_the_chief_s_digest(
+    run, tmp_path
+):
+    """The version directory alone, copied off its run (no result.json beside it), checked
+    against the digest of the chief's "Exported model" line, by a copy of evaluate.py."""
+    log_dir, output = run
     script = shutil.copy(REPO / "trainer" / "evaluate.py", tmp_path / "evaluate_copy.py")
+    copy = shutil.copytree(log_dir / "export" / "1", tmp_path / "model")
+    command = [sys.executable, "-I", str(script), str(copy), "--data_dir", str(BUNDLED_DATA_DIR)]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert f"refused: {copy}: not in a run's export directory" in refused.stderr
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            str(script),
-            str(log_dir / "export" / "1"),
-            "--data_dir",
-            str(BUNDLED_DATA_DIR),
-        ],
+        [*command, "--sha256", _chief_digest(output)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -146,6 +161,42 @@ def test_a_copy_of_evaluate_outside_the_repository_gives_the_same(run, tmp_path)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _accuracy_lines(proc.stdout)[0] == progress.read_result(log_dir)["test_accuracy"]
+    assert proc.stdout.splitlines()[2].endswith(f"by --sha256 {_chief_digest(output)}"), proc.stdout
+
+
+def test_a_planted_version_is_not_loaded_and_a_changed_file_is_refused(run, tmp_path):
+    """On a copy of the run: a higher version planted beside the export is never picked (the
+    run's record names export/1) and, named, is refused; a changed weight file is refused with
+    its name and the digest the record expects, before TensorFlow is imported."""
+    log_dir, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(log_dir / "export", copy / "export")
+    shutil.copy(log_dir / "result.json", copy / "result.json")
+    planted = shutil.copytree(copy / "export" / "1", copy / "export" / "2")
+
+    def evaluate(target: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "trainer.evaluate", str(target), "--data_dir", str(BUNDLED_DATA_DIR)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    picked = evaluate(copy / "export")
+    assert picked.returncode == 0, picked.stderr[-3000:]
+    assert picked.stdout.splitlines()[1].endswith(f" by {copy / 'export' / '1'}"), picked.stdout
+    named = evaluate(planted)
+    assert named.returncode == 3, named.stdout + named.stderr
+    assert f"refused: {planted}: not the run's export: {copy / 'result.json'} names export/1" in named.stderr
+    data = next((copy / "export" / "1" / "variables").glob("variables.data-*"))
+    expected = progress.read_result(log_dir)["saved_model_files"][f"variables/{data.name}"]
+    data.write_bytes(bytes(len(data.read_bytes())))
+    changed = evaluate(copy)
+    assert changed.returncode == 3, changed.stdout + changed.stderr
+    assert changed.stderr.startswith(f"refused: {data}: sha256 "), changed.stderr
+    assert f"but {copy / 'result.json'} records {expected}: changed since" in changed.stderr
+    assert "Test-Accuracy" not in changed.stdout
 
 
 def test_events_are_in_train_and_validation_with_keras_tags(run):
@@ -203,12 +254,19 @@ def test_a_finished_run_without_its_export_exports_it_and_names_it(run):
     log_dir, _ = run
     result = progress.read_result(log_dir)
     shutil.rmtree(log_dir / "export")
-    older = {k: v for k, v in result.items() if k not in ("saved_model", "keras_model")}
+    older = {k: v for k, v in result.items() if k not in ("saved_model", "keras_model", "saved_model_files")}
     (log_dir / "result.json").write_text(json.dumps(older))  # as an earlier trainer wrote it
     output = launch(log_dir)
     assert "[chief-0] Run already finished: checkpoint " in output
     assert (log_dir / "export" / "1" / "saved_model.pb").is_file()
-    assert progress.read_result(log_dir) == result  # the same weights: the same result
+    again = progress.read_result(log_dir)
+    # The same weights: the same result, now with the digests of the files this chief wrote.
+    assert {k: v for k, v in again.items() if k != "saved_model_files"} == {
+        k: v for k, v in result.items() if k != "saved_model_files"
+    }
+    from trainer.training.export import file_digests
+
+    assert again["saved_model_files"] == file_digests(log_dir / "export" / "1")
 
 
 def test_report_and_tensorboard_over_a_directory_of_two_runs(run, tmp_path):

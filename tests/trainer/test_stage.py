@@ -455,3 +455,30 @@ def test_the_command_exits_6_with_the_message_as_its_last_line(tmp_path, monkeyp
     assert err.startswith(f"error: --dest {volume}/mnist: cannot create it: {volume} belongs to uid "), err
     assert err.endswith("which may not create files in it. The volume is hostPath.path /x.\n"), err
     assert err.count("\n") == 1, err
+
+
+def test_the_run_directory_is_made_once_the_data_is_in_place_and_named_when_it_cannot_be(
+    tmp_path, monkeypatch, capsys
+):
+    # The stack's task pods mount the run directory alone (by subPath): staging makes it first.
+    volume = tmp_path / "volume"
+    run_dir = volume / "runs" / "dev-ns-mnist" / "0123456789ab"
+    missing = ["--source", str(tmp_path / "nothing")]
+    assert stage_main(["--dest", str(volume / "mnist"), *missing, "--run_dir", str(run_dir)]) == 1
+    assert not run_dir.exists()  # a run that cannot start leaves no directory
+    assert stage_main(["--dest", str(volume / "mnist"), "--run_dir", str(run_dir)]) == 0
+    assert run_dir.is_dir() and capsys.readouterr().out.endswith(f"; run directory {run_dir}\n")
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if "other" in self.parts:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    other = volume / "runs" / "other" / "key"
+    assert stage_main(["--dest", str(volume / "mnist"), "--run_dir", str(other)]) == EXIT_VOLUME_NOT_WRITABLE
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --run_dir {other}: cannot create it: {volume / 'runs'} belongs to uid "), (
+        err
+    )

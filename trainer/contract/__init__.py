@@ -35,5 +35,7 @@ What infra/ relies on without importing it:
   (``progress.TENSORBOARD_SUBDIRS``; a TensorBoard on ``--log_dir`` or on a directory of
   runs shows them), and the exported model under ``export/<epochs>/``
   (``progress.EXPORT_SUBDIR``, TF Serving's model base path; result.json's ``saved_model``
-  names the version).
+  names the version and ``saved_model_files`` the SHA-256 of each of its files, which
+  ``python -m trainer.evaluate`` checks before it loads it). The stack's task pods mount
+  ``--log_dir`` and ``--data_dir`` alone (``--data_dir`` read-only), at those paths.
 """

@@ -203,6 +203,11 @@ class Result:
     #: ``export/<epochs>/model.keras``); empty when there is none.
     saved_model: str = ""
     keras_model: str = ""
+    #: The export's record: each file of ``saved_model`` (path relative to it) -> the SHA-256
+    #: of its bytes, as the chief that wrote the export digested them; empty when that chief
+    #: did not write it (trainer/training/export.py). ``python -m trainer.evaluate`` loads the
+    #: export only when its files are exactly these.
+    saved_model_files: dict[str, str] = field(default_factory=dict)
 
 
 def write_result(log_dir: str | Path, result: Result) -> Path:

@@ -21,6 +21,14 @@ sharing a --log_dir, or a Job's replacement pod started while the old one still 
 another node) and is left alone: a leftover costs one model's size on the volume, while
 removing a live one would fail that run's rename.
 
+Its record: ``export_model`` returns the SHA-256 of every file of the version directory, which
+the chief writes into result.json beside the export's path (``saved_model_files``); the tree
+digest of those (``tree_digest``) is what its "Exported model" line prints. ``python -m
+trainer.evaluate`` loads only the version result.json names, and only once its files match
+(docs/design.md, "What a task pod may write"). Both compute the digests the same way, each with
+its own code (the evaluator imports nothing from the trainer); tests/trainer/test_export.py holds
+them together.
+
 Input scale: float32 pixels in [0, 1] (the uint8 value / 255), as the trainer's input
 pipeline feeds the network (trainer.data.make_dataset_fn); raw 0-255 values would be
 predicted badly without any error.
@@ -38,11 +46,12 @@ Keras' built-in layers, so ``keras.saving.load_model`` reads it without this tra
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer.contract.progress import EXPORT_SUBDIR, KERAS_MODEL_FILE
@@ -54,10 +63,14 @@ PIXELS = ROWS * COLS
 @dataclass(frozen=True)
 class Export:
     """Where a run's export is, relative to its --log_dir: ``saved_model``
-    (``export/<version>``, the SavedModel's directory) and ``keras_model`` (its .keras file)."""
+    (``export/<version>``, the SavedModel's directory) and ``keras_model`` (its .keras file);
+    ``saved_model_files``: each file of that directory (relative path, ``/``-separated) ->
+    the SHA-256 of its bytes (64 hex digits), as written by this process; empty when the
+    version was there already (written by another process, which this one cannot vouch for)."""
 
     saved_model: str
     keras_model: str
+    saved_model_files: dict[str, str] = field(default_factory=dict)
 
 
 def export_paths(version: int) -> Export:
@@ -105,6 +118,8 @@ def export_model(model, log_dir: str | Path, version: int) -> Export:
     try:
         write_saved_model(model, tmp)
         serving_model(model).save(tmp / KERAS_MODEL_FILE)
+        # Digested before the rename: what this process wrote, not what the name holds later.
+        files = file_digests(tmp)
         os.rename(tmp, final)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -116,7 +131,34 @@ def export_model(model, log_dir: str | Path, version: int) -> Export:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return paths
+    return Export(paths.saved_model, paths.keras_model, files)
+
+
+def file_digests(directory: Path) -> dict[str, str]:
+    """Every regular file under ``directory`` (relative path, ``/``-separated) -> the SHA-256 of
+    its bytes (64 hex digits), sorted by path.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    digests = {}
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            digests[path.relative_to(directory).as_posix()] = digest.hexdigest()
+    return dict(sorted(digests.items()))
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    """One SHA-256 for a directory's ``file_digests``: that of the lines ``<sha256>  <path>``,
+    sorted by path, each ending in a newline (``sha256sum``'s output for them), so that
+    ``cd export/<version> && find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs sha256sum |
+    sha256sum`` gives it too."""
+    text = "".join(f"{digest}  {path}\n" for path, digest in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 #: A temporary export directory's name: version, boot id, pid namespace inode, pid.

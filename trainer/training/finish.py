@@ -15,7 +15,7 @@ from trainer import data as data_mod
 from trainer.contract import progress
 from trainer.servers import ClusterFiles
 from trainer.training.evaluation import evaluate
-from trainer.training.export import Export, export_model
+from trainer.training.export import Export, export_model, tree_digest
 from trainer.training.loop import Outcome, TrainingLoop
 from trainer.training.storage import full_is_permanent
 
@@ -80,6 +80,7 @@ def finish_trained(
         global_step=int(loop.state.global_step.numpy()),
         saved_model=exported.saved_model,
         keras_model=exported.keras_model,
+        saved_model_files=exported.saved_model_files,
     )
     write_result(args, result)
     for line in progress.final_lines(test_accuracy, total_time, outcome.last_cost):
@@ -105,23 +106,23 @@ def finish_already_done(
         "epochs; not training again",
         flush=True,
     )
-    exported = export(args, model, done_epochs)
     previous = progress.read_result(args.log_dir)
+    exported = export(args, model, done_epochs, previous)
     fields = {f.name for f in dataclasses.fields(progress.Result)}
-    newer = {"saved_model", "keras_model", "build_time_s"}  # fields older trainers lack
+    # fields older trainers lack
+    newer = {"saved_model", "keras_model", "build_time_s", "saved_model_files"}
+    record = dataclasses.asdict(exported)
     if (
         previous
         and fields - newer <= previous.keys()
-        and (previous.get("saved_model"), previous.get("keras_model"))
-        != (exported.saved_model, exported.keras_model)
+        and any(previous.get(k) != v for k, v in record.items())
     ):
         # A result written before the export was (a chief stopped in between, or an older
-        # trainer): the same weights, so the same result, now naming its export.
+        # trainer): the same weights, so the same result, now naming its export and, when
+        # this chief wrote it, its files' digests.
         write_result(
             args,
-            progress.Result(
-                **{**{k: v for k, v in previous.items() if k in fields}, **dataclasses.asdict(exported)}
-            ),
+            progress.Result(**{**{k: v for k, v in previous.items() if k in fields}, **record}),
         )
     if previous:
         accuracy, total, cost = (previous["test_accuracy"], previous["total_time_s"], previous["final_cost"])
@@ -134,9 +135,14 @@ def finish_already_done(
     mark_done(args, files)
 
 
-def export(args: argparse.Namespace, model, epochs: int) -> Export:
+def export(args: argparse.Namespace, model, epochs: int, previous: dict | None = None) -> Export:
     """Export ``model`` (holding the weights after ``epochs`` epochs) under --log_dir as
-    version ``epochs`` (trainer/training/export.py) and say where; return its paths.
+    version ``epochs`` (trainer/training/export.py) and say where, with the tree digest of its
+    files; return its paths and digests.
+
+    A version that was there already keeps the digests ``previous`` (result.json) recorded for
+    it, if any: this chief did not write it, and digesting it now would vouch for whatever the
+    directory holds by then.
 
     Raises:
         trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
@@ -144,9 +150,19 @@ def export(args: argparse.Namespace, model, epochs: int) -> Export:
     version_dir = Path(args.log_dir) / progress.EXPORT_SUBDIR / str(epochs)
     with full_is_permanent(args.log_dir, f"writing the export {version_dir}"):
         exported = export_model(model, args.log_dir, epochs)
+    if not exported.saved_model_files and previous and previous.get("saved_model") == exported.saved_model:
+        exported = dataclasses.replace(
+            exported, saved_model_files=dict(previous.get("saved_model_files") or {})
+        )
+    files = exported.saved_model_files
+    digest = (
+        f"sha256 {tree_digest(files)} of its {len(files)} files"
+        if files
+        else "no digest recorded: written before this chief's record"
+    )
     print(
-        f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} "
-        f"(serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
+        f"Exported model: SavedModel {Path(args.log_dir) / exported.saved_model} ({digest}; "
+        f"serving_default: pixels float32 (batch, 784) in [0, 1] -> probabilities), Keras "
         f"{Path(args.log_dir) / exported.keras_model}",
         flush=True,
     )
