@@ -28,7 +28,8 @@ import's seconds (also as one ``install-measure {json}`` line, for tests and ben
 infra/bundle.py split_parts) into ``--sample_dest`` the same way: in a temporary folder, then
 renamed; a folder already there is kept.
 
-Standard library only: it runs before any package is installed.
+Standard library only (and the trainer's stdlib-only exit codes): it runs before any package
+is installed.
 """
 
 from __future__ import annotations
@@ -50,10 +51,17 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-#: Exit codes: 1 a set could not be installed (index, hash, pip), 2 bad flags or a Python the
-#: wheels are not for, 4 the volume has no room (as the trainer's EXIT_VOLUME_FULL), 6 the
-#: volume is not writable by the pod's uid (as trainer.stage's).
-EXIT_FAILED, EXIT_USAGE, EXIT_NO_ROOM, EXIT_NOT_WRITABLE = 1, 2, 4, 6
+from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_RETRY, EXIT_VOLUME_FULL, EXIT_VOLUME_NOT_WRITABLE
+
+#: Exit codes, the trainer's (trainer/contract/exit_codes.py): 1 a set could not be installed
+#: (index, hash, pip), 2 bad flags or a Python the wheels are not for, 4 the volume has no
+#: room, 6 the volume is not writable by the pod's uid.
+EXIT_FAILED, EXIT_USAGE, EXIT_NO_ROOM, EXIT_NOT_WRITABLE = (
+    EXIT_RETRY,
+    EXIT_BAD_FLAGS,
+    EXIT_VOLUME_FULL,
+    EXIT_VOLUME_NOT_WRITABLE,
+)
 #: The first module of each set, imported once installed: what the pods import first.
 FIRST_IMPORT = {"cpu": "tensorflow", "gpu": "tensorflow", "tensorboard": "tensorboard"}
 #: The folder under a set's folder that pip installs into, and the pods put on PYTHONPATH
