@@ -10,8 +10,14 @@ is. Traffic from the node itself (kubelet probes, ``kubectl port-forward``, whic
 through the kubelet and the container runtime) is always allowed by the NetworkPolicy API.
 
 Egress (what each pod may open), by what the pods' code connects to:
-- every pod: DNS, port 53 over UDP and TCP to any address (the cluster's DNS Service, its pods,
-  or a node-local cache on a link-local address: which one differs by cluster);
+- every pod: DNS, port 53 over UDP and TCP, to the cluster DNS's pods (namespace kube-system,
+  label k8s-app=kube-dns: CoreDNS's on ACK, kubeadm, EKS, GKE, k3s; a connection to the
+  kube-dns Service reaches one of them after the Service's translation, which is what the
+  plugin checks) and to link-local addresses (DNS_LINK_LOCAL: a node-local DNS cache, such as
+  ACK's and the upstream NodeLocal DNSCache on 169.254.20.10, answers there, on the pod's own
+  node; nothing off the node has such an address). Not to any other address: a pod cannot
+  query, or tunnel through, a DNS server of its choosing. tools/local-cluster's CoreDNS runs
+  on the node (10.244.0.1), which its agent never filters (node traffic is not queued);
 - the tasks: the run's own task pods on the tasks' gRPC ports (TF_CONFIG's headless Services
   resolve to the pods' addresses), and nothing else: training reads and writes only the
   shared volume, which the node mounts (NAS, NFS, hostPath), outside the pod's network;
@@ -51,6 +57,12 @@ API_SERVER_PORTS = (443, 6443)
 #: An http(s) data source's ports besides its own (see the module docstring).
 WEB_PORTS = (80, 443)
 DNS_PORT = 53
+#: The cluster DNS's pods: their namespace (by the name label every namespace has since
+#: Kubernetes 1.22) and their label, as CoreDNS's and kube-dns's Deployments set it.
+DNS_NAMESPACE = {"kubernetes.io/metadata.name": "kube-system"}
+DNS_PODS = {"k8s-app": "kube-dns"}
+#: IPv4 link-local addresses, where a node-local DNS cache listens (169.254.20.10 by default).
+DNS_LINK_LOCAL = "169.254.0.0/16"
 #: The components (app.kubernetes.io/component) of the run's two single-pod Jobs.
 STAGE_COMPONENT = "stage-data"
 MONITOR_COMPONENT = "monitor"
@@ -165,12 +177,21 @@ def _tcp(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
 
 
 def _dns() -> k8s.networking.v1.NetworkPolicyEgressRuleArgs:
-    """Egress to DNS on any address (see the module docstring)."""
+    """Egress to DNS: the cluster DNS's pods and link-local addresses (see the module docstring)."""
     return k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+        to=[
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                namespace_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=DNS_NAMESPACE),
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=DNS_PODS),
+            ),
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                ip_block=k8s.networking.v1.IPBlockArgs(cidr=DNS_LINK_LOCAL)
+            ),
+        ],
         ports=[
             k8s.networking.v1.NetworkPolicyPortArgs(protocol=protocol, port=DNS_PORT)
             for protocol in ("UDP", "TCP")
-        ]
+        ],
     )
 
 

@@ -21,8 +21,17 @@ IDX = [
     "t10k-images-idx3-ubyte.gz",
     "t10k-labels-idx1-ubyte.gz",
 ]
-#: Every policy's first egress rule: DNS on any address.
-DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+#: Every policy's first egress rule: DNS, to the cluster DNS's pods and to a node-local cache.
+DNS = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        },
+        {"ipBlock": {"cidr": "169.254.0.0/16"}},
+    ],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
 
 
 def _set(config: dict, **overrides: str) -> dict:
