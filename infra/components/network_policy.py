@@ -27,9 +27,9 @@ Egress (what each pod may open), by what the pods' code connects to:
 - the setup Job (on the base image only): TCP 80 and 443 and the package index's own port, to
   any address: pip fetches the index's pages and the wheels they link to, which may live on
   another host (PyPI's files.pythonhosted.org);
-- the run monitor: the API server, TCP 443 and 6443 to any address (the kubernetes Service's
-  port, and the port of its endpoints where a plugin checks the address after the Service's
-  translation; ACK's and kubeadm's API servers listen on 6443), and monitor.apiServer's port;
+- the run monitor: the API server, on the TCP port(s) it is reached on after the Service's
+  translation, to any address (infra/monitor_egress.py says which: monitor.apiServerPort,
+  monitor.apiServer's port, the kubernetes Service's endpoints' port, or ACK's 6443);
 - TensorBoard: nothing but DNS (it reads the volume, and looks up its own host name once).
 A cluster enforces these objects only with a network plugin that implements NetworkPolicy
 (on ACK, Terway does and Flannel does not: see docs/deploying.md, "Network policies").
@@ -52,8 +52,6 @@ NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 #: The label every task pod (chief, worker, ps) has and no other pod of the stack has
 #: (labels.task_selector).
 TASK_TYPE_LABEL = "tf-replica-type"
-#: The API server's ports (see the module docstring).
-API_SERVER_PORTS = (443, 6443)
 #: An http(s) data source's ports besides its own (see the module docstring).
 WEB_PORTS = (80, 443)
 DNS_PORT = 53
@@ -157,9 +155,9 @@ class RunNetworkPoliciesArgs:
             on worker.port), each 1 to 65535.
         tensorboard_exposed: TensorBoard's Service is a NodePort or a LoadBalancer
             (tensorboard.serviceType), not the default ClusterIP.
+        api_server_ports: the TCP ports the run monitor reaches the API server on, as the
+            network plugin sees them (infra/monitor_egress.py).
         source_ports: the TCP ports the staging Job fetches data.source on (``url_ports``).
-        api_server_ports: the TCP ports the run monitor reaches the API server on
-            (API_SERVER_PORTS and monitor.apiServer's).
         setup_ports: the TCP ports the setup Job reaches the package index on (``url_ports``
             of packageIndex); empty: the stack has no setup Job, and no policy for it.
     """
@@ -167,8 +165,8 @@ class RunNetworkPoliciesArgs:
     namespace: pulumi.Input[str]
     task_ports: Sequence[int]
     tensorboard_exposed: bool
+    api_server_ports: Sequence[int]
     source_ports: Sequence[int] = ()
-    api_server_ports: Sequence[int] = API_SERVER_PORTS
     setup_ports: Sequence[int] = ()
 
 
