@@ -19,7 +19,10 @@ ended and the staging Job's deadline is never raised. So the ports are, first ma
    ACK_API_SERVER_PORT.
 
 The ports are read on every preview and up, so a cluster whose API server moves to another port
-gets a policy that follows it on the next ``up``.
+gets a policy that follows it on the next ``up``. A monitor that cannot reach the server fails
+loudly meanwhile (infra/run_monitor.py: exit EXIT_UNREACHABLE, the address, its port and these
+ports in its message); the ports are in its pod's environment (MONITOR_EGRESS_PORTS), so the
+``up`` that changes them also starts a new monitor.
 """
 
 from __future__ import annotations

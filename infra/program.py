@@ -106,7 +106,7 @@ def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequ
     # Staging (and so the tasks) and TensorBoard load their packages from the setup Job's folders.
     after_setup = [*pods_after, *([installed.job] if installed else [])]
     training = _training_job(settings, namespace, volume, after_setup, k8s_opts, failed_before, runtime)
-    monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts)
+    monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts, monitor_ports)
     tensorboard = _tensorboard(settings, namespace, volume, after_setup, k8s_opts, runtime)
     return {
         "clusterId": target.cluster_id,
@@ -232,9 +232,10 @@ def _run_monitor(
     run_id: pulumi.Input[str],
     pods_after: Sequence[pulumi.Resource],
     k8s_opts: pulumi.ResourceOptions,
+    egress_ports: Sequence[int],
 ) -> RunMonitor:
     """The RunMonitor of run ``run_id``: it ends the run when its chief's Job fails or a task
-    cannot be scheduled (run_monitor.py)."""
+    cannot be scheduled (run_monitor.py); ``egress_ports``: what its NetworkPolicy opens."""
     prefix, training = settings.name_prefix, settings.training
     return RunMonitor(
         prefix,
@@ -246,6 +247,7 @@ def _run_monitor(
             schedule_timeout_seconds=training.schedule_timeout_seconds,
             start_timeout_seconds=training.start_timeout_seconds,
             api_server=training.monitor_api_server,
+            egress_ports=egress_ports,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
             placement=settings.placement["stage-data"],
