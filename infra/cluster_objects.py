@@ -1,16 +1,18 @@
-"""Reads the metadata of named Kubernetes objects from an existing cluster, with the stack's
-kubeconfig: what infra/ownership.py checks before the stack registers anything.
+"""Reads from an existing cluster, with the stack's kubeconfig, what the program must know before
+it registers anything: the metadata of named objects (what infra/ownership.py checks), and the
+ports of the ``kubernetes`` Service's endpoints (the run monitor's egress, infra/monitor_egress.py).
 
-Only metadata is read (``PartialObjectMetadata``: a Secret's data never leaves the API
-server), one GET per object, and nothing about the kubeconfig (content, path, server) appears
-in an error: the kubeconfig may be a secret.
+Only metadata is read of the stack's objects (``PartialObjectMetadata``: a Secret's data never
+leaves the API server), one GET per object, and nothing about the kubeconfig (content, path,
+server) appears in an error: the kubeconfig may be a secret. A cluster that did not answer once
+is not asked again in the same run: each ask would wait CONNECT_TIMEOUT_S for nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,12 @@ PLURALS = {
     "PriorityClass": "priorityclasses",
     "StorageClass": "storageclasses",
 }
+#: The EndpointSlices of the ``kubernetes`` Service: where the API server says pods reach it
+#: once the Service's address is translated (its reconciler writes them; discovery.k8s.io/v1).
+API_SERVER_SLICES = (
+    "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+    "?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes"
+)
 
 
 @dataclass(frozen=True)
@@ -105,13 +113,14 @@ class KubeconfigCluster:
         kubeconfig: the ``kubeconfig`` setting: a path (``~`` expanded) or the content.
 
     Raises:
-    The kubeconfig is loaded on the first ``read``; a kubeconfig that cannot be loaded is
+    The kubeconfig is loaded on the first request; a kubeconfig that cannot be loaded is
     reported there as Unreachable, named by the error's class only.
     """
 
     def __init__(self, kubeconfig: str) -> None:
         self._kubeconfig = kubeconfig
         self._api: Any = None
+        self._unreachable: Unreachable | None = None
 
     def _client(self) -> Any:
         """The ApiClient, made on first use (importing the kubernetes client takes about 1.5 s)."""
@@ -144,30 +153,66 @@ class KubeconfigCluster:
             Unreachable: no answer from the API server, or a kubeconfig that cannot be loaded.
             Refused: an answer other than 200 or 404.
         """
+        status, reason, body = self._get(ref.api_path(), ACCEPT_METADATA)
+        if status == 404:
+            return None
+        if status != 200:
+            raise Refused(status, reason)
+        return live_object(json.loads(body))
+
+    def api_server_ports(self) -> list[int]:
+        """The TCP ports of the ``kubernetes`` Service's endpoints (``endpoint_ports`` of its
+        EndpointSlices), sorted; empty when it has none (its API server's endpoint reconciler is
+        off, as on tools/local-cluster).
+
+        Raises:
+            Unreachable, Refused: as ``read`` (a 404 too: the discovery.k8s.io/v1 API is missing).
+        """
+        status, reason, body = self._get(API_SERVER_SLICES, "application/json")
+        if status != 200:
+            raise Refused(status, reason)
+        return endpoint_ports(json.loads(body).get("items") or [])
+
+    def _get(self, path: str, accept: str) -> tuple[int, str, bytes]:
+        """One GET of ``path``: (HTTP status, reason phrase, body)."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
-        api = self._client()
+        if self._unreachable is not None:
+            raise self._unreachable
         try:
+            api = self._client()
             method, url, headers, _, _ = api.param_serialize(
-                "GET",
-                ref.api_path(),
-                header_params={"Accept": ACCEPT_METADATA},
-                auth_settings=["BearerToken"],
+                "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"]
             )
             response = api.call_api(
                 method, url, header_params=headers, _request_timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
             )
             body = response.read()
+        except Unreachable as error:
+            self._unreachable = error
+            raise
         except (urllib3.exceptions.HTTPError, OSError) as error:
             cause = getattr(error, "reason", None) or error
-            raise Unreachable(f"the API server did not answer ({type(cause).__name__})") from None
+            self._unreachable = Unreachable(f"the API server did not answer ({type(cause).__name__})")
+            raise self._unreachable from None
         except ApiException as error:  # TLS failures come as status 0
             if error.status == 0:
-                raise Unreachable("the API server did not answer (TLS or connection error)") from None
+                self._unreachable = Unreachable("the API server did not answer (TLS or connection error)")
+                raise self._unreachable from None
             raise Refused(error.status, str(error.reason or "")) from None
-        if response.status == 404:
-            return None
-        if response.status != 200:
-            raise Refused(response.status, str(response.reason or ""))
-        return live_object(json.loads(body))
+        return response.status, str(response.reason or ""), body
+
+
+def endpoint_ports(slices: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The TCP ports of the EndpointSlices ``slices`` (their ``ports``, protocol TCP or unset)
+    that hold at least one endpoint, sorted and without repeats."""
+    return sorted(
+        {
+            port["port"]
+            for item in slices
+            if item.get("endpoints")
+            for port in item.get("ports") or []
+            if isinstance(port.get("port"), int) and port.get("protocol", "TCP") == "TCP"
+        }
+    )

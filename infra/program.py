@@ -4,12 +4,12 @@ exports its outputs."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import image_pins, nas_zones, ownership
+from infra import image_pins, monitor_egress, nas_zones, ownership
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -31,14 +31,18 @@ from infra.target import deploy_target, existing_volume_server
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
-def run(
-    cluster: ownership.ClusterView | None = None, lookup: image_pins.Lookup | None = None
-) -> dict[str, Any]:
+class ExistingCluster(ownership.ClusterView, monitor_egress.EndpointsView, Protocol):
+    """What the program reads from an existing cluster before it registers anything: the objects
+    it would create (infra/ownership.py) and the API server's endpoint ports (infra/monitor_egress.py)."""
+
+
+def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None = None) -> dict[str, Any]:
     """Validate the stack configuration, register every resource, export the outputs.
 
     Args:
-        cluster: where the ownership check reads existing objects (infra/ownership.py); None
-            for the kubeconfig's cluster. Tests pass a recorded one.
+        cluster: where the program reads an existing cluster (kubeconfig mode: the ownership
+            check, the run monitor's egress ports); None for the kubeconfig's cluster. Tests
+            pass a recorded one.
         lookup: how a tag's digest is asked for (infra/image_pins.py); None for the image's
             registry (infra/registry_digests.py). Tests pass a stand-in.
 
@@ -66,28 +70,32 @@ def run(
     nas_zones.check(
         settings, dry_run=dry_run, deployed=lambda: deployed_from(state()).nas_storage_type is not None
     )
+    # On a cluster the stack creates there is nothing to read on the first up; on later ups its
+    # kubeconfig is an output of the cluster resource, which exists only once registered.
+    # Another stack pointed at that cluster by a kubeconfig reads it itself.
+    existing = None
     if not settings.cluster.create_cloud:
-        # On a cluster the stack creates there is nothing to check on the first up; on later
-        # ups its kubeconfig is an output of the cluster resource, which exists only once
-        # registered. Another stack pointed at that cluster by a kubeconfig is checked itself.
+        existing = cluster or KubeconfigCluster(settings.cluster.kubeconfig or "")
         ownership.check(
             planned_objects(settings, existing_volume_server(settings)),
-            cluster or KubeconfigCluster(settings.cluster.kubeconfig or ""),
+            existing,
             stack=settings.stack,
             dry_run=dry_run,
             state=state,
         )
+    monitor_ports = monitor_egress.monitor_ports(settings, existing) if settings.network_policy else []
     # Before anything is registered: what the state says of the Jobs before this run.
     failed_before = chief_await.failed_before(state) if settings.training.wait_for_chief else frozenset()
-    outputs = build(settings, failed_before)
+    outputs = build(settings, failed_before, monitor_ports)
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs
 
 
-def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> dict[str, Any]:
+def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequence[int]) -> dict[str, Any]:
     """Register the cluster to deploy into (``deploy_target``) and the Kubernetes layer;
-    ``failed_before``: TrainingJobArgs.failed_before.
+    ``failed_before``: TrainingJobArgs.failed_before; ``monitor_ports``: the TCP ports the run
+    monitor's NetworkPolicy opens to the API server (infra/monitor_egress.py).
 
     Returns:
         The stack outputs by name.
@@ -110,13 +118,13 @@ def build(settings: Settings, failed_before: frozenset[str] = frozenset()) -> di
         settings, target.volume_server, target.volume_server_key, namespace, after=target.volume_after
     )
     volume = SharedVolume(prefix, volume_args, opts=k8s_opts)
-    pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts)]
+    pods_after = [*target.pods_after, *_before_pods(settings, namespace, k8s_opts, monitor_ports)]
     runtime = pods_runtime(settings)
     installed = _package_setup(settings, runtime, namespace, volume, pods_after, k8s_opts)
     # Staging (and so the tasks) and TensorBoard load their packages from the setup Job's folders.
     after_setup = [*pods_after, *([installed.job] if installed else [])]
     training = _training_job(settings, namespace, volume, after_setup, k8s_opts, failed_before, runtime)
-    monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts)
+    monitor = _run_monitor(settings, namespace, training.run_id, pods_after, k8s_opts, monitor_ports)
     tensorboard = _tensorboard(settings, namespace, volume, after_setup, k8s_opts, runtime)
     return {
         "clusterId": target.cluster_id,
@@ -228,9 +236,10 @@ def _run_monitor(
     run_id: pulumi.Input[str],
     pods_after: Sequence[pulumi.Resource],
     k8s_opts: pulumi.ResourceOptions,
+    egress_ports: Sequence[int],
 ) -> RunMonitor:
     """The RunMonitor of run ``run_id``: it ends the run when its chief's Job fails or a task
-    cannot be scheduled (run_monitor.py)."""
+    cannot be scheduled (run_monitor.py); ``egress_ports``: what its NetworkPolicy opens."""
     prefix, training = settings.name_prefix, settings.training
     return RunMonitor(
         prefix,
@@ -242,6 +251,7 @@ def _run_monitor(
             schedule_timeout_seconds=training.schedule_timeout_seconds,
             start_timeout_seconds=training.start_timeout_seconds,
             api_server=training.monitor_api_server,
+            egress_ports=egress_ports,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
             placement=settings.placement["stage-data"],
@@ -299,7 +309,10 @@ def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
 
 
 def _before_pods(
-    settings: Settings, namespace: pulumi.Input[str], k8s_opts: pulumi.ResourceOptions
+    settings: Settings,
+    namespace: pulumi.Input[str],
+    k8s_opts: pulumi.ResourceOptions,
+    monitor_ports: Sequence[int],
 ) -> list[pulumi.Resource]:
     """What every pod of the stack waits for: the image pull Secret (a pod started before it
     pulls, is refused and backs off) and the NetworkPolicies (the task pods' ports are closed
@@ -322,8 +335,8 @@ def _before_pods(
                     namespace=namespace,
                     task_ports=list(settings.training.ports.values()),
                     tensorboard_exposed=settings.tensorboard.service_type != "ClusterIP",
+                    api_server_ports=monitor_ports,
                     source_ports=_source_ports(settings),
-                    api_server_ports=_api_server_ports(settings),
                     setup_ports=_setup_ports(settings),
                 ),
                 opts=k8s_opts,
@@ -389,14 +402,6 @@ def _source_ports(settings: Settings) -> list[int]:
 def _setup_ports(settings: Settings) -> list[int]:
     """The ports the setup Job reaches the package index on; none without a setup Job."""
     return network_policy.url_ports([settings.runtime.package_index]) if settings.runtime.used else []
-
-
-def _api_server_ports(settings: Settings) -> list[int]:
-    """The ports the run monitor reaches the API server on: network_policy.API_SERVER_PORTS
-    and monitor.apiServer's (its explicit port, or its scheme's)."""
-    url = settings.training.monitor_api_server
-    port = network_policy.url_port(url) if url else None
-    return sorted({*network_policy.API_SERVER_PORTS, *([port] if port else [])})
 
 
 def _volume_hint(settings: Settings) -> str:

@@ -43,73 +43,66 @@ infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
 Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
 MONITOR_START_TIMEOUT_S, MONITOR_STAGING_JOB and MONITOR_STAGING_DEADLINE_S (unset: staging is not
 watched), MONITOR_SETUP_JOB and MONITOR_SETUP_DEADLINE_S (likewise for the setup Job), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
-``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``). It authenticates with the
-pod's service-account token and trusts the service-account CA.
+``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``), MONITOR_EGRESS_PORTS (the ports
+its NetworkPolicy opens, comma-separated, named when it cannot reach the server; unset: no
+policy). It authenticates with the pod's service-account token and trusts the service-account CA.
 
 Exit status: 0 the run is over; 1 the API server could not be read (or what it answered could
 not be understood) MAX_FAILURES times in a row (the message says why); 2 bad environment
-(EXIT_BAD_ENVIRONMENT). A poll that fails, for any reason, is tried again: the monitor keeps no
-state between polls, so a new pod (after a kill) takes over where the last one stopped.
+(EXIT_BAD_ENVIRONMENT); 3 (EXIT_UNREACHABLE) the API server never answered, UNREACHED_FAILURES
+tries in a row from the start: the message names its address and port, and what opens them (a
+NetworkPolicy that drops the port loses the monitor as silently as a wrong address). A poll
+that fails, for any reason, is tried again: the monitor keeps no state between polls, so a new
+pod (after a kill) takes over where the last one stopped.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
-import re
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Protocol
 
 
-def _progress_module() -> ModuleType:
-    """infra/pod_progress.py: imported as infra.pod_progress beside infra.run_monitor (the
-    program, the tests), or, run as the monitor pod's script, from the file beside this one that
-    its ConfigMap also holds (by path: a safe-path Python puts no script directory on sys.path)."""
+def _sibling(name: str) -> ModuleType:
+    """infra/<name>.py: imported as infra.<name> beside infra.run_monitor (the program, the
+    tests), or, run as the monitor pod's script, from the file beside this one that its
+    ConfigMap also holds (by path: a safe-path Python puts no script directory on sys.path)."""
     if __package__:
-        return importlib.import_module(f"{__package__}.pod_progress")
-    spec = importlib.util.spec_from_file_location("pod_progress", Path(__file__).with_name("pod_progress.py"))
-    assert spec is not None and spec.loader is not None, "pod_progress.py beside the script"
+        return importlib.import_module(f"{__package__}.{name}")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None, f"{name}.py beside the script"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-progress = _progress_module()
+progress = _sibling("pod_progress")
+kube = _sibling("monitor_api")
+# The names the program, infra.status and the tests know this module by.
+Api, ApiError, api_server, unreachable = kube.Api, kube.ApiError, kube.api_server, kube.unreachable
+ENDED_BECAUSE, SERVICE_ACCOUNT_DIR, printable = kube.ENDED_BECAUSE, kube.SERVICE_ACCOUNT_DIR, kube.printable
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 TASK_TYPE_LABEL = "tf-replica-type"
-#: Control characters, written as their escapes in what the monitor logs and annotates (pod
-#: and registry messages are server text): trainer/contract/printable.py's rule, repeated
-#: because this script runs alone in the monitor's pod, on the standard library only.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` with every CONTROL character written as its escape (``\\x1b``)."""
-    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-#: The annotation that says why the monitor ended a Job (infra.status shows it).
-ENDED_BECAUSE = "tf-mnist.io/ended-because"
-#: The field manager of the monitor's patches (kubectl shows it in managedFields).
-FIELD_MANAGER = "tf-mnist-monitor"
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: Consecutive failed polls before the monitor gives up: 5 minutes at the default 5 s poll,
 #: longer than an API server restart or a control-plane upgrade's blip.
 MAX_FAILURES = 60
+#: Failed polls, none of them answered, before a monitor that has never reached the API server
+#: gives up: about 30 s when each connection is refused at once, 2.5 min when each times out
+#: (20 s). An address or port that never answered is a setting to fix, not a blip; the Job's
+#: new pods (backoffLimit) try again.
+UNREACHED_FAILURES = 6
 DEFAULT_POLL_S = 5.0
 EXIT_BAD_ENVIRONMENT = 2
+EXIT_UNREACHABLE = 3
 
 
 @dataclass
@@ -325,77 +318,19 @@ def staging_deadline(
     return {name: deadline_s} if running else {}
 
 
-class ApiError(RuntimeError):
-    """The API server refused a request or could not be reached."""
+class Calls(Protocol):
+    """The API calls the loop makes (monitor_api.Api; the tests record them)."""
+
+    def items(self, path: str, selector: str) -> list[dict]: ...
+
+    def pod_events(self, namespace: str) -> list[dict]: ...
+
+    def set_deadline(self, namespace: str, name: str, seconds: int) -> None: ...
+
+    def end_job(self, namespace: str, name: str, reason: str) -> None: ...
 
 
-class Api:
-    """The few Kubernetes API calls the monitor makes, over HTTPS with a bearer token."""
-
-    def __init__(self, server: str, token_file: str, ca_file: str, timeout_s: float = 20.0) -> None:
-        self.server, self.token_file, self.timeout_s = server.rstrip("/"), token_file, timeout_s
-        self.context = ssl.create_default_context(cafile=ca_file)
-
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        with open(self.token_file, encoding="utf-8") as file:  # re-read: the kubelet rotates it
-            token = file.read().strip()
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
-        data = None
-        if body is not None:
-            data, headers["Content-Type"] = json.dumps(body).encode(), "application/merge-patch+json"
-        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as err:
-            raise ApiError(
-                f"{method} {path}: HTTP {err.code}: {err.read()[:300].decode(errors='replace')}"
-            ) from None
-        except (OSError, ValueError) as err:
-            raise ApiError(f"{method} {self.server}{path}: {err}") from None
-
-    def items(self, path: str, selector: str) -> list[dict]:
-        """The ``items`` of a list call with a label selector."""
-        return self._call("GET", f"{path}?{urllib.parse.urlencode({'labelSelector': selector})}")["items"]
-
-    def pod_events(self, namespace: str) -> list[dict]:
-        """The namespace's Events about pods (Events carry no labels of their object)."""
-        query = urllib.parse.urlencode({"fieldSelector": "involvedObject.kind=Pod"})
-        return self._call("GET", f"/api/v1/namespaces/{namespace}/events?{query}")["items"]
-
-    def set_deadline(self, namespace: str, name: str, seconds: int) -> None:
-        """Set the Job's ``spec.activeDeadlineSeconds``."""
-        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
-        self._call(
-            "PATCH",
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
-            {"spec": {"activeDeadlineSeconds": seconds}},
-        )
-
-    def end_job(self, namespace: str, name: str, reason: str) -> None:
-        """Annotate the Job with ``reason`` and give it a deadline already past."""
-        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
-        self._call(
-            "PATCH",
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
-            {
-                "metadata": {"annotations": {ENDED_BECAUSE: printable(reason)}},
-                "spec": {"activeDeadlineSeconds": 1},
-            },
-        )
-
-
-def api_server(env: Mapping[str, str]) -> str:
-    """MONITOR_API_SERVER, else the in-cluster address (as client-go's InClusterConfig)."""
-    if env.get("MONITOR_API_SERVER"):
-        return env["MONITOR_API_SERVER"]
-    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
-    if not host:
-        return "https://kubernetes.default.svc"
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-
-
-def _events(api: Api, namespace: str, pods: Sequence[Mapping]) -> list[dict]:
+def _events(api: Calls, namespace: str, pods: Sequence[Mapping]) -> list[dict]:
     """The namespace's pod Events while a pod waits to start (none else: nothing to judge); a
     refused list is logged and judged without them (as before the Role granted it)."""
     if not any(progress.scheduled_at(p) and p.get("status", {}).get("phase") == "Pending" for p in pods):
@@ -413,7 +348,7 @@ def log(message: str) -> None:
 
 def main(
     env: Mapping[str, str] = os.environ,
-    api: Api | None = None,
+    api: Calls | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
@@ -431,13 +366,16 @@ def main(
     except (KeyError, ValueError) as err:
         print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
         return EXIT_BAD_ENVIRONMENT
-    api = api or Api(api_server(env), f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
+    server = api_server(env)
+    api = api or Api(server, f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     selector = f"{INSTANCE_LABEL}={prefix}"
     log(
-        f"watching run {run_id} of {prefix} in namespace {namespace} (schedule timeout {timeout_s:g} s, "
-        f"start timeout {start_timeout_s:g} s)"
+        f"watching run {run_id} of {prefix} in namespace {namespace} through the API server at {server} "
+        f"(schedule timeout {timeout_s:g} s, start timeout {start_timeout_s:g} s)"
     )
-    failures, last_why = 0, ""
+    # answered: the API server has answered once (a poll, or an error it sent): its failures
+    # from then on are blips, given MAX_FAILURES; before, UNREACHED_FAILURES.
+    failures, last_why, answered, polled, started = 0, "", False, False, clock()
     while True:
         try:
             jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
@@ -460,12 +398,20 @@ def main(
             # ApiError (the API server refused or was out of reach), or an answer this script
             # could not understand: either may pass; a watcher that dies leaves the run unwatched.
             err = err if isinstance(err, ApiError) else ApiError(f"{type(err).__name__}: {err}")
-            failures += 1
-            log(f"cannot read the run ({failures} of {MAX_FAILURES}): {err}")
-            if failures >= MAX_FAILURES:
+            failures, answered = failures + 1, answered or err.reached
+            limit = MAX_FAILURES if answered else UNREACHED_FAILURES
+            log(f"cannot read the run ({failures} of {limit}): {err}")
+            if failures >= limit and not answered:
+                egress = env.get("MONITOR_EGRESS_PORTS", "")
+                print(unreachable(server, prefix, egress, failures, clock() - started, err), file=sys.stderr)
+                return EXIT_UNREACHABLE
+            if failures >= limit:
                 print(f"run monitor: giving up after {failures} failed polls: {err}", file=sys.stderr)
                 return 1
         else:
+            if not polled:
+                log(f"reached the API server at {server}")
+            answered = polled = True
             if decision.why != last_why:
                 log(decision.why)
                 last_why = decision.why

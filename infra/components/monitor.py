@@ -10,7 +10,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import pod_progress, run_monitor
+from infra import monitor_api, pod_progress, run_monitor
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
@@ -18,8 +18,9 @@ from infra.settings import Placement
 
 COMPONENT = "monitor"
 SCRIPT_KEY = "run_monitor.py"
-#: The module the script imports, delivered beside it (its name is the file's).
+#: The modules the script imports, delivered beside it (each key is the file's name).
 MODULE_KEY = "pod_progress.py"
+API_MODULE_KEY = "monitor_api.py"
 SCRIPT_DIR = "/monitor"
 #: What infra/run_monitor.py calls: it lists the run's Jobs and pods (by label) and the
 #: namespace's pod Events (the kubelet's steps toward starting a pod: Events carry no labels),
@@ -35,7 +36,8 @@ LIMITS = {"cpu": "500m", "memory": "128Mi"}
 #: Ready for Pulumi once the API server has it (the task Jobs' await; infra/components/training.py).
 AWAIT = {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
 #: Failed monitor pods that count: an API server out of reach for MAX_FAILURES polls (the
-#: script exits 1) gets two more pods before the Job fails. Kills do not count
+#: script exits 1), or never reached in UNREACHED_FAILURES (exit 3: an address or a port that
+#: is closed to it), gets two more pods before the Job fails. Kills do not count
 #: (failure_policy).
 BACKOFF_LIMIT = 2
 #: A container killed by SIGKILL or SIGTERM (128 + the signal): the node's OOM killer, a
@@ -58,6 +60,10 @@ class RunMonitorArgs:
         schedule_timeout_seconds: job.scheduleTimeoutSeconds (0 = never).
         start_timeout_seconds: job.startTimeoutSeconds (0 = never).
         api_server: monitor.apiServer, or None for the in-cluster address.
+        egress_ports: the TCP ports the monitor's NetworkPolicy opens to the API server
+            (infra/monitor_egress.py); empty without one. They are in the pod's environment, so
+            that a monitor which cannot reach the server names them, and a change of them (the
+            fix) starts a new monitor Job.
         image: the CPU trainer image (it has python3), pulled with ``image_pull_policy``.
         image_pull_policy: ps.imagePullPolicy.
         placement: where the pod goes (the CPU roles' placement).
@@ -78,6 +84,7 @@ class RunMonitorArgs:
     schedule_timeout_seconds: int
     start_timeout_seconds: int
     api_server: str | None
+    egress_ports: Sequence[int]
     image: str
     image_pull_policy: str
     placement: Placement
@@ -141,7 +148,7 @@ class RunMonitor(pulumi.ComponentResource):
     """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
 
     Children: a ServiceAccount, a Role (LIST_RULES and the patch) and its RoleBinding, a
-    ConfigMap holding the script's text and its module's (so a change to them needs no image
+    ConfigMap holding the script's text and its modules' (so a change to them needs no image
     rebuild), and a batch/v1 Job running ``python /monitor/run_monitor.py``. Its pod passes Pod
     Security Standard "restricted" like every pod of the stack, and it is the one pod that mounts
     a service-account token: it reads and patches the run's Jobs through the API.
@@ -197,6 +204,7 @@ class RunMonitor(pulumi.ComponentResource):
             data={
                 SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8"),
                 MODULE_KEY: Path(pod_progress.__file__).read_text(encoding="utf-8"),
+                API_MODULE_KEY: Path(monitor_api.__file__).read_text(encoding="utf-8"),
             },
             opts=child,
         )
@@ -255,6 +263,8 @@ class RunMonitor(pulumi.ComponentResource):
         }
         if args.api_server:
             values["MONITOR_API_SERVER"] = args.api_server
+        if args.egress_ports:
+            values["MONITOR_EGRESS_PORTS"] = ",".join(map(str, args.egress_ports))
         if args.staging_job_name:
             values["MONITOR_STAGING_JOB"] = args.staging_job_name
             values["MONITOR_STAGING_DEADLINE_S"] = str(args.staging_deadline_seconds)
@@ -286,6 +296,9 @@ class RunMonitor(pulumi.ComponentResource):
                     image_pull_policy=args.image_pull_policy,
                     command=["python", f"{SCRIPT_DIR}/{SCRIPT_KEY}"],
                     env=self._env(),
+                    # A failed pod's status then ends with the script's last lines, the reason it
+                    # gave up (which API server, which port): `kubectl describe`, infra.status.
+                    termination_message_policy="FallbackToLogsOnError",
                     resources=pods.resources(REQUESTS, LIMITS),
                     security_context=pods.container_security_context(),
                     volume_mounts=[

@@ -10,8 +10,14 @@ is. Traffic from the node itself (kubelet probes, ``kubectl port-forward``, whic
 through the kubelet and the container runtime) is always allowed by the NetworkPolicy API.
 
 Egress (what each pod may open), by what the pods' code connects to:
-- every pod: DNS, port 53 over UDP and TCP to any address (the cluster's DNS Service, its pods,
-  or a node-local cache on a link-local address: which one differs by cluster);
+- every pod: DNS, port 53 over UDP and TCP, to the cluster DNS's pods (namespace kube-system,
+  label k8s-app=kube-dns: CoreDNS's on ACK, kubeadm, EKS, GKE, k3s; a connection to the
+  kube-dns Service reaches one of them after the Service's translation, which is what the
+  plugin checks) and to link-local addresses (DNS_LINK_LOCAL: a node-local DNS cache, such as
+  ACK's and the upstream NodeLocal DNSCache on 169.254.20.10, answers there, on the pod's own
+  node; nothing off the node has such an address). Not to any other address: a pod cannot
+  query, or tunnel through, a DNS server of its choosing. tools/local-cluster's CoreDNS runs
+  on the node (10.244.0.1), which its agent never filters (node traffic is not queued);
 - the tasks: the run's own task pods on the tasks' gRPC ports (TF_CONFIG's headless Services
   resolve to the pods' addresses), and nothing else: training reads and writes only the
   shared volume, which the node mounts (NAS, NFS, hostPath), outside the pod's network;
@@ -21,9 +27,9 @@ Egress (what each pod may open), by what the pods' code connects to:
 - the setup Job (on the base image only): TCP 80 and 443 and the package index's own port, to
   any address: pip fetches the index's pages and the wheels they link to, which may live on
   another host (PyPI's files.pythonhosted.org);
-- the run monitor: the API server, TCP 443 and 6443 to any address (the kubernetes Service's
-  port, and the port of its endpoints where a plugin checks the address after the Service's
-  translation; ACK's and kubeadm's API servers listen on 6443), and monitor.apiServer's port;
+- the run monitor: the API server, on the TCP port(s) it is reached on after the Service's
+  translation, to any address (infra/monitor_egress.py says which: monitor.apiServerPort,
+  monitor.apiServer's port, the kubernetes Service's endpoints' port, or ACK's 6443);
 - TensorBoard: nothing but DNS (it reads the volume, and looks up its own host name once).
 A cluster enforces these objects only with a network plugin that implements NetworkPolicy
 (on ACK, Terway does and Flannel does not: see docs/deploying.md, "Network policies").
@@ -46,11 +52,15 @@ NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 #: The label every task pod (chief, worker, ps) has and no other pod of the stack has
 #: (labels.task_selector).
 TASK_TYPE_LABEL = "tf-replica-type"
-#: The API server's ports (see the module docstring).
-API_SERVER_PORTS = (443, 6443)
 #: An http(s) data source's ports besides its own (see the module docstring).
 WEB_PORTS = (80, 443)
 DNS_PORT = 53
+#: The cluster DNS's pods: their namespace (by the name label every namespace has since
+#: Kubernetes 1.22) and their label, as CoreDNS's and kube-dns's Deployments set it.
+DNS_NAMESPACE = {"kubernetes.io/metadata.name": "kube-system"}
+DNS_PODS = {"k8s-app": "kube-dns"}
+#: IPv4 link-local addresses, where a node-local DNS cache listens (169.254.20.10 by default).
+DNS_LINK_LOCAL = "169.254.0.0/16"
 #: The components (app.kubernetes.io/component) of the run's two single-pod Jobs.
 STAGE_COMPONENT = "stage-data"
 MONITOR_COMPONENT = "monitor"
@@ -145,9 +155,9 @@ class RunNetworkPoliciesArgs:
             on worker.port), each 1 to 65535.
         tensorboard_exposed: TensorBoard's Service is a NodePort or a LoadBalancer
             (tensorboard.serviceType), not the default ClusterIP.
+        api_server_ports: the TCP ports the run monitor reaches the API server on, as the
+            network plugin sees them (infra/monitor_egress.py).
         source_ports: the TCP ports the staging Job fetches data.source on (``url_ports``).
-        api_server_ports: the TCP ports the run monitor reaches the API server on
-            (API_SERVER_PORTS and monitor.apiServer's).
         setup_ports: the TCP ports the setup Job reaches the package index on (``url_ports``
             of packageIndex); empty: the stack has no setup Job, and no policy for it.
     """
@@ -155,8 +165,8 @@ class RunNetworkPoliciesArgs:
     namespace: pulumi.Input[str]
     task_ports: Sequence[int]
     tensorboard_exposed: bool
+    api_server_ports: Sequence[int]
     source_ports: Sequence[int] = ()
-    api_server_ports: Sequence[int] = API_SERVER_PORTS
     setup_ports: Sequence[int] = ()
 
 
@@ -165,12 +175,21 @@ def _tcp(ports: Sequence[int]) -> list[k8s.networking.v1.NetworkPolicyPortArgs]:
 
 
 def _dns() -> k8s.networking.v1.NetworkPolicyEgressRuleArgs:
-    """Egress to DNS on any address (see the module docstring)."""
+    """Egress to DNS: the cluster DNS's pods and link-local addresses (see the module docstring)."""
     return k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+        to=[
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                namespace_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=DNS_NAMESPACE),
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=DNS_PODS),
+            ),
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                ip_block=k8s.networking.v1.IPBlockArgs(cidr=DNS_LINK_LOCAL)
+            ),
+        ],
         ports=[
             k8s.networking.v1.NetworkPolicyPortArgs(protocol=protocol, port=DNS_PORT)
             for protocol in ("UDP", "TCP")
-        ]
+        ],
     )
 
 

@@ -18,6 +18,7 @@ from infra.settings.parsers import (
     one_of,
     optional_boolean,
     optional_pool_size,
+    optional_port,
     optional_positive_int,
     string_list,
 )
@@ -98,6 +99,7 @@ _SCHEMA_TYPES: dict[type, str] = {bool: "boolean", int: "integer", str: "string"
 #: key holds a string.
 _VALUE_TYPES: dict[Parser, str] = {
     optional_positive_int: "integer",
+    optional_port: "integer",
     optional_pool_size: "integer",
     optional_boolean: "boolean",
     data_source: "string or list",

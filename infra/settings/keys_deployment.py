@@ -17,6 +17,7 @@ from infra.settings.parsers import (
     integer,
     namespace,
     optional_boolean,
+    optional_port,
     optional_positive_int,
     optional_registry,
     optional_string,
@@ -155,5 +156,18 @@ DEPLOYMENT_KEYS: tuple[Key, ...] = (
         "API server URL the run monitor calls, for clusters whose pods cannot reach the kubernetes Service "
         "(no kube-proxy, as on tools/local-cluster); unset = the in-cluster address.",
         fix="https://10.244.0.1:6443",
+    ),
+    # The port after the Service's translation: a NetworkPolicy sees a connection to the
+    # kubernetes Service (443) arrive at its endpoint (6443 on ACK and kubeadm), and drops it
+    # unless that port is open (infra/monitor_egress.py).
+    Key(
+        "monitor.apiServerPort",
+        None,
+        optional_port,
+        "TCP port the run monitor's NetworkPolicy lets it open to the API server: the port the server is "
+        "reached on after any Service translation (its endpoints' port); unset = monitor.apiServer's port, else "
+        "the kubernetes Service's endpoint port read from the cluster (kubeconfig; 443 and 6443 when unreadable), "
+        "else 6443 (ACK's).",
+        fix="6443",
     ),
 )

@@ -255,6 +255,9 @@ class TrainingSettings:
     start_timeout_seconds: int = from_key("job.startTimeoutSeconds")
     #: The API server URL the run monitor calls; None = the in-cluster address.
     monitor_api_server: str | None = from_key("monitor.apiServer")
+    #: The port the run monitor's NetworkPolicy opens to the API server; None = worked out
+    #: (infra/monitor_egress.py).
+    monitor_api_server_port: int | None = from_key("monitor.apiServerPort")
 
     def task(self, task_type: str) -> TaskSettings:
         """The container settings of ``task_type`` (chief, worker or ps)."""

@@ -381,6 +381,11 @@ def optional_positive_int(raw: Any) -> int | None:
     return None if raw in (None, "") else integer(1)(raw)
 
 
+def optional_port(raw: Any) -> int | None:
+    """A TCP port, an integer in [1, 65535], or None when unset."""
+    return None if raw in (None, "") else integer(1, 65535)(raw)
+
+
 def optional_pool_size(raw: Any) -> int | None:
     """A node pool's size (gpuPool.size): an integer in [1, MAX_POOL_NODES], or None when unset
     (the description says what the program uses then). The bound: key_values.MAX_POOL_NODES."""

@@ -71,6 +71,9 @@ class RunStatus:
     notes: list[str] = field(default_factory=list)
     #: The run monitor Job's state (Complete, Failed, Running, Pending), None without one.
     monitor: str | None = None
+    #: Why a Failed monitor Job failed: its newest pod's exit and the script's last line (an
+    #: API server it never reached, by address and port), else the Job's own failure.
+    monitor_why: list[str] = field(default_factory=list)
     #: Claim name -> its phase, for every claim of the run (its instance label).
     claims: dict[str, str] = field(default_factory=dict)
     #: The newest Warning events about the run's pods, Jobs and claims, newest first.
@@ -256,6 +259,7 @@ def collect(
     progress = parse_log(cluster.logs(chief_pod)) if chief_pod else ParsedLog(steps=[])
     monitor_job = _component_job(all_jobs, "monitor")
     monitor = job_state(monitor_job) if monitor_job is not None else None
+    monitor_why = _monitor_why(monitor_job, pods, claims) if monitor == "Failed" else []
     names = set(all_jobs) | set(claims) | {p["metadata"]["name"] for ps in pods.values() for p in ps}
     tensorboard = tensorboard_url or (
         f"kubectl --namespace {namespace} port-forward "
@@ -273,12 +277,25 @@ def collect(
         tensorboard=tensorboard,
         run_id=run_id,
         monitor=monitor,
+        monitor_why=monitor_why,
         claims=dict(sorted(claims.items())),
         warnings=warnings_about(
             cluster.events(), names, now, staging.job if staging and staging.state != "Complete" else None
         ),
         staging=staging,
     )
+
+
+def _monitor_why(job: dict | None, pods: dict[str | None, list[dict]], claims: dict[str, str]) -> list[str]:
+    """Why the failed monitor Job ``job`` failed: its newest pod's reasons (``pod_why``), else
+    the Job's Failed condition."""
+    assert job is not None
+    mine = pods.get(job["metadata"]["name"]) or []
+    found = pod_why(mine[-1], claims) if mine else []
+    failed = _condition(job, "Failed") or {}
+    return found or [
+        f"Job failed: {failed.get('reason') or 'Failed'}: {failed.get('message') or 'no message'}"
+    ]
 
 
 def _component_job(jobs: dict[str, dict], component: str) -> dict | None:

@@ -126,6 +126,7 @@ def render(status: RunStatus) -> str:
             f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "
             f"{status.namespace} logs job/{status.prefix}-monitor)"
         )
+        lines += [f"             {why}" for why in status.monitor_why]
     if staging:
         lines.append(f"Staging:     kubectl --namespace {status.namespace} logs job/{staging[0].job}")
     if status.log_dir:

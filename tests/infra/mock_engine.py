@@ -127,19 +127,28 @@ class Registration:
 
 
 class FakeCluster:
-    """A recorded cluster for the ownership check (infra/ownership.py): ``objects`` are what
-    it holds; ``reads`` the refs the program asked for, in order."""
+    """A recorded cluster for the ownership check and the monitor's egress: ``objects`` it holds,
+    ``api_ports`` its kubernetes Service's endpoint ports or what reading them raises, ``error``
+    what every read raises; ``reads`` the refs asked for, ``port_reads`` the reads of the ports."""
 
-    def __init__(self, objects: dict | None = None, error: Exception | None = None) -> None:
-        self.objects = dict(objects or {})
-        self.error = error
-        self.reads: list = []
+    def __init__(
+        self, objects: dict | None = None, error: Exception | None = None, api_ports=(6443,)
+    ) -> None:
+        self.objects, self.error, self.api_ports = dict(objects or {}), error, api_ports
+        self.reads, self.port_reads = [], 0
 
     def read(self, ref):
         self.reads.append(ref)
         if self.error is not None:
             raise self.error
         return self.objects.get(ref)
+
+    def api_server_ports(self) -> list[int]:
+        self.port_reads += 1
+        for error in (self.error, self.api_ports):
+            if isinstance(error, Exception):
+                raise error
+        return list(self.api_ports)
 
 
 @dataclass

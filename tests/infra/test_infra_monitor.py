@@ -17,6 +17,7 @@ NAME = "mnist-monitor"
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
 MODULE = Path(me.REPO, "infra", "pod_progress.py").read_text(encoding="utf-8")
+API_MODULE = Path(me.REPO, "infra", "monitor_api.py").read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -40,7 +41,11 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     run = me.run_program(dev_config)
     assert run.error is None, run.error
     config_map = run.one("kubernetes:core/v1:ConfigMap", NAME).inputs
-    assert config_map["data"] == {"run_monitor.py": SCRIPT, "pod_progress.py": MODULE}
+    assert config_map["data"] == {
+        "run_monitor.py": SCRIPT,
+        "pod_progress.py": MODULE,
+        "monitor_api.py": API_MODULE,
+    }
     job = run.one(JOB, NAME)
     assert job.inputs["metadata"]["namespace"] == "tf-mnist"
     assert job.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "monitor"
@@ -66,6 +71,8 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     (container,) = pod["containers"]
     assert container["image"] == me.pinned("registry.cn-hangzhou.aliyuncs.com/tf-mnist/trainer:2.21.0-cpu")
     assert container["command"] == ["python", "/monitor/run_monitor.py"]
+    # A pod that gives up says why in its status (the log's last lines): which API server, which port.
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert {"name": "script", "configMap": {"name": NAME}} in pod["volumes"]
     assert {"name": "script", "mountPath": "/monitor", "readOnly": True} in container["volumeMounts"]
     assert container["resources"] == {
@@ -82,6 +89,9 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
         env["MONITOR_START_TIMEOUT_S"],
     ) == ("tf-mnist", "mnist", "1800", "900")
     assert "MONITOR_API_SERVER" not in env
+    # What its NetworkPolicy opens to the API server (a cluster the stack creates: ACK's 6443),
+    # named when it cannot reach the server; a change of it starts a new monitor Job.
+    assert env["MONITOR_EGRESS_PORTS"] == "6443"
     # The staging Job's deadline, raised once its pod runs (run_monitor.staging_deadline).
     assert (env["MONITOR_STAGING_JOB"], env["MONITOR_STAGING_DEADLINE_S"]) == ("mnist-stage-data", "1200")
     assert run.outputs["monitorJobName"] == NAME
@@ -151,6 +161,13 @@ def test_schedule_timeout_and_api_server_reach_the_script(dev_config):
     assert (env["MONITOR_SCHEDULE_TIMEOUT_S"], env["MONITOR_API_SERVER"]) == ("45", "https://10.244.0.1:6443")
 
 
+def test_the_egress_ports_reach_the_script_only_with_the_policies(dev_config):
+    with_port = _env(me.run_program(me.set_flat(dev_config, "monitor.apiServerPort", "16443")))
+    assert with_port["MONITOR_EGRESS_PORTS"] == "16443"
+    without = _env(me.run_program(me.set_flat(dev_config, "networkPolicy.enabled", "false")))
+    assert "MONITOR_EGRESS_PORTS" not in without
+
+
 def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
     run = me.run_program(me.set_flat(dev_config, "job.scheduleTimeoutSeconds", "-5"))
     assert str(run.error) == "\n".join(
@@ -173,9 +190,13 @@ def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
 
 
 def test_the_config_maps_files_run_on_their_own(tmp_path):
-    """The pod has the ConfigMap's two files and the image's Python, no infra package: the
-    script imports its module from beside it (here it gets as far as its environment check)."""
-    for name, text in (("run_monitor.py", SCRIPT), ("pod_progress.py", MODULE)):
+    """The pod has the ConfigMap's three files and the image's Python, no infra package: the
+    script imports its modules from beside it (here it gets as far as its environment check)."""
+    for name, text in (
+        ("run_monitor.py", SCRIPT),
+        ("pod_progress.py", MODULE),
+        ("monitor_api.py", API_MODULE),
+    ):
         (tmp_path / name).write_text(text, encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-I", str(tmp_path / "run_monitor.py")],

@@ -10,6 +10,8 @@ import json
 import mock_engine as me
 import pytest
 
+from infra.cluster_objects import Refused, Unreachable
+
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -21,16 +23,30 @@ IDX = [
     "t10k-images-idx3-ubyte.gz",
     "t10k-labels-idx1-ubyte.gz",
 ]
-#: Every policy's first egress rule: DNS on any address.
-DNS = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+#: Every policy's first egress rule: DNS, to the cluster DNS's pods and to a node-local cache.
+DNS = {
+    "to": [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        },
+        {"ipBlock": {"cidr": "169.254.0.0/16"}},
+    ],
+    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+}
+#: An existing cluster (kubeconfig mode), where the program reads the API server's endpoints.
+EXISTING = {
+    "kubeconfig": me.secret(me.kubeconfig_content()),
+    "nas.mountTargetDomain": "abc.cn-hangzhou.nas.aliyuncs.com",
+}
 
 
 def _set(config: dict, **overrides: str) -> dict:
     return {**config, **{f"tf-mnist:{k}": v for k, v in overrides.items()}}
 
 
-def _run(config: dict) -> me.Run:
-    run = me.run_program(config)
+def _run(config: dict, cluster: me.FakeCluster | None = None) -> me.Run:
+    run = me.run_program(config, cluster=cluster)
     assert run.error is None, run.error
     return run
 
@@ -132,20 +148,92 @@ def test_staging_may_open_only_its_data_sources_ports(dev_config, source, ports)
     assert spec["egress"] == [DNS, *web]
 
 
-@pytest.mark.parametrize(
-    "api_server, ports",
-    [
-        (None, [443, 6443]),
-        ("https://10.244.0.1:6443", [443, 6443]),
-        ("https://api.example.com:16443", [443, 6443, 16443]),
-    ],
-)
-def test_the_monitor_may_open_only_the_api_servers_ports(dev_config, api_server, ports):
-    config = dev_config if api_server is None else _set(dev_config, **{"monitor.apiServer": api_server})
-    spec = _run(config).one(POLICY, "mnist-monitor").inputs["spec"]
+def _monitor_egress(run: me.Run) -> list[dict]:
+    """The monitor policy's egress rules after DNS, its spec's other fields asserted."""
+    spec = run.one(POLICY, "mnist-monitor").inputs["spec"]
     assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "monitor"
     assert spec["policyTypes"] == ["Ingress", "Egress"] and spec.get("ingress", []) == []
-    assert spec["egress"] == [DNS, {"ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+    assert spec["egress"][0] == DNS
+    return spec["egress"][1:]
+
+
+def _tcp(*ports: int) -> list[dict]:
+    return [{"ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+
+
+@pytest.mark.parametrize(
+    "keys, endpoint_ports, ports",
+    [
+        # A cluster the stack creates (ACK): its API server's 6443; nothing to read before up.
+        ({}, None, (6443,)),
+        # monitor.apiServer: its URL's port, or https's; the cluster is not asked.
+        ({"monitor.apiServer": "https://10.244.0.1:6443"}, None, (6443,)),
+        ({"monitor.apiServer": "https://api.example.com"}, None, (443,)),
+        ({**EXISTING, "monitor.apiServer": "https://api.example.com:16443"}, (6443,), (16443,)),
+        # An existing cluster: its kubernetes Service's endpoints, read from it.
+        (EXISTING, (16443,), (16443,)),
+        (EXISTING, (443, 6443), (443, 6443)),
+        # monitor.apiServerPort: that port, whatever else is set.
+        ({"monitor.apiServerPort": "8443"}, None, (8443,)),
+        ({**EXISTING, "monitor.apiServerPort": "8443"}, (6443,), (8443,)),
+        ({"monitor.apiServer": "https://api.example.com", "monitor.apiServerPort": "6443"}, None, (6443,)),
+    ],
+    ids=[
+        "created-cluster",
+        "api-server-url-port",
+        "api-server-url-https",
+        "api-server-url-over-endpoints",
+        "endpoints",
+        "endpoints-two-ports",
+        "port-key",
+        "port-key-over-endpoints",
+        "port-key-over-url",
+    ],
+)
+def test_the_monitor_may_open_only_the_port_the_api_server_is_reached_on(
+    dev_config, caplog, keys, endpoint_ports, ports
+):
+    cluster = me.FakeCluster(api_ports=endpoint_ports or ())
+    run = _run(_set(dev_config, **keys), cluster)
+    assert _monitor_egress(run) == _tcp(*ports)
+    read = "kubeconfig" in keys and "monitor.apiServer" not in keys and "monitor.apiServerPort" not in keys
+    assert cluster.port_reads == (1 if read else 0)
+    assert "monitor.apiServerPort" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "found, why",
+    [
+        ((), "the kubernetes Service has no endpoints"),
+        (Unreachable("the API server did not answer (ConnectionRefusedError)"), "could not be read (the API"),
+        (Refused(403, "Forbidden"), "could not be read (HTTP 403 Forbidden)"),
+    ],
+    ids=["no-endpoints", "unreachable", "refused"],
+)
+def test_unread_endpoints_open_the_usual_ports_and_warn_with_the_key(dev_config, caplog, found, why):
+    run = _run(_set(dev_config, **EXISTING), me.FakeCluster(api_ports=found))
+    assert _monitor_egress(run) == _tcp(443, 6443)
+    (warning,) = [r.getMessage() for r in caplog.records if "run monitor's NetworkPolicy" in r.getMessage()]
+    assert why in warning, warning
+    assert "pulumi config set monitor.apiServerPort <port>" in warning, warning
+
+
+def test_the_ports_are_not_read_without_policies(dev_config):
+    cluster = me.FakeCluster(api_ports=Unreachable("never asked"))
+    run = _run(_set(dev_config, **EXISTING, **{"networkPolicy.enabled": "false"}), cluster)
+    assert run.of_type(POLICY) == [] and cluster.port_reads == 0
+
+
+def test_a_bad_api_server_port_is_refused_with_the_fix(dev_config):
+    run = me.run_program(_set(dev_config, **{"monitor.apiServerPort": "70000"}))
+    assert str(run.error) == "\n".join(
+        [
+            "1 invalid configuration value; nothing was deployed:",
+            "Configuration 'tf-mnist:monitor.apiServerPort' value '70000' is invalid: must be an integer "
+            "between 1 and 65535.",
+            "    fix: pulumi config set monitor.apiServerPort 6443",
+        ]
+    )
 
 
 def test_every_pod_of_the_run_is_selected_by_exactly_one_policy(dev_config):

@@ -4,10 +4,12 @@ against a recorded API: what it ends, with which reason, and when it exits."""
 from __future__ import annotations
 
 import copy
+import http.server
 
 import pytest
 
 from infra import run_monitor as rm
+from tests.loopback_http import serving
 
 RUN_ID = "r1-0123"
 #: 2026-01-02T12:00:00Z
@@ -332,7 +334,9 @@ def test_the_api_address_is_the_setting_or_the_in_cluster_service():
     assert rm.api_server({}) == "https://kubernetes.default.svc"
 
 
-@pytest.mark.parametrize("module", [rm, rm.progress], ids=["run_monitor", "pod_progress"])
+@pytest.mark.parametrize(
+    "module", [rm, rm.progress, rm.kube], ids=["run_monitor", "pod_progress", "monitor_api"]
+)
 def test_the_script_is_standard_library_only(module):
     # It runs from a ConfigMap with the image's Python: no package of this repository.
     import ast
@@ -352,3 +356,103 @@ def test_the_script_is_standard_library_only(module):
     import sys
 
     assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
+
+
+class UnreachedApi(RecordedApi):
+    """A RecordedApi whose first ``unreached`` list calls fail as a connection that is refused or
+    times out does (no answer), then ``answered`` as an answer (HTTP 503) does."""
+
+    def __init__(self, unreached: int, answered: int = 0) -> None:
+        super().__init__(run_of(chief=job("chief", condition="Complete")), [])
+        self.unreached, self.answered = unreached, answered
+
+    def items(self, path: str, selector: str) -> list[dict]:
+        if self.unreached:
+            self.unreached -= 1
+            raise rm.ApiError("GET https://10.96.0.1:443/apis/batch/v1/...: timed out", reached=False)
+        if self.answered:
+            self.answered -= 1
+            raise rm.ApiError("GET /apis/batch/v1/...: HTTP 503: unavailable")
+        return super().items(path, selector)
+
+
+IN_CLUSTER = {
+    **ENV,
+    "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+    "KUBERNETES_SERVICE_PORT": "443",
+    "MONITOR_EGRESS_PORTS": "443,6443",
+}
+
+
+def test_an_api_server_never_reached_fails_loudly_after_a_few_tries_naming_its_address(capsys):
+    # A closed port (a NetworkPolicy that drops it, a wrong monitor.apiServer) never answers:
+    # the monitor exits 3 within UNREACHED_FAILURES polls, not MAX_FAILURES, saying where it called.
+    now = [NOW]
+
+    def wait(seconds: float) -> None:  # the poll's sleep, after a try that timed out at 20 s
+        now[0] += seconds + 20
+
+    api = UnreachedApi(unreached=10**6)
+    assert rm.main(IN_CLUSTER, api=api, clock=lambda: now[0], sleep=wait) == 3
+    assert rm.EXIT_UNREACHABLE == 3 and rm.UNREACHED_FAILURES == 6
+    out, err = capsys.readouterr()
+    assert "through the API server at https://10.96.0.1:443 " in out
+    assert "cannot read the run (6 of 6)" in out and "(7 of" not in out
+    assert err == (
+        "run monitor: cannot reach the API server at https://10.96.0.1:443 (TCP port 443): 6 tries in "
+        "110 s, the last: GET https://10.96.0.1:443/apis/batch/v1/...: timed out. The run is NOT watched. "
+        "NetworkPolicy mnist-monitor opens TCP 443 and 6443 to it, which must be the port the address "
+        "reaches after the Service's translation (the kubernetes Service's endpoints'): set "
+        "monitor.apiServerPort to that port, or monitor.apiServer to an address pods can reach; `pulumi up` "
+        "then starts a new monitor.\n"
+    )
+    # Without a policy of the stack, the message says so.
+    no_policy = {k: v for k, v in IN_CLUSTER.items() if k != "MONITOR_EGRESS_PORTS"}
+    assert rm.main(no_policy, api=UnreachedApi(unreached=10**6), clock=lambda: NOW, sleep=lambda s: None) == 3
+    assert "No NetworkPolicy of the stack limits it (networkPolicy.enabled false)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answered", [0, 1], ids=["reached-first", "answered-first"])
+def test_once_reached_or_answered_the_api_server_gets_max_failures(capsys, answered):
+    # A monitor that has reached the API server once (or been answered, even with an error)
+    # rides out a restart: only MAX_FAILURES failed polls in a row end it.
+    api = UnreachedApi(unreached=0, answered=answered)
+    assert (
+        rm.main({**ENV, "MONITOR_API_SERVER": "https://10.244.0.1:16443"}, api=api, sleep=lambda s: None) == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("reached the API server at https://10.244.0.1:16443") == 1
+    assert ("cannot read the run (1 of 60): GET /apis/batch/v1/...: HTTP 503" in out) == bool(answered)
+    api = RecordedApi(run_of(), [])  # a run that goes on
+    calls = iter(range(10**6))
+    recorded = api.items
+
+    def one_poll_then_out_of_reach(path: str, selector: str) -> list[dict]:
+        if next(calls) >= 2:  # the first poll lists the Jobs and the pods
+            raise rm.ApiError("GET: timed out", reached=False)
+        return recorded(path, selector)
+
+    api.items = one_poll_then_out_of_reach
+    assert rm.main(ENV, api=api, clock=lambda: NOW, sleep=lambda s: None) == 1
+    out, err = capsys.readouterr()
+    assert "cannot read the run (60 of 60): GET: timed out" in out
+    assert err.startswith("run monitor: giving up after 60 failed polls")
+
+
+def test_the_api_tells_a_connection_that_failed_from_an_answer(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("t-1\n")
+    with pytest.raises(rm.ApiError) as refused:
+        rm.Api("http://127.0.0.1:1", str(token), None, timeout_s=5).items("/api/v1/pods", "a=b")
+    assert refused.value.reached is False and "http://127.0.0.1:1/api/v1/pods" in str(refused.value)
+
+    class Forbidden(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            self.send_error(403, "Forbidden")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with serving(Forbidden) as url, pytest.raises(rm.ApiError) as forbidden:
+        rm.Api(url, str(token), None, timeout_s=5).items("/api/v1/pods", "a=b")
+    assert forbidden.value.reached is True and "HTTP 403" in str(forbidden.value)

@@ -151,6 +151,55 @@ def test_the_monitors_reason_and_the_jobs_failure_are_shown():
     )
 
 
+def test_a_monitor_that_never_reached_the_api_server_says_where_it_called():
+    # Its pod's status ends with the script's last line (FallbackToLogsOnError): the address
+    # and port, so a closed port shows as such, not as a run nobody watches.
+    gave_up = (
+        "run monitor: cannot reach the API server at https://10.96.0.1:443 (TCP port 443): 6 tries in 31 s"
+    )
+    cluster = stuck_run()
+    monitor = {
+        "kind": "Job",
+        "metadata": {
+            "name": "mnist-monitor",
+            "labels": {"app.kubernetes.io/instance": "mnist", "app.kubernetes.io/component": "monitor"},
+        },
+        "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]},
+    }
+    older, newest = (
+        pod("monitor", 0, "Failed", created=f"2026-01-02T11:5{m}:00Z", suffix=s) for m, s in ("1x", "3y")
+    )
+    for p in (older, newest):
+        p["metadata"]["labels"]["job-name"] = "mnist-monitor"
+        p["status"]["containerStatuses"] = [
+            {
+                "name": "monitor",
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 3,
+                        "reason": "Error",
+                        "message": f"... cannot read the run (6 of 6): GET ...: timed out\n{gave_up}\n",
+                    }
+                },
+            }
+        ]
+    older["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = "an older pod's end\n"
+    cluster.objects += [monitor, newest, older]
+    run = status.collect(cluster, "mnist", "default", NOW)
+    assert run.monitor == "Failed" and run.monitor_why == [f"exited 3 (Error): {gave_up}"]
+    lines = status.render(run).splitlines()
+    at = lines.index(
+        "Monitor:     Failed (job mnist-monitor; kubectl --namespace default logs job/mnist-monitor)"
+    )
+    assert lines[at + 1] == f"             exited 3 (Error): {gave_up}"
+    # Without its pods (deleted), the Job's own failure.
+    cluster.objects = [o for o in cluster.objects if o not in (newest, older)]
+    assert status.collect(cluster, "mnist", "default", NOW).monitor_why == [
+        "Job failed: BackoffLimitExceeded: no message"
+    ]
+
+
 def test_json_output_holds_the_same_facts(capsys):
     code = status.main(
         ["--kubeconfig", "k", "--namespace", "default", "--prefix", "mnist", "-o", "json"],
