@@ -2,8 +2,8 @@
 (tools/local-cluster's stand-in for python:3.11-slim: Debian's Python 3.11 and pip, no project
 code, no TensorFlow), the code comes from the code ConfigMap and the packages from the setup
 Job, which installs them with real pip and --require-hashes from a wheel index this test serves
-on the cluster's bridge (the wheels pinned by docker/'s requirement files, downloaded once into
-the cache).
+on the cluster's bridge (tests/cluster/wheel_index.py: the wheels the requirement files pin,
+downloaded once into the cache).
 
 In file order, on one stack: `up` installs and trains to the usual accuracy, printing what the
 install cost; a code change is a new run whose setup reuses the packages; a tampered wheel
@@ -19,8 +19,6 @@ import hashlib
 import http.server
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +30,9 @@ from tests.loopback_http import serving
 from tests.preview.engine import PulumiProject
 from trainer.contract.progress import parse_log
 
-from .kube import REPO, Kube, job_condition
+from .kube import Kube, job_condition
 from .stack import LOCAL_CLUSTER_CONFIG, TASKS, stack_on_cluster, wait_for_tasks
+from .wheel_index import WHEELS, download_wheels, wanted_sets
 
 pytestmark = pytest.mark.cluster
 
@@ -43,9 +42,6 @@ PREFIX = "mnist"
 BRIDGE = "10.244.0.1"
 #: tools/local-cluster/images.sh's stand-in, imported into the node's containerd.
 BASE_IMAGE = "python:3.11-slim"
-WHEELS = (
-    Path(os.environ.get("LOCAL_CLUSTER_CACHE", Path.home() / ".cache" / "tf-mnist-local-cluster")) / "wheels"
-)
 #: test_stack_on_cluster.py's run: 3 epochs of the sample, 2 workers and 1 ps, batch 64, which
 #: reached 0.964-0.977 in its runs; the same bound.
 EPOCHS = 3
@@ -60,45 +56,10 @@ CONFIG = {
 }
 
 
-#: pip download's --platform options for the wheels pip in the base image picks: Debian 12's
-#: glibc 2.36 takes manylinux_2_36 down to manylinux_2_17 (manylinux2014). pip names no older
-#: tag for a newer one by itself, and the requirement files pin one hash per package, the
-#: wheel a pod installs (tensorboard-data-server's manylinux_2_31 one, not its py3-none-any).
-POD_PLATFORMS = tuple(
-    option
-    for tag in (*(f"manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)), "manylinux2014_x86_64")
-    for option in ("--platform", tag)
-)
-
-
-def download_wheels(sets: tuple[str, ...]) -> Path:
-    """The pinned wheels of ``sets`` in WHEELS (pip download with the hashes: the same files the
-    pods' pip checks), laid out as a PEP 503 index under WHEELS/simple."""
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    for name in sets:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--require-hashes", "--no-deps", "--only-binary", ":all:",
-             "--python-version", "3.11", *POD_PLATFORMS, "--implementation", "cp",
-             "-d", str(WHEELS / "files"), "-r", str(REPO / bundle.PACKAGE_FILES[name])],
-            check=True, timeout=3600, env={**os.environ, "PIP_FIND_LINKS": ""},
-        )  # fmt: skip
-    index = WHEELS / "simple"
-    for wheel in (WHEELS / "files").glob("*.whl"):
-        project = wheel.name.split("-")[0].replace("_", "-").replace(".", "-").lower()
-        page = index / project
-        page.mkdir(parents=True, exist_ok=True)
-        links = "".join(f'<a href="../../files/{w.name}">{w.name}</a>\n' for w in sorted(
-            (WHEELS / "files").glob(f"{wheel.name.split('-')[0]}-*.whl")))  # fmt: skip
-        (page / "index.html").write_text(links)
-    return WHEELS
-
-
 @pytest.fixture(scope="module")
 def index() -> Iterator[str]:
     """The wheel index on the bridge: its URL."""
-    root = download_wheels(
-        ("cpu", "tensorboard", *(("gpu",) if os.environ.get("TF_MNIST_GPU_WHEELS") else ()))
-    )
+    root = download_wheels(wanted_sets())
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *_: None  # type: ignore[attr-defined]
     with serving(handler, host=BRIDGE) as url:

@@ -26,29 +26,46 @@ def needs(phases) -> dict[str, list[str]]:
     return {p.name: list(p.needs) for p in phases}
 
 
-def test_the_cluster_builds_after_the_kubernetes_provider(pipeline) -> None:
-    """build:cluster reuses the packages build:engine compiled (one Go module for both)."""
-    phases = needs(pipeline.build_phases(["-ra"], as_root=True))
-    assert phases["build:cluster"] == ["build:engine"]
-    assert phases["build:engine"] == ["venv"]
-    assert phases["build:images"] == ["venv"]
-    assert phases["tests:cluster-base"] == ["build:cluster", "build:images"]
-    assert set(phases["tests:cluster"]) == {"build:engine", "build:cluster", "build:images"}
-    assert phases["build:alicloud"] == ["build:engine"]
+def test_the_engine_builds_after_the_cluster_while_the_clusters_own_tests_run(pipeline) -> None:
+    """build:engine reuses the packages build:cluster compiled (one Go module for both) and
+    starts once it has ended, passed or not; the cluster's own tests need no engine."""
+    phases = {p.name: p for p in pipeline.build_phases(["-ra"], as_root=True)}
+    wanted = {
+        "build:cluster": ["venv"],
+        "build:engine": ["venv"],
+        "build:images": ["venv"],
+        "build:wheels": ["venv"],
+        "tests:cluster-base": ["build:cluster", "build:images"],
+        "build:alicloud": ["build:engine"],
+    }
+    assert {name: list(phases[name].needs) for name in wanted} == wanted
+    assert list(phases["build:engine"].after) == ["build:cluster"]
+    assert set(phases["tests:cluster"].needs) == {"build:engine", "build:cluster", "build:images"}
+    assert list(phases["tests:cluster"].after) == ["build:wheels"]
 
 
 def test_the_builds_off_the_longest_chain_yield_to_it(pipeline) -> None:
-    """build:alicloud starts with build:cluster, which the cluster tests wait for, and
-    build:checkers feeds only its tests: both run below the chain (nice 5), and the tests phase
-    below them (nice 10)."""
+    """build:alicloud and build:checkers feed only their tests and build:wheels mostly
+    downloads: they run below the chain (nice 5), and the tests phase below them (nice 10)."""
     phases = {p.name: p for p in pipeline.build_phases(["-ra"], as_root=True)}
-    names = ("build:engine", "build:cluster", "build:alicloud", "build:checkers", "tests")
-    assert [phases[n].nice for n in names] == [0, 0, 5, 5, 10]
+    names = ("build:engine", "build:cluster", "build:alicloud", "build:wheels", "build:checkers", "tests")
+    assert [phases[n].nice for n in names] == [0, 0, 5, 5, 5, 10]
+
+
+def test_a_phase_after_another_starts_once_it_ended_even_failed(pipeline, tmp_path) -> None:
+    """``after`` orders two phases without making one need the other: the second runs after
+    the first has failed, and does not start before it ends."""
+    marks = tmp_path / "order"
+    first = pipeline.Phase("first", ["sh", "-c", f"sleep 0.5; echo first >> {marks}; exit 3"])
+    second = pipeline.Phase("second", ["sh", "-c", f"echo second >> {marks}"], after=["first"])
+    assert pipeline.Pipeline([first, second]).run(summary=False) == 1
+    assert marks.read_text().split() == ["first", "second"]
+    assert (first.rc, second.rc) == (3, 0)
 
 
 def test_without_root_there_is_no_cluster_phase(pipeline) -> None:
     phases = needs(pipeline.build_phases(["-ra"], as_root=False))
-    assert not [name for name in phases if "cluster" in name]
+    assert not [name for name in phases if "cluster" in name or "wheels" in name]
     assert phases["build:engine"] == ["venv"]
 
 

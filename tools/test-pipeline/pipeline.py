@@ -6,24 +6,32 @@ Why: on a fresh machine the Pulumi engine (the CLI and two providers) and the lo
 binaries build from Go modules for about half an hour, and most of the suite needs neither.
 So the phases run as soon as what they need is there, instead of one after another:
 
-    venv ──┬── build:engine (CLI + kubernetes provider) ──┬── build:alicloud ── tests:engine, tests:engine-live
-           │                                              └── build:cluster (Kubernetes, etcd, ...) ──┬── tests:cluster
-           ├── build:images (the local cluster's images) ─────────────────────────────────────────────┘
-           │         (build:cluster + build:images ── tests:cluster-base, the cluster's own)
-           ├── build:checkers (checkov, kube-score) ───────── tests:checkers
-           └── tests (none of engine, cluster, checkers)
+    venv ─┬─ build:cluster (Kubernetes, etcd, ...) ─┬─ tests:cluster-base (the cluster's own tests)
+          │                                         └┄ build:engine (CLI + kubernetes provider) ─┐
+          │        ┌─────────────────────────────────────────────────────────────────────────┘
+          │        ├─ build:alicloud ─ tests:engine, tests:engine-live
+          │        └─ tests:cluster (the stack on the cluster; also needs build:images)
+          ├─ build:images (the local cluster's images, for both cluster phases)
+          ├─ build:wheels (the base-image tests' wheel index) ┄ tests:cluster
+          ├─ build:checkers (checkov, kube-score) ─ tests:checkers
+          └─ tests (none of engine, cluster, checkers)
 
-``build:cluster`` waits for ``build:engine``: the kubernetes provider and the cluster's
-Kubernetes, CoreDNS and NetworkPolicy agent build from one Go module
-(tools/go-build/kubernetes-programs) with the same flags, so the cluster's build finds the
+``build:engine`` starts once ``build:cluster`` has ended: the kubernetes provider and the
+cluster's Kubernetes, CoreDNS and NetworkPolicy agent build from one Go module
+(tools/go-build/kubernetes-programs) with the same flags, so the engine's build finds the
 packages they share (k8s.io/*, protobuf, grpc, ...) compiled in the Go build cache instead of
-compiling them a second time beside the engine's build.
+compiling them a second time beside the cluster's build. The cluster builds first because its
+own tests need no engine: they run (mostly waiting for pods) while the engine compiles, instead
+of holding the cluster between the engine's build and the stack's cluster tests. A dotted line
+(``after``) is an order, not a need: the engine builds after a failed cluster build too, and
+the tests that use the wheel index download it themselves when ``build:wheels`` failed.
 
 The builds and the cluster tests are the longest chain, so they keep the normal priority;
-``build:alicloud``, which starts with ``build:cluster`` and feeds only the engine tests, and
-``build:checkers``, which feeds only their tests, run at nice 5, and ``tests`` at nice 10, taking the cores the builds leave idle (linking, module
-downloads) and every core once they are done. The cluster tests mostly wait for pods, which need a core
-when they train: they keep the normal priority.
+``build:alicloud``, which feeds only the engine tests, ``build:wheels``, mostly downloads, and
+``build:checkers``, which feeds only their tests, run at nice 5, and ``tests`` at nice 10, taking
+the cores the builds leave idle (linking, module downloads) and every core once they are done.
+The cluster tests mostly wait for pods, which need a core when they train: they keep the normal
+priority.
 
 Every pytest gets ``PYTEST ARGS`` (only options, e.g. ``-ra``; a selection such as ``-m`` or a
 path runs one pytest instead, after building only what the selected tests need). A phase whose
@@ -58,6 +66,8 @@ ENGINE_FREE_CLUSTER_TESTS = "tests/cluster/test_local_cluster.py"
 #: pulumi-resource-alicloud retries for 2 minutes offline (Alibaba's location service), after the
 #: engine has planned every other step, which is what they assert on.
 WAITING_ENGINE_TESTS = "tests/preview/test_live_cloud_stack.py"
+#: The module that downloads the base-image cluster tests' wheel index into the cache.
+WHEEL_INDEX = "tests.cluster.wheel_index"
 #: Where scripts/test.sh's pytest plugin writes which markers the selected tests carry.
 NEEDS_ENV = "TF_MNIST_NEEDS_FILE"
 
@@ -70,6 +80,8 @@ class Phase:
         name: shown in the summary line, e.g. ``build:engine``.
         argv: the command (run in the repository root).
         needs: names of phases that must have passed before it starts.
+        after: names of phases that must have ended, passed or not, before it starts: an order
+            between phases that compete for the cores or share a cache, not a need.
         env: variables added to the environment (after those the needs export).
         nice: the niceness it runs at (0: normal).
         stream: its output goes to this terminal as it comes; else to a log printed later.
@@ -80,6 +92,7 @@ class Phase:
     name: str
     argv: list[str]
     needs: Sequence[str] = ()
+    after: Sequence[str] = ()
     env: dict[str, str] = field(default_factory=dict)
     nice: int = 0
     stream: bool = False
@@ -296,7 +309,9 @@ class Pipeline:
                 needs = [self.phases[n] for n in phase.needs if n in self.phases]
                 if self.interrupted or any(n.rc not in (None, 0) for n in needs):
                     phase.rc = -1
-                elif all(n.rc == 0 for n in needs):
+                elif all(n.rc == 0 for n in needs) and all(
+                    self.phases[a].rc is not None for a in phase.after if a in self.phases
+                ):
                     self._start(phase)
             if not any(p.proc is not None and p.rc is None for p in self.phases.values()):
                 break
@@ -357,10 +372,6 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
     builds_env = {"PULUMI_TOOLCHAIN_NICE": "0", "LOCAL_CLUSTER_NICE": "0"}
     engine_env = {"REQUIRE_PULUMI_ENGINE": "1"}
     venv = Phase("venv", ["bash", "scripts/bootstrap.sh"])
-    # After the kubernetes provider, whose compiled packages it reuses (module docstring).
-    build_cluster = Phase(
-        "build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["build:engine"], env=builds_env
-    )
     phases = [venv]
     if is_selection(pytest_args):
         # One pytest, after building only what the selected tests need: the venv first, to
@@ -376,8 +387,16 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             )
             needs.append("build:engine")
         if "cluster" in wanted and as_root:
-            # "cluster" always brings build:engine, which build:cluster needs.
-            phases.append(build_cluster)
+            # After the kubernetes provider, whose compiled packages it reuses (module
+            # docstring): "cluster" always brings build:engine.
+            phases.append(
+                Phase(
+                    "build:cluster",
+                    ["bash", "tools/local-cluster/build.sh"],
+                    needs=["build:engine"],
+                    env=builds_env,
+                )
+            )
             phases.append(Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"]))
             needs += ["build:cluster", "build:images"]
         if "checkers" in wanted:
@@ -388,15 +407,25 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
             Phase("tests", [*pytest, *pytest_args], needs=needs, env=env, stream=True, is_pytest=True)
         )
         return phases
+    engine = Phase(
+        "build:engine",
+        toolchain,
+        needs=["venv"],
+        after=["build:cluster"] if as_root else [],
+        env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"},
+    )
+    if as_root:
+        # The cluster first, so that its own tests run while the engine builds (module docstring).
+        phases += [
+            Phase("build:cluster", ["bash", "tools/local-cluster/build.sh"], needs=["venv"], env=builds_env),
+            # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
+            # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
+            Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"], needs=["venv"]),
+            Phase("build:wheels", [python, "-m", WHEEL_INDEX], needs=["venv"], nice=5),
+        ]
     phases += [
-        Phase(
-            "build:engine",
-            toolchain,
-            needs=["venv"],
-            env={**builds_env, "PULUMI_TOOLCHAIN_PROVIDERS": "kubernetes"},
-        ),
-        # Below the cluster's build, which starts with it and is on the longest chain; the
-        # engine tests it feeds are not.
+        engine,
+        # Off the longest chain: the engine tests it feeds are not on it.
         Phase("build:alicloud", toolchain, needs=["build:engine"], env={**builds_env}, nice=5),
         # Off the longest chain too: it feeds only tests:checkers.
         Phase("build:checkers", checkers, needs=["venv"], env=checkers_env, nice=5),
@@ -432,34 +461,27 @@ def build_phases(pytest_args: list[str], as_root: bool) -> list[Phase]:
         ),
     ]
     if as_root:
-        phases.insert(2, build_cluster)
-        # The images (debootstrap, pip inside buildah: downloads more than CPU) build with the
-        # cluster down, beside the Go builds; the cluster tests' first `up` then imports them.
-        phases.insert(
-            3, Phase("build:images", ["bash", "tools/local-cluster/local-cluster", "images"], needs=["venv"])
-        )
-        # The cluster's own tests need no engine: they start once the cluster is built, while
-        # the engine still builds; the stack's cluster tests then wait for the cluster's lock
-        # (tests/cluster/conftest.py), not for them to pass.
+        # The cluster's own tests need no engine: they run while the engine builds; the stack's
+        # cluster tests then wait for the cluster's lock (tests/cluster/conftest.py), not for
+        # them to pass.
         cluster_env = {"REQUIRE_LOCAL_CLUSTER": "1"}
-        phases.append(
+        phases += [
             Phase(
                 "tests:cluster-base",
                 [*pytest, "-m", "cluster", *pytest_args, ENGINE_FREE_CLUSTER_TESTS],
                 needs=["build:cluster", "build:images"],
                 env=cluster_env,
                 is_pytest=True,
-            )
-        )
-        phases.append(
+            ),
             Phase(
                 "tests:cluster",
                 [*pytest, "-m", "cluster", *pytest_args, f"--ignore={ENGINE_FREE_CLUSTER_TESTS}"],
                 needs=["build:engine", "build:cluster", "build:images"],
+                after=["build:wheels"],
                 env={**engine_env, **cluster_env},
                 is_pytest=True,
-            )
-        )
+            ),
+        ]
     return phases
 
 
