@@ -262,6 +262,7 @@ def _run_monitor(
             staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS,
             setup_job_name=setup.setup_name(prefix) if settings.runtime.used else None,
             setup_deadline_seconds=setup.SETUP_TIMEOUT_SECONDS,
+            watched_start_timeout_seconds=training.staging_start_timeout_seconds,
         ),
         opts=k8s_opts,
     )

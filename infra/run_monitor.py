@@ -30,7 +30,10 @@ It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the 
 with a short ``activeDeadlineSeconds`` (data.startTimeoutSeconds), so that a staging pod that never
 starts fails it: once a pod of that Job runs, the monitor raises the deadline to
 ``MONITOR_STAGING_DEADLINE_S`` (``staging_deadline``), the bound of the whole staging, so a long
-download is not cut. A monitor that cannot run leaves the short deadline in force. The setup
+download is not cut. Before that, while the pod progresses toward starting (a slow pull of its
+image), the deadline follows it: ``MONITOR_WATCHED_START_TIMEOUT_S`` (data.startTimeoutSeconds)
+past its last step, as the task pods' start timeout counts. A monitor that cannot run leaves
+the short deadline in force. The setup
 Job of a stack without images of its own (``MONITOR_SETUP_JOB``, infra/components/setup.py) is
 watched the same way, its pod's deadline raised to ``MONITOR_SETUP_DEADLINE_S``.
 
@@ -42,7 +45,9 @@ infra.status`` shows. Only the Jobs of this run count (their ``--run_id`` is
 
 Environment: MONITOR_NAMESPACE, MONITOR_PREFIX, MONITOR_RUN_ID, MONITOR_SCHEDULE_TIMEOUT_S,
 MONITOR_START_TIMEOUT_S, MONITOR_STAGING_JOB and MONITOR_STAGING_DEADLINE_S (unset: staging is not
-watched), MONITOR_SETUP_JOB and MONITOR_SETUP_DEADLINE_S (likewise for the setup Job), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
+watched), MONITOR_SETUP_JOB and MONITOR_SETUP_DEADLINE_S (likewise for the setup Job),
+MONITOR_WATCHED_START_TIMEOUT_S (both Jobs' start timeout; 0 or unset: only a running pod raises
+their deadline), MONITOR_POLL_S (default 5), MONITOR_API_SERVER (an https URL; default the in-cluster address
 ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``), MONITOR_EGRESS_PORTS (the ports
 its NetworkPolicy opens, comma-separated, named when it cannot reach the server; unset: no
 policy). It authenticates with the pod's service-account token and trusts the service-account CA.
@@ -60,6 +65,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -295,27 +301,62 @@ def decide(
 
 
 def staging_deadline(
-    jobs: Sequence[Mapping], pods: Sequence[Mapping], name: str | None, deadline_s: int
+    jobs: Sequence[Mapping],
+    pods: Sequence[Mapping],
+    name: str | None,
+    deadline_s: int,
+    *,
+    start_timeout_s: float = 0,
+    events: Sequence[Mapping] = (),
 ) -> dict[str, int]:
-    """{the staging Job's name: ``deadline_s``} when that Job has not ended, a pod of it runs
-    (phase Running: its container started, so it is past scheduling, the image pull and the
-    volume's mount) and its ``activeDeadlineSeconds`` is shorter; else {} (nothing to patch).
+    """{the watched Job's name: its new ``activeDeadlineSeconds``} when that Job (the data
+    staging or the setup Job, created with the short deadline data.startTimeoutSeconds) has not
+    ended and its deadline should rise; else {} (nothing to patch). It rises
+
+    * to ``deadline_s``, the bound of the whole Job, once a pod of it runs (phase Running: its
+      container started, so it is past scheduling, the image pull and the volume's mount);
+    * while its pod progresses toward starting (``start_timeout_s`` > 0 and the Job has a
+      start time), to ``start_timeout_s`` past the pod's last step (pod_progress.last_step: a
+      pull begun or ended, a container created...), or PULL_TIMEOUTS times ``start_timeout_s``
+      past the start of a first pull still in flight (pod_progress.pull_in_flight): the same
+      clock as the task pods' start timeout (``decide``), so a slow pull of a large image is not
+      cut while a pod that stopped progressing, or was never scheduled, still ends at its
+      short deadline. Never above ``deadline_s``; never lowered.
 
     Args:
         jobs: the run's Jobs, as listed.
         pods: the run's pods, as listed (a pod's Job is its ``job-name`` label).
-        name: the staging Job's name; None: staging is not watched.
-        deadline_s: the deadline of a staging pod that runs (seconds from the Job's start).
+        name: the watched Job's name; None: not watched.
+        deadline_s: the deadline of a pod that runs (seconds from the Job's start).
+        start_timeout_s: data.startTimeoutSeconds, the Job's deadline as created; 0: only a
+            running pod raises it.
+        events: the namespace's pod Events (none: a pod's last step is its scheduling).
     """
     job = next((j for j in jobs if j["metadata"]["name"] == name), None)
     if name is None or job is None or ended(job) or deadline_s <= 0:
         return {}
-    if (job.get("spec", {}).get("activeDeadlineSeconds") or deadline_s) >= deadline_s:
+    current = job.get("spec", {}).get("activeDeadlineSeconds") or deadline_s
+    if current >= deadline_s:
         return {}
-    running = any(
-        _labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running" for p in pods
-    )
-    return {name: deadline_s} if running else {}
+    mine = [p for p in pods if _labels(p).get("job-name") == name]
+    if any(p.get("status", {}).get("phase") == "Running" for p in mine):
+        return {name: deadline_s}
+    started = progress.parse_time(job.get("status", {}).get("startTime"))
+    if start_timeout_s <= 0 or started is None:
+        return {}
+    until = []
+    for pod in mine:
+        if pod.get("status", {}).get("phase") != "Pending":
+            continue
+        about = progress.events_of(pod, events)
+        step = progress.last_step(pod, about)
+        if step is not None:
+            until.append(step[0] + start_timeout_s)
+        flight = progress.pull_in_flight(pod, about)
+        if flight is not None:
+            until.append(flight[0] + progress.PULL_TIMEOUTS * start_timeout_s)
+    wanted = min(deadline_s, math.ceil(max(until) - started)) if until else 0
+    return {name: wanted} if wanted > current else {}
 
 
 class Calls(Protocol):
@@ -358,6 +399,7 @@ def main(
         run_id = env.get("MONITOR_RUN_ID") or None
         timeout_s = float(env.get("MONITOR_SCHEDULE_TIMEOUT_S") or 0)
         start_timeout_s = float(env.get("MONITOR_START_TIMEOUT_S") or 0)
+        watched_start_timeout_s = float(env.get("MONITOR_WATCHED_START_TIMEOUT_S") or 0)
         poll_s = float(env.get("MONITOR_POLL_S") or DEFAULT_POLL_S)
         watched = [
             (env.get(f"MONITOR_{job}_JOB") or None, int(env.get(f"MONITOR_{job}_DEADLINE_S") or 0))
@@ -380,15 +422,26 @@ def main(
         try:
             jobs = api.items(f"/apis/batch/v1/namespaces/{namespace}/jobs", selector)
             pods = api.items(f"/api/v1/namespaces/{namespace}/pods", selector)
+            events = (
+                _events(api, namespace, pods) if max(start_timeout_s, watched_start_timeout_s) > 0 else []
+            )
             raised = {
                 k: v
                 for job, deadline in watched
-                for k, v in staging_deadline(jobs, pods, job, deadline).items()
+                for k, v in staging_deadline(
+                    jobs, pods, job, deadline, start_timeout_s=watched_start_timeout_s, events=events
+                ).items()
             }
             for name, seconds in raised.items():
                 api.set_deadline(namespace, name, seconds)
-                log(f"the pod of Job {name} runs: its activeDeadlineSeconds is now {seconds}")
-            events = _events(api, namespace, pods) if start_timeout_s > 0 else []
+                runs = any(
+                    _labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running"
+                    for p in pods
+                )
+                log(
+                    f"the pod of Job {name} {'runs' if runs else 'progresses toward starting'}: "
+                    f"its activeDeadlineSeconds is now {seconds}"
+                )
             decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s, events)
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)

@@ -75,6 +75,9 @@ class RunMonitorArgs:
             None: not watched).
         setup_job_name: the setup Job (infra/components/setup.py), watched the same way, its
             deadline raised to ``setup_deadline_seconds``; None: the stack has none.
+        watched_start_timeout_seconds: data.startTimeoutSeconds, both watched Jobs' deadline as
+            created: while their pod progresses toward starting (a slow pull), the monitor keeps
+            the deadline this far past the pod's last step (run_monitor.staging_deadline).
     """
 
     namespace: pulumi.Input[str]
@@ -95,6 +98,7 @@ class RunMonitorArgs:
     staging_deadline_seconds: int = 0
     setup_job_name: str | None = None
     setup_deadline_seconds: int = 0
+    watched_start_timeout_seconds: int = 0
 
 
 def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
@@ -268,6 +272,8 @@ class RunMonitor(pulumi.ComponentResource):
         if args.staging_job_name:
             values["MONITOR_STAGING_JOB"] = args.staging_job_name
             values["MONITOR_STAGING_DEADLINE_S"] = str(args.staging_deadline_seconds)
+        if args.watched_start_timeout_seconds and (args.staging_job_name or args.setup_job_name):
+            values["MONITOR_WATCHED_START_TIMEOUT_S"] = str(args.watched_start_timeout_seconds)
         if args.setup_job_name:
             values["MONITOR_SETUP_JOB"] = args.setup_job_name
             values["MONITOR_SETUP_DEADLINE_S"] = str(args.setup_deadline_seconds)

@@ -234,8 +234,9 @@ CHART_KEYS: tuple[Key, ...] = (
         600,
         integer(10, 1200),
         "Seconds the staging pod (and the setup Job's) may take to start (be scheduled, pull its image, mount the "
-        "volume) before its Job fails (activeDeadlineSeconds, raised by the run monitor once the pod runs) and "
-        "`pulumi up` with it.",
+        "volume) before its Job fails (activeDeadlineSeconds) and `pulumi up` with it; the run monitor counts them "
+        "from the pod's last step while it progresses (a slow first pull: up to 4 times as long) and lifts the "
+        "bound once the pod runs.",
     ),
     Key("persistence.pvc.storage", "5Gi", quantity, "PV capacity and PVC request."),
     Key(

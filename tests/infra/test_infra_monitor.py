@@ -94,6 +94,9 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     assert env["MONITOR_EGRESS_PORTS"] == "6443"
     # The staging Job's deadline, raised once its pod runs (run_monitor.staging_deadline).
     assert (env["MONITOR_STAGING_JOB"], env["MONITOR_STAGING_DEADLINE_S"]) == ("mnist-stage-data", "1200")
+    # While the staging pod progresses toward starting, its deadline follows it from
+    # data.startTimeoutSeconds (run_monitor.staging_deadline).
+    assert env["MONITOR_WATCHED_START_TIMEOUT_S"] == "600"
     assert run.outputs["monitorJobName"] == NAME
     # Ready once created, like the task Jobs: `pulumi up` does not wait for the run.
     assert me.own_annotations(job.inputs["metadata"]) == {"pulumi.com/waitFor": "jsonpath={.metadata.uid}"}
