@@ -387,6 +387,31 @@ def log(message: str) -> None:
     print(f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} {printable(message)}", flush=True)
 
 
+def raise_deadlines(
+    api: Calls,
+    namespace: str,
+    jobs: Sequence[Mapping],
+    pods: Sequence[Mapping],
+    watched: Sequence[tuple[str | None, int]],
+    start_timeout_s: float,
+    events: Sequence[Mapping],
+) -> None:
+    """Patch each watched Job's deadline that ``staging_deadline`` raises, and log it."""
+    for job, deadline in watched:
+        for name, seconds in staging_deadline(
+            jobs, pods, job, deadline, start_timeout_s=start_timeout_s, events=events
+        ).items():
+            api.set_deadline(namespace, name, seconds)
+            runs = any(
+                _labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running"
+                for p in pods
+            )
+            log(
+                f"the pod of Job {name} {'runs' if runs else 'progresses toward starting'}: "
+                f"its activeDeadlineSeconds is now {seconds}"
+            )
+
+
 def main(
     env: Mapping[str, str] = os.environ,
     api: Calls | None = None,
@@ -425,23 +450,7 @@ def main(
             events = (
                 _events(api, namespace, pods) if max(start_timeout_s, watched_start_timeout_s) > 0 else []
             )
-            raised = {
-                k: v
-                for job, deadline in watched
-                for k, v in staging_deadline(
-                    jobs, pods, job, deadline, start_timeout_s=watched_start_timeout_s, events=events
-                ).items()
-            }
-            for name, seconds in raised.items():
-                api.set_deadline(namespace, name, seconds)
-                runs = any(
-                    _labels(p).get("job-name") == name and p.get("status", {}).get("phase") == "Running"
-                    for p in pods
-                )
-                log(
-                    f"the pod of Job {name} {'runs' if runs else 'progresses toward starting'}: "
-                    f"its activeDeadlineSeconds is now {seconds}"
-                )
+            raise_deadlines(api, namespace, jobs, pods, watched, watched_start_timeout_s, events)
             decision = decide(jobs, pods, run_id, clock(), timeout_s, start_timeout_s, events)
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)

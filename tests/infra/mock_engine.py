@@ -22,6 +22,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from fake_cluster import FakeCluster as FakeCluster
 from fake_registry import FakeRegistry as FakeRegistry
 from fake_registry import fake_digest as fake_digest
 from fake_registry import pinned as pinned
@@ -124,31 +125,6 @@ class Registration:
     aliases: list[str] = field(default_factory=list)
     #: The input properties whose changes the engine ignores after creation (camelCase).
     ignore_changes: list[str] = field(default_factory=list)
-
-
-class FakeCluster:
-    """A recorded cluster for the ownership check and the monitor's egress: ``objects`` it holds,
-    ``api_ports`` its kubernetes Service's endpoint ports or what reading them raises, ``error``
-    what every read raises; ``reads`` the refs asked for, ``port_reads`` the reads of the ports."""
-
-    def __init__(
-        self, objects: dict | None = None, error: Exception | None = None, api_ports=(6443,)
-    ) -> None:
-        self.objects, self.error, self.api_ports = dict(objects or {}), error, api_ports
-        self.reads, self.port_reads = [], 0
-
-    def read(self, ref):
-        self.reads.append(ref)
-        if self.error is not None:
-            raise self.error
-        return self.objects.get(ref)
-
-    def api_server_ports(self) -> list[int]:
-        self.port_reads += 1
-        for error in (self.error, self.api_ports):
-            if isinstance(error, Exception):
-                raise error
-        return list(self.api_ports)
 
 
 @dataclass
