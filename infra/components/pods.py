@@ -134,10 +134,9 @@ def scratch_env() -> list[k8s.core.v1.EnvVarArgs]:
 #: Seconds a task pod gets between SIGTERM and SIGKILL. On SIGTERM the chief finishes the
 #: chunk of --steps_per_execution (50) steps in flight and saves a checkpoint
 #: (trainer/training/loop.py); SIGTERM at an epoch's end first waits for that epoch's
-#: checkpoint and evaluation (10,000 test digits). Measured on the local cluster (2 CPU
-#: cores, 2 workers, batch 64; tests/cluster/test_stack_on_cluster.py prints it): at most
-#: 40-71 ms a batch, so 2-4 s a chunk, and 0.3 s for checkpoint plus evaluation: under 5 s
-#: in all. 120 s leaves room for a slow or busy NAS; the ps and the workers exit at once on
-#: SIGTERM (trainer/servers.py), so only a stuck process waits this long. Kubernetes'
+#: checkpoint and evaluation (10,000 test digits). That takes a few seconds on the local
+#: cluster (tests/cluster/test_stack_on_cluster.py prints it; docs/benchmarks.md has the
+#: figures), so 120 s leaves room for a slow or busy NAS; the ps and the workers exit at once
+#: on SIGTERM (trainer/servers.py), so only a stuck process waits this long. Kubernetes'
 #: default is 30 s.
 TASK_GRACE_SECONDS = 120

@@ -177,7 +177,7 @@ def finish_worker(loop: TrainingLoop) -> None:
     """A MultiWorkerMirroredStrategy worker after the last epoch.
 
     Freeing its model, datasets and functions on return waits on the chief's collective and
-    coordination services, which end with the chief (seen: the worker exited 14 s after
+    coordination services, which end with the chief (freed, the worker exits seconds after
     the chief, with "Failed to send RPC to coordination service" errors); so they are kept
     until ``os._exit``, like the chief's.
     """

@@ -115,8 +115,8 @@ class TrainingLoop:
 
     def _build(self, at_step: int) -> float:
         """Build the step function of step ``at_step`` (StepRunner.prepare) and, on the chief,
-        the evaluation's meanwhile (its first run otherwise costs about 0.5 s more, at the
-        first epoch's end, when every worker waits for the chief); return the wall seconds."""
+        the evaluation's meanwhile (its first run otherwise costs more, at the first epoch's
+        end, when every worker waits for the chief); return the wall seconds."""
         start = self.clock()
         self.steps.prepare(at_step)
         if self.is_chief:

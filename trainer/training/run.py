@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, task: TaskConfig) -> int:
     files = ClusterFiles(args.log_dir)
     dataset = check_inputs(args, task, files)
 
-    # TensorFlow only now: bad data or a bad --log_dir fail without its import (2.5 s of CPU).
+    # TensorFlow only now: bad data or a bad --log_dir fail fast, without its costly import.
     import keras
     import tensorflow as tf
 

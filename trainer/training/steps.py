@@ -31,9 +31,9 @@ Two ways to exchange the weights, by ``--local_steps``:
 
 Both functions are traced without AutoGraph (``autograph=False``): their loops are
 ``tf.while_loop`` calls and nothing else in them is Python control flow on tensors.
-AutoGraph's rewriting of their source was most of their tracing (on 2 cores, the every-step
-function's 0.58 s down to 0.13 s, the rounds' 0.63 s down to 0.10 s), which with a ps is the
-chief's time before the workers get their first steps, and with ps 0 every task's.
+AutoGraph's rewriting of their source was most of their tracing (docs/benchmarks.md), which
+with a ps is the chief's time before the workers get their first steps, and with ps 0 every
+task's.
 """
 
 from __future__ import annotations
@@ -286,8 +286,8 @@ class StepRunner:
         process, or with a coordinator once on each worker (scheduled: ``join()`` waits).
 
         A function's first call is what costs: tracing here, and with a coordinator shipping
-        it to a worker, which builds it and its dataset iterator (about 0.6 s for the
-        every-step function on 2 cores). Prepared, the first epoch's clock times steps in
+        it to a worker, which builds it and its dataset iterator (the benchmark's "building"
+        column, docs/benchmarks.md). Prepared, the first epoch's clock times steps in
         every layout alike, and the chief can prepare its evaluation meanwhile.
 
         Only that first function: with a ps the rounds' function is still built at the
