@@ -3,6 +3,7 @@ the "restricted" security context."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi_kubernetes as k8s
@@ -108,6 +109,44 @@ def resources(requests: dict[str, str], limits: dict[str, str]) -> k8s.core.v1.R
     return k8s.core.v1.ResourceRequirementsArgs(
         requests={**requests, "ephemeral-storage": EPHEMERAL_STORAGE_REQUEST},
         limits={**limits, "ephemeral-storage": EPHEMERAL_STORAGE_LIMIT},
+    )
+
+
+#: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def disruption_rule() -> k8s.batch.v1.PodFailurePolicyRuleArgs:
+    """A podFailurePolicy rule: a pod failed by a disruption (DISRUPTION_TARGET: eviction,
+    preemption, a drained node, pod GC) is Ignored, i.e. replaced without counting against the
+    Job's backoffLimit."""
+    return k8s.batch.v1.PodFailurePolicyRuleArgs(
+        action="Ignore",
+        on_pod_conditions=[
+            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")
+        ],
+    )
+
+
+def failure_policy(
+    container: str, fail_job: Sequence[int], ignore: Sequence[int]
+) -> k8s.batch.v1.PodFailurePolicyArgs:
+    """A Job's podFailurePolicy, its rules in this order: ``container`` exiting with a code of
+    ``fail_job`` fails the Job at once (a new pod would fail the same way); exiting with a code
+    of ``ignore``, or a disruption (``disruption_rule``), gets a new pod that does not count
+    against backoffLimit. Any other failure counts. Each list of codes is sorted and must not
+    be empty (Kubernetes refuses an empty ``In``)."""
+
+    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
+        return k8s.batch.v1.PodFailurePolicyRuleArgs(
+            action=action,
+            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                container_name=container, operator="In", values=sorted(codes)
+            ),
+        )
+
+    return k8s.batch.v1.PodFailurePolicyArgs(
+        rules=[exit_codes("FailJob", fail_job), exit_codes("Ignore", ignore), disruption_rule()]
     )
 
 
