@@ -57,14 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_BAD_FLAGS
     if log_dir_lock.wanted() and os.path.isdir(args.log_dir):  # else taken where it is made (run.py)
-        try:
-            log_dir_lock.hold(args.log_dir, "python -m trainer")
-        except log_dir_lock.LogDirRefused as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_BAD_FLAGS
-        except VolumeFull as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_VOLUME_FULL
+        refused = log_dir_lock.hold_at_start(args.log_dir, "python -m trainer")
+        if refused is not None:
+            return refused
     # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
     tasklog.start(
         args.log_dir, f"{task.task_type}-{task.task_index}", f" run_id {args.run_id}" if args.run_id else ""
