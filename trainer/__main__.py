@@ -31,7 +31,7 @@ from trainer.contract.exit_codes import (  # noqa: E402
 from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.packages import import_error_message  # noqa: E402
 from trainer.servers import ClusterFiles, use_run_id  # noqa: E402
-from trainer.training.storage import VolumeFull  # noqa: E402
+from trainer.volume import VolumeFull  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_VOLUME_FULL
-from trainer.training.storage import VolumeFull, is_no_space, volume_full
+from trainer.volume import VolumeFull, is_no_space, volume_full
 
 #: The lock file, in --log_dir. It holds the holder's pid and start time, for the message.
 LOCK_FILE = ".run.lock"
@@ -56,7 +56,7 @@ def hold(log_dir: str | Path, command: str) -> None:
 
     Raises:
         LogDirRefused: another process holds it, or ``log_dir`` or its lock file cannot be made.
-        trainer.training.storage.VolumeFull: the volume holding ``log_dir`` has no space for
+        trainer.volume.VolumeFull: the volume holding ``log_dir`` has no space for
             the lock file or its holder line (ENOSPC, EDQUOT).
     """
     path = Path(log_dir) / LOCK_FILE

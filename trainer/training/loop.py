@@ -95,7 +95,7 @@ class TrainingLoop:
 
         Raises:
             PeerLost: TensorFlow failed to reach a ps or peer.
-            trainer.training.storage.VolumeFull: no space left on --log_dir's volume for a
+            trainer.volume.VolumeFull: no space left on --log_dir's volume for a
                 checkpoint or the TensorBoard events.
         """
         outcome = Outcome()
