@@ -15,13 +15,12 @@
 #   passes it feeds are the largest share of compiling the big dependency graphs these builds
 #   have, and the programs spend their time in tests waiting on I/O, not in those packages. The
 #   standard library (the runtime, the garbage collector, sync, encoding) keeps its inlining: the
-#   later -gcflags pattern wins for the packages it matches. A cold build of the etcd server, on
-#   a 2-core AMD EPYC Zen 3: 108.8 CPU s with inlining, 92.8 with -l outside std (85.9 with -l
-#   everywhere); with GOGC=off below, 84.0.
+#   later -gcflags pattern wins for the packages it matches (a cold build of the etcd server
+#   measures it: docs/benchmarks.md).
 # - No garbage collection in the compiler and linker until a process reaches GOMEMLIMIT=3GiB,
 #   past which it collects as often as it must (GOGC=off: most compile processes end long before;
-#   the alicloud provider's link, about 6 GiB at Go's default, stays near the limit). The etcd
-#   server above: 92.8 CPU s at GOGC=400, 84.0 at GOGC=off (each on an empty build cache).
+#   the alicloud provider's link, about 6 GiB at Go's default, stays near the limit); fewer
+#   collections, less CPU (the etcd server's build again: docs/benchmarks.md).
 #
 # A caller's own GOGC or GOMEMLIMIT wins.
 #

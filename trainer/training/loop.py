@@ -133,8 +133,8 @@ class TrainingLoop:
         Each ``--log_interval``'s Step line waits for that interval's chunks, but only once
         the next interval's chunks are started: with a coordinator the workers then always
         have steps queued. Waiting at the interval itself left them idle while the chief
-        printed and scheduled again (2 workers + 1 ps on full MNIST, ``--log_interval`` 100:
-        about 5% fewer examples/s than with no Step lines). So a Step line prints one
+        printed and scheduled again, which cost examples/s against no Step lines at all (2
+        workers + 1 ps on full MNIST; docs/benchmarks.md). So a Step line prints one
         interval late, with the interval's own cost; the epoch's last prints before its
         Epoch line. Its AvgTime is since the epoch's start (EpochPace). Without a
         coordinator every chunk has run when ``run`` returns.

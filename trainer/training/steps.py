@@ -24,9 +24,9 @@ Two ways to exchange the weights, by ``--local_steps``:
   chance). Both ways keep the optimizer's moments in the same scale (each step's gradient is
   of its mean loss over the global batch), so the second way carries on from the first's.
   With ps 0 the replicas start from the same weights and are averaged after every round, so
-  the rounds begin at step 0: on full MNIST, k = 50, 8 seeds reached 0.9901-0.9919, at the
-  one process' examples/s where the every-step warm-up held ps 0 at 0.87x (its all-reduce
-  per step, and a second function to trace in every task at the switch).
+  the rounds begin at step 0: that kept the recipe's accuracy on full MNIST, at about one
+  process' examples/s where an every-step warm-up held ps 0 below it (its all-reduce per
+  step, and a second function to trace in every task at the switch; docs/benchmarks.md).
   One process has nothing to exchange: it always takes the first way.
 
 Both functions are traced without AutoGraph (``autograph=False``): their loops are
@@ -293,9 +293,7 @@ class StepRunner:
         Only that first function: with a ps the rounds' function is still built at the
         switch, by each worker on its first round. Built here too, the switch came at the
         same moment on both workers and the seeds' accuracies spread wider (2 workers + 1 ps,
-        full MNIST: 47 of seeds 1-50 at 0.99, against 25 of seeds 1-25 both without
-        ``prepare`` and with the first function alone), and no faster on an idle machine
-        (seed 1: 21,943 and 21,636 examples/s against 22,289 and 21,758 without it).
+        full MNIST), and no faster on an idle machine (docs/benchmarks.md has the figures).
         """
         no_steps = tf.constant(0, tf.int32)
         function = self._function_at(at_step)
