@@ -106,30 +106,8 @@ def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     once; a killed container (EXIT_KILLED) or a disruption (DisruptionTarget) gets a new pod
     that does not count; anything else (exit 1: the API server out of reach) counts against
     BACKOFF_LIMIT. A run is then never left unwatched because its monitor was killed."""
-
-    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
-        return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action,
-            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=COMPONENT, operator="In", values=sorted(codes)
-            ),
-        )
-
-    return k8s.batch.v1.PodFailurePolicyArgs(
-        rules=[
-            # A bad environment: no new pod mends it.
-            exit_codes("FailJob", [run_monitor.EXIT_BAD_ENVIRONMENT]),
-            exit_codes("Ignore", EXIT_KILLED),
-            k8s.batch.v1.PodFailurePolicyRuleArgs(
-                action="Ignore",
-                on_pod_conditions=[
-                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                        type="DisruptionTarget", status="True"
-                    )
-                ],
-            ),
-        ]
-    )
+    # A bad environment: no new pod mends it.
+    return pods.failure_policy(COMPONENT, fail_job=[run_monitor.EXIT_BAD_ENVIRONMENT], ignore=EXIT_KILLED)
 
 
 def object_names(name: str) -> list[tuple[str, str]]:

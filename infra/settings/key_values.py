@@ -17,7 +17,7 @@ DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 #: - elsewhere (and with no region): Docker Hub's official python:3.11-slim, by the digest of its
 #:   multi-arch index. Not resolved here (no registry was reachable where this was written): the
 #:   digest is the one public repositories' lock records give for python:3.11-slim, also
-#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie, resolved 2026-08-18).
+#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie) when it was pinned.
 #:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
 #: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
 #:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
@@ -45,7 +45,8 @@ TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
 TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
 TENSORBOARD_TAG = "tensorboard:2.21.0"
 
-#: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
+#: GN5 takes only these system disk categories (no ESSD): infra/settings/gpu_families.py
+#: gives the source.
 GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
 #: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
 NETWORK_PLUGINS = ("flannel", "terway")

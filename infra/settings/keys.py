@@ -17,8 +17,6 @@ derive.py.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from infra.settings.key import Key
@@ -86,44 +84,3 @@ def project_config_schema() -> dict[str, dict[str, Any]]:
         for k in KEYS
         if k.schema_type is not None
     }
-
-
-def config_table_markdown() -> str:
-    """The configuration reference as a Markdown table, one row per key of KEYS in table order.
-
-    Columns: the key, its value type (``Key.value_type``), its default (``unset`` for None;
-    lists and maps as JSON) and its description. A description's Markdown characters
-    (``\\ * < > |``) are escaped, so that ``<imageRegistry>`` shows as written; key and default
-    are code spans, where only ``|`` needs it (GitHub splits table cells there even in code).
-
-    Returns:
-        The table's lines, each ending in a newline: the header, the rule, then the keys.
-    """
-    lines = ["| Key | Type | Default | Description |", "| --- | --- | --- | --- |"]
-    for key in KEYS:
-        default = "unset" if key.default is None else _code(_default_text(key.default))
-        lines.append(f"| {_code(key.name)} | {key.value_type} | {default} | {_text(key.description)} |")
-    return "".join(f"{line}\n" for line in lines)
-
-
-def _default_text(value: Any) -> str:
-    """A default as a user writes it: true/false, a JSON list or map, or the text itself."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list, dict)):
-        return json.dumps(list(value) if isinstance(value, tuple) else value, separators=(",", ":"))
-    return str(value)
-
-
-def _code(text: str) -> str:
-    """``text`` as a Markdown code span inside a table cell."""
-    return "`" + text.replace("|", "\\|") + "`"
-
-
-#: Characters that Markdown, or a GitHub table cell, takes as markup in running text.
-_MARKUP = re.compile(r"([\\*<>|])")
-
-
-def _text(text: str) -> str:
-    """``text`` as plain Markdown text: its markup characters escaped."""
-    return _MARKUP.sub(r"\\\1", text)
