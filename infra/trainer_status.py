@@ -31,9 +31,12 @@ if TYPE_CHECKING:
 ANNOTATION = "tf-mnist.io/trainer-status"
 #: Lines of the chief's log read each poll (the API's ``tailLines``): the newest Step and Epoch
 #: lines and, at the end, the closing lines. The chief prints one Step line every
-#: --log_interval batches and one Epoch line per epoch, so 500 lines reach back past the last
-#: Epoch line of any run of this stack; the run's length comes from its Job (``--epochs``),
-#: not from the log's first line.
+#: --log_interval batches (100; the stack does not change it) and one Epoch line per epoch: an
+#: MNIST epoch of 60,000 examples has at most 30,000 batches, 300 Step lines, so 500 lines
+#: reach back past the last Epoch line unless other output crowds them out; then the metrics
+#: lack that epoch's values until the next one, and the percentage and time left still follow
+#: from the Step lines. The run's length comes from its Job (``--epochs``) when the tail no
+#: longer holds the Training line.
 TAIL_LINES = 500
 #: The metrics, in order: the name written -> ParsedLog.logged's key (each value exactly as the
 #: chief printed it: the newest Step, Epoch or closing line that has it).
