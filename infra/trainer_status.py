@@ -231,7 +231,8 @@ class Reporter:
                 name = chief["metadata"]["name"]
                 text = json.dumps(status, separators=(",", ":"))
                 self.api.annotate_job(self.namespace, name, {ANNOTATION: text})
-                self._note(f"{'final ' if finished else ''}trainer status of Job {name}: {text}")
+                if finished:  # the run's writes are in the annotation: one log line a poll is noise
+                    self._note(f"final trainer status of Job {name}: {text}")
         except Exception as err:  # noqa: BLE001 - progress is a report: it must not stop the watch
             if finished:
                 raise
