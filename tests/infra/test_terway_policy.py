@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import mock_engine as me
 import pytest
-from test_monitor_egress import _Api, api_server  # noqa: F401 - the recorded API server fixture
+from recorded_api import RecordedApi, api_server  # noqa: F401 - the fixture
 
 from infra import terway_policy
 from infra.cluster_objects import KubeconfigCluster, Refused, Unreachable
@@ -61,14 +61,14 @@ def test_a_config_map_that_cannot_be_read_warns_with_the_check_to_run(dev_config
     assert "-o jsonpath='{.data.disable_network_policy}'` must not print true" in warning
 
 
-def test_the_client_reads_the_config_map_and_tells_a_missing_one(api_server):  # noqa: F811
+def test_the_client_reads_the_config_map_and_tells_a_missing_one(api_server):
     path = "/api/v1/namespaces/kube-system/configmaps/eni-config"
-    _Api.answers = {path: (200, {"kind": "ConfigMap", "data": {"disable_network_policy": "true"}})}
+    RecordedApi.answers = {path: (200, {"kind": "ConfigMap", "data": {"disable_network_policy": "true"}})}
     cluster = KubeconfigCluster(me.kubeconfig_content(server=api_server))
     assert cluster.config_map_data(*ENI_CONFIG) == {"disable_network_policy": "true"}
-    assert [p for p, _ in _Api.seen] == [path]
-    _Api.answers = {}
+    assert [p for p, _, _ in RecordedApi.seen] == [path]
+    RecordedApi.answers = {}
     assert KubeconfigCluster(me.kubeconfig_content(server=api_server)).config_map_data(*ENI_CONFIG) is None
-    _Api.answers = {path: (403, {"kind": "Status", "code": 403})}
+    RecordedApi.answers = {path: (403, {"kind": "Status", "code": 403})}
     with pytest.raises(Refused, match="HTTP 403"):
         KubeconfigCluster(me.kubeconfig_content(server=api_server)).config_map_data(*ENI_CONFIG)
