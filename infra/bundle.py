@@ -6,7 +6,7 @@ Read from the project's own files at ``pulumi up`` (the repository holding infra
 ``trainer/**/*.py``, ``trainer/data/mnist-10k/*.gz`` and the requirement files of docker/
 (``PACKAGE_FILES``), the same files the images built from docker/ install. A change to any of
 them is a new name (a ConfigMap, a package folder) and, because the hashes are part of the run
-key (infra/settings/runs.py), a new run.
+key (infra/runs.py), a new run.
 
 Standard library only; nothing here talks to Pulumi or a cluster.
 """
@@ -34,7 +34,7 @@ PACKAGE_FILES = {
 SAMPLE_DIR = "trainer/data/mnist-10k"
 #: The folder of a set's folder that holds its packages (trainer/install.py SITE).
 SITE = "site"
-#: Hex digits of a content name: 48 bits, as the run key's (infra/settings/runs.py KEY_DIGITS).
+#: Hex digits of a content name: 48 bits, as the run key's (infra/runs.py KEY_DIGITS).
 HASH_DIGITS = 12
 #: The most bytes of file content one ConfigMap holds. The API server refuses a ConfigMap over
 #: 1 MiB (data and binaryData together, core/v1 validation), and binaryData travels base64 (4/3

@@ -21,9 +21,10 @@ from infra.components.setup import PackageSetup, PackageSetupArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
-from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
-from infra.settings.deployed import deployed_from
-from infra.settings.images import stale_tag_warnings
+from infra.deployed import deployed_from
+from infra.kubeconfig import is_kubeconfig_path
+from infra.pull_policy import stale_tag_warnings
+from infra.settings import PROJECT, Settings, load_settings
 from infra.stack_state import read_once
 from infra.target import deploy_target, existing_volume_server
 
@@ -74,8 +75,8 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
     # kubeconfig is an output of the cluster resource, which exists only once registered.
     # Another stack pointed at that cluster by a kubeconfig reads it itself.
     existing = None
-    if not settings.cluster.create_cloud:
-        existing = cluster or KubeconfigCluster(settings.cluster.kubeconfig or "")
+    if not settings.target.create_cloud:
+        existing = cluster or KubeconfigCluster(settings.kubeconfig or "")
         ownership.check(
             planned_objects(settings, existing_volume_server(settings)),
             existing,
@@ -83,9 +84,11 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
             dry_run=dry_run,
             state=state,
         )
-    monitor_ports = monitor_egress.monitor_ports(settings, existing) if settings.network_policy else []
+    monitor_ports = (
+        monitor_egress.monitor_ports(settings, existing) if settings.network_policy.enabled else []
+    )
     # Before anything is registered: what the state says of the Jobs before this run.
-    failed_before = chief_await.failed_before(state) if settings.training.wait_for_chief else frozenset()
+    failed_before = chief_await.failed_before(state) if settings.training.job.wait_for_chief else frozenset()
     outputs = build(settings, failed_before, monitor_ports)
     for name, value in outputs.items():
         pulumi.export(name, value)
@@ -131,7 +134,7 @@ def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequ
         "kubeconfig": target.kubeconfig,
         "nasFileSystemId": target.nas_file_system_id,
         "mountTargetDomain": pulumi.Output.from_input(
-            volume_args.server if settings.storage.volume_type == "nas" else None
+            volume_args.server if settings.volume.type == "nas" else None
         ),
         "namespace": settings.namespace,
         "pvName": volume.pv_name,
@@ -172,7 +175,7 @@ def _training_job(
             namespace=namespace,
             namespace_name=settings.namespace,
             claim_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
+            mount_path=settings.mount_path,
             data_dir=settings.data_dir,
             log_dir=settings.log_dir,
             run_key=settings.run_key,
@@ -192,9 +195,9 @@ def pods_runtime(settings: Settings) -> setup.Runtime | None:
     """What the pods on the base image add (setup.runtime); None when no pod runs it."""
     return setup.runtime(
         settings.name_prefix,
-        settings.storage.mount_path,
+        settings.mount_path,
         settings.runtime,
-        sample=settings.training.data_source is None,
+        sample=settings.training.data.source is None,
     )
 
 
@@ -217,13 +220,13 @@ def _package_setup(
             runtime=runtime,
             settings=settings.runtime,
             claim_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
+            mount_path=settings.mount_path,
             identity=settings.pods,
             placement=settings.placement["stage-data"],
             image_pull_policy=settings.runtime.image_pull_policy,
             image_pull_secret=settings.registry.image_pull_secret,
-            priority_class_name=t.priority_class_name,
-            start_timeout_seconds=t.staging_start_timeout_seconds,
+            priority_class_name=t.job.priority_class_name,
+            start_timeout_seconds=t.data.start_timeout_seconds,
             after=[*pods_after, volume.pvc],
         ),
         opts=k8s_opts,
@@ -248,21 +251,21 @@ def _run_monitor(
             namespace_name=settings.namespace,
             run_id=run_id,
             task_job_names=task_names(prefix, training.replicas),
-            schedule_timeout_seconds=training.schedule_timeout_seconds,
-            start_timeout_seconds=training.start_timeout_seconds,
-            api_server=training.monitor_api_server,
+            schedule_timeout_seconds=training.job.schedule_timeout_seconds,
+            start_timeout_seconds=training.job.start_timeout_seconds,
+            api_server=training.monitor.api_server,
             egress_ports=egress_ports,
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
             placement=settings.placement["stage-data"],
             image_pull_secret=settings.registry.image_pull_secret,
-            priority_class_name=training.priority_class_name,
+            priority_class_name=training.job.priority_class_name,
             after=pods_after,
             staging_job_name=staging_name(prefix),
             staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS,
             setup_job_name=setup.setup_name(prefix) if settings.runtime.used else None,
             setup_deadline_seconds=setup.SETUP_TIMEOUT_SECONDS,
-            watched_start_timeout_seconds=training.staging_start_timeout_seconds,
+            watched_start_timeout_seconds=training.data.start_timeout_seconds,
         ),
         opts=k8s_opts,
     )
@@ -277,18 +280,19 @@ def _tensorboard(
     runtime: setup.Runtime | None,
 ) -> TensorBoard:
     """TensorBoard over every run's directory on ``volume``."""
-    packages = settings.tensorboard.packages
+    packages = settings.tensorboard_image.packages
     return TensorBoard(
         settings.name_prefix,
         TensorBoardArgs(
             tensorboard=settings.tensorboard,
+            image=settings.tensorboard_image,
             namespace=namespace,
             pvc_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
+            mount_path=settings.mount_path,
             log_dir=settings.runs_dir,
             placement=settings.placement["tensorboard"],
             image_pull_secret=settings.registry.image_pull_secret,
-            cloud_acl=settings.cluster.create_cloud,
+            cloud_acl=settings.target.create_cloud,
             identity=settings.pods,
             after=[*pods_after, volume.pvc],
             packages_dir=runtime.package_dirs[packages] if runtime and packages else None,
@@ -305,7 +309,11 @@ def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
     return [
         ("worker.imagePullPolicy", t.worker.image, t.worker.image_pull_policy),
         ("ps.imagePullPolicy", t.ps.image, t.ps.image_pull_policy),
-        ("ps.imagePullPolicy", settings.tensorboard.image, settings.tensorboard.image_pull_policy),
+        (
+            "ps.imagePullPolicy",
+            settings.tensorboard_image.image,
+            settings.tensorboard_image.image_pull_policy,
+        ),
     ]
 
 
@@ -328,7 +336,7 @@ def _before_pods(
                 opts=k8s_opts,
             )
         )
-    if settings.network_policy:
+    if settings.network_policy.enabled:
         before.append(
             RunNetworkPolicies(
                 prefix,
@@ -350,7 +358,7 @@ def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
     """The namespace name for namespaced objects: from the Namespace resource when the stack
     creates it, which orders them after it. A created namespace enforces the Pod Security
     Standard "restricted", which every pod of the stack passes (pods.POD_SECURITY_LABELS)."""
-    if not settings.create_namespace:
+    if not settings.creates_namespace:
         return settings.namespace
     return k8s.core.v1.Namespace(
         settings.namespace,
@@ -381,20 +389,20 @@ def _volume_args(
     return SharedVolumeArgs(
         namespace=namespace,
         namespace_name=settings.namespace,
-        volume_type=storage.volume_type,
+        volume_type=settings.volume.type,
         server=server,
         server_key=server_key,
         path=path,
         path_key=path_key,
-        storage=storage.capacity,
-        match_labels=storage.match_labels,
+        storage=settings.pvc.storage,
+        match_labels=settings.pvc.match_labels,
         after=after,
     )
 
 
 def _source_ports(settings: Settings) -> list[int]:
     """The ports the staging Job fetches data.source on (network_policy.url_ports)."""
-    source = settings.training.data_source
+    source = settings.training.data.source
     return network_policy.url_ports(
         [] if source is None else [source] if isinstance(source, str) else list(source)
     )
@@ -409,10 +417,9 @@ def _volume_hint(settings: Settings) -> str:
     """The end of the staging Job's error on a volume its pods cannot write
     (``storage.unwritable_hint``); a path set with --secret is not shown (it would be in the
     Job's pod spec)."""
-    storage_ = settings.storage
-    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else storage_.path
+    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else settings.storage.path
     return storage.unwritable_hint(
-        storage_.volume_type, path, storage_.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
+        settings.volume.type, path, settings.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
     )
 
 
@@ -426,7 +433,7 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
         volume_server: the volume's server (``target.existing_volume_server``).
     """
     prefix, namespace = settings.name_prefix, settings.namespace
-    objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.create_namespace else []
+    objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.creates_namespace else []
     volume = _volume_args(settings, volume_server, volume_server or "", namespace)
     objects += [
         ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
@@ -439,10 +446,14 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
         objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
     named = (
         training.object_names(prefix, settings.training.replicas)
-        + setup.object_names(prefix, settings.runtime, sample=settings.training.data_source is None)
+        + setup.object_names(prefix, settings.runtime, sample=settings.training.data.source is None)
         + tensorboard.object_names(prefix)
         + monitor_object_names(prefix)
-        + (network_policy.object_names(prefix, settings.runtime.used) if settings.network_policy else [])
+        + (
+            network_policy.object_names(prefix, settings.runtime.used)
+            if settings.network_policy.enabled
+            else []
+        )
     )
     return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 
@@ -450,7 +461,7 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
 def _follow_chief_log(settings: Settings) -> Any:
     """The commands that follow the chief's log: with the kubeconfig output written to a file,
     or, when the kubeconfig setting is a path, with that path."""
-    ns, kubeconfig = settings.namespace, settings.cluster.kubeconfig
+    ns, kubeconfig = settings.namespace, settings.kubeconfig
     chief = f"{settings.name_prefix}-chief-0"
     if kubeconfig is None or not is_kubeconfig_path(kubeconfig):
         return [

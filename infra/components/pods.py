@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components.node_pools import GPU_TAINT_EFFECT, GPU_TAINT_KEY
 from infra.settings import Placement, PodIdentity
-from infra.settings.key_values import POD_ID
+from infra.settings.constants import POD_ID
 
 #: The toleration of the GPU pool's taint (infra/components/node_pools.py).
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}

@@ -22,7 +22,7 @@ project's code nor TensorFlow). Then:
   (REPLACE_UNREADY);
 - each pod's PYTHONPATH is CODE_DIR and its set's folder: the package folder's name, in the
   pod template, changes with the requirement file, so a new set is a new run (and the run key
-  holds both hashes: infra/settings/runs.py trainer_images).
+  holds both hashes: infra/runs.py trainer_images).
 """
 
 from __future__ import annotations

@@ -3,16 +3,18 @@ and once they passed (``assemble``: the Settings)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from infra.bundle import PACKAGE_FILES
-from infra.settings.deployed import Deployed
-from infra.settings.images import pull_policy
-from infra.settings.key_values import (
-    DEFAULT_NAMESPACE,
+from infra.deployed import Deployed
+from infra.kubeconfig import kubeconfig_server
+from infra.pull_policy import pull_policy
+from infra.settings.config import Config
+from infra.settings.constants import (
     NEW_CLUSTER_NETWORK_PLUGIN,
     NEW_NAS_STORAGE_TYPE,
     PROJECT,
@@ -21,34 +23,28 @@ from infra.settings.key_values import (
     TRAINER_GPU_TAG,
     regional_runtime,
 )
-from infra.settings.keys import PLACEMENT_ROLES, SECRET_CAPABLE_KEYS
-from infra.settings.kubeconfig import kubeconfig_server
 from infra.settings.model import (
-    ClusterSettings,
+    ImageSettings,
     Placement,
-    PodIdentity,
     RegistryCredentials,
     RegistrySettings,
     RuntimeSettings,
     Settings,
     StorageSettings,
+    TargetSettings,
     TaskSettings,
-    TensorBoardSettings,
     TrainingSettings,
-    section,
 )
-from infra.settings.parsers import image_host
-from infra.settings.read import Reading
 from infra.stack_state import StateUnreadable
+from infra.values.parsers import image_host
 from trainer.contract import cluster_spec as cs
-from trainer.contract import recipe
 
 
 @dataclass(frozen=True)
 class Resolved:
     """Values worked out from several keys (or the kubeconfig file), which some rules check.
 
-    Resolved from ``Reading.values``, that is with a bad key's default in its place.
+    Resolved from the configuration as read, that is with a bad key's default in its place.
 
     Attributes:
         cpu_image: ps.image, or <imageRegistry>/trainer:<version>-cpu, or without imageRegistry
@@ -59,7 +55,7 @@ class Resolved:
         cpu_packages, worker_packages, tensorboard_packages: the package set (a key of
             infra/bundle.py PACKAGE_FILES) the setup Job installs for the role when it runs the
             base image; None when it runs an image of your own.
-        base_image: baseImage, or the region's (key_values.regional_runtime).
+        base_image: baseImage, or the region's (constants.regional_runtime).
         package_index: packageIndex, or the region's.
         registry_server: the registry the pull Secret logs in to: registryCredentials.server,
             or the host of imageRegistry.
@@ -99,36 +95,36 @@ class Resolved:
     state_error: str | None = None
 
 
-def creates_cluster(values: Mapping[str, Any]) -> bool:
+def creates_cluster(c: Config) -> bool:
     """Whether the stack creates the ACK cluster: no kubeconfig and no cluster.id."""
-    return values["kubeconfig"] is None and values["cluster.id"] is None
+    return c.kubeconfig is None and c.cluster.id is None
 
 
-def creates_file_system(values: Mapping[str, Any]) -> bool:
+def creates_file_system(c: Config) -> bool:
     """Whether the stack creates a NAS file system: cloud mode on NAS, neither
     nas.mountTargetDomain nor nas.fileSystemId naming an existing one."""
     return (
-        values["kubeconfig"] is None
-        and values["persistence.volume.type"] == "nas"
-        and values["nas.mountTargetDomain"] is None
-        and values["nas.fileSystemId"] is None
+        c.kubeconfig is None
+        and c.volume.type == "nas"
+        and c.nas.mount_target_domain is None
+        and c.nas.file_system_id is None
     )
 
 
-def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deployed]) -> dict[str, Any]:
+def _fixed_choices(c: Config, read_deployed: Callable[[], Deployed]) -> dict[str, Any]:
     """network_plugin, nas_storage_type, deployed and state_error of ``Resolved``: the state is
     read only when an unset key of a resource the stack creates needs it."""
-    plugin = values["cluster.networkPlugin"] if creates_cluster(values) else None
-    storage_type = values["nas.storageType"] if creates_file_system(values) else None
+    plugin = c.cluster.network_plugin if creates_cluster(c) else None
+    storage_type = c.nas.storage_type if creates_file_system(c) else None
     deployed, error, state_read = Deployed(), None, False
-    if (creates_cluster(values) and plugin is None) or (creates_file_system(values) and storage_type is None):
+    if (creates_cluster(c) and plugin is None) or (creates_file_system(c) and storage_type is None):
         try:
             deployed, state_read = read_deployed(), True
         except StateUnreadable as why:
             error = str(why)
-    if creates_cluster(values) and plugin is None:
+    if creates_cluster(c) and plugin is None:
         plugin = deployed.network_plugin or NEW_CLUSTER_NETWORK_PLUGIN
-    if creates_file_system(values) and storage_type is None:
+    if creates_file_system(c) and storage_type is None:
         storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
     return {
         "network_plugin": plugin,
@@ -139,20 +135,20 @@ def _fixed_choices(values: Mapping[str, Any], read_deployed: Callable[[], Deploy
     }
 
 
-def _images(values: Mapping[str, Any], region: str | None) -> dict[str, Any]:
+def _images(c: Config, region: str | None) -> dict[str, Any]:
     """The images and package sets of ``Resolved``: each role runs the image of its key, else
     the one built from docker/ under imageRegistry, else the base image with its package set."""
-    registry = values["imageRegistry"]
+    registry = c.image_registry
     base_image, index = regional_runtime(region)
-    base_image = values["baseImage"] or base_image
+    base_image = c.base_image or base_image
 
-    def own(key: str, tag: str) -> str | None:
-        return values[key] or (f"{registry}/{tag}" if registry else None)
+    def own(image: str | None, tag: str) -> str | None:
+        return image or (f"{registry}/{tag}" if registry else None)
 
-    cpu = own("ps.image", TRAINER_CPU_TAG)
-    gpu = values["worker.gpuCount"] > 0
-    worker = own("worker.image", TRAINER_GPU_TAG) if gpu else values["worker.image"] or cpu
-    board = own("tensorboard.image", TENSORBOARD_TAG)
+    cpu = own(c.ps.image, TRAINER_CPU_TAG)
+    gpu = c.worker.gpu_count > 0
+    worker = own(c.worker.image, TRAINER_GPU_TAG) if gpu else c.worker.image or cpu
+    board = own(c.tensorboard.image, TENSORBOARD_TAG)
     return {
         "cpu_image": cpu or base_image,
         "worker_image": worker or base_image,
@@ -161,13 +157,13 @@ def _images(values: Mapping[str, Any], region: str | None) -> dict[str, Any]:
         "worker_packages": None if worker else ("gpu" if gpu else "cpu"),
         "tensorboard_packages": None if board else "tensorboard",
         "base_image": base_image,
-        "package_index": values["packageIndex"] or index,
-        "registry_server": values["registryCredentials.server"] or image_host(registry or base_image),
+        "package_index": c.package_index or index,
+        "registry_server": c.registry_credentials.server or image_host(registry or base_image),
     }
 
 
 def resolve(
-    values: Mapping[str, Any], read_deployed: Callable[[], Deployed] = Deployed, region: str | None = None
+    c: Config, read_deployed: Callable[[], Deployed] = Deployed, region: str | None = None
 ) -> Resolved:
     """The values that come from several keys, for the rules and ``assemble``.
 
@@ -180,89 +176,81 @@ def resolve(
     """
     identifier: str | None = None
     error: str | None = None
-    if values["kubeconfig"] is not None:
-        identifier = values["clusterIdentifier"]
+    if c.kubeconfig is not None:
+        identifier = c.cluster_identifier
         if identifier is None:
             try:
-                identifier = kubeconfig_server(values["kubeconfig"])
+                identifier = kubeconfig_server(c.kubeconfig)
             except ValueError as why:
                 error = str(why)
     return Resolved(
-        **_images(values, region),
-        replicas=cs.Replicas(chief=1, worker=values["worker.number"], ps=values["ps.number"]),
-        ports={"chief": values["worker.port"], "worker": values["worker.port"], "ps": values["ps.port"]},
+        **_images(c, region),
+        replicas=cs.Replicas(chief=1, worker=c.worker.number, ps=c.ps.number),
+        ports={"chief": c.worker.port, "worker": c.worker.port, "ps": c.ps.port},
         cluster_identifier=identifier,
         cluster_identifier_error=error,
-        **_fixed_choices(values, read_deployed),
+        **_fixed_choices(c, read_deployed),
     )
 
 
-def creates_namespace(values: Mapping[str, Any]) -> bool:
-    """Whether the stack creates its namespace: createNamespace, or, unset, whether the namespace
-    is the stack's own default (keys.DEFAULT_NAMESPACE), which no other stack shares unless it is
-    told to (infra/ownership.py refuses a namespace another stack created)."""
-    create = values["createNamespace"]
-    return values["namespace"] == DEFAULT_NAMESPACE if create is None else bool(create)
-
-
-def assemble(reading: Reading, resolved: Resolved, stack: str) -> Settings:
-    """The Settings of a configuration that passed every rule."""
-    v = reading.values
-    training = _training(v, resolved)
-    return section(
-        Settings,
-        v,
+def assemble(c: Config, resolved: Resolved, secrets: frozenset[str], stack: str) -> Settings:
+    """The Settings of a configuration that passed every rule; ``secrets``: the secret-capable
+    keys set with ``--secret``."""
+    training = _training(c, resolved)
+    return Settings(
+        **{f.name: getattr(c, f.name) for f in dataclasses.fields(Config)},
         project=PROJECT,
         stack=stack,
-        create_namespace=creates_namespace(v),
-        cluster=_cluster(v, resolved, training),
-        storage=section(
-            StorageSettings,
-            v,
+        target=_target(c, resolved, training),
+        storage=StorageSettings(
             nas_storage_type=resolved.nas_storage_type,
             nas_deployed=resolved.deployed.nas_storage_type is not None if resolved.state_read else None,
+            path=_volume_path(c),
         ),
-        pods=section(PodIdentity, v),
         training=training,
-        tensorboard=section(
-            TensorBoardSettings,
-            v,
-            image=resolved.tensorboard_image,
-            image_pull_policy=pull_policy(v["ps.imagePullPolicy"], resolved.tensorboard_image),
-            packages=resolved.tensorboard_packages,
+        tensorboard_image=ImageSettings(
+            resolved.tensorboard_image,
+            pull_policy(c.ps.image_pull_policy, resolved.tensorboard_image),
+            resolved.tensorboard_packages,
         ),
-        registry=_registry(v, resolved),
-        runtime=_runtime(resolved, v["ps.imagePullPolicy"]),
-        placement=_placement(v, training.chief_uses_gpu),
-        secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
+        registry=_registry(c, resolved),
+        runtime=_runtime(resolved, c.ps.image_pull_policy),
+        placement=_placement(c, training.chief_uses_gpu),
+        secret_keys=secrets,
     )
 
 
-def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
+def _volume_path(c: Config) -> str:
+    """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
+    path = {"nas": c.nas.path, "nfs": c.nfs.path, "hostPath": c.host_path.path}[c.volume.type]
+    assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
+    return path
+
+
+def _training(c: Config, resolved: Resolved) -> TrainingSettings:
     # With ps.number 0 the chief is one of the synchronous replicas (MultiWorkerMirroredStrategy),
     # whose collectives refuse a group mixing CPU and GPU devices: it then runs like a worker.
-    chief_uses_gpu = v["ps.number"] == 0 and v["worker.gpuCount"] > 0
+    chief_uses_gpu = c.ps.number == 0 and c.worker.gpu_count > 0
     ps = TaskSettings(
         resolved.cpu_image,
-        pull_policy(v["ps.imagePullPolicy"], resolved.cpu_image),
-        v["ps.port"],
-        v["ps.cpu"],
-        v["ps.memory"],
+        pull_policy(c.ps.image_pull_policy, resolved.cpu_image),
         resolved.cpu_packages,
+        port=c.ps.port,
+        cpu=c.ps.cpu,
+        memory=c.ps.memory,
     )
     worker = TaskSettings(
         resolved.worker_image,
-        pull_policy(v["worker.imagePullPolicy"], resolved.worker_image),
-        v["worker.port"],
-        v["worker.cpu"],
-        v["worker.memory"],
+        pull_policy(c.worker.image_pull_policy, resolved.worker_image),
         resolved.worker_packages,
+        port=c.worker.port,
+        cpu=c.worker.cpu,
+        memory=c.worker.memory,
+        gpus=c.worker.gpu_count,
     )
     # A CPU chief runs the ps image and resources, on the workers' port.
-    chief = worker if chief_uses_gpu else replace(ps, port=v["worker.port"])
-    return section(
-        TrainingSettings,
-        v,
+    chief = worker if chief_uses_gpu else dataclasses.replace(ps, port=c.worker.port)
+    return TrainingSettings(
         replicas=resolved.replicas,
         ports=resolved.ports,
         chief=chief,
@@ -270,7 +258,10 @@ def _training(v: Mapping[str, Any], resolved: Resolved) -> TrainingSettings:
         ps=ps,
         chief_uses_gpu=chief_uses_gpu,
         staging_image=resolved.cpu_image,
-        recipe={row.dest: v[row.key] for row in recipe.HYPERPARAMETERS},
+        hyperparams=c.hyperparams,
+        job=c.job,
+        data=c.data,
+        monitor=c.monitor,
     )
 
 
@@ -286,37 +277,46 @@ def _runtime(resolved: Resolved, pull: str | None) -> RuntimeSettings:
     )
 
 
-def _cluster(v: Mapping[str, Any], resolved: Resolved, training: TrainingSettings) -> ClusterSettings:
-    gpu_pool_size = v["gpuPool.size"]
-    if gpu_pool_size is None:
-        gpu_pods = v["worker.number"] + (1 if training.chief_uses_gpu else 0)
-        gpu_pool_size = max(1, math.ceil(gpu_pods * v["worker.gpuCount"] / v["gpuPool.gpusPerInstance"]))
-    return section(
-        ClusterSettings,
-        v,
+def _target(c: Config, resolved: Resolved, training: TrainingSettings) -> TargetSettings:
+    gpu_nodes = c.gpu_pool.size
+    if gpu_nodes is None:
+        gpu_pods = c.worker.number + (1 if training.chief_uses_gpu else 0)
+        gpu_nodes = max(1, math.ceil(gpu_pods * c.worker.gpu_count / c.gpu_pool.gpus_per_instance))
+    create_cloud = c.kubeconfig is None
+    return TargetSettings(
+        create_cloud=create_cloud,
         identifier=resolved.cluster_identifier,
-        identifier_from_kubeconfig=v["kubeconfig"] is not None and v["clusterIdentifier"] is None,
-        gpu_pool_size=gpu_pool_size,
+        identifier_from_kubeconfig=c.kubeconfig is not None and c.cluster_identifier is None,
         network_plugin=resolved.network_plugin,
         deployed_network_plugin=resolved.deployed.network_plugin,
+        gpu_nodes=gpu_nodes,
+        creates_pod_vswitch=create_cloud
+        and c.cluster.id is None
+        and resolved.network_plugin == "terway"
+        and c.cluster.pod_vswitch_id is None,
     )
 
 
-def _registry(v: Mapping[str, Any], resolved: Resolved) -> RegistrySettings:
-    username, password = v["registryCredentials.username"], v["registryCredentials.password"]
+def _registry(c: Config, resolved: Resolved) -> RegistrySettings:
+    username, password = c.registry_credentials.username, c.registry_credentials.password
     credentials: RegistryCredentials | None = None
     if username is not None and password is not None:
         # The rules made sure that some image comes from this server.
         credentials = RegistryCredentials(resolved.registry_server, username, password)
-    pull_secret = v["imagePullSecret"] or (f"{v['namePrefix']}-registry" if username or password else None)
+    pull_secret = c.image_pull_secret or (f"{c.name_prefix}-registry" if username or password else None)
     return RegistrySettings(image_pull_secret=pull_secret, credentials=credentials)
 
 
-def _placement(v: Mapping[str, Any], chief_uses_gpu: bool) -> dict[str, Placement]:
+def _placement(c: Config, chief_uses_gpu: bool) -> dict[str, Placement]:
     """Role -> Placement: the staging Job takes the chief.* keys, a GPU chief the workers'."""
     placement = {
-        role: Placement(dict(v[f"{role}.nodeSelector"]), tuple(v[f"{role}.tolerations"]))
-        for role in PLACEMENT_ROLES
+        role: Placement(dict(section.node_selector), tuple(section.tolerations))
+        for role, section in (
+            ("chief", c.chief),
+            ("worker", c.worker),
+            ("ps", c.ps),
+            ("tensorboard", c.tensorboard),
+        )
     }
     placement["stage-data"] = placement["chief"]
     if chief_uses_gpu:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra import settings as st
-from infra.settings import parsers
+from infra.values import parsers
 
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 

@@ -1,4 +1,4 @@
-"""The bounds of the node pools and of a pod's GPUs (infra/settings/key_values.py MAX_POOL_NODES,
+"""The bounds of the node pools and of a pod's GPUs (infra/settings/constants.py MAX_POOL_NODES,
 MAX_GPUS_PER_INSTANCE): the configuration refuses what passes them, structured values too, and
 the largest run they allow plans pools the policy pack admits."""
 
@@ -9,7 +9,7 @@ import json
 import mock_engine as me
 import pytest
 
-from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
+from infra.settings.constants import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
 from policy import rules
 
 NODE_POOL = "alicloud:cs/nodePool:NodePool"

@@ -1,83 +1,62 @@
-"""The key table as users read it (config_table_markdown) and as Settings uses it (every key
-reaches a section)."""
+"""The schema (infra/settings/config.py) gives every key once: its name from its section and
+field, its value at that field of the config, and the Settings are the config."""
 
 from __future__ import annotations
 
-import re
+import dataclasses
+
+import pytest
 
 from infra import settings as st
-from infra.settings.derive import assemble, resolve
-from infra.settings.keys import config_table_markdown
-from infra.settings.read import Reading
-
-#: A cell separator of a GitHub table row: a '|' that no backslash escapes.
-CELL = re.compile(r"(?<!\\)\|")
+from infra.settings.keys import build, camel, key, keys_of, part
+from infra.settings.model import Settings
 
 
-def _rows(table: str) -> list[list[str]]:
-    return [[cell.strip() for cell in CELL.split(line)[1:-1]] for line in table.splitlines()]
+def _at(config: object, path: tuple[str, ...]) -> object:
+    value = config
+    for name in path:
+        value = value[name] if isinstance(value, dict) else getattr(value, name)
+    return value
 
 
-def test_config_table_lists_every_key_once_in_table_order():
-    table = config_table_markdown()
-    assert table.endswith("\n")
-    header, rule, *rows = _rows(table)
-    assert header == ["Key", "Type", "Default", "Description"]
-    assert rule == ["---"] * 4
-    assert [row[0] for row in rows] == [f"`{key.name}`" for key in st.KEYS]
-    assert all(len(row) == 4 for row in rows), [row for row in rows if len(row) != 4]
+def test_every_key_has_a_field_that_holds_its_value():
+    values = {key.name: key.default for key in st.KEYS}
+    config = build(st.Config, values)
+    assert [key.name for key in st.KEYS if _at(config, key.path) != key.default] == []
+    assert len(st.KEYS) == len(st.KEYS_BY_NAME) > 90
 
 
-def test_config_table_rows_show_type_default_and_description():
-    lines = config_table_markdown().splitlines()
-
-    def row(name: str) -> str:
-        return next(line for line in lines if line.startswith(f"| `{name}` |"))
-
-    assert (
-        row("worker.number")
-        == "| `worker.number` | integer | `2` | Number of worker tasks (1 to 32; each GPU worker is a GPU node). |"
-    )
-    assert row("hyperparams.learningrate") == (
-        "| `hyperparams.learningrate` | number | `0.004` | Learning rate (\\> 0), the peak one with the "
-        "warmup_cosine schedule; trainer --learning_rate. |"
-    )
-    assert row("persistence.pvc.matchLabels") == (
-        '| `persistence.pvc.matchLabels` | map | `{"train":"mnist"}` | Labels on the PV that the PVC selects. |'
-    )
-    assert row("gpuPool.instanceTypes") == (
-        '| `gpuPool.instanceTypes` | list | `["ecs.gn5-c4g1.xlarge","ecs.gn6i-c4g1.xlarge","ecs.gn6i-c8g1.2xlarge",'
-        '"ecs.gn6v-c8g1.2xlarge"]` | GPU instance types, tried in order for each node (the guide\'s GN5 first, then '
-        "T4 and V100 types with one GPU each, should GN5 be sold out). |"
-    )
-    assert row("createNamespace").startswith("| `createNamespace` | boolean | unset | ")
-    # No default; '<' would start an HTML tag, so it is escaped.
-    assert row("tensorboard.image") == (
-        "| `tensorboard.image` | string | unset | Your own TensorBoard image; unset = \\<imageRegistry\\>/tensorboard:2.21.0 "
-        "with imageRegistry set, else baseImage with TensorBoard's packages. |"
-    )
-    assert row("gpuPool.size").startswith("| `gpuPool.size` | integer | unset | ")
+def test_a_key_is_its_section_prefix_and_its_field_in_camel_case():
+    names = {key.path: key.name for key in st.KEYS}
+    assert names[("worker", "gpu_count")] == "worker.gpuCount"
+    assert names[("cpu_pool", "size")] == "cpuPool.size"
+    assert names[("pvc", "match_labels")] == "persistence.pvc.matchLabels"
+    assert names[("cluster_identifier",)] == "clusterIdentifier"
+    assert names[("hyperparams", "learning_rate")] == "hyperparams.learningrate"
+    assert camel("gpus_per_instance") == "gpusPerInstance"
 
 
-class _Recording(dict):
-    """Key -> value, remembering every key read."""
-
-    def __init__(self, values: dict) -> None:
-        super().__init__(values)
-        self.read: set[str] = set()
-
-    def __getitem__(self, name: str):
-        self.read.add(name)
-        return super().__getitem__(name)
+def test_the_settings_are_the_config_and_what_comes_of_it():
+    config_fields = [f.name for f in dataclasses.fields(st.Config)]
+    assert [f.name for f in dataclasses.fields(Settings)][: len(config_fields)] == config_fields
 
 
-def test_every_key_reaches_the_settings():
-    # A key that neither a section field (from_key) nor derive.py reads would be validated
-    # and then ignored: adding one to KEYS needs its field too.
-    read: set[str] = set()
-    for overrides in ({}, {"kubeconfig": "/etc/kubeconfig", "clusterIdentifier": "my-cluster"}):
-        values = _Recording({**{key.name: key.default for key in st.KEYS}, **overrides})
-        reading = Reading(raw_config=None, values=values)  # type: ignore[arg-type]
-        assemble(reading, resolve(values), "dev")
-        read |= values.read
-    assert sorted(set(st.KEYS_BY_NAME) - read) == []
+@dataclasses.dataclass(frozen=True)
+class _Section:
+    count: int = key(2, lambda raw: int(raw), "Count.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Root:
+    section: _Section = part("a.b")
+
+
+def test_a_new_section_field_is_a_new_key():
+    (key,) = keys_of(_Root)
+    assert (key.name, key.default, key.fix, key.path) == ("a.b.count", 2, "2", ("section", "count"))
+    assert build(_Root, {"a.b.count": 5}) == _Root(section=_Section(count=5))
+
+
+def test_a_key_without_a_scalar_default_names_its_fix():
+    with pytest.raises(ValueError, match="needs a fix example"):
+        key(None, str, "No default.")

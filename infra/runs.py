@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from infra import bundle
-from infra.settings.url_credentials import without_credentials
+from infra.url_credentials import without_credentials
 from trainer.contract import cluster_spec as cs
 
 #: Hex digits of a directory key: 48 bits, so two configurations of one stack collide with a

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infra.settings.parsers import Parser, string_list
+from infra.values.parsers import Parser, string_list
 
 #: ACK Kubernetes versions: ``<major>.<minor>.<patch>-aliyun.<n>`` (DescribeKubernetesVersionMetadata,
 #: e.g. 1.33.3-aliyun.1); a bare upstream version ("1.33") or a "v" prefix is refused by ACK.

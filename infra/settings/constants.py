@@ -17,7 +17,7 @@ DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 #: - elsewhere (and with no region): Docker Hub's official python:3.11-slim, by the digest of its
 #:   multi-arch index. Not resolved here (no registry was reachable where this was written): the
 #:   digest is the one public repositories' lock records give for python:3.11-slim, also
-#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie, resolved 2026-08-18).
+#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie).
 #:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
 #: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
 #:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
@@ -45,13 +45,11 @@ TRAINER_GPU_TAG = "trainer:2.21.0-gpu"
 TRAINER_CPU_TAG = "trainer:2.21.0-cpu"
 TENSORBOARD_TAG = "tensorboard:2.21.0"
 
-#: GN5 takes only these system disk categories (no ESSD); see shared/notes/stack-facts.md.
-GN5_SYSTEM_DISK_CATEGORIES = ("cloud_efficiency", "cloud_ssd")
 #: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
 NETWORK_PLUGINS = ("flannel", "terway")
 #: The plugin of a cluster the stack creates while cluster.networkPlugin is unset: Terway, which
 #: enforces the stack's NetworkPolicies. A cluster the stack already created keeps the plugin its
-#: state records instead (infra/settings/deployed.py): ACK cannot change the plugin of a cluster,
+#: state records instead (infra/deployed.py): ACK cannot change the plugin of a cluster,
 #: and pod_cidr is ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so a new default
 #: must not reach a stack deployed with the old one.
 NEW_CLUSTER_NETWORK_PLUGIN = "terway"
@@ -59,9 +57,9 @@ NEW_CLUSTER_NETWORK_PLUGIN = "terway"
 NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
 #: The storage type of a NAS file system the stack creates while nas.storageType is unset.
 #: Capacity: general-purpose NAS bills the used GiB by the hour and Capacity has the lowest
-#: price per GiB (0.06 USD/GiB/month in cn-hangzhou in Alibaba's billing example; Performance
-#: and Premium cost more per GiB for lower latency), while this job moves megabytes (an 11 MB
-#: data set staged once, checkpoints and event files of a few MB), far below what any of them
+#: price per GiB (Alibaba's billing example; Performance and Premium cost more per GiB for lower
+#: latency), while this job moves megabytes (the data set staged once, checkpoints and event
+#: files), far below what any of them
 #: serves. Extreme NAS is no candidate: it bills a provisioned capacity whether used or not and
 #: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
 #: says which; storage_type is ForceNew, and a new file system would start empty).
@@ -86,9 +84,8 @@ DEFAULT_GPU_INSTANCE_TYPES = (
     "ecs.gn6v-c8g1.2xlarge",
 )
 #: The NVIDIA driver of new GPU nodes, pinned with ACK's node pool label
-#: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default (535.161.07
-#: for clusters of 1.28 and later when this was written), which ACK changes over time and which
-#: could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
+#: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default, which
+#: ACK changes over time and which could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
 #: the branch ACK recommends (its fixes for XID 119/120/31 errors), drives P100, V100, T4 and A10,
 #: and, a CUDA 12.4 driver, runs the GPU image's CUDA 12.9 wheels through CUDA 12's minor-version
 #: compatibility (docker/trainer-gpu.Dockerfile); 550.163.01 is the newest 550 release in ACK's list
