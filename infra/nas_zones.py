@@ -120,7 +120,7 @@ def refusal(offered: Mapping[str, Sequence[str]], zone: str | None, storage_type
 def asks(settings: Settings, dry_run: bool) -> bool:
     """Whether this run asks NAS: the stack creates a file system (nas_storage_type set),
     nas.zoneCheck is ``always``, or ``up`` outside a preview."""
-    if settings.storage.nas_storage_type is None or settings.nas.zone_check == "off":
+    if settings.target.nas_storage_type is None or settings.nas.zone_check == "off":
         return False
     return settings.nas.zone_check == "always" or not dry_run
 
@@ -151,8 +151,8 @@ def check(
     """
     if not asks(settings, dry_run):
         return
-    storage, zone = settings.storage, settings.zone
-    exists = storage.nas_deployed
+    target, zone = settings.target, settings.zone
+    exists = target.nas_deployed
     if exists is None:
         try:
             exists = deployed()
@@ -160,7 +160,7 @@ def check(
             exists = False
     if exists:
         return
-    storage_type = storage.nas_storage_type
+    storage_type = target.nas_storage_type
     assert storage_type is not None  # asks() returned True
     try:
         offered = offers(ask())

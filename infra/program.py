@@ -379,8 +379,7 @@ def _volume_args(
 ) -> SharedVolumeArgs:
     """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
     name, see storage.volume_name) at the configured path."""
-    storage = settings.storage
-    path_key = storage.path
+    path_key = settings.volume_path
     path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & VOLUME_SECRET_KEYS:
         # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
@@ -417,7 +416,7 @@ def _volume_hint(settings: Settings) -> str:
     """The end of the staging Job's error on a volume its pods cannot write
     (``storage.unwritable_hint``); a path set with --secret is not shown (it would be in the
     Job's pod spec)."""
-    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else settings.storage.path
+    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else settings.volume_path
     return storage.unwritable_hint(
         settings.volume.type, path, settings.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
     )

@@ -112,7 +112,7 @@ def created_cluster(settings: Settings) -> Target:
             volume_server=nas.mount_target_domain,
             volume_server_key=nas.mount_target_domain,
         )
-    storage_type = settings.storage.nas_storage_type
+    storage_type = settings.target.nas_storage_type
     file_system = NasStorage(
         name,
         NasStorageArgs(

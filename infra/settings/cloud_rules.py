@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 from infra.settings.config import KEYS, KEYS_BY_NAME, Config
 from infra.settings.constants import PROJECT
-from infra.settings.derive import Resolved, creates_cluster, creates_file_system
+from infra.settings.derive import creates_cluster, creates_file_system
+from infra.settings.model import Derived
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
 from infra.values.alicloud import driver_branch
@@ -43,7 +44,7 @@ def _refused(r: Reading, names: tuple[str, ...], rule: str) -> Iterator[Problem]
     return (Problem(name, rule, NOT_APPLICABLE) for name in names if r.is_set(name))
 
 
-def mode_keys(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def mode_keys(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """With kubeconfig the stack creates no cloud layer: its keys would shape nothing. Without
     GPU pods (worker.gpuCount 0) the stack creates no GPU pool: gpuPool.* would shape nothing."""
     if c.kubeconfig is not None:
@@ -67,14 +68,14 @@ def mode_keys(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
         yield from _refused(r, ("vpc.id", "vpc.cidr"), rule)
 
 
-def network_plugin(c: Config, d: Resolved, r: Reading) -> Iterator[Problem]:
+def network_plugin(c: Config, d: Derived, r: Reading) -> Iterator[Problem]:
     """A new cluster's pod addresses come from what its plugin uses: cluster.podCidr with
     Flannel, a pod vSwitch with Terway (ACK CreateCluster takes PodVswitchIds instead of a
     container CIDR), and a created pod vSwitch needs the VPC, which vswitch.id hides. The plugin
     is the resolved one: cluster.networkPlugin, or what the stack's state records."""
     if c.kubeconfig is not None or c.cluster.id is not None:
         return  # mode_keys refuses these keys there
-    if d.network_plugin != "terway":
+    if d.target.network_plugin != "terway":
         rule = (
             "applies only with cluster.networkPlugin terway (a Flannel cluster gives pods addresses of "
             "cluster.podCidr, not of a vSwitch)"
@@ -107,14 +108,14 @@ def network_plugin(c: Config, d: Resolved, r: Reading) -> Iterator[Problem]:
         yield Problem("cluster.podVswitchId", rule, MISSING)
 
 
-def unread_state(c: Config, d: Resolved, _: Reading) -> Iterator[Problem]:
+def unread_state(c: Config, d: Derived, _: Reading) -> Iterator[Problem]:
     """An unset cluster.networkPlugin or nas.storageType of a resource the stack creates takes
     the value the stack's state records for it (the resource may exist, and the value cannot
     change without replacing it): when the state cannot be read, the key must be set."""
-    if d.state_error is None:
+    if d.target.state_error is None:
         return
     why = (
-        f"this stack's state could not be read ({d.state_error}), and the default depends on whether the stack "
+        f"this stack's state could not be read ({d.target.state_error}), and the default depends on whether the stack "
         "already has {what} (a change replaces it): set the value it has, or {new} for a new one"
     )
     if creates_cluster(c) and c.cluster.network_plugin is None:
@@ -123,7 +124,7 @@ def unread_state(c: Config, d: Resolved, _: Reading) -> Iterator[Problem]:
         yield Problem("nas.storageType", why.format(what="its NAS file system", new="Capacity"), MISSING)
 
 
-def gpu_pool(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
+def gpu_pool(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """Every GPU instance type of a family the rules know (infra/values/gpu_families.py) takes
     gpuPool.systemDiskCategory, and runs gpuPool.driverVersion (Pascal and Volta end at R580):
     ACK would otherwise fail the pool, or its nodes, only at `pulumi up`."""
@@ -167,7 +168,7 @@ def zone_in_region(c: Config, region: str | None) -> Iterator[Problem]:
             yield Problem("zone", rule, fix=f"{region}-a")
 
 
-def existing_nas(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def existing_nas(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """nas.mountTargetDomain or nas.fileSystemId without kubeconfig: one NAS, named once, in
     a VPC the cluster's nodes are in, and no keys of a file system the stack does not create."""
     if c.kubeconfig is not None or c.volume.type != "nas":
@@ -193,7 +194,7 @@ def existing_nas(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
         yield from _refused(r, NAS_CREATE_KEYS, rule)
 
 
-def credential_lifetime(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
+def credential_lifetime(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """The temporary kubeconfig must outlast a `pulumi up` that waits for the chief."""
     if c.kubeconfig is not None or not c.job.wait_for_chief:
         return

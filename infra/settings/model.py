@@ -81,6 +81,9 @@ class RegistrySettings:
 
     #: The docker-registry Secret every pod pulls with; None = the nodes' own credentials.
     image_pull_secret: str | None
+    #: The registry the pull Secret logs in to: registryCredentials.server, or the host of
+    #: imageRegistry (of the base image without one).
+    server: str
     #: When set, the stack creates ``image_pull_secret`` from these.
     credentials: RegistryCredentials | None
 
@@ -108,7 +111,8 @@ class RuntimeSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class TargetSettings:
-    """The cluster the stack deploys into, as worked out from several keys.
+    """The cluster the stack deploys into and the cloud layer it creates, as worked out from
+    several keys and the stack's state.
 
     Without ``kubeconfig`` the stack creates the cloud layer (``create_cloud``): a network
     (or uses vswitch.id), an ACK cluster (or uses cluster.id), its node pools and NAS.
@@ -120,31 +124,28 @@ class TargetSettings:
     identifier: str | None
     #: Whether ``identifier`` was read from the kubeconfig (not set as clusterIdentifier).
     identifier_from_kubeconfig: bool
+    #: Why the kubeconfig names no API server (a rule reports it); None in valid Settings.
+    identifier_error: str | None = None
     #: The plugin of the cluster the stack creates (flannel or terway): cluster.networkPlugin, else
     #: the one the stack's state records, else terway; None when it creates no cluster.
     network_plugin: str | None
     #: The plugin of the cluster in the stack's state, when it holds one (and was read).
     deployed_network_plugin: str | None
-    #: gpuPool.size, or as many nodes as the GPU pods need (see the key's description).
-    gpu_nodes: int
     #: Whether the stack creates a pod vSwitch: for a Terway cluster it creates (no cluster.id)
     #: without cluster.podVswitchId (the rules then made sure it creates the node vSwitch too,
     #: so the VPC is known).
     creates_pod_vswitch: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class StorageSettings:
-    """The shared volume, as worked out: the NAS type and the directory the PV mounts."""
-
+    #: gpuPool.size, or as many nodes as the GPU pods need (see the key's description).
+    gpu_nodes: int
     #: The type of the NAS file system the stack creates: nas.storageType, else the one the
     #: stack's state records, else Capacity; None when it creates none.
     nas_storage_type: str | None
     #: Whether this stack's state holds the NAS file system it created; None when the state was
     #: not read (infra/nas_zones.py reads it then).
     nas_deployed: bool | None
-    #: The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type.
-    path: str
+    #: Why the stack's state could not be read when an unset key needed it (a rule reports
+    #: it); None in valid Settings.
+    state_error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,30 +181,44 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Settings(Config):
-    """The validated configuration of one stack: every key (``Config``) and what comes of them.
+class Derived:
+    """What comes of the configuration, worked out from several keys (infra/settings/derive.py;
+    with a bad key's default in its place until the rules pass): what ``Settings`` adds."""
 
-    Attributes:
-        project: the Pulumi project (tf-mnist).
-        stack: the stack name, part of cloud resource names.
-        placement: role (chief, worker, ps, tensorboard, stage-data) -> Placement, resolved:
-            a GPU chief has the workers' placement, the staging Job the chief.* keys'.
-        secret_keys: the secret-capable keys set with ``--secret``: the program wraps their
-            values in ``pulumi.Output.secret``.
-    """
-
-    project: str
-    stack: str
     target: TargetSettings
-    storage: StorageSettings
     training: TrainingSettings
     #: TensorBoard's image: tensorboard.image, <imageRegistry>/tensorboard:<version>, or the
     #: base image with TensorBoard's packages.
     tensorboard_image: ImageSettings
     registry: RegistrySettings
     runtime: RuntimeSettings
+    #: Role (chief, worker, ps, tensorboard, stage-data) -> Placement, resolved: a GPU chief has
+    #: the workers' placement, the staging Job the chief.* keys'.
     placement: Mapping[str, Placement]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(Derived, Config):
+    """The validated configuration of one stack: every key (``Config``) and what comes of them
+    (``Derived``).
+
+    Attributes:
+        project: the Pulumi project (tf-mnist).
+        stack: the stack name, part of cloud resource names.
+        secret_keys: the secret-capable keys set with ``--secret``: the program wraps their
+            values in ``pulumi.Output.secret``.
+    """
+
+    project: str
+    stack: str
     secret_keys: frozenset[str]
+
+    @property
+    def volume_path(self) -> str:
+        """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
+        path = {"nas": self.nas.path, "nfs": self.nfs.path, "hostPath": self.host_path.path}[self.volume.type]
+        assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
+        return path
 
     @property
     def creates_namespace(self) -> bool:

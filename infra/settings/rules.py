@@ -1,6 +1,6 @@
 """The cross-check phase: rules between keys, each value already valid on its own.
 
-A rule reads the typed configuration (``Config``) and what several keys give (``Resolved``),
+A rule reads the typed configuration (``Config``) and what several keys give (``Derived``),
 and yields ``Problem``s, which the Reading words (infra/settings/problems.py); ``RULES`` runs
 them in the order the violations are reported. A key that is bad on its own holds its default
 here, so a rule may report a second violation about a key whose own value was already refused.
@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from infra.kubeconfig import is_kubeconfig_path
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.config import Config
-from infra.settings.derive import Resolved
-from infra.settings.model import creates_namespace
+from infra.settings.model import Derived, creates_namespace
 from infra.settings.problems import MISSING, NOT_APPLICABLE, PATH, Problem, shown
 from infra.settings.read import Reading
 from infra.source_ranges import too_wide
@@ -40,7 +39,7 @@ VOLUME_KEYS = {
     "hostPath": ("hostPath.path",),
 }
 
-Rule = Callable[[Config, Resolved, Reading], Iterable[Problem]]
+Rule = Callable[[Config, Derived, Reading], Iterable[Problem]]
 
 
 def creates_network(c: Config) -> bool:
@@ -48,7 +47,7 @@ def creates_network(c: Config) -> bool:
     return c.kubeconfig is None and c.vswitch.id is None
 
 
-def ports(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
+def ports(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """ps and workers listen on different ports (a chief listens on worker.port)."""
     worker_port = c.worker.port
     if c.ps.port == worker_port:
@@ -56,7 +55,7 @@ def ports(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
         yield Problem("ps.port", f"must differ from worker.port ({worker_port})", fix=str(fix))
 
 
-def cloud_layer(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
+def cloud_layer(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """What the stack needs to create the cluster's pools and its vSwitch."""
     per_node = c.gpu_pool.gpus_per_instance
     if c.kubeconfig is None and c.worker.gpu_count > per_node:
@@ -77,7 +76,7 @@ def cloud_layer(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
         yield Problem("zone", "required when the stack creates the vSwitch", MISSING)
 
 
-def volume(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def volume(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """persistence.volume.type fits the cluster, and only its own keys are set, all of them."""
     volume_type = c.volume.type
     if c.kubeconfig is None and volume_type != "nas":
@@ -109,7 +108,7 @@ def volume(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
                 yield Problem(name, "required with persistence.volume.type nfs", MISSING)
 
 
-def namespace(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
+def namespace(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """The stack creates (and on destroy deletes) no namespace that every cluster has."""
     if creates_namespace(c) and c.namespace in SYSTEM_NAMESPACES:
         yield Problem(
@@ -120,7 +119,7 @@ def namespace(c: Config, _: Resolved, __: Reading) -> Iterator[Problem]:
         )
 
 
-def cidrs(c: Config, d: Resolved, __: Reading) -> Iterator[Problem]:
+def cidrs(c: Config, d: Derived, __: Reading) -> Iterator[Problem]:
     """A new vSwitch lies in its new VPC; a new cluster's pod addresses (cluster.podCidr with
     Flannel, a pod vSwitch the stack creates with Terway) and Service CIDR overlap no node
     network and each other; a created pod vSwitch lies in a new VPC too."""
@@ -131,7 +130,7 @@ def cidrs(c: Config, d: Resolved, __: Reading) -> Iterator[Problem]:
         return
     vpc = {"vpc.cidr": c.vpc.cidr} if c.vpc.id is None and creates_network(c) else {}
     nodes = {**vpc, "vswitch.cidr": c.vswitch.cidr}
-    if d.network_plugin == "terway":
+    if d.target.network_plugin == "terway":
         yield from _first_overlap("cluster.serviceCidr", c.cluster.service_cidr, nodes)
         if creates_network(c) and c.cluster.pod_vswitch_id is None:
             yield from _pod_vswitch_cidr(c)
@@ -169,7 +168,7 @@ def _pod_vswitch_cidr(c: Config) -> Iterator[Problem]:
     yield from _first_overlap("cluster.podVswitchCidr", c.cluster.pod_vswitch_cidr, others, fix=free)
 
 
-def registry_credentials(c: Config, d: Resolved, r: Reading) -> Iterator[Problem]:
+def registry_credentials(c: Config, d: Derived, r: Reading) -> Iterator[Problem]:
     """registryCredentials.*: a secret password, both or neither of user and password, and a
     server that some image of the stack comes from."""
     login = c.registry_credentials
@@ -194,39 +193,41 @@ def registry_credentials(c: Config, d: Resolved, r: Reading) -> Iterator[Problem
             rule = "applies only with registryCredentials.username and registryCredentials.password"
             yield Problem("registryCredentials.server", rule, NOT_APPLICABLE)
         return
-    hosts = sorted({image_host(i) for i in (d.worker_image, d.cpu_image, d.tensorboard_image)})
-    if d.registry_server in hosts:
+    hosts = sorted(
+        {image_host(i) for i in (d.training.worker.image, d.training.ps.image, d.tensorboard_image.image)}
+    )
+    if d.registry.server in hosts:
         return
     # Kubelet offers a Secret's login only to the registry it names.
     listed = ", ".join(hosts)
     if login.server is None:
         rule = (
-            f"required when no image comes from the host of imageRegistry ({d.registry_server}): the "
+            f"required when no image comes from the host of imageRegistry ({d.registry.server}): the "
             f"images come from {listed}"
         )
         yield Problem("registryCredentials.server", rule, MISSING, fix=hosts[0])
     else:
         rule = (
-            f"names registry {d.registry_server}, which no image of the stack comes from ({listed}), so "
+            f"names registry {d.registry.server}, which no image of the stack comes from ({listed}), so "
             "the pull Secret would never be used"
         )
         yield Problem("registryCredentials.server", rule, fix=hosts[0])
 
 
-def cluster_identity(c: Config, d: Resolved, r: Reading) -> Iterator[Problem]:
+def cluster_identity(c: Config, d: Derived, r: Reading) -> Iterator[Problem]:
     """clusterIdentifier only with kubeconfig; without it, the kubeconfig must name its server."""
     if c.kubeconfig is None:
         if r.is_set("clusterIdentifier"):
             rule = "applies only with kubeconfig (without it the ACK cluster id identifies the cluster)"
             yield Problem("clusterIdentifier", rule, NOT_APPLICABLE)
-    elif d.cluster_identifier_error is not None:
+    elif d.target.identifier_error is not None:
         # Content is shown by its size only: even unset as a secret it holds credentials.
         size = f"<kubeconfig content, {len(c.kubeconfig.splitlines())} lines>"
         shown = None if is_kubeconfig_path(c.kubeconfig) else size
-        yield Problem("kubeconfig", d.cluster_identifier_error, shown=shown)
+        yield Problem("kubeconfig", d.target.identifier_error, shown=shown)
 
 
-def tensorboard(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def tensorboard(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """A load balancer in front of TensorBoard, which has no login, names who may reach it:
     TensorBoard serves every run's data (and its file paths) to whoever connects.
 
@@ -266,7 +267,7 @@ def tensorboard(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
         yield Problem(key, rule, "is invalid", fix=fix, shown=shown(r.given[key].raw))
 
 
-def data_source_credentials(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def data_source_credentials(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """A data.source URL with more than scheme, host, port and path (user info, a query, a
     fragment: see url_credentials) is set with ``--secret``; the stack then hands it to staging
     through a Kubernetes Secret (infra/components/staging.py). The message hides those parts."""
@@ -292,7 +293,7 @@ def data_source_credentials(c: Config, _: Resolved, r: Reading) -> Iterator[Prob
         )
 
 
-def kubeconfig_secret(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
+def kubeconfig_secret(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """kubeconfig content (not a path) is set with ``--secret``: it holds the cluster's
     credentials, as registryCredentials.password holds the registry's."""
     kubeconfig = c.kubeconfig
@@ -308,10 +309,10 @@ def kubeconfig_secret(c: Config, _: Resolved, r: Reading) -> Iterator[Problem]:
         )
 
 
-def task_names(c: Config, d: Resolved, __: Reading) -> Iterator[Problem]:
+def task_names(c: Config, d: Derived, __: Reading) -> Iterator[Problem]:
     """The longest object name must still be a DNS label: checked through the shared module."""
     try:
-        cs.kubernetes_cluster_spec(c.name_prefix, c.namespace, d.replicas, d.ports)
+        cs.kubernetes_cluster_spec(c.name_prefix, c.namespace, d.training.replicas, d.training.ports)
     except cs.ClusterSpecError as error:
         yield Problem("namePrefix", f"gives invalid task names ({error})", fix="mnist")
 
@@ -333,7 +334,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def cross_check(c: Config, resolved: Resolved, reading: Reading) -> None:
+def cross_check(c: Config, resolved: Derived, reading: Reading) -> None:
     """Run every rule of RULES, ``reading`` wording their problems."""
     for rule in RULES:
         reading.add(rule(c, resolved, reading))
