@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.settings.config import KEYS, KEYS_BY_NAME, Config
-from infra.settings.constants import PROJECT
+from infra.settings.config import KEYS, Config
+from infra.settings.constants import GPU_DRIVER_VERSION, PROJECT
 from infra.settings.derive import creates_cluster, creates_file_system
 from infra.settings.model import Derived
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
@@ -155,7 +155,7 @@ def gpu_pool(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
         ]
         if old:
             rule = f"must be a driver branch that still supports {', '.join(old)}"
-            yield Problem("gpuPool.driverVersion", rule, fix=KEYS_BY_NAME["gpuPool.driverVersion"].default)
+            yield Problem("gpuPool.driverVersion", rule, fix=GPU_DRIVER_VERSION)
 
 
 def zone_in_region(c: Config, region: str | None) -> Iterator[Problem]:
@@ -223,7 +223,7 @@ def stack_name(c: Config, stack: str) -> Iterator[Problem]:
             f"its GPU node pool would be named {name} ({len(name)} characters; ACK allows {ACK_NAME_MAX}), so "
             f"the stack name may have at most {longest}",
             "is invalid for the cloud layer",
-            fix=f"pulumi stack rename {stack[:longest]}",
+            command=f"pulumi stack rename {stack[:longest]}",
             subject=f"Stack name '{stack}'",
         )
 

@@ -31,9 +31,10 @@ class Problem:
         kind: INVALID (the fix sets a value), NOT_APPLICABLE (the fix removes the key, and this
             replaces the key's own violation), MISSING (the fix sets it), or in words what is
             wrong (``is not a secret``; the message says ``<key> <kind>: <rule>``).
-        fix: INVALID and MISSING: the value the fix sets (default the key's fix); any other
-            kind but NOT_APPLICABLE: the whole fix command.
+        fix: INVALID and MISSING: the value the fix sets (default the key's fix).
         fix_key: INVALID: the key the fix sets, in the form that key was set (default ``key``).
+        command: the whole fix command, in place of the one ``kind`` gives.
+        path_command: the fix command where the key was set with ``--path`` (default ``command``).
         shown: the value as the message shows it; INVALID and NOT_APPLICABLE show the raw value
             by default (``[secret]`` for a secret), the others none.
         secret: MISSING: the fix sets the key with ``--secret``.
@@ -45,6 +46,8 @@ class Problem:
     kind: str = INVALID
     fix: str | None = None
     fix_key: str | None = None
+    command: str | None = None
+    path_command: str | None = None
     shown: str | None = None
     secret: bool = False
     subject: str | None = None
@@ -86,12 +89,16 @@ def wording(problem: Problem, given: Mapping[str, Given], keys: Mapping[str, Key
         keys: key name -> Key (its fix value and form of fix).
     """
     p, of = problem, given.get(problem.key)
-    kind, fix, shown_value = _PHRASES.get(p.kind, p.kind), p.fix, p.shown
+    kind, fix, shown_value = _PHRASES.get(p.kind, p.kind), p.command, p.shown
     if p.kind in (INVALID, NOT_APPLICABLE):
         assert of is not None, f"{p.key} is not a key"
         raw = of.raw if of.raw is not None else of.value
         shown_value = shown(shown_value or raw, of.secret)
-    if p.kind == INVALID:
+    if of is not None and of.form == PATH and p.path_command:
+        fix = p.path_command
+    elif fix is not None:
+        pass
+    elif p.kind == INVALID:
         name = p.fix_key or p.key
         args, value = fix_args(keys[name], given[name].form)
         fix = f"pulumi config set {args} {p.fix or value}"

@@ -172,7 +172,7 @@ def _read_key(reading: Reading, key: Key, refused_heads: set[str]) -> None:
             key.name,
             "a key must be set one way only",
             kind=f"is set twice, to '{flat_shown}' (flat) and to '{structured_shown}' (--path)",
-            fix=f"pulumi config rm {key.name} (keeps '{structured_shown}'), "
+            command=f"pulumi config rm {key.name} (keeps '{structured_shown}'), "
             f"or pulumi config rm --path {key.name} (keeps '{flat_shown}')",
         )
         reading.add([conflict], own=True)
@@ -192,7 +192,7 @@ def _secret_refused(name: str, structured: bool) -> Problem:
         f"the stack {written} into Kubernetes objects and stack outputs in plain text, so "
         f"{'they' if structured else 'it'} cannot stay secret (only {capable} can)",
         kind="holds a secret" if structured else "is a secret",
-        fix=f"pulumi config set {f'--path {name}.<key>' if structured else name} <value> (again, without --secret)",
+        command=f"pulumi config set {f'--path {name}.<key>' if structured else name} <value> (again, without --secret)",
     )
 
 
@@ -251,7 +251,7 @@ def unknown_keys(config: Mapping[str, Any]) -> list[Problem]:
                 path,
                 "the program would ignore it",
                 kind=f"is not a setting of this stack{hint}",
-                fix=f"pulumi config rm {'--path ' if structured else ''}{path}",
+                command=f"pulumi config rm {'--path ' if structured else ''}{path}",
                 shown=shown(raw, secret),
             )
         )

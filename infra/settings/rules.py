@@ -16,7 +16,7 @@ from infra.kubeconfig import is_kubeconfig_path
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.config import Config
 from infra.settings.model import Derived, creates_namespace
-from infra.settings.problems import MISSING, NOT_APPLICABLE, PATH, Problem, shown
+from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
 from infra.source_ranges import too_wide
 from infra.url_credentials import not_plain, redacted
@@ -173,12 +173,12 @@ def registry_credentials(c: Config, d: Derived, r: Reading) -> Iterator[Problem]
     server that some image of the stack comes from."""
     login = c.registry_credentials
     if login.password is not None and "registryCredentials.password" not in r.secrets:
-        path = "--path " if r.given["registryCredentials.password"].form == PATH else ""
         yield Problem(
             "registryCredentials.password",
             "the stack file would hold the registry password in plain text",
             "is not a secret",
-            fix=f"pulumi config set --secret {path}registryCredentials.password <password>",
+            command="pulumi config set --secret registryCredentials.password <password>",
+            path_command="pulumi config set --secret --path registryCredentials.password <password>",
         )
     both = "(the stack creates the pull Secret from both)"
     if login.username is not None and login.password is None:
@@ -249,22 +249,19 @@ def tensorboard(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
             "says (the address type is an annotation only ACK's cloud controller reads: on another cluster the "
             f"load balancer is typically internet-facing, and TensorBoard has no login); {private}"
         )
-        yield Problem(key, rule, "is missing", fix=fix)
+        yield Problem(key, rule, "is missing", command=fix)
     elif not ranges and c.tensorboard.address_type == "internet":
         rule = (
             "required with tensorboard.serviceType LoadBalancer and tensorboard.addressType internet (TensorBoard "
             f"has no login: without source ranges the whole internet reaches it); {private}, or use "
             "tensorboard.addressType intranet"
         )
-        yield Problem(key, rule, "is missing", fix=fix)
+        yield Problem(key, rule, "is missing", command=fix)
     why = too_wide(ranges)
     if why is not None:
-        if r.given[key].form == PATH:
-            fix = f"pulumi config rm --path {key} && {fix}"
-        else:
-            fix = f"pulumi config set {key} '[\"<your address>/32\"]'"
         rule = f"these ranges {why}: TensorBoard has no login, so list the networks that may reach it, not the internet; {private}"
-        yield Problem(key, rule, "is invalid", fix=fix, shown=shown(r.given[key].raw))
+        flat = f"pulumi config set {key} '[\"<your address>/32\"]'"
+        yield Problem(key, rule, command=flat, path_command=f"pulumi config rm --path {key} && {fix}")
 
 
 def data_source_credentials(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
@@ -280,7 +277,6 @@ def data_source_credentials(c: Config, _: Derived, r: Reading) -> Iterator[Probl
             if isinstance(value, str)
             else json.dumps([redacted(s) for s in sources], separators=(",", ":"))
         )
-        path = "--path " if r.given["data.source"].form == PATH else ""
         yield Problem(
             "data.source",
             "a data.source in plain text is an http(s) URL of scheme, host, port and path only, since user "
@@ -288,7 +284,8 @@ def data_source_credentials(c: Config, _: Derived, r: Reading) -> Iterator[Probl
             "URL's signature, an Azure SAS sig, a token), which the stack file, the staging Job's command and "
             "the state would hold in plain text",
             f"is not a secret but holds {found[0]}",
-            fix=f"pulumi config set --secret {path}data.source <the same value>",
+            command="pulumi config set --secret data.source <the same value>",
+            path_command="pulumi config set --secret --path data.source <the same value>",
             shown=hidden,
         )
 
@@ -304,7 +301,7 @@ def kubeconfig_secret(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
             "stack file (Pulumi.<stack>.yaml) would hold in plain text; set the content with --secret, or set "
             "the path of the file instead (a path is read at every operation and stored as the path)",
             "is not a secret",
-            fix="pulumi config set --secret kubeconfig < ~/.kube/config, or pulumi config set kubeconfig ~/.kube/config",
+            command="pulumi config set --secret kubeconfig < ~/.kube/config, or pulumi config set kubeconfig ~/.kube/config",
             shown=f"<kubeconfig content, {len(kubeconfig.splitlines())} lines>",
         )
 
