@@ -1,5 +1,5 @@
-"""Rewrites the ``config:`` section of Pulumi.yaml from infra/settings/keys.py (the one place
-defaults live): ``.venv/bin/python -m infra.schema``. tests/infra/test_infra_config.py fails
+"""Rewrites the ``config:`` section of Pulumi.yaml from the schema (infra/settings/config.py, the
+one place defaults live): ``.venv/bin/python -m infra.schema``. tests/infra/test_infra_config.py fails
 while the two differ."""
 
 from __future__ import annotations
