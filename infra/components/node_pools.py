@@ -78,7 +78,7 @@ class NodePools(pulumi.ComponentResource):
             instance_types=list(args.cpu_pool.instance_types),
             desired_size=str(args.cpu_pool.size),
             system_disk_category=args.cpu_pool.system_disk_category,
-            system_disk_size=120,  # ACK's default system disk
+            system_disk_size=args.cpu_pool.system_disk_size,
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
             key_name=args.node_pools.key_name,
             install_cloud_monitor=False,

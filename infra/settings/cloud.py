@@ -187,6 +187,7 @@ class CpuPool:
         one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
         "System disk category of CPU nodes.",
     )
+    system_disk_size: int = key(120, integer(40, 2048), "System disk GiB of CPU nodes.")
 
 
 @dataclass(frozen=True)
