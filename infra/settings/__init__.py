@@ -12,7 +12,7 @@ modules:
       constants.py   the values the keys name: images, choices, bounds
     load.py        load_settings(), in phases:
       read.py        every key parsed on its own (parsers: infra/values/)
-      derive.py      what several keys give together (resolve), the Settings (assemble)
+      derive.py      what several keys give together (model.Derived), before the rules
       rules.py, cloud_rules.py  the rules between keys, which yield problems
       problems.py    a problem worded as Pulumi words it (key, value, rule, fix), ConfigError
     model.py       Settings: the configuration and what comes of it
