@@ -89,29 +89,28 @@ def wording(problem: Problem, given: Mapping[str, Given], keys: Mapping[str, Key
         keys: key name -> Key (its fix value and form of fix).
     """
     p, of = problem, given.get(problem.key)
-    kind, fix, shown_value = _PHRASES.get(p.kind, p.kind), p.command, p.shown
+    form = of.form if of is not None else None
+    shown_value = p.shown
     if p.kind in (INVALID, NOT_APPLICABLE):
         assert of is not None, f"{p.key} is not a key"
-        raw = of.raw if of.raw is not None else of.value
-        shown_value = shown(shown_value or raw, of.secret)
-    if of is not None and of.form == PATH and p.path_command:
-        fix = p.path_command
-    elif fix is not None:
-        pass
-    elif p.kind == INVALID:
-        name = p.fix_key or p.key
-        args, value = fix_args(keys[name], given[name].form)
-        fix = f"pulumi config set {args} {p.fix or value}"
-    elif p.kind == NOT_APPLICABLE:
-        fix = f"pulumi config rm {'--path ' if of and of.form == PATH else ''}{p.key}"
-    elif p.kind == MISSING:
-        fix = f"pulumi config set {'--secret ' if p.secret else ''}{p.key} {p.fix or keys[p.key].fix}"
+        shown_value = shown(shown_value or (of.raw if of.raw is not None else of.value), of.secret)
+    fix = (p.path_command if form == PATH else None) or p.command or _fix(p, form, given, keys)
     subject = p.subject or f"Configuration '{PROJECT}:{p.key}'"
     value_part = f" value '{shown_value}'" if shown_value is not None else ""
+    kind = {INVALID: "is invalid", NOT_APPLICABLE: "is invalid", MISSING: "is missing"}.get(p.kind, p.kind)
     return f"{subject}{value_part} {kind}: {p.rule}.\n    fix: {fix}"
 
 
-_PHRASES = {INVALID: "is invalid", NOT_APPLICABLE: "is invalid", MISSING: "is missing"}
+def _fix(p: Problem, form: str | None, given: Mapping[str, Given], keys: Mapping[str, Key]) -> str:
+    """The fix command that ``p``'s kind gives: set the key (INVALID, MISSING) or remove it
+    (NOT_APPLICABLE), in the form it was set."""
+    if p.kind == NOT_APPLICABLE:
+        return f"pulumi config rm {'--path ' if form == PATH else ''}{p.key}"
+    if p.kind == MISSING:
+        return f"pulumi config set {'--secret ' if p.secret else ''}{p.key} {p.fix or keys[p.key].fix}"
+    name = p.fix_key or p.key
+    args, value = fix_args(keys[name], given[name].form)
+    return f"pulumi config set {args} {p.fix or value}"
 
 
 def fix_args(key: Key, form: str | None) -> tuple[str, str]:
