@@ -21,8 +21,7 @@ What it does:
   roles exist comes from ``existingRoles`` when set, else from the account (``ram.get_roles``,
   RAM's ListRoles) on every run; a lookup that fails stops ``up`` and, in a preview, plans every
   role with a warning. With no network at all the provider retries the lookup for minutes (an
-  offline preview with fake keys had not ended after 300 s), so offline previews set
-  ``existingRoles``.
+  offline preview with fake keys did not end), so offline previews set ``existingRoles``.
 * Services: ``pulumi up`` opens ACK Pro (OpenAckService, type ``propayasgo``: the stack's
   cluster is ``ack.pro.small``) and NAS (OpenNASService) through the provider's data sources,
   which are invokes, not resources: they call the cloud when they run. So a preview only says it

@@ -15,11 +15,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import psutil
+from tree_sampler import TreeSampler
 
 from trainer.contract import recipe
 
@@ -33,33 +33,20 @@ _EPOCH = re.compile(r"^\[chief-0\] Epoch (\d+) of \d+ done: .* test accuracy ([0
 
 
 class PeakMemory:
-    """Samples the RSS of a process tree; peaks per labelled pid."""
+    """Samples the RSS of a process tree every 0.2 s; peaks per labelled pid."""
 
     def __init__(self, root: psutil.Process, label_of) -> None:
-        self.root, self.label_of, self.peaks = root, label_of, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.label_of, self.peaks = label_of, {}
+        self._sampler = TreeSampler(root, 0.2, self._sample)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                procs = []
-            for proc in procs:
-                try:
-                    rss = proc.memory_info().rss
-                except psutil.Error:
-                    continue
-                label = self.label_of(proc.pid)
-                if label:
-                    self.peaks[label] = max(self.peaks.get(label, 0), rss)
-            time.sleep(0.2)
+    def _sample(self, proc: psutil.Process) -> None:
+        rss = proc.memory_info().rss
+        label = self.label_of(proc.pid)
+        if label:
+            self.peaks[label] = max(self.peaks.get(label, 0), rss)
 
     def stop(self) -> dict[str, int]:
-        self._stop.set()
-        self._thread.join()
+        self._sampler.stop()
         return self.peaks
 
 

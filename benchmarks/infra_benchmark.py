@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "infra")]
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "mock-engine")]
 
-import mock_engine as me  # noqa: E402  (the tests' harness: the same program run the tests use)
+import program_mocks as me  # noqa: E402  (the same program run the infra tests use)
 
 
 def measure(workers: int, repeat: int) -> tuple[int, float]:

@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -31,6 +30,8 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from tree_sampler import TreeSampler  # noqa: E402
 
 from trainer import data as data_mod  # noqa: E402
 from trainer.contract import progress  # noqa: E402
@@ -42,28 +43,15 @@ class CpuTime:
     process's end is missed)."""
 
     def __init__(self, root: psutil.Process) -> None:
-        self.root, self.seen = root, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.seen: dict[int, float] = {}
+        self._sampler = TreeSampler(root, 0.1, self._sample)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                procs = []
-            for proc in procs:
-                try:
-                    times = proc.cpu_times()
-                except psutil.Error:
-                    continue
-                self.seen[proc.pid] = times.user + times.system
-            time.sleep(0.1)
+    def _sample(self, proc: psutil.Process) -> None:
+        times = proc.cpu_times()
+        self.seen[proc.pid] = times.user + times.system
 
     def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
+        self._sampler.stop()
         return sum(self.seen.values())
 
 

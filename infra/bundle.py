@@ -18,6 +18,8 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainer.contract import package_folder as package_folder_mod
+
 #: The repository: the parent of infra/.
 REPO = Path(__file__).resolve().parents[1]
 #: Package set -> its requirement file, relative to the repository: every package at an exact
@@ -34,8 +36,9 @@ PACKAGE_FILES = {
 SAMPLE_DIR = "trainer/data/mnist-10k"
 #: The folder of a set's folder that holds its packages (trainer/install.py SITE).
 SITE = "site"
-#: Hex digits of a content name: 48 bits, as the run key's (infra/runs.py KEY_DIGITS).
-HASH_DIGITS = 12
+#: Hex digits of a content name: 48 bits, as the run key's (infra/runs.py KEY_DIGITS)
+#: and the package folders' (trainer/contract/package_folder.py).
+HASH_DIGITS = package_folder_mod.DIGEST_DIGITS
 #: The most bytes of file content one ConfigMap holds. The API server refuses a ConfigMap over
 #: 1 MiB (data and binaryData together, core/v1 validation), and binaryData travels base64 (4/3
 #: larger) in a request that etcd caps at 1.5 MiB: 768 KiB is 1 MiB in base64, under both.
@@ -116,13 +119,14 @@ def lock_text(package_set: str, root: Path = REPO) -> str:
 @functools.lru_cache(maxsize=8)
 def lock_hash(package_set: str, root: Path = REPO) -> str:
     """The content name of ``package_set``'s requirement file: HASH_DIGITS hex digits of its
-    SHA-256 (trainer/install.py names the folder it installs into the same way)."""
-    return hashlib.sha256(lock_text(package_set, root).encode()).hexdigest()[:HASH_DIGITS]
+    SHA-256 (trainer/contract/package_folder.py, which trainer/install.py names its folder by)."""
+    return package_folder_mod.requirements_digest(lock_text(package_set, root).encode())
 
 
 def package_folder(packages_dir: str, package_set: str, root: Path = REPO) -> str:
-    """Where ``package_set`` is installed under ``packages_dir``: ``<dir>/<set>-<lock hash>``."""
-    return f"{packages_dir}/{package_set}-{lock_hash(package_set, root)}"
+    """Where ``package_set`` is installed under ``packages_dir``: ``<dir>/<set>-<lock hash>``, the
+    folder trainer/install.py installs it into (trainer/contract/package_folder.py)."""
+    return f"{packages_dir}/{package_folder_mod.folder_name(package_set, lock_hash(package_set, root))}"
 
 
 def package_path(packages_dir: str, package_set: str, root: Path = REPO) -> str:

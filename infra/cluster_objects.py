@@ -123,7 +123,8 @@ class KubeconfigCluster:
         self._unreachable: Unreachable | None = None
 
     def _client(self) -> Any:
-        """The ApiClient, made on first use (importing the kubernetes client takes about 1.5 s)."""
+        """The ApiClient, made on first use: importing the kubernetes client is slow, and a
+        command that needs no cluster should not pay for it."""
         if self._api is not None:
             return self._api
         import yaml

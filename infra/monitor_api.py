@@ -15,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from typing import Protocol
 
 #: Control characters, written as their escapes in what the monitor logs and annotates (pod
 #: and registry messages are server text): trainer/contract/printable.py's rule, repeated
@@ -43,6 +44,22 @@ class ApiError(RuntimeError):
         self.reached = reached
 
 
+class Calls(Protocol):
+    """The API calls the monitor's loop makes (``Api``; the tests record them)."""
+
+    def items(self, path: str, selector: str) -> list[dict]: ...
+
+    def pod_events(self, namespace: str) -> list[dict]: ...
+
+    def set_deadline(self, namespace: str, name: str, seconds: int) -> None: ...
+
+    def end_job(self, namespace: str, name: str, reason: str) -> None: ...
+
+    def pod_log(self, namespace: str, name: str, tail_lines: int, container: str | None = None) -> str: ...
+
+    def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
+
 class Api:
     """The few Kubernetes API calls the monitor makes, over HTTPS with a bearer token."""
 
@@ -50,17 +67,20 @@ class Api:
         self.server, self.token_file, self.timeout_s = server.rstrip("/"), token_file, timeout_s
         self.context = ssl.create_default_context(cafile=ca_file)
 
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _request(
+        self, method: str, path: str, body: dict | None = None, accept: str = "application/json"
+    ) -> bytes:
+        """The answer's body; ApiError for an HTTP error or a connection that failed."""
         with open(self.token_file, encoding="utf-8") as file:  # re-read: the kubelet rotates it
             token = file.read().strip()
-        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        headers = {"Authorization": f"Bearer {token}", "Accept": accept}
         data = None
         if body is not None:
             data, headers["Content-Type"] = json.dumps(body).encode(), "application/merge-patch+json"
         request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s, context=self.context) as response:
-                return json.loads(response.read())
+                return response.read()
         except urllib.error.HTTPError as err:
             raise ApiError(
                 f"{method} {path}: HTTP {err.code}: {err.read()[:300].decode(errors='replace')}"
@@ -69,6 +89,13 @@ class Api:
             raise ApiError(
                 f"{method} {self.server}{path}: {err}", reached=not isinstance(err, OSError)
             ) from None
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        answer = self._request(method, path, body)
+        try:
+            return json.loads(answer)
+        except ValueError as err:
+            raise ApiError(f"{method} {self.server}{path}: {err}") from None
 
     def items(self, path: str, selector: str) -> list[dict]:
         """The ``items`` of a list call with a label selector."""
@@ -86,6 +113,21 @@ class Api:
             "PATCH",
             f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
             {"spec": {"activeDeadlineSeconds": seconds}},
+        )
+
+    def pod_log(self, namespace: str, name: str, tail_lines: int, container: str | None = None) -> str:
+        """The last ``tail_lines`` lines of the pod's container's log (text, the newest last)."""
+        query = {"tailLines": str(tail_lines), **({"container": container} if container else {})}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log?{urllib.parse.urlencode(query)}"
+        return self._request("GET", path, accept="text/plain, */*").decode("utf-8", errors="replace")
+
+    def annotate_job(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Set the Job's ``annotations`` (others are left as they are)."""
+        query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER})
+        self._call(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?{query}",
+            {"metadata": {"annotations": {k: printable(v) for k, v in annotations.items()}}},
         )
 
     def end_job(self, namespace: str, name: str, reason: str) -> None:

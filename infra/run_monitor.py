@@ -26,6 +26,11 @@ Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
   without the pod's Events (the list refused) the last step is its scheduling;
 * the chief's Job completed, or every task Job has ended: exit 0.
 
+Each poll it also writes the chief's progress under Kubeflow Trainer v2's names (progress,
+time left, metrics) in an annotation of the chief's Job, read from the tail of the chief pod's
+log, and a last time at 100 % once that Job completed, before it exits
+(infra/trainer_status.py).
+
 It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the stack creates
 with a short ``activeDeadlineSeconds`` (data.startTimeoutSeconds), so that a staging pod that never
 starts fails it: once a pod of that Job runs, the monitor raises the deadline to
@@ -74,24 +79,30 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infra.monitor_api import Calls
 
 
-def _sibling(name: str) -> ModuleType:
-    """infra/<name>.py: imported as infra.<name> beside infra.run_monitor (the program, the
-    tests), or, run as the monitor pod's script, from the file beside this one that its
-    ConfigMap also holds (by path: a safe-path Python puts no script directory on sys.path)."""
+def _sibling(name: str, package: str | None = None) -> ModuleType:
+    """<package>/<name>.py (default infra/): imported as a module of its package (the program,
+    the tests), or, run as the monitor pod's script, from the file ``<name>.py`` beside this
+    one that its ConfigMap also holds (by path: a safe-path Python puts no script directory on
+    sys.path)."""
     if __package__:
-        return importlib.import_module(f"{__package__}.{name}")
+        return importlib.import_module(f"{package or __package__}.{name}")
     spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
     assert spec is not None and spec.loader is not None, f"{name}.py beside the script"
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
     spec.loader.exec_module(module)
     return module
 
 
 progress = _sibling("pod_progress")
 kube = _sibling("monitor_api")
+reports = _sibling("trainer_status")
+contract = _sibling("progress", "trainer.contract")
 # The names the program, infra.status and the tests know this module by.
 Api, ApiError, api_server, unreachable = kube.Api, kube.ApiError, kube.api_server, kube.unreachable
 ENDED_BECAUSE, SERVICE_ACCOUNT_DIR, printable = kube.ENDED_BECAUSE, kube.SERVICE_ACCOUNT_DIR, kube.printable
@@ -143,6 +154,14 @@ def job_run_id(job: Mapping) -> str | None:
     containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or [{}]
     args = containers[0].get("args") or []
     return args[args.index("--run_id") + 1] if "--run_id" in args[:-1] else None
+
+
+def chief_job(jobs: Sequence[Mapping], run_id: str | None) -> Mapping | None:
+    """The run's chief Job (tf-replica-type chief, ``--run_id`` ``run_id``; None: any), or None."""
+    found = (
+        j for j in jobs if _labels(j).get(TASK_TYPE_LABEL) == "chief" and run_id in (None, job_run_id(j))
+    )
+    return next(found, None)
 
 
 def ended(job: Mapping) -> bool:
@@ -276,7 +295,7 @@ def decide(
     }
     if not tasks:
         return Decision(why=f"no task Jobs of run {run_id} yet")
-    chief = next((j for j in tasks.values() if _labels(j)[TASK_TYPE_LABEL] == "chief"), None)
+    chief = chief_job(list(tasks.values()), run_id)
     if chief is not None and _condition(chief, "Complete") is not None:
         return Decision(done=True, why=f"the chief's Job {chief['metadata']['name']} completed")
     if all(ended(j) for j in tasks.values()):
@@ -359,18 +378,6 @@ def staging_deadline(
     return {name: wanted} if wanted > current else {}
 
 
-class Calls(Protocol):
-    """The API calls the loop makes (monitor_api.Api; the tests record them)."""
-
-    def items(self, path: str, selector: str) -> list[dict]: ...
-
-    def pod_events(self, namespace: str) -> list[dict]: ...
-
-    def set_deadline(self, namespace: str, name: str, seconds: int) -> None: ...
-
-    def end_job(self, namespace: str, name: str, reason: str) -> None: ...
-
-
 def _events(api: Calls, namespace: str, pods: Sequence[Mapping]) -> list[dict]:
     """The namespace's pod Events while a pod waits to start (none else: nothing to judge); a
     refused list is logged and judged without them (as before the Role granted it)."""
@@ -436,6 +443,7 @@ def main(
     server = api_server(env)
     api = api or Api(server, f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     selector = f"{INSTANCE_LABEL}={prefix}"
+    reporter = reports.Reporter(api, namespace, contract.parse_log, log)
     log(
         f"watching run {run_id} of {prefix} in namespace {namespace} through the API server at {server} "
         f"(schedule timeout {timeout_s:g} s, start timeout {start_timeout_s:g} s)"
@@ -455,6 +463,7 @@ def main(
             for name, reason in decision.end.items():
                 api.end_job(namespace, name, reason)
                 log(f"ended Job {name}: {reason}")
+            reporter.poll(chief_job(jobs, run_id), pods, clock())
             failures = 0
         except Exception as err:  # noqa: BLE001 - any failed poll is tried again, up to MAX_FAILURES
             # ApiError (the API server refused or was out of reach), or an answer this script

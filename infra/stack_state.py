@@ -5,8 +5,8 @@ The engine's built-in function READ_STACK_RESOURCES reads the stack's checkpoint
 rewrites that checkpoint after each step, and the first steps of an update (the Stack resource,
 the engine's default providers) run beside the program. A DIY backend's read can then fail for a
 moment: gocloud's fileblob truncates a checkpoint's ``.attrs`` sidecar before writing it again,
-and a read in between gets ``failed to load checkpoint: EOF`` (5 of 300 reads made beside 300
-registrations failed so, Pulumi CLI 3.274.0 on a file backend, 2 cores of an AMD EPYC).
+and a read in between gets ``failed to load checkpoint: EOF`` (seen on a file backend with
+Pulumi CLI 3.274.0; docs/benchmarks.md has how often).
 
 The program reads the state before it registers anything of its own, so the writes it can meet
 are the engine's few first ones, and they end: ``read_stack_resources`` reads again after a

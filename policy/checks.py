@@ -96,7 +96,8 @@ POLICIES: list[tuple[str, str, bool, Callable[[Any, Report], None]]] = [
     ),
     (
         "image-tag-pinned",
-        "Every container of a pod template names a fixed image tag, not latest and not none.",
+        "Every container of a pod template names a version (a digest or a tag with a digit), not latest, another "
+        "moving channel or no tag.",
         False,
         pinned_images,
     ),

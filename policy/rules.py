@@ -70,8 +70,17 @@ IMAGE_KEYS = {
     "chief": "ps.image (or worker.image with ps.number 0)",
     "setup": "baseImage",
 }
-#: A tag that moves: the image a pod runs changes without the stack changing.
-MOVING_TAGS = ("latest",)
+
+
+def names_a_version(tag: str | None) -> bool:
+    """Whether an image tag (image_tag's answer) names a version: a digest, or a tag with a
+    digit in it (``2.21.0-gpu``, ``3.11-slim``, ``v1``). A tag without one (none, which
+    Kubernetes reads as ``latest``; ``latest``, ``stable``, ``main``, ``edge``, ``nightly``)
+    names a channel that its publisher moves, so the image a pod runs changes without the stack
+    changing. A versioned tag can still be republished (a patch release under ``3.11-slim``):
+    that is why `pulumi up` resolves every tag it pulls to its digest (infra/image_pins.py);
+    this rule catches the names that say outright that they move."""
+    return tag is not None and (tag.startswith("@") or any(c.isdigit() for c in tag))
 
 
 def _get(props: Mapping[str, Any] | None, *path: str) -> Any:
@@ -301,9 +310,9 @@ def image_tag(image: str) -> str | None:
 
 
 def pinned_images(resource_type: str, name: str, props: Mapping[str, Any]) -> list[str]:
-    """Every container (and init container) of a pod or pod template names a fixed image tag:
-    not ``latest``, not none (which Kubernetes reads as ``latest``), so that a rerun of the
-    stack runs the same image."""
+    """Every container (and init container) of a pod or pod template names a version (a digest
+    or a tag with a digit: names_a_version), not a moving channel such as ``latest``,
+    ``stable`` or no tag at all, so that a rerun of the stack runs the same image."""
     spec = _pod_spec(resource_type, props)
     if not isinstance(spec, Mapping):
         return []
@@ -313,11 +322,12 @@ def pinned_images(resource_type: str, name: str, props: Mapping[str, Any]) -> li
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         image = str(container.get("image") or "")
         tag = image_tag(image)
-        if tag is None or tag in MOVING_TAGS:
+        if not names_a_version(tag):
             found.append(
                 f"{resource_type.rsplit(':', 1)[-1]} {_object_name(name, props)}: container "
                 f"{container.get('name')!r} runs image {image!r} ({'no tag' if tag is None else 'tag ' + tag}); "
-                "rule: images name a fixed tag, not latest.\n    fix: pulumi config set "
+                "rule: images name a version (a digest or a tag with a digit), not latest or another "
+                "moving channel.\n    fix: pulumi config set "
                 f"{key} <repository>:<version> (or rm it for the stack's versioned default)"
             )
     return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,6 +36,8 @@ def test_one_row_per_key_in_the_key_tables_order():
     rows = ct.render().splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == [f"| `{k.name}`" for k in KEYS]
     assert len(rows) == len(KEYS) > 60
+    # Four cells in every row: a '|' that no backslash escapes ends a cell.
+    assert all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in rows), rows
 
 
 def _row(name: str) -> list[str]:

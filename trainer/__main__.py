@@ -31,7 +31,7 @@ from trainer.contract.exit_codes import (  # noqa: E402
 from trainer.launcher.lifetime import exit_with_launcher  # noqa: E402
 from trainer.packages import import_error_message  # noqa: E402
 from trainer.servers import ClusterFiles, use_run_id  # noqa: E402
-from trainer.training.storage import VolumeFull  # noqa: E402
+from trainer.volume import VolumeFull  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,14 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_BAD_FLAGS
     if log_dir_lock.wanted() and os.path.isdir(args.log_dir):  # else taken where it is made (run.py)
-        try:
-            log_dir_lock.hold(args.log_dir, "python -m trainer")
-        except log_dir_lock.LogDirRefused as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_BAD_FLAGS
-        except VolumeFull as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_VOLUME_FULL
+        refused = log_dir_lock.hold_at_start(args.log_dir, "python -m trainer")
+        if refused is not None:
+            return refused
     # Also into <log_dir>/logs/<task>.log on the shared volume, which outlives the pod.
     tasklog.start(
         args.log_dir, f"{task.task_type}-{task.task_index}", f" run_id {args.run_id}" if args.run_id else ""

@@ -26,8 +26,8 @@ from typing import TextIO
 
 from trainer.contract.progress import TRAIN_SUBDIR
 
-#: Seconds TensorBoard gets to answer its URL (it imports TensorFlow when installed: about
-#: 5-10 s on 2 busy cores).
+#: Seconds TensorBoard gets to answer its URL: it imports TensorFlow when installed, which
+#: takes seconds on a busy machine; 90 s is several times that.
 START_TIMEOUT_S = 90.0
 #: Seconds between TensorBoard's rereads of the log directory (its default is 5).
 RELOAD_INTERVAL_S = 2

@@ -6,9 +6,8 @@ AMX, ...), and Eigen's, compiled once for a baseline. TensorFlow turns oneDNN on
 only on CPUs with AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX (``DefaultOneDnnPolicy`` in
 tensorflow/core/util/port.cc); on an AVX2-only CPU such as AMD EPYC Zen 3 it runs Eigen's.
 For this trainer's models Eigen is the slow choice on such a CPU, and much slower still for
-the distributed layout (docs/benchmarks.md, "The slowest machine": one process 1.6x slower
-in float32, 2 workers + 1 ps at about half one process's examples/s, against about one
-process's speed with oneDNN's AVX2 kernels). So ``prefer_onednn`` asks for oneDNN wherever
+the distributed layout, which oneDNN's AVX2 kernels run at about one process's speed
+(docs/benchmarks.md, "The slowest machine", has the figures). So ``prefer_onednn`` asks for oneDNN wherever
 TensorFlow would run it at all: on x86-64 Linux, unless the user set TF_ENABLE_ONEDNN_OPTS
 (their choice wins, "0" included).
 

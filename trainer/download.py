@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainer.contract.printable import printable
-from trainer.training.storage import is_no_space
+from trainer.volume import is_no_space
 
 #: Seconds a connection or a read may stay silent before the try fails (socket timeout).
 SOCKET_TIMEOUT_S = 30.0

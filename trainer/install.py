@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import hashlib
 import json
 import os
 import platform
@@ -51,6 +50,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trainer.contract import package_folder
 from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_RETRY, EXIT_VOLUME_FULL, EXIT_VOLUME_NOT_WRITABLE
 
 #: Exit codes, the trainer's (trainer/contract/exit_codes.py): 1 a set could not be installed
@@ -90,8 +90,9 @@ class SetupError(Exception):
 
 
 def content_name(lock: Path, name: str) -> str:
-    """``<name>-<12 hex digits of the SHA-256 of lock's bytes>``: the set's folder name."""
-    return f"{name}-{hashlib.sha256(lock.read_bytes()).hexdigest()[:12]}"
+    """``<name>-<12 hex digits of the SHA-256 of lock's bytes>``: the set's folder name, as the
+    stack names it too (trainer/contract/package_folder.py)."""
+    return package_folder.folder_name(name, package_folder.requirements_digest(lock.read_bytes()))
 
 
 def check_python(machine: str = platform.machine(), version: tuple[int, ...] = sys.version_info[:2]) -> None:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import time
 from pathlib import Path
 from typing import IO
 
-from trainer.training.storage import is_no_space, volume_full
+from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_VOLUME_FULL
+from trainer.volume import VolumeFull, is_no_space, volume_full
 
 #: The lock file, in --log_dir. It holds the holder's pid and start time, for the message.
 LOCK_FILE = ".run.lock"
@@ -54,7 +56,7 @@ def hold(log_dir: str | Path, command: str) -> None:
 
     Raises:
         LogDirRefused: another process holds it, or ``log_dir`` or its lock file cannot be made.
-        trainer.training.storage.VolumeFull: the volume holding ``log_dir`` has no space for
+        trainer.volume.VolumeFull: the volume holding ``log_dir`` has no space for
             the lock file or its holder line (ENOSPC, EDQUOT).
     """
     path = Path(log_dir) / LOCK_FILE
@@ -93,3 +95,19 @@ def hold(log_dir: str | Path, command: str) -> None:
             raise volume_full(err, str(log_dir), f"writing the run lock {path}") from None
         raise
     _HELD[str(path.resolve())] = lock
+
+
+def hold_at_start(log_dir: str | Path, command: str) -> int | None:
+    """``hold`` for a command that takes the lock before it starts anything: None once held;
+    else the refusal printed to stderr (``error: ...``) and the exit code the command returns:
+    EXIT_BAD_FLAGS (2) when another run holds ``log_dir`` or it cannot be made, EXIT_VOLUME_FULL
+    (4) when its volume has no space for the lock (trainer/contract/exit_codes.py)."""
+    try:
+        hold(log_dir, command)
+    except LogDirRefused as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_FLAGS
+    except VolumeFull as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_VOLUME_FULL
+    return None

@@ -17,14 +17,12 @@ def build_model(name: str = "convnet", dropout: float = 0.5, dtype: str | None =
     34,826 parameters).
     ``convnet_fc``: the same with a 128-unit ReLU layer before the dropout, as the
     convnets of TensorFlow's MNIST tutorials have (225,034 parameters, about 9% more
-    compute per example): it learns faster, 0.992 after two epochs where convnet reaches
-    0.989 (the launcher's recipe).
+    compute per example): it learns faster than convnet in the launcher's two epochs.
     ``convnet_fc_slim``: convnet_fc with 32 filters in its second convolution instead of
     64 and a 256-unit hidden layer (217,194 parameters). That convolution is about 90% of
-    convnet_fc's arithmetic, so an epoch takes about 20% less time on two CPU cores (about
-    10 s where convnet_fc takes 12.3-13.4 s, 2 workers + 1 ps on full MNIST); the wider
-    hidden layer, which costs little, keeps two epochs at 0.991-0.992 (128 units gave
-    0.9893-0.9922, once under 0.99 in seven runs). The launcher's model.
+    convnet_fc's arithmetic, so an epoch takes less time; the wider hidden layer, which
+    costs little, keeps two epochs at 0.99 where 128 units fell under it in some seeds.
+    The launcher's model; docs/benchmarks.md has the measured times and accuracies.
     ``mlp``: the guide's TF1 model, 784-100-10 with a sigmoid hidden layer (0.89 after 100
     epochs of plain SGD in the guide), kept for comparison.
 

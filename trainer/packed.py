@@ -3,11 +3,10 @@ gradient to apply per training step, however many layers the model has.
 
 Why: under ParameterServerStrategy every variable lives on the ps, and each worker reads
 every variable and sends a gradient for every variable at every step, each a separate
-tensor transfer handled by the ps' gRPC and thread pools. On two CPU cores (2 workers + 1
-ps, convnet_fc_slim, batch 64) a step took 11.0 ms on average with the model's eight
-variables (plus the dropout seed, also on the ps) and 9.5 ms with one packed vector
-(alternating runs of 2,000 steps, 2026-12-01); MultiWorkerMirroredStrategy likewise
-all-reduces one tensor instead of eight.
+tensor transfer handled by the ps' gRPC and thread pools: each transfer has a fixed cost,
+so one packed vector makes a step cheaper than the model's eight variables (plus the dropout
+seed, also on the ps) do (docs/benchmarks.md, "Where the seconds went");
+MultiWorkerMirroredStrategy likewise all-reduces one tensor instead of eight.
 
 The Keras model stays the one definition of the network: ``PackedWeights`` runs it with
 ``Model.stateless_call`` on slices of the vector, so its own variables (local to the process

@@ -3,9 +3,8 @@
 float32 throughout, or Keras' ``mixed_bfloat16`` policy: the layers compute in bfloat16
 (8 exponent bits like float32, so no loss scaling is needed) while the weights, the
 optimizer and the loss stay float32. On a CPU with native bfloat16 (Intel AMX-BF16 or
-AVX512-BF16), oneDNN runs the convolutions and matrix products in it: on the development
-machine's 2 cores (Xeon with AMX) one process trained the launcher's recipe on full MNIST at
-14,700 examples/s against 9,100 in float32, to the same test accuracy (0.9919). Where the
+AVX512-BF16), oneDNN runs the convolutions and matrix products in it: faster than float32,
+to the same test accuracy (docs/benchmarks.md has the figures). Where the
 CPU lacks it, bfloat16 is emulated and slower than float32, and the GPUs of the stack's GN5
 nodes (Tesla P100) have no bfloat16 either: ``auto`` picks it only on such a CPU with no GPU,
 and only where oneDNN runs with that ISA (TF_ENABLE_ONEDNN_OPTS on, ONEDNN_MAX_CPU_ISA not

@@ -37,9 +37,8 @@ from trainer.contract.exit_codes import (
 
 HEARTBEAT_INTERVAL_S = 5.0
 #: How often a server looks for the chief's done marker: a server exits on average half of
-#: this after the chief, and every run waits for its last server (1.0 s cost the local run
-#: about 0.5 s of its 30, 0.25 s about 0.15 s of its 14); two stat calls per poll, cheap on
-#: NAS too.
+#: this after the chief, and every run waits for its last server, so a long interval shows in
+#: a short run's time; two stat calls per poll, cheap on NAS too.
 POLL_INTERVAL_S = 0.1
 #: Tolerated clock difference between nodes writing the same NFS volume (mtimes).
 CLOCK_SLACK_S = 5.0

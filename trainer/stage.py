@@ -45,7 +45,7 @@ from trainer.data import (
 )
 from trainer.download import DownloadError, download
 from trainer.flags import BUNDLED_DATA_DIR
-from trainer.training.storage import VolumeFull, full_is_permanent, is_no_space
+from trainer.volume import VolumeFull, full_is_permanent, is_no_space
 
 #: File name -> {sha256: data set}. Sources: trainer/data/mnist-10k/README.md (the bundled
 #: sample); Keras' keras.datasets.mnist (mnist.npz, the full 60,000 + 10,000 MNIST);
@@ -283,7 +283,7 @@ def stage(
 
     Raises:
         VolumeNotWritable: this uid cannot create or write ``dest`` (ends with ``volume_hint``).
-        trainer.training.storage.VolumeFull: a write in ``dest`` failed with ENOSPC or EDQUOT
+        trainer.volume.VolumeFull: a write in ``dest`` failed with ENOSPC or EDQUOT
             (``dest`` is left as it was).
         StageError: ``dest`` not a directory, a bad URL list, a missing or unreachable source file,
             or a checksum not in KNOWN_SHA256 (unless ``allow_unknown``: then the data checks).

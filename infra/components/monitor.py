@@ -10,26 +10,36 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import monitor_api, pod_progress, run_monitor
+from infra import monitor_api, pod_progress, run_monitor, trainer_status
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
 from infra.settings import Placement
+from trainer.contract import progress
 
 COMPONENT = "monitor"
 SCRIPT_KEY = "run_monitor.py"
 #: The modules the script imports, delivered beside it (each key is the file's name).
 MODULE_KEY = "pod_progress.py"
 API_MODULE_KEY = "monitor_api.py"
+TRAINER_STATUS_KEY = "trainer_status.py"
+#: trainer/contract/progress.py, the chief's progress lines' parser (standard library only).
+PROGRESS_KEY = "progress.py"
 SCRIPT_DIR = "/monitor"
 #: What infra/run_monitor.py calls: it lists the run's Jobs and pods (by label) and the
 #: namespace's pod Events (the kubelet's steps toward starting a pod: Events carry no labels),
 #: and patches a task Job to end it; the patch is granted on the run's own task Jobs only
-#: (``resourceNames``), so the monitor cannot end any other Job in the namespace. No ``get``: it
-#: reads nothing by name.
+#: (``resourceNames``), so the monitor cannot end any other Job in the namespace. No ``get`` of
+#: an object: it reads nothing by name.
 LIST_RULES = (("batch", "jobs"), ("", "pods"), ("", "events"))
-#: The monitor pod's requests: Python's standard library polling two lists every few seconds
-#: (about 20 MB resident, next to no CPU).
+#: The one read by name: the chief pod's log (``GET pods/{name}/log``), whose progress lines the
+#: monitor writes on the chief's Job (infra/trainer_status.py). The pod's name is the Job
+#: controller's random one, unknown when the Role is made, so no ``resourceNames`` can narrow it:
+#: the rule covers the logs of the namespace's pods, and nothing else (no ``pods/exec``, no
+#: ``pods/attach``, no ``pods`` by name). ``get`` is the only verb the log subresource has.
+LOG_RULE = ("", "pods/log", "get")
+#: The monitor pod's requests: Python's standard library polling a few lists and the tail of the
+#: chief's log (500 lines) every few seconds (about 20 MB resident, next to no CPU).
 REQUESTS = {"cpu": "10m", "memory": "64Mi"}
 #: Half a core: it starts Python and makes a TLS call every few seconds.
 LIMITS = {"cpu": "500m", "memory": "128Mi"}
@@ -106,30 +116,8 @@ def failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     once; a killed container (EXIT_KILLED) or a disruption (DisruptionTarget) gets a new pod
     that does not count; anything else (exit 1: the API server out of reach) counts against
     BACKOFF_LIMIT. A run is then never left unwatched because its monitor was killed."""
-
-    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
-        return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action,
-            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=COMPONENT, operator="In", values=sorted(codes)
-            ),
-        )
-
-    return k8s.batch.v1.PodFailurePolicyArgs(
-        rules=[
-            # A bad environment: no new pod mends it.
-            exit_codes("FailJob", [run_monitor.EXIT_BAD_ENVIRONMENT]),
-            exit_codes("Ignore", EXIT_KILLED),
-            k8s.batch.v1.PodFailurePolicyRuleArgs(
-                action="Ignore",
-                on_pod_conditions=[
-                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                        type="DisruptionTarget", status="True"
-                    )
-                ],
-            ),
-        ]
-    )
+    # A bad environment: no new pod mends it.
+    return pods.failure_policy(COMPONENT, fail_job=[run_monitor.EXIT_BAD_ENVIRONMENT], ignore=EXIT_KILLED)
 
 
 def object_names(name: str) -> list[tuple[str, str]]:
@@ -151,7 +139,7 @@ def object_names(name: str) -> list[tuple[str, str]]:
 class RunMonitor(pulumi.ComponentResource):
     """The run monitor of ``name`` (the name prefix); every child is named ``<name>-monitor``.
 
-    Children: a ServiceAccount, a Role (LIST_RULES and the patch) and its RoleBinding, a
+    Children: a ServiceAccount, a Role (LIST_RULES, LOG_RULE and the patch) and its RoleBinding, a
     ConfigMap holding the script's text and its modules' (so a change to them needs no image
     rebuild), and a batch/v1 Job running ``python /monitor/run_monitor.py``. Its pod passes Pod
     Security Standard "restricted" like every pod of the stack, and it is the one pod that mounts
@@ -184,6 +172,9 @@ class RunMonitor(pulumi.ComponentResource):
                     for group, resource in LIST_RULES
                 ),
                 k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=[LOG_RULE[0]], resources=[LOG_RULE[1]], verbs=[LOG_RULE[2]]
+                ),
+                k8s.rbac.v1.PolicyRuleArgs(
                     api_groups=["batch"], resources=["jobs"], verbs=["patch"], resource_names=self._patched()
                 ),
             ],
@@ -209,6 +200,8 @@ class RunMonitor(pulumi.ComponentResource):
                 SCRIPT_KEY: Path(run_monitor.__file__).read_text(encoding="utf-8"),
                 MODULE_KEY: Path(pod_progress.__file__).read_text(encoding="utf-8"),
                 API_MODULE_KEY: Path(monitor_api.__file__).read_text(encoding="utf-8"),
+                TRAINER_STATUS_KEY: Path(trainer_status.__file__).read_text(encoding="utf-8"),
+                PROGRESS_KEY: Path(progress.__file__).read_text(encoding="utf-8"),
             },
             opts=child,
         )
@@ -288,7 +281,8 @@ class RunMonitor(pulumi.ComponentResource):
             # then trained to the end.
             restart_policy="Never",
             service_account_name=account,
-            # The one pod of the stack with a token: it calls the API (RULES, this namespace only).
+            # The one pod of the stack with a token: it calls the API (the Role's rules, this
+            # namespace only).
             automount_service_account_token=True,
             security_context=pods.pod_security_context(),
             node_selector=pods.node_selector(args.placement),

@@ -3,6 +3,7 @@ the "restricted" security context."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -135,6 +136,44 @@ def volume_dir_mount(
     )
 
 
+#: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def disruption_rule() -> k8s.batch.v1.PodFailurePolicyRuleArgs:
+    """A podFailurePolicy rule: a pod failed by a disruption (DISRUPTION_TARGET: eviction,
+    preemption, a drained node, pod GC) is Ignored, i.e. replaced without counting against the
+    Job's backoffLimit."""
+    return k8s.batch.v1.PodFailurePolicyRuleArgs(
+        action="Ignore",
+        on_pod_conditions=[
+            k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(type=DISRUPTION_TARGET, status="True")
+        ],
+    )
+
+
+def failure_policy(
+    container: str, fail_job: Sequence[int], ignore: Sequence[int]
+) -> k8s.batch.v1.PodFailurePolicyArgs:
+    """A Job's podFailurePolicy, its rules in this order: ``container`` exiting with a code of
+    ``fail_job`` fails the Job at once (a new pod would fail the same way); exiting with a code
+    of ``ignore``, or a disruption (``disruption_rule``), gets a new pod that does not count
+    against backoffLimit. Any other failure counts. Each list of codes is sorted and must not
+    be empty (Kubernetes refuses an empty ``In``)."""
+
+    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
+        return k8s.batch.v1.PodFailurePolicyRuleArgs(
+            action=action,
+            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
+                container_name=container, operator="In", values=sorted(codes)
+            ),
+        )
+
+    return k8s.batch.v1.PodFailurePolicyArgs(
+        rules=[exit_codes("FailJob", fail_job), exit_codes("Ignore", ignore), disruption_rule()]
+    )
+
+
 def scratch_volume() -> k8s.core.v1.VolumeArgs:
     """The emptyDir mounted at SCRATCH_PATH."""
     return k8s.core.v1.VolumeArgs(
@@ -158,10 +197,9 @@ def scratch_env() -> list[k8s.core.v1.EnvVarArgs]:
 #: Seconds a task pod gets between SIGTERM and SIGKILL. On SIGTERM the chief finishes the
 #: chunk of --steps_per_execution (50) steps in flight and saves a checkpoint
 #: (trainer/training/loop.py); SIGTERM at an epoch's end first waits for that epoch's
-#: checkpoint and evaluation (10,000 test digits). Measured on the local cluster (2 CPU
-#: cores, 2 workers, batch 64; tests/cluster/test_stack_on_cluster.py prints it): at most
-#: 40-71 ms a batch, so 2-4 s a chunk, and 0.3 s for checkpoint plus evaluation: under 5 s
-#: in all. 120 s leaves room for a slow or busy NAS; the ps and the workers exit at once on
-#: SIGTERM (trainer/servers.py), so only a stuck process waits this long. Kubernetes'
+#: checkpoint and evaluation (10,000 test digits). That takes a few seconds on the local
+#: cluster (tests/cluster/test_stack_on_cluster.py prints it; docs/benchmarks.md has the
+#: figures), so 120 s leaves room for a slow or busy NAS; the ps and the workers exit at once
+#: on SIGTERM (trainer/servers.py), so only a stuck process waits this long. Kubernetes'
 #: default is 30 s.
 TASK_GRACE_SECONDS = 120

@@ -26,6 +26,7 @@ import json
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.components import pods
 from infra.values.parsers import source_list
 
 #: Staging copies or downloads about 11 MB (55 MB for the full set) with one Python thread.
@@ -35,7 +36,7 @@ STAGE_LIMITS = {"cpu": "1", "memory": "512Mi"}
 #: activeDeadlineSeconds once its pod runs: room for a large data set over a slow link.
 STAGING_TIMEOUT_SECONDS = 1200
 #: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
-DISRUPTION_TARGET = "DisruptionTarget"
+DISRUPTION_TARGET = pods.DISRUPTION_TARGET
 #: The staging Job's backoffLimit: its first failed pod fails it. A podFailurePolicy FailJob
 #: rule would too, but its Failed condition has reason PodFailurePolicy, which the Job await of
 #: pulumi-kubernetes (4.25, cloud-ready-checks' job checker) does not take for a failure: it
@@ -70,18 +71,7 @@ def stage_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
     """How the staging Job treats a failed pod: a disruption (DisruptionTarget: eviction,
     preemption, a drained node) gets a new pod, not counted against STAGE_BACKOFF_LIMIT; any
     other failure fails the Job."""
-    return k8s.batch.v1.PodFailurePolicyArgs(
-        rules=[
-            k8s.batch.v1.PodFailurePolicyRuleArgs(
-                action="Ignore",
-                on_pod_conditions=[
-                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                        type=DISRUPTION_TARGET, status="True"
-                    )
-                ],
-            ),
-        ]
-    )
+    return k8s.batch.v1.PodFailurePolicyArgs(rules=[pods.disruption_rule()])
 
 
 def source_secret_name(name: str) -> str:

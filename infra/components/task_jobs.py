@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import pods, staging
+from infra.components import pods
 from infra.settings import TrainingSettings
 from trainer.contract import recipe
 from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
@@ -24,7 +23,7 @@ from trainer.contract.exit_codes import EXIT_SIGTERM, PERMANENT_EXIT_CODES
 #: The trainer's container in every task pod.
 CONTAINER_NAME = "tensorflow"
 #: Pod condition the control plane sets on a pod it evicts, preempts or garbage-collects.
-DISRUPTION_TARGET = staging.DISRUPTION_TARGET
+DISRUPTION_TARGET = pods.DISRUPTION_TARGET
 #: A replacement pod starts only once the failed one is gone (see training.TrainingJob).
 POD_REPLACEMENT_POLICY = "Failed"
 
@@ -136,26 +135,4 @@ def pod_failure_policy() -> k8s.batch.v1.PodFailurePolicyArgs:
 
     Anything else (1: lost peers) counts against backoffLimit.
     """
-
-    def exit_codes(action: str, codes: Sequence[int]) -> k8s.batch.v1.PodFailurePolicyRuleArgs:
-        return k8s.batch.v1.PodFailurePolicyRuleArgs(
-            action=action,
-            on_exit_codes=k8s.batch.v1.PodFailurePolicyOnExitCodesRequirementArgs(
-                container_name=CONTAINER_NAME, operator="In", values=sorted(codes)
-            ),
-        )
-
-    return k8s.batch.v1.PodFailurePolicyArgs(
-        rules=[
-            exit_codes("FailJob", PERMANENT_EXIT_CODES),
-            exit_codes("Ignore", [EXIT_SIGTERM]),
-            k8s.batch.v1.PodFailurePolicyRuleArgs(
-                action="Ignore",
-                on_pod_conditions=[
-                    k8s.batch.v1.PodFailurePolicyOnPodConditionsPatternArgs(
-                        type=DISRUPTION_TARGET, status="True"
-                    )
-                ],
-            ),
-        ]
-    )
+    return pods.failure_policy(CONTAINER_NAME, fail_job=PERMANENT_EXIT_CODES, ignore=[EXIT_SIGTERM])

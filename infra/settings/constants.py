@@ -1,6 +1,6 @@
 """The named values of the key table: the project and its own namespace, the pods' uid, the
 default images, and each key's choices, bounds and defaults for new cloud resources, with
-where each comes from. infra/settings/keys.py re-exports every one."""
+where each comes from. The policy pack (policy/rules.py) holds manifests to the same bounds."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DEFAULT_REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 #: - elsewhere (and with no region): Docker Hub's official python:3.11-slim, by the digest of its
 #:   multi-arch index. Not resolved here (no registry was reachable where this was written): the
 #:   digest is the one public repositories' lock records give for python:3.11-slim, also
-#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie).
+#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie) when it was pinned.
 #:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
 #: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
 #:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
@@ -85,7 +85,8 @@ DEFAULT_GPU_INSTANCE_TYPES = (
 )
 #: The NVIDIA driver of new GPU nodes, pinned with ACK's node pool label
 #: ``ack.aliyun.com/nvidia-driver-version``: without it ACK installs its current default, which
-#: ACK changes over time and which could one day be a branch after R580, the last to support GN5's P100 (and gn6v's V100). R550 is
+#: ACK changes over time and which could one day be a branch after R580, the last to support
+#: GN5's P100 (and gn6v's V100). R550 is
 #: the branch ACK recommends (its fixes for XID 119/120/31 errors), drives P100, V100, T4 and A10,
 #: and, a CUDA 12.4 driver, runs the GPU image's CUDA 12.9 wheels through CUDA 12's minor-version
 #: compatibility (docker/trainer-gpu.Dockerfile); 550.163.01 is the newest 550 release in ACK's list

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from infra import trainer_status as trainer
 from infra.run_monitor import ENDED_BECAUSE
 from infra.status.kubectl import Cluster, StatusError
 from trainer.contract.progress import ParsedLog, parse_log
@@ -80,6 +82,13 @@ class RunStatus:
     warnings: list[EventRow] = field(default_factory=list)
     #: The data staging Job (task ``stage-data``), None without one.
     staging: TaskRow | None = None
+    #: The chief's progress under Kubeflow Trainer v2's names (infra/trainer_status.py:
+    #: progressPercentage, estimatedRemainingSeconds, metrics, lastUpdatedTime): the run
+    #: monitor's annotation on the chief's Job when present, else made here from the chief's
+    #: log (its lastUpdatedTime the time of this view); None before any progress line.
+    trainer_status: dict[str, Any] | None = None
+    #: Where trainer_status comes from: "annotation", "log", or None.
+    trainer_status_source: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -266,6 +275,7 @@ def collect(
         f"service/{prefix}-tensorboard 6006:80, then http://127.0.0.1:6006/"
     )
     staging = _staging_row(staging_job, pods, claims, now)
+    trainer_status, source = _trainer_status(jobs, progress, now)
     return RunStatus(
         prefix=prefix,
         namespace=namespace,
@@ -283,7 +293,30 @@ def collect(
             cluster.events(), names, now, staging.job if staging and staging.state != "Complete" else None
         ),
         staging=staging,
+        trainer_status=trainer_status,
+        trainer_status_source=source,
     )
+
+
+def _trainer_status(
+    jobs: dict[str, dict], progress: ParsedLog, now: datetime
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(the chief's trainer status, where it comes from): its Job's annotation
+    (trainer_status.ANNOTATION, written by the run monitor) when present; else made from
+    ``progress``, the chief's log (100 % once its Job completed); (None, None) before either."""
+    chief = next((j for j in jobs.values() if j["metadata"]["labels"][TASK_TYPE_LABEL] == "chief"), None)
+    if chief is None:
+        return None, None
+    written = trainer.read(chief)
+    if written is not None:
+        return written, "annotation"
+    made = trainer.trainer_status(
+        progress,
+        now.timestamp(),
+        epochs=trainer.job_epochs(chief),
+        finished=job_state(chief) == "Complete",
+    )
+    return (made, "log") if made is not None else (None, None)
 
 
 def _monitor_why(job: dict | None, pods: dict[str | None, list[dict]], claims: dict[str, str]) -> list[str]:

@@ -4,7 +4,7 @@ disk categories an instance takes, and the last NVIDIA driver branch for that GP
 Sources: Alibaba Cloud's ECS reference of GPU-accelerated compute-optimized families (the
 storage line of gn6i, gn6v, gn6e: ESSD, standard SSD and ultra disk; of gn7, gn7e, gn7i: ESSD
 only); GN5, an outdated family missing from that page, takes standard SSD and ultra disk only
-(no ESSD). R580 is the last NVIDIA driver branch that supports Pascal
+(Alibaba Cloud's ECS reference of retired instance families). R580 is the last NVIDIA driver branch that supports Pascal
 (P100) and Volta (V100); CUDA 13 drops both. A family not listed here passes every rule:
 ACK decides at `pulumi up`.
 """

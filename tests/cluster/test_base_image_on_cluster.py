@@ -166,27 +166,32 @@ def test_the_cuda_wheels_load_on_a_cpu_machine(stack, kube: Kube) -> None:
     folder = f"{gpu['folder']}/site"
     claim = json.loads(project.pulumi("stack", "output", "--json").stdout)["pvcName"]
     probe = "import tensorflow as tf; print('built with CUDA', tf.test.is_built_with_cuda()); print('GPUs', tf.config.list_physical_devices('GPU'))"
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "gpu-wheels-probe"},
-            "spec": {
-                "restartPolicy": "Never",
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 2000, "runAsGroup": 3000,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "probe", "image": BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
-                    "command": ["python", "-c", probe], "env": [{"name": "PYTHONPATH", "value": folder},
-                                                                {"name": "HOME", "value": "/tmp"}],
-                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-                    "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
-                }],
-                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
-            },
-        }
-    )  # fmt: skip
-    kube.wait_for("the probe to end", lambda: kube.get("pod", "gpu-wheels-probe")["status"]["phase"]
-                  in ("Succeeded", "Failed") or None, timeout=600, every=2)  # fmt: skip
-    out = kube.logs("pod/gpu-wheels-probe")
-    assert "built with CUDA True" in out and "GPUs []" in out, out
+    # The probe holds the claim: it goes before the module's destroy, which would otherwise
+    # wait on the claim's protection finalizer.
+    try:
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "gpu-wheels-probe"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 2000, "runAsGroup": 3000,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "probe", "image": BASE_IMAGE, "imagePullPolicy": "IfNotPresent",
+                        "command": ["python", "-c", probe], "env": [{"name": "PYTHONPATH", "value": folder},
+                                                                    {"name": "HOME", "value": "/tmp"}],
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
+                    }],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
+                },
+            }
+        )  # fmt: skip
+        kube.wait_for("the probe to end", lambda: kube.get("pod", "gpu-wheels-probe")["status"]["phase"]
+                      in ("Succeeded", "Failed") or None, timeout=600, every=2)  # fmt: skip
+        out = kube.logs("pod/gpu-wheels-probe")
+        assert "built with CUDA True" in out and "GPUs []" in out, out
+    finally:
+        kube.run("delete", "pod", "gpu-wheels-probe", "--ignore-not-found", "--wait=true", timeout=300)

@@ -5,13 +5,15 @@ as soon as its Job has failed, printing the Job's reason and what the exit code 
 destroy --run-program` (the README's teardown, which runs the program too) tears the stack down.
 
 One stack of the smallest run (stack.py's TINY_RUN) in a namespace of its own; the tests run in
-file order and share it. The second run's chief meets bad data: the first run staged the sample,
-the test then spoils one staged file on the volume (as root, on the host), and the second run (a
-new learning rate: new task Jobs, the staging Job as it was, so nothing stages again) reads it.
+file order and share it. The second run's chief meets bad data: each run's staging Job verifies
+the staged files (and makes the run's directory), so the test spoils one staged file on the
+volume (as root, on the host) once the second run's staging Job has completed, before that run's
+chief, which Pulumi creates only then, has started.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.cluster
 NAMESPACE = "tf-mnist-wait"
 PREFIX = "mnist"
 CHIEF = f"{PREFIX}-chief-0"
+STAGING = f"{PREFIX}-stage-data"
 #: `pulumi up` waits for the chief, for at most an hour: far more than a failure may take.
 CONFIG = TINY_RUN | {
     "createNamespace": "true",
@@ -90,11 +93,18 @@ def test_a_chief_that_exits_3_fails_up_once_its_job_failed(stack, kube: Kube, tm
     project, volume = stack
     spoiled = on_volume(project, volume, "dataDir") / SPOILED
     assert spoiled.is_file(), sorted(p.name for p in spoiled.parent.iterdir())
-    spoiled.write_bytes(b"spoiled by the test: not gzip\n")  # in place: its owner stays the pods'
+    first_staging = kube.get("job", STAGING)["metadata"]["uid"]
     project.set_config("hyperparams.learningrate", "0.002", path=True)
     log = tmp_path / "up.log"
     up = _up_in_background(project, log)
     try:
+        kube.wait_for(
+            "the second run's staging Job to complete",
+            lambda: _staged_again(kube, first_staging) or up.poll() is not None,
+            timeout=900,
+            every=0.2,
+        )
+        spoiled.write_bytes(b"spoiled by the test: not gzip\n")  # in place: its owner stays the pods'
         # No wall-clock bound: `pulumi up` ends by itself either way. With the chief awaited
         # until its Job ends it fails at once with the chief's reason (asserted below); with
         # Pulumi's own Job await it would wait out job.waitTimeoutMinutes and end with an
@@ -113,6 +123,19 @@ def test_a_chief_that_exits_3_fails_up_once_its_job_failed(stack, kube: Kube, tm
     assert "Exit 3 of the trainer means bad data" in out, out
     assert f"logs/chief-0.log on the volume (`kubectl -n {NAMESPACE} logs job/{CHIEF}`)" in out, out
     assert f"{SPOILED}: not a gzip file" in kube.logs(f"job/{CHIEF}")
+
+
+def _staged_again(kube: Kube, first_uid: str) -> bool:
+    """Whether the staging Job is another than ``first_uid`` and has completed."""
+    found = kube.run("get", "job", STAGING, "-o", "json", check=False)
+    if found.returncode != 0:
+        return False
+    job = json.loads(found.stdout)
+    complete = any(
+        (c["type"], c["status"]) == ("Complete", "True")
+        for c in job.get("status", {}).get("conditions") or []
+    )
+    return job["metadata"]["uid"] != first_uid and complete
 
 
 def test_an_up_that_leaves_the_failed_chief_alone_only_warns(stack) -> None:

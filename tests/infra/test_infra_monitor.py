@@ -18,6 +18,16 @@ HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
 MODULE = Path(me.REPO, "infra", "pod_progress.py").read_text(encoding="utf-8")
 API_MODULE = Path(me.REPO, "infra", "monitor_api.py").read_text(encoding="utf-8")
+TRAINER_STATUS = Path(me.REPO, "infra", "trainer_status.py").read_text(encoding="utf-8")
+PROGRESS = Path(me.REPO, "trainer", "contract", "progress.py").read_text(encoding="utf-8")
+#: The ConfigMap's files: the script and the modules it loads from beside it.
+FILES = {
+    "run_monitor.py": SCRIPT,
+    "pod_progress.py": MODULE,
+    "monitor_api.py": API_MODULE,
+    "trainer_status.py": TRAINER_STATUS,
+    "progress.py": PROGRESS,
+}
 
 
 @pytest.fixture
@@ -41,11 +51,7 @@ def test_the_monitor_job_runs_the_script_from_its_config_map_with_its_own_accoun
     run = me.run_program(dev_config)
     assert run.error is None, run.error
     config_map = run.one("kubernetes:core/v1:ConfigMap", NAME).inputs
-    assert config_map["data"] == {
-        "run_monitor.py": SCRIPT,
-        "pod_progress.py": MODULE,
-        "monitor_api.py": API_MODULE,
-    }
+    assert config_map["data"] == FILES
     job = run.one(JOB, NAME)
     assert job.inputs["metadata"]["namespace"] == "tf-mnist"
     assert job.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "monitor"
@@ -108,13 +114,16 @@ def test_the_role_grants_only_what_the_script_calls_in_the_runs_namespace(dev_co
     assert account["automountServiceAccountToken"] is False
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role", NAME)
     assert role.inputs["metadata"]["namespace"] == "tf-mnist"
-    # run_monitor.py lists Jobs and pods by label and the pods' Events, patches a task Job to end it and the staging
-    # Job to raise its deadline: the patch names the run's own Jobs, so no other Job in the
-    # namespace can be changed.
+    # run_monitor.py lists Jobs and pods by label and the pods' Events, reads the chief pod's log
+    # (its progress: get on pods/log alone, no resourceNames since pod names are random, no
+    # exec, no attach, no get of a pod), patches a task Job to end it or write the chief's
+    # progress, and the staging Job to raise its deadline: the patch names the run's own Jobs, so
+    # no other Job in the namespace can be changed.
     assert role.inputs["rules"] == [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {
             "apiGroups": ["batch"],
             "resources": ["jobs"],
@@ -193,13 +202,10 @@ def test_bad_monitor_keys_are_refused_with_the_fix(dev_config):
 
 
 def test_the_config_maps_files_run_on_their_own(tmp_path):
-    """The pod has the ConfigMap's three files and the image's Python, no infra package: the
-    script imports its modules from beside it (here it gets as far as its environment check)."""
-    for name, text in (
-        ("run_monitor.py", SCRIPT),
-        ("pod_progress.py", MODULE),
-        ("monitor_api.py", API_MODULE),
-    ):
+    """The pod has the ConfigMap's files and the image's Python, no infra or trainer package:
+    the script imports its modules from beside it (here it gets as far as its environment
+    check)."""
+    for name, text in FILES.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-I", str(tmp_path / "run_monitor.py")],

@@ -19,7 +19,7 @@ PROVIDER = "pulumi:providers:kubernetes"
 @pytest.mark.parametrize("issued", ["at the last up", "at the destroy, after the first expired"])
 def test_each_run_hands_the_provider_the_credential_ack_issues_then(dev_config, monkeypatch, issued):
     credential = f"apiVersion: v1\nkind: Config\n# issued {issued}\n"
-    monkeypatch.setattr(me, "KUBECONFIG", credential)
+    monkeypatch.setattr(me.harness, "KUBECONFIG", credential)  # where run_program reads it
     run = me.run_program(dev_config)
     (call,) = [c for c in run.calls if c.token == me.CREDENTIAL_TOKEN]
     assert call.args["clusterId"] == me.CLUSTER_ID

@@ -243,13 +243,33 @@ def test_a_pod_without_container_statuses_waits_in_container_creating_and_runnin
 
 
 class RecordedApi:
-    """The Api's calls answered from lists of objects; patches change the recorded Jobs."""
+    """The Api's calls answered from lists of objects; patches change the recorded Jobs. ``logs``:
+    pod name -> its log text (or the ApiError reading it raises); ``annotated`` records
+    annotate_job's calls."""
 
     def __init__(
-        self, jobs: list[dict], pods: list[dict], fail_first: int = 0, events: list[dict] | rm.ApiError = ()
+        self,
+        jobs: list[dict],
+        pods: list[dict],
+        fail_first: int = 0,
+        events: list[dict] | rm.ApiError = (),
+        logs: dict[str, str | rm.ApiError] | None = None,
     ) -> None:
         self.jobs, self.pods, self.fail_first, self.patched = jobs, pods, fail_first, []
         self.events, self.event_lists = events, 0
+        self.logs, self.log_reads, self.annotated = logs or {}, [], []
+
+    def pod_log(self, namespace: str, name: str, tail_lines: int, container: str | None = None) -> str:
+        self.log_reads.append((namespace, name, tail_lines, container))
+        found = self.logs.get(name, rm.ApiError(f"GET pods/{name}/log: HTTP 404: not found"))
+        if isinstance(found, rm.ApiError):
+            raise found
+        return "\n".join(found.splitlines()[-tail_lines:]) + "\n"
+
+    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotated.append((namespace, name, dict(annotations)))
+        found = next(j for j in self.jobs if j["metadata"]["name"] == name)
+        found["metadata"].setdefault("annotations", {}).update(annotations)
 
     def pod_events(self, namespace: str) -> list[dict]:
         self.event_lists += 1
@@ -335,13 +355,23 @@ def test_the_api_address_is_the_setting_or_the_in_cluster_service():
 
 
 @pytest.mark.parametrize(
-    "module", [rm, rm.progress, rm.kube], ids=["run_monitor", "pod_progress", "monitor_api"]
+    "module",
+    [rm, rm.progress, rm.kube, rm.reports, rm.contract],
+    ids=["run_monitor", "pod_progress", "monitor_api", "trainer_status", "trainer_contract_progress"],
 )
 def test_the_script_is_standard_library_only(module):
-    # It runs from a ConfigMap with the image's Python: no package of this repository.
+    # It runs from a ConfigMap with the image's Python: no package of this repository. Imports
+    # under ``if TYPE_CHECKING:`` are the type checker's only: they never run.
     import ast
 
     tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+    tree.body = [
+        node
+        for node in tree.body
+        if not (
+            isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        )
+    ]
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)

@@ -309,6 +309,20 @@ def test_latest_or_missing_tags_are_refused_on_every_pod_template(rtype: str) ->
     assert untagged.startswith(f"{rtype.rsplit(':', 1)[1]} default/mnist-worker-0: ")
 
 
+@pytest.mark.parametrize("tag", ["stable", "main", "edge", "nightly", "lts", "slim"])
+def test_a_channel_tag_without_a_version_is_refused(tag: str) -> None:
+    (message,) = rules.pinned_images(rules.JOB, "j", pod_template(rules.JOB, f"r.example.com/trainer:{tag}"))
+    assert f"runs image 'r.example.com/trainer:{tag}' (tag {tag})" in message
+    assert "rule: images name a version (a digest or a tag with a digit)" in message
+
+
+@pytest.mark.parametrize(
+    "image", ["python:3.11-slim", "r.example.com/trainer:v1", "r.example.com/t:stable@sha256:" + "a" * 64]
+)
+def test_a_version_or_a_digest_passes(image: str) -> None:
+    assert rules.pinned_images(rules.JOB, "j", pod_template(rules.JOB, image)) == []
+
+
 def test_an_init_container_is_checked_too() -> None:
     props = pod_template(rules.JOB, "r.example.com/trainer:1")
     props["spec"]["template"]["spec"]["initContainers"][0]["image"] = "busybox"

@@ -53,6 +53,7 @@ def test_infra_uses_every_contract_module():
     assert modules == {
         "trainer.contract.cluster_spec",
         "trainer.contract.exit_codes",
+        "trainer.contract.package_folder",
         "trainer.contract.printable",
         "trainer.contract.progress",
         "trainer.contract.recipe",

@@ -1,5 +1,5 @@
 """A run that ends for good ends every task at once: the chief's failed marker
-(trainer/servers.py), and a full volume as a permanent error (trainer/training/storage.py)."""
+(trainer/servers.py), and a full volume as a permanent error (trainer/volume.py)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def _raise(err: BaseException):
 
 
 def test_no_space_while_checkpointing_is_a_permanent_error_naming_volume_and_key(tmp_path):
-    from trainer.training.storage import VolumeFull
+    from trainer.volume import VolumeFull
 
     state = _train_state(tmp_path)
     assert state.save(1, 0).endswith("ckpt-1")  # the real writer works
@@ -124,7 +124,7 @@ def test_no_space_while_checkpointing_is_a_permanent_error_naming_volume_and_key
 def test_tensorflow_s_no_space_error_is_the_same_and_a_lost_ps_is_not(tmp_path):
     import tensorflow as tf
 
-    from trainer.training.storage import VolumeFull
+    from trainer.volume import VolumeFull
 
     state = _train_state(tmp_path)
     state.manager.save = _raise(
@@ -143,7 +143,7 @@ def test_tensorflow_s_no_space_error_is_the_same_and_a_lost_ps_is_not(tmp_path):
 def test_a_full_volume_exits_4(monkeypatch, tmp_path, capsys):
     from trainer import __main__ as task_main
     from trainer.training import run as run_mod
-    from trainer.training.storage import VolumeFull
+    from trainer.volume import VolumeFull
 
     monkeypatch.setattr(run_mod, "run", _raise(VolumeFull("the volume holding ... is full")))
     assert task_main.train(argparse.Namespace(), None) == EXIT_VOLUME_FULL

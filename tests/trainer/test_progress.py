@@ -50,6 +50,34 @@ def test_task_prefixes_and_other_lines_are_ignored():
     assert len(parsed.steps) == 1 and parsed.done and parsed.test_accuracy == 0.89
 
 
+def test_the_newest_text_of_each_value_is_kept_as_printed():
+    # A report quotes what the chief printed: "0.9730", not a float's "0.973".
+    epoch = progress.epoch_line(
+        1,
+        2,
+        {
+            "train_cost": 0.3,
+            "train_accuracy": 0.91,
+            "test_accuracy": 0.973,
+            "test_cost": 0.088,
+            "examples_per_s": 2440,
+        },
+        4.1,
+        "/ckpt-1",
+    )
+    step = progress.step_line(80, 2, 2, 78, 0.25, 50.0)
+    parsed = progress.parse_log("\n".join([epoch, step]))
+    assert parsed.logged == {
+        "cost": "0.2500",
+        "train_accuracy": "0.9100",
+        "test_accuracy": "0.9730",
+        "test_cost": "0.0880",
+        "examples_per_s": "2440",
+    }
+    closed = progress.parse_log("\n".join([epoch, step, *progress.final_lines(0.97301, 9.0, 0.21)]))
+    assert (closed.logged["test_accuracy"], closed.logged["cost"]) == ("0.9730", "0.2100")
+
+
 @given(
     step=st.integers(0, 10**9),
     epoch=st.integers(1, 10**4),

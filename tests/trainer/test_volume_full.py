@@ -1,5 +1,5 @@
 """A full volume is a permanent error in every write of a run, not only its checkpoints
-(trainer/training/storage.py): staging, the first heartbeat, the export, result.json, the
+(trainer/volume.py): staging, the first heartbeat, the export, result.json, the
 done marker and the TensorBoard events each end the process with EXIT_VOLUME_FULL and one line
 naming the path, without a traceback.
 

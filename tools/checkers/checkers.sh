@@ -52,7 +52,7 @@ timed() {
 }
 
 # The installed distribution's version, read from its metadata: `checkov --version` would say
-# the same but imports all of checkov (about 5 s).
+# the same but imports all of checkov, which takes seconds.
 checkov_ok() {
   [ -f "$1/../installed" ] && [ -x "$1/bin/checkov" ] && [ "$("$1/bin/python" -c 'from importlib.metadata import version as v; print(v("checkov"))' \
     2>/dev/null)" = "$CHECKOV_VERSION" ]

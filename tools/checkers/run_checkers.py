@@ -56,7 +56,7 @@ class Finding:
 
 
 def install(timeout_s: float = 1800, cached_only: bool = False) -> dict[str, Path]:
-    """Runs checkers.sh (installs or finds both checkers; about 2 min cold, 0.2 s cached) and
+    """Runs checkers.sh (installs or finds both checkers: minutes cold, instant cached) and
     returns {"checkov": path, "kube-score": path}; ``cached_only``: install nothing (its
     ``--cached``).
 
@@ -76,8 +76,8 @@ def install(timeout_s: float = 1800, cached_only: bool = False) -> dict[str, Pat
 def checkov(binary: Path, directory: Path) -> list[Finding]:
     """checkov's failed checks on every manifest in ``directory``.
 
-    ``--skip-download``: no guideline or policy download (no internet here; with it a run takes
-    about 15 s instead of 4 s). Raises RuntimeError when checkov fails (exit status other than
+    ``--skip-download``: no guideline or policy download (a run may have no internet, and
+    the download makes every run several times slower). Raises RuntimeError when checkov fails (exit status other than
     0 or 1) or reports files it could not parse.
     """
     proc = subprocess.run(

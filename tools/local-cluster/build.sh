@@ -331,15 +331,8 @@ build_crictl() {
 total_start="$(date +%s.%N)"
 bin="$cache/bin"
 mkdir -p "$bin"
-# One run at a time per cache: a second run waits for the first one's builds instead of
-# repeating them, and never sees a half-updated bin directory.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$cache/.lock"
-  if ! flock -n 9; then
-    log "waiting for another build.sh using $cache ..."
-    flock 9
-  fi
-fi
+# One run at a time per cache (tools/go-build/env.sh).
+hold_build_lock "$cache/.lock" "waiting for another build.sh using $cache ..."
 
 # One after another: the Kubernetes link alone needs about 2 GB, and the machine is shared.
 build_programs

@@ -395,17 +395,13 @@ build_alicloud_vendored() {
 total_start="$(date +%s)"
 bin="$cache/bin"
 mkdir -p "$bin"
-# One run at a time per cache (test runs may start together): the second waits for the first's
-# builds instead of repeating them, and never sees a half-updated bin directory.
-if command -v flock >/dev/null 2>&1; then
-  exec 9>"$cache/.lock"
-  if ! flock -n 9; then
-    log "another run holds $cache/.lock (building, perhaps); waiting for it to finish"
-    start_ticker "waiting for the other run's lock" "$cache/logs"
-    flock 9
-    stop_ticker
-  fi
-fi
+# One run at a time per cache (test runs may start together; tools/go-build/env.sh), with
+# progress lines while it waits.
+lock_wait_ticker() {
+  if [ "$1" = start ]; then start_ticker "waiting for the other run's lock" "$cache/logs"; else stop_ticker; fi
+}
+hold_build_lock "$cache/.lock" "another run holds $cache/.lock (building, perhaps); waiting for it to finish" \
+  lock_wait_ticker
 
 # 1. CLI + language host: an installed CLI of a suitable version (what users have) wins.
 installed_cli="$(command -v pulumi 2>/dev/null || true)"

@@ -3,7 +3,7 @@ policy checkers (checkov, kube-score: tools/checkers) can read what the stack wo
 
     .venv/bin/python tools/render-manifests/render_manifests.py OUTDIR [CONFIG ...]
 
-The program runs under the project's mock engine (tests/infra/mock_engine.py: no cloud, no
+The program runs under the project's mock engine (tools/mock-engine/program_mocks.py: no cloud, no
 cluster, no Pulumi CLI), once per configuration of ``CONFIGS``: the committed dev stack plus the
 overrides named there, which together make every kind of object and every option the stack can
 create (cloud mode and kubeconfig mode; GPU workers, no ps and two ps; a NAS, an NFS and a
@@ -28,10 +28,10 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "infra"))
+sys.path.insert(0, str(REPO / "tools" / "mock-engine"))
 sys.path.insert(0, str(REPO))
 
-import mock_engine as me  # noqa: E402
+import program_mocks as me  # noqa: E402
 
 #: base64 of "REDACTED": what every value of a rendered Secret's ``data`` becomes.
 REDACTED_VALUE = "UkVEQUNURUQ="

@@ -18,6 +18,9 @@ trainer image never needs Pulumi:
   ``result.json``.
 - ``printable``: server text (an HTTP reason, a pod's message) made safe to print, one rule
   for the trainer's error lines, ``pulumi up``'s messages and ``infra.status``.
+- ``package_folder``: the folder a package set is installed into (``<set>-<digest of its
+  requirement file>``), where the setup Job's installer puts it (trainer/install.py) and the
+  pods' PYTHONPATH looks (infra/bundle.py).
 
 What infra/ relies on without importing it:
 

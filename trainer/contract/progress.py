@@ -3,6 +3,9 @@
 The lines keep the TF1 guide's exact format so that users' habits and log scrapers keep
 working, e.g. ``Step: 124607,  Epoch: 24,  Batch: 1600 of 2750,  Cost: 0.8027,  AvgTime: 6.79ms``
 then ``Test-Accuracy: 0.89``, ``Total Time: 1664.68s``, ``Final Cost: 0.5333``, ``done``.
+
+Standard library only: the run monitor's ConfigMap delivers this file beside its script, which
+parses the chief's log with it (infra/trainer_status.py, infra/components/monitor.py).
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ _FINAL = {
     "final_cost": re.compile(r"^Final Cost: (?P<v>[-+0-9.eEnaif]+)$"),
 }
 
+#: ParsedLog.logged's key of a value whose parsed name differs, and the Epoch line's values it keeps.
+_LOGGED = {"train_cost": "cost", "final_cost": "cost", "test_accuracy": "test_accuracy"}
+_LOGGED_EPOCH = ("train_cost", "train_accuracy", "test_accuracy", "test_cost", "examples_per_s")
+
 
 def step_line(step: int, epoch: int, batch: int, batches: int, cost: float, avg_ms: float) -> str:
     """``Step: <global step>,  Epoch: <e>,  Batch: <b> of <n>,  Cost: <c>,  AvgTime: <ms>ms``.
@@ -127,6 +134,11 @@ class ParsedLog:
     total_time_s: float | None = None
     final_cost: float | None = None
     done: bool = False
+    #: The newest text of each value exactly as the chief printed it, in log order: "cost"
+    #: (a Step line's Cost, an Epoch line's cost, the Final Cost), "test_accuracy" (an Epoch
+    #: line's, the Test-Accuracy line's), "train_accuracy", "test_cost", "examples_per_s" (an
+    #: Epoch line's). What a report quotes must not be rounded again (infra/trainer_status.py).
+    logged: dict[str, str] = field(default_factory=dict)
 
 
 def parse_log(text: str) -> ParsedLog:
@@ -148,16 +160,15 @@ def parse_log(text: str) -> ParsedLog:
                     "avg_ms": float(d["avg_ms"]),
                 }
             )
+            parsed.logged["cost"] = d["cost"]
             continue
         match = _EPOCH.match(line)
         if match:
+            found = {k: v for k, v in match.groupdict().items() if v is not None}
             parsed.epochs.append(
-                {
-                    k: (int(v) if k in ("epoch", "epochs") else float(v))
-                    for k, v in match.groupdict().items()
-                    if v is not None
-                }
+                {k: (int(v) if k in ("epoch", "epochs") else float(v)) for k, v in found.items()}
             )
+            parsed.logged.update({_LOGGED.get(k, k): v for k, v in found.items() if k in _LOGGED_EPOCH})
             continue
         match = _TRAINING.match(line)
         if match:
@@ -168,6 +179,8 @@ def parse_log(text: str) -> ParsedLog:
             match = pattern.match(line)
             if match:
                 setattr(parsed, key, float(match["v"]))
+                if key in _LOGGED:
+                    parsed.logged[_LOGGED[key]] = match["v"]
         if line == "done":
             parsed.done = True
     return parsed

@@ -13,10 +13,9 @@ import sys
 
 from trainer import flags, log_dir_lock
 from trainer.contract.cluster_spec import Replicas
-from trainer.contract.exit_codes import EXIT_BAD_FLAGS, EXIT_MISSING_PACKAGES, EXIT_VOLUME_FULL
+from trainer.contract.exit_codes import EXIT_MISSING_PACKAGES
 from trainer.launcher.supervisor import Launcher, install_signal_handlers
 from trainer.packages import first_missing, missing_package_message
-from trainer.training.storage import VolumeFull
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,14 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing:  # every task would fail the same way, and no restart could cure it
         print(f"error: {missing_package_message(*missing, 'python -m trainer.local')}", file=sys.stderr)
         return EXIT_MISSING_PACKAGES
-    try:  # one run at a time in --log_dir (trainer/log_dir_lock.py); its tasks take no lock
-        log_dir_lock.hold(args.log_dir, "python -m trainer.local")
-    except log_dir_lock.LogDirRefused as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_FLAGS
-    except VolumeFull as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_VOLUME_FULL
+    # One run at a time in --log_dir (trainer/log_dir_lock.py); its tasks take no lock.
+    refused = log_dir_lock.hold_at_start(args.log_dir, "python -m trainer.local")
+    if refused is not None:
+        return refused
     trainer_argv = []
     for action in flags.build_parser()._actions:
         if action.dest != "help":

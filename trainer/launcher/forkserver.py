@@ -1,10 +1,10 @@
 """Task processes forked from one process that has already imported TensorFlow.
 
-Importing TensorFlow and Keras costs each ``python -m trainer`` process about 2.5 s of CPU.
-The local launcher starts four such processes at once on two cores, and they spent about 9
-of the run's first 11 seconds importing (measured on full MNIST). The standard library's
-``multiprocessing`` forkserver imports ``trainer.launcher.preload`` once and forks every
-task from it, so a task starts serving about 0.2 s after it is asked for.
+Importing TensorFlow and Keras costs each ``python -m trainer`` process seconds of CPU. The
+local launcher starts four such processes at once, and on two cores they spent most of the
+run's start importing (docs/benchmarks.md, "Where the seconds went"). The standard
+library's ``multiprocessing`` forkserver imports ``trainer.launcher.preload`` once and forks
+every task from it, so a task starts serving a fraction of a second after it is asked for.
 
 ``ForkedProcess`` is the part of ``subprocess.Popen`` that the launcher uses (``pid``,
 ``stdout``, ``poll``, ``wait``, ``send_signal``, ``kill``, ``returncode``): each task gets

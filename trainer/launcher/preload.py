@@ -41,7 +41,7 @@ def _import_quietly() -> None:
     with tempfile.TemporaryFile(mode="w+b") as caught:
         os.dup2(caught.fileno(), 2)
         # Keras imports matplotlib.pyplot if it can (for keras.visualization, which no task
-        # uses): half a second of the fork server's 2.4 s import, before any task can start.
+        # uses): a good part of the fork server's import, before any task can start.
         hidden = sys.modules.setdefault("matplotlib", None) is None
         try:
             import keras  # noqa: F401
@@ -81,7 +81,7 @@ def _import_quietly() -> None:
 
 def _exit_without_teardown() -> None:
     """The fork server's last act: exit at once, skipping Python's teardown of the modules
-    it imported (about 0.9 s of CPU with TensorFlow loaded, measured on 2 cores). The fork
+    it imported (most of a second of CPU with TensorFlow loaded). The fork
     server holds the launcher's stdout, so whoever reads the launcher's output to its end
     would wait for that teardown after the launcher itself has exited. Its tasks end with
     os._exit and never run this."""

@@ -39,7 +39,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: workers are gone within a minute of the chief.
 SERVER_EXIT_WAIT_S = 60.0
 #: How often the launcher looks at its tasks: the run ends this long, at most, after its
-#: last task (0.2 s was about 0.15 s of a 14 s run); a look is a poll of each task's pidfd.
+#: last task, which a short run notices; a look is a poll of each task's pidfd, cheap.
 WATCH_INTERVAL_S = 0.05
 #: Restart delays grow like a Job's back-off (10 s, 20 s, ...), scaled down for one machine.
 BACKOFF_BASE_S = 1.0

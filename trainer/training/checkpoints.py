@@ -24,7 +24,7 @@ from trainer.model import build_model
 from trainer.packed import PackedWeights
 from trainer.training.checkpoint_files import CheckpointIOError, first_line, verdict
 from trainer.training.schedule import make_optimizer
-from trainer.training.storage import is_no_space, volume_full
+from trainer.volume import is_no_space, volume_full
 
 CHECKPOINT_SUBDIR = "checkpoints"
 #: Checkpoints kept in <log_dir>/checkpoints: the newest ones.
@@ -201,7 +201,7 @@ class TrainState:
         """Save a checkpoint at (``epochs_done``, ``batches_done``); return its path.
 
         Raises:
-            trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+            trainer.volume.VolumeFull: no space left on --log_dir's volume.
         """
         self.position.assign([epochs_done, batches_done])
         self.elapsed.assign(self.elapsed_s())

@@ -37,9 +37,9 @@ def prepare_evaluation(model, dataset: data_mod.Dataset) -> None:
     """Trace ``model``'s evaluation function and run it once, on the test set's first
     EVAL_BATCH examples, so that its first ``evaluate_with_cost`` only computes.
 
-    The first evaluation otherwise costs about 0.5 s more than the others (0.70 s against
-    0.22 s for convnet_fc_slim on 2 cores): the tracing and the runtime's first run of the
-    function. The caller picks a moment when that time is not waited for.
+    The first evaluation otherwise costs more than the others: the tracing and the runtime's
+    first run of the function (docs/benchmarks.md has the figures). The caller picks a
+    moment when that time is not waited for.
     """
     x, y = _test_batch(dataset, 0)
     _predict_fn(model)(x, y.astype(np.int32))

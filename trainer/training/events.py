@@ -1,5 +1,5 @@
 """The chief's TensorBoard event files, written under the full-volume rule
-(trainer/training/storage.py) like the checkpoints.
+(trainer/volume.py) like the checkpoints.
 
 TensorFlow's summary file writer writes the file's first event when it is made, then queues
 events and appends them when its queue holds 10 or on ``flush``. So a full volume surfaces in
@@ -19,7 +19,7 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from trainer.training.storage import full_is_permanent
+from trainer.volume import full_is_permanent
 
 
 class EventWriters:
@@ -27,7 +27,7 @@ class EventWriters:
     progress.TENSORBOARD_SUBDIRS; none on a task that writes no events).
 
     Raises (every method, and making one):
-        trainer.training.storage.VolumeFull: no space (or quota) left on --log_dir's volume.
+        trainer.volume.VolumeFull: no space (or quota) left on --log_dir's volume.
     """
 
     def __init__(self, log_dir: str, subdirs: Iterable[str]) -> None:

@@ -17,7 +17,7 @@ from trainer.servers import ClusterFiles
 from trainer.training.evaluation import evaluate
 from trainer.training.export import Export, export_model, tree_digest
 from trainer.training.loop import Outcome, TrainingLoop
-from trainer.training.storage import full_is_permanent
+from trainer.volume import full_is_permanent
 
 #: What the chief holds on to from telling the servers "done" until the process exits: a
 #: tf.function, variable or dataset freed after that would be removed on the ps and workers
@@ -145,7 +145,7 @@ def export(args: argparse.Namespace, model, epochs: int, previous: dict | None =
     directory holds by then.
 
     Raises:
-        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+        trainer.volume.VolumeFull: no space left on --log_dir's volume.
     """
     version_dir = Path(args.log_dir) / progress.EXPORT_SUBDIR / str(epochs)
     with full_is_permanent(args.log_dir, f"writing the export {version_dir}"):
@@ -173,7 +173,7 @@ def write_result(args: argparse.Namespace, result: progress.Result) -> None:
     """Write ``<log_dir>/result.json``.
 
     Raises:
-        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+        trainer.volume.VolumeFull: no space left on --log_dir's volume.
     """
     with full_is_permanent(args.log_dir, f"writing {Path(args.log_dir) / progress.RESULT_FILE}"):
         progress.write_result(args.log_dir, result)
@@ -183,7 +183,7 @@ def mark_done(args: argparse.Namespace, files: ClusterFiles) -> None:
     """Write the done marker that lets the ps and workers go.
 
     Raises:
-        trainer.training.storage.VolumeFull: no space left on --log_dir's volume.
+        trainer.volume.VolumeFull: no space left on --log_dir's volume.
     """
     with full_is_permanent(args.log_dir, f"writing the done marker {files.done}"):
         files.mark_done()
@@ -193,7 +193,7 @@ def finish_worker(loop: TrainingLoop) -> None:
     """A MultiWorkerMirroredStrategy worker after the last epoch.
 
     Freeing its model, datasets and functions on return waits on the chief's collective and
-    coordination services, which end with the chief (seen: the worker exited 14 s after
+    coordination services, which end with the chief (freed, the worker exits seconds after
     the chief, with "Failed to send RPC to coordination service" errors); so they are kept
     until ``os._exit``, like the chief's.
     """

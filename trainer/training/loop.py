@@ -95,7 +95,7 @@ class TrainingLoop:
 
         Raises:
             PeerLost: TensorFlow failed to reach a ps or peer.
-            trainer.training.storage.VolumeFull: no space left on --log_dir's volume for a
+            trainer.volume.VolumeFull: no space left on --log_dir's volume for a
                 checkpoint or the TensorBoard events.
         """
         outcome = Outcome()
@@ -115,8 +115,8 @@ class TrainingLoop:
 
     def _build(self, at_step: int) -> float:
         """Build the step function of step ``at_step`` (StepRunner.prepare) and, on the chief,
-        the evaluation's meanwhile (its first run otherwise costs about 0.5 s more, at the
-        first epoch's end, when every worker waits for the chief); return the wall seconds."""
+        the evaluation's meanwhile (its first run otherwise costs more, at the first epoch's
+        end, when every worker waits for the chief); return the wall seconds."""
         start = self.clock()
         self.steps.prepare(at_step)
         if self.is_chief:
@@ -133,8 +133,8 @@ class TrainingLoop:
         Each ``--log_interval``'s Step line waits for that interval's chunks, but only once
         the next interval's chunks are started: with a coordinator the workers then always
         have steps queued. Waiting at the interval itself left them idle while the chief
-        printed and scheduled again (2 workers + 1 ps on full MNIST, ``--log_interval`` 100:
-        about 5% fewer examples/s than with no Step lines). So a Step line prints one
+        printed and scheduled again, which cost examples/s against no Step lines at all (2
+        workers + 1 ps on full MNIST; docs/benchmarks.md). So a Step line prints one
         interval late, with the interval's own cost; the epoch's last prints before its
         Epoch line. Its AvgTime is since the epoch's start (EpochPace). Without a
         coordinator every chunk has run when ``run`` returns.

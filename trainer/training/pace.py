@@ -30,8 +30,9 @@ class EpochPace:
     Why so: with a coordinator, a Step line sees its interval's chunks done while the next
     interval's run, and with 2 workers consecutive intervals run at once. Timing each
     interval alone, one wait took two intervals' time and the next none (2 workers + 1 ps,
-    ``--epochs 3 --log_interval 20`` on the bundled sample, epoch 2: 10.87, 0.24, 9.47, 0.14,
-    8.38, 0.11 ms in an epoch of about 5.3 ms per batch). Since the epoch's start, the
+    ``--epochs 3 --log_interval 20`` on the bundled sample: the lines alternated between
+    about twice the epoch's time per batch and nearly nothing; docs/benchmarks.md, and
+    benchmarks/step_line_times.py prints it). Since the epoch's start, the
     running chunks are at most one interval against at least one seen done, counted as
     between none and half of their batches: the result is never under 2/3 of the true wall
     time per batch so far on the epoch's first line (2n/(2n+1) on its n-th). It is over it

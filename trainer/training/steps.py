@@ -24,16 +24,16 @@ Two ways to exchange the weights, by ``--local_steps``:
   chance). Both ways keep the optimizer's moments in the same scale (each step's gradient is
   of its mean loss over the global batch), so the second way carries on from the first's.
   With ps 0 the replicas start from the same weights and are averaged after every round, so
-  the rounds begin at step 0: on full MNIST, k = 50, 8 seeds reached 0.9901-0.9919, at the
-  one process' examples/s where the every-step warm-up held ps 0 at 0.87x (its all-reduce
-  per step, and a second function to trace in every task at the switch).
+  the rounds begin at step 0: that kept the recipe's accuracy on full MNIST, at about one
+  process' examples/s where an every-step warm-up held ps 0 below it (its all-reduce per
+  step, and a second function to trace in every task at the switch; docs/benchmarks.md).
   One process has nothing to exchange: it always takes the first way.
 
 Both functions are traced without AutoGraph (``autograph=False``): their loops are
 ``tf.while_loop`` calls and nothing else in them is Python control flow on tensors.
-AutoGraph's rewriting of their source was most of their tracing (on 2 cores, the every-step
-function's 0.58 s down to 0.13 s, the rounds' 0.63 s down to 0.10 s), which with a ps is the
-chief's time before the workers get their first steps, and with ps 0 every task's.
+AutoGraph's rewriting of their source was most of their tracing (docs/benchmarks.md), which
+with a ps is the chief's time before the workers get their first steps, and with ps 0 every
+task's.
 """
 
 from __future__ import annotations
@@ -286,16 +286,14 @@ class StepRunner:
         process, or with a coordinator once on each worker (scheduled: ``join()`` waits).
 
         A function's first call is what costs: tracing here, and with a coordinator shipping
-        it to a worker, which builds it and its dataset iterator (about 0.6 s for the
-        every-step function on 2 cores). Prepared, the first epoch's clock times steps in
+        it to a worker, which builds it and its dataset iterator (the benchmark's "building"
+        column, docs/benchmarks.md). Prepared, the first epoch's clock times steps in
         every layout alike, and the chief can prepare its evaluation meanwhile.
 
         Only that first function: with a ps the rounds' function is still built at the
         switch, by each worker on its first round. Built here too, the switch came at the
         same moment on both workers and the seeds' accuracies spread wider (2 workers + 1 ps,
-        full MNIST: 47 of seeds 1-50 at 0.99, against 25 of seeds 1-25 both without
-        ``prepare`` and with the first function alone), and no faster on an idle machine
-        (seed 1: 21,943 and 21,636 examples/s against 22,289 and 21,758 without it).
+        full MNIST), and no faster on an idle machine (docs/benchmarks.md has the figures).
         """
         no_steps = tf.constant(0, tf.int32)
         function = self._function_at(at_step)

@@ -1,5 +1,5 @@
 """What the registries answer the program for image tags under the mock engine
-(tests/infra/mock_engine.py run_program's ``registry``)."""
+(tools/mock-engine/program_mocks.py run_program's ``registry``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A recorded cluster that the program reads under the mock engine (tests/infra/mock_engine.py
-run_program's ``cluster``): the ownership check's objects and the monitor egress' ports."""
+"""A recorded cluster that the program reads under the mock engine
+(tools/mock-engine/program_mocks.py run_program's ``cluster``): the ownership check's objects
+and the monitor egress' ports."""
 
 from __future__ import annotations
 
