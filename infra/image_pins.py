@@ -19,7 +19,10 @@ the tag without a digest (a registry that `pulumi up` cannot reach or that refus
 
 A preview asks no registry (it runs offline in CI): a tag the last `pulumi up` resolved keeps
 that digest, found in the pod templates of this stack's state, so an unchanged stack previews
-no change; any other tag is shown as configured, with a note that `pulumi up` resolves it.
+no change; any other tag is shown as configured, with a note that `pulumi up` resolves it. At
+`pulumi up` (and at `pulumi destroy --run-program`, which runs the program the same way) a tag
+the registry does not answer for keeps the state's digest with a warning; only a tag with none
+there fails.
 """
 
 from __future__ import annotations
@@ -124,11 +127,19 @@ def failure(image: str, found: list[Use], why: DigestUnavailable, login: bool) -
     return "\n".join(lines)
 
 
-def resolve(settings: Settings, lookup: Lookup) -> dict[str, str]:
+def resolve(
+    settings: Settings, lookup: Lookup, kept: Callable[[], Mapping[str, str]] = dict
+) -> dict[str, str]:
     """Image by tag -> ``<image>@<digest>``, for every tag of ``tags_to_resolve``, each asked once.
 
+    A tag the registry gives no digest for keeps the one the last `pulumi up` pinned, with a
+    warning, where ``kept`` (tag -> ``<tag>@<digest>``, from the stack's state: ``from_state``)
+    has one: the run goes on with the image it ran (a registry out of reach must not stop a
+    `pulumi destroy --run-program`, which runs this program too, nor a re-up of the same
+    images); a newer push of the tag is picked up by the next `up` that reaches the registry.
+
     Raises:
-        ImageDigestError: some tag has no digest; lists every such image at once.
+        ImageDigestError: some tag has no digest and none kept; lists every such image at once.
     """
     login = settings.registry.credentials
     pins: dict[str, str] = {}
@@ -137,7 +148,16 @@ def resolve(settings: Settings, lookup: Lookup) -> dict[str, str]:
         try:
             pins[image] = f"{image}@{lookup(image, login)}"
         except DigestUnavailable as why:
-            problems.append(failure(image, found, why, login is not None))
+            earlier = kept().get(image)
+            if earlier is None:
+                problems.append(failure(image, found, why, login is not None))
+                continue
+            pins[image] = earlier
+            keys = ", ".join(dict.fromkeys(u.key for u in found))
+            pulumi.log.warn(
+                f"{keys} {image}: no digest for the tag ({why}); kept the one the last `pulumi up` pinned, "
+                f"{earlier.split('@', 1)[1]}: a newer push of the tag is not picked up until the registry answers"
+            )
     if problems:
         count = len(problems)
         header = (
@@ -218,7 +238,8 @@ def pin(
         dry_run: a preview: no registry is asked; a tag keeps the digest the state shows the
             last `pulumi up` gave it (``from_state``), any other stays a tag with a note.
         lookup: asks a registry for a tag's digest (registry_digests.lookup_digest).
-        state: this stack's resources, read at a preview only (infra.stack_state).
+        state: this stack's resources (infra.stack_state), read at a preview, and at `pulumi up`
+            only for a tag the registry gives no digest (``resolve``'s ``kept``).
 
     Raises:
         ImageDigestError: at `pulumi up`, a tag that could not be resolved (``resolve``),
@@ -228,7 +249,14 @@ def pin(
     if not tags:
         return settings, []
     if not dry_run:
-        return pinned(settings, resolve(settings, lookup)), []
+
+        def kept() -> Mapping[str, str]:
+            try:
+                return from_state(tags, state_images(state()))
+            except StateUnreadable:
+                return {}
+
+        return pinned(settings, resolve(settings, lookup, kept)), []
     try:
         pins = from_state(tags, state_images(state()))
     except StateUnreadable:

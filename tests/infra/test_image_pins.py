@@ -167,6 +167,28 @@ def test_a_preview_after_up_shows_the_digests_of_the_state(dev_config, caplog):
     assert "shown as the last `pulumi up` pinned it" in caplog.text
 
 
+def test_an_up_the_registry_does_not_answer_keeps_the_states_digest_with_a_warning(dev_config, caplog):
+    # `pulumi destroy --run-program` runs the program as an up does: a registry out of reach
+    # must not stop it, nor a re-up of the same images.
+    tag = key_values.ALINUX_PYTHON_IMAGE
+    up = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(7)}))
+    state = {
+        reg.urn: {"type": reg.type, "outputs": reg.inputs}
+        for reg in [*up.of_type(JOB), *up.of_type(DEPLOYMENT)]
+    }
+    unreachable = DigestUnavailable("https://example.invalid/v2/x/manifests/1: connection refused")
+    again = me.run_program(dev_config, state=state, registry=me.FakeRegistry(errors={tag: unreachable}))
+    assert again.error is None, again.error
+    assert pulls(again) == pulls(up)
+    assert (
+        f"baseImage {tag}: no digest for the tag (https://example.invalid/v2/x/manifests/1: connection refused); "
+        f"kept the one the last `pulumi up` pinned, {stub.digest(7)}"
+    ) in caplog.text
+    # Without a digest in the state there is nothing to keep: the up fails before anything.
+    first = me.run_program(dev_config, state={}, registry=me.FakeRegistry(errors={tag: unreachable}))
+    assert str(first.error).startswith("1 image tag could not be resolved") and first.registrations == []
+
+
 def test_a_tag_pushed_again_replaces_the_pods_and_keeps_the_run_directory(dev_config):
     tag = constants.ALINUX_PYTHON_IMAGE
     first = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(7)}))

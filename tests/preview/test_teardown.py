@@ -20,6 +20,7 @@ The command under test is the README's own teardown (block ``cloud-stack-down``)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -93,6 +94,7 @@ def _deploy(project: PulumiProject, api: FakeApiServer) -> list[str]:
             inputs = {**inputs, "kubeconfig": kubeconfig(api, EXPIRED), "clusterIdentifier": api.url}
             entry.update(id=provider_id, inputs=inputs, outputs=inputs)
         elif entry["custom"]:
+            inputs = _pinned_as_up_leaves_them(inputs)
             metadata = {**inputs["metadata"], "uid": str(uuid.uuid4()), "resourceVersion": "1"}
             live = {**inputs, "metadata": metadata}
             namespace = metadata.get("namespace")
@@ -114,6 +116,19 @@ def _deploy(project: PulumiProject, api: FakeApiServer) -> list[str]:
     state_file.write_text(json.dumps(exported))
     project.pulumi("stack", "import", "--file", str(state_file), "--force")
     return paths
+
+
+def _pinned_as_up_leaves_them(inputs: dict[str, Any]) -> dict[str, Any]:
+    """A workload's inputs as `pulumi up` stores them: each container's image by tag given the
+    digest the registry answered then (infra/image_pins.py), pulled IfNotPresent; the preview
+    they come from shows the tags, as it asks no registry."""
+    spec = inputs.get("spec", {}).get("template", {}).get("spec", {})
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        image = container.get("image")
+        if isinstance(image, str) and "@" not in image:
+            container["image"] = f"{image}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+            container["imagePullPolicy"] = "IfNotPresent"
+    return inputs
 
 
 def _kubernetes_objects_in_state(project: PulumiProject) -> int:
