@@ -170,7 +170,7 @@ def test_a_preview_after_up_shows_the_digests_of_the_state(dev_config, caplog):
 def test_an_up_the_registry_does_not_answer_keeps_the_states_digest_with_a_warning(dev_config, caplog):
     # `pulumi destroy --run-program` runs the program as an up does: a registry out of reach
     # must not stop it, nor a re-up of the same images.
-    tag = key_values.ALINUX_PYTHON_IMAGE
+    tag = constants.ALINUX_PYTHON_IMAGE
     up = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(7)}))
     state = {
         reg.urn: {"type": reg.type, "outputs": reg.inputs}
