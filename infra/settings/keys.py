@@ -20,20 +20,8 @@ from typing import Any
 from infra.values.parsers import Parser, integer, number, one_of
 from trainer.contract import recipe
 
-#: Field metadata: a key's Spec, a section's key prefix, the recipe's section.
+#: Field metadata: a key's Key (unnamed), a section's key prefix, the recipe's section.
 SPEC, PREFIX, RECIPE = "key", "prefix", "recipe"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What ``key`` declares of one field (see ``Key`` for each part)."""
-
-    default: Any
-    parse: Parser
-    description: str
-    fix: str
-    fix_key: str | None
-    secret: bool
 
 
 def key(
@@ -63,7 +51,7 @@ def key(
         if default is None or isinstance(default, (tuple, list, dict)):
             raise ValueError(f"a default of {default!r} needs a fix example ({description})")
         fix = _text(default)
-    metadata = {SPEC: Spec(default, parse, description, fix, fix_key, secret)}
+    metadata = {SPEC: Key(default, parse, description, fix, fix_key, secret)}
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -85,21 +73,21 @@ class Key:
     """One configuration key, as the table lists it.
 
     Attributes:
+        default, parse, description, fix, fix_key, secret: as ``key`` declares them.
         name: key within the project namespace, dotted like the chart's values
             (``worker.number``); users set it flat or with ``--path``.
-        default, parse, description, fix, fix_key, secret: as ``key`` declares them.
         path: the attribute path of its value in the config (``("worker", "number")``); for
             a recipe key, ``("hyperparams", <dest>)``.
     """
 
-    name: str
     default: Any
     parse: Parser
     description: str
     fix: str
     fix_key: str | None
     secret: bool
-    path: tuple[str, ...]
+    name: str = ""
+    path: tuple[str, ...] = ()
 
     @property
     def schema_type(self) -> str | None:
@@ -124,18 +112,8 @@ def keys_of(cls: type, prefix: str = "", path: tuple[str, ...] = ()) -> Iterator
         elif RECIPE in f.metadata:
             yield from (recipe_key(row, (*path, f.name, row.dest)) for row in recipe.HYPERPARAMETERS)
         elif SPEC in f.metadata:
-            spec: Spec = f.metadata[SPEC]
             name = f"{prefix}.{camel(f.name)}" if prefix else camel(f.name)
-            yield Key(
-                name,
-                spec.default,
-                spec.parse,
-                spec.description,
-                spec.fix,
-                spec.fix_key,
-                spec.secret,
-                (*path, f.name),
-            )
+            yield dataclasses.replace(f.metadata[SPEC], name=name, path=(*path, f.name))
 
 
 def build(cls: type, values: Mapping[str, Any], prefix: str = "") -> Any:
@@ -165,7 +143,7 @@ def recipe_key(row: recipe.Hyperparameter, path: tuple[str, ...]) -> Key:
         parse = integer(int(row.minimum), None if row.maximum is None else int(row.maximum))
     else:
         parse = number(row.minimum, row.maximum, above=row.above, below=row.below)
-    return Key(row.key, row.default, parse, row.description, _text(row.default), None, False, path)
+    return Key(row.default, parse, row.description, _text(row.default), None, False, row.key, path)
 
 
 def _text(value: Any) -> str:
