@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from infra.settings.config import KEYS, Config
+from infra.settings.config import Config, section_keys
 from infra.settings.constants import GPU_DRIVER_VERSION, PROJECT
 from infra.settings.derive import creates_cluster, creates_file_system
 from infra.settings.model import Derived
@@ -19,21 +19,14 @@ from infra.values.gpu_families import known_families
 #: Every key of the cloud layer the stack creates without kubeconfig: with kubeconfig they
 #: would shape nothing, so they are refused there. Not zone: the committed Pulumi.dev.yaml sets
 #: it, and a kubeconfig stack is that file plus kubeconfig.
-CLOUD_KEYS = tuple(
-    k.name for k in KEYS if k.path[0] in ("vpc", "vswitch", "cluster", "gpu_pool", "cpu_pool", "node_pools")
-)
-GPU_POOL_KEYS = tuple(k.name for k in KEYS if k.path[0] == "gpu_pool")
+CLOUD_KEYS = section_keys("vpc", "vswitch", "cluster", "gpu_pool", "cpu_pool", "node_pools")
+GPU_POOL_KEYS = section_keys("gpu_pool")
 #: Keys that shape the NAS file system the stack creates (refused when it creates none).
 NAS_CREATE_KEYS = ("nas.storageType", "nas.zoneCheck", "nas.retainOnDestroy")
-#: What shapes only a cluster the stack creates.
-CREATED_CLUSTER_KEYS = (
-    "cluster.version",
-    "cluster.networkPlugin",
-    "cluster.podCidr",
-    "cluster.podVswitchId",
-    "cluster.podVswitchCidr",
-    "cluster.serviceCidr",
-    "cluster.apiServerPublic",
+#: What shapes only a cluster the stack creates: every cluster.* key but the one naming an
+#: existing cluster and the lifetime of the credential read from either.
+CREATED_CLUSTER_KEYS = tuple(
+    k for k in section_keys("cluster") if k not in ("cluster.id", "cluster.credentialMinutes")
 )
 #: The keys of a Terway cluster's pod vSwitch (refused with Flannel).
 POD_VSWITCH_KEYS = ("cluster.podVswitchId", "cluster.podVswitchCidr")

@@ -10,6 +10,7 @@ recipe is a row of trainer/contract/recipe.py's table instead (``hyperparams``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -141,3 +142,15 @@ KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 #: (``key(..., secret=True)``). Every other value goes into object names, labels, pod specs or
 #: plain outputs, so a secret there is refused rather than written out in plain text.
 SECRET_CAPABLE_KEYS: tuple[str, ...] = tuple(k.name for k in KEYS if k.secret)
+
+
+def section_keys(*sections: str) -> tuple[str, ...]:
+    """The names of the keys of the ``Config`` fields ``sections`` (``"gpu_pool"``), in table order.
+
+    Raises:
+        ValueError: a name that is no field of ``Config``, which would otherwise give no keys.
+    """
+    unknown = set(sections) - {f.name for f in dataclasses.fields(Config)}
+    if unknown:
+        raise ValueError(f"no section of Config: {', '.join(sorted(unknown))}")
+    return tuple(k.name for k in KEYS if k.path[0] in sections)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from infra.kubeconfig import is_kubeconfig_path
 from infra.settings.cloud_rules import CLOUD_RULES
-from infra.settings.config import Config
+from infra.settings.config import Config, section_keys
 from infra.settings.model import Derived, creates_namespace
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
@@ -26,18 +26,7 @@ from trainer.contract import cluster_spec as cs
 #: Namespaces every cluster has: the stack must never create (and on destroy delete) them.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: Keys that configure one volume type only, by type (refused with the others).
-VOLUME_KEYS = {
-    "nas": (
-        "nas.storageType",
-        "nas.zoneCheck",
-        "nas.retainOnDestroy",
-        "nas.path",
-        "nas.mountTargetDomain",
-        "nas.fileSystemId",
-    ),
-    "nfs": ("nfs.server", "nfs.path"),
-    "hostPath": ("hostPath.path",),
-}
+VOLUME_KEYS = {"nas": section_keys("nas"), "nfs": section_keys("nfs"), "hostPath": section_keys("host_path")}
 
 Rule = Callable[[Config, Derived, Reading], Iterable[Problem]]
 
