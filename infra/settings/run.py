@@ -45,6 +45,30 @@ from infra.values.parsers import (
     registry_host,
 )
 
+#: The placement keys' descriptions of a role with no rule of its own: ``format(<who>)``.
+ON_NODES = "Node labels {} must run on (pod nodeSelector); empty = any node."
+DEDICATED_POOL = "Extra tolerations of {} (pod tolerations), e.g. for a dedicated, tainted node pool."
+
+
+def selector(description: str) -> Any:
+    """A role's nodeSelector key (node label -> value; empty = any node), fixed to empty."""
+    return key({}, node_selector, description, fix="'{}'")
+
+
+def tolerated(description: str) -> Any:
+    """A role's extra tolerations key (core/v1 Toleration objects), fixed to none."""
+    return key((), tolerations, description, fix="'[]'")
+
+
+def own_image(tag: str, description: str) -> Any:
+    """A role's image-of-your-own key, unset by default; the fix names ``tag`` in the example registry."""
+    return key(None, image_reference, description, fix=f"{DEFAULT_REGISTRY}/{tag}")
+
+
+def pull_policy(description: str) -> Any:
+    """A role's imagePullPolicy key: unset (`pulumi up` pins digests), or one of PULL_POLICIES."""
+    return key(None, optional_choice(PULL_POLICIES), description, fix="Always")
+
 
 @dataclass(frozen=True)
 class Worker:
@@ -61,35 +85,24 @@ class Worker:
         "GPUs per worker, and per chief with ps.number 0 (nvidia.com/gpu; 0 to "
         f"{MAX_GPUS_PER_INSTANCE}, the GPUs of one node); 0 runs them on the CPU node pool.",
     )
-    image: str | None = key(
-        None,
-        image_reference,
+    image: str | None = own_image(
+        TRAINER_GPU_TAG,
         "Your own worker image; unset = <imageRegistry>/trainer:2.21.0-gpu (-cpu when gpuCount is 0) with "
         "imageRegistry set, else baseImage with the GPU (or CPU) packages.",
-        fix=f"{DEFAULT_REGISTRY}/{TRAINER_GPU_TAG}",
     )
-    image_pull_policy: str | None = key(
-        None,
-        optional_choice(PULL_POLICIES),
+    image_pull_policy: str | None = pull_policy(
         "Worker image pull policy; unset = `pulumi up` resolves a tag to its digest and every pod pulls that "
-        "IfNotPresent. Set, a tag is not resolved: Always follows it, IfNotPresent or Never for preloaded nodes.",
-        fix="Always",
+        "IfNotPresent. Set, a tag is not resolved: Always follows it, IfNotPresent or Never for preloaded nodes."
     )
     port: int = key(8000, integer(1, 65535), "gRPC port of worker and chief tasks.")
     cpu: str = key("2", quantity, "CPU request of each worker.")
     memory: str = key("8Gi", quantity, "Memory request and limit of each worker.")
-    node_selector: Mapping[str, str] = key(
-        {},
-        node_selector,
+    node_selector: Mapping[str, str] = selector(
         "Node labels the workers must run on (pod nodeSelector; also the chief's when it trains on GPUs, "
-        "ps.number 0 with worker.gpuCount > 0); empty = any node.",
-        fix="'{}'",
+        "ps.number 0 with worker.gpuCount > 0); empty = any node."
     )
-    tolerations: tuple[Mapping[str, Any], ...] = key(
-        (),
-        tolerations,
-        "Extra tolerations of the workers (and of a GPU chief); GPU pods tolerate the GPU pool's taint anyway.",
-        fix="'[]'",
+    tolerations: tuple[Mapping[str, Any], ...] = tolerated(
+        "Extra tolerations of the workers (and of a GPU chief); GPU pods tolerate the GPU pool's taint anyway."
     )
 
 
@@ -102,53 +115,32 @@ class Ps:
         integer(0, MAX_PS),
         f"Number of parameter servers (0 to {MAX_PS}); 0 trains the workers synchronously.",
     )
-    image: str | None = key(
-        None,
-        image_reference,
+    image: str | None = own_image(
+        TRAINER_CPU_TAG,
         "Your own CPU trainer image for ps, chief and data staging; unset = <imageRegistry>/trainer:2.21.0-cpu "
         "with imageRegistry set, else baseImage with the CPU packages.",
-        fix=f"{DEFAULT_REGISTRY}/{TRAINER_CPU_TAG}",
     )
-    image_pull_policy: str | None = key(
-        None,
-        optional_choice(PULL_POLICIES),
+    image_pull_policy: str | None = pull_policy(
         "Pull policy of ps, chief, staging, monitor, TensorBoard and the setup Job; unset = `pulumi up` resolves a "
-        "tag to its digest, pulled IfNotPresent. Set, a tag is not resolved (as worker.imagePullPolicy).",
-        fix="Always",
+        "tag to its digest, pulled IfNotPresent. Set, a tag is not resolved (as worker.imagePullPolicy)."
     )
     port: int = key(9000, integer(1, 65535), "gRPC port of ps tasks.")
     cpu: str = key("1", quantity, "CPU request of each ps and the chief.")
     memory: str = key("2Gi", quantity, "Memory request and limit of each ps and the chief.")
-    node_selector: Mapping[str, str] = key(
-        {},
-        node_selector,
-        "Node labels the ps tasks must run on (pod nodeSelector); empty = any node.",
-        fix="'{}'",
-    )
-    tolerations: tuple[Mapping[str, Any], ...] = key(
-        (),
-        tolerations,
-        "Extra tolerations of the ps tasks (pod tolerations), e.g. for a dedicated, tainted node pool.",
-        fix="'[]'",
-    )
+    node_selector: Mapping[str, str] = selector(ON_NODES.format("the ps tasks"))
+    tolerations: tuple[Mapping[str, Any], ...] = tolerated(DEDICATED_POOL.format("the ps tasks"))
 
 
 @dataclass(frozen=True)
 class Chief:
     """Where the chief and the data-staging Job run (chief.*)."""
 
-    node_selector: Mapping[str, str] = key(
-        {},
-        node_selector,
+    node_selector: Mapping[str, str] = selector(
         "Node labels the chief and the data-staging Job must run on (a GPU chief, ps.number 0 with "
-        "worker.gpuCount > 0, takes worker.nodeSelector instead); empty = any node.",
-        fix="'{}'",
+        "worker.gpuCount > 0, takes worker.nodeSelector instead); empty = any node."
     )
-    tolerations: tuple[Mapping[str, Any], ...] = key(
-        (),
-        tolerations,
-        "Extra tolerations of the chief and the data-staging Job (a GPU chief takes worker.tolerations).",
-        fix="'[]'",
+    tolerations: tuple[Mapping[str, Any], ...] = tolerated(
+        "Extra tolerations of the chief and the data-staging Job (a GPU chief takes worker.tolerations)."
     )
 
 
@@ -156,12 +148,10 @@ class Chief:
 class TensorBoard:
     """TensorBoard, its Service and placement (tensorboard.*)."""
 
-    image: str | None = key(
-        None,
-        image_reference,
+    image: str | None = own_image(
+        TENSORBOARD_TAG,
         "Your own TensorBoard image; unset = <imageRegistry>/tensorboard:2.21.0 with imageRegistry set, else "
         "baseImage with TensorBoard's packages.",
-        fix=f"{DEFAULT_REGISTRY}/{TENSORBOARD_TAG}",
     )
     service_type: str = key(
         "ClusterIP",
@@ -185,18 +175,8 @@ class TensorBoard:
         fix="203.0.113.0/24",
         fix_key="--path 'tensorboard.allowedSourceRanges[0]'",
     )
-    node_selector: Mapping[str, str] = key(
-        {},
-        node_selector,
-        "Node labels TensorBoard must run on (pod nodeSelector); empty = any node.",
-        fix="'{}'",
-    )
-    tolerations: tuple[Mapping[str, Any], ...] = key(
-        (),
-        tolerations,
-        "Extra tolerations of TensorBoard (pod tolerations), e.g. for a dedicated, tainted node pool.",
-        fix="'[]'",
-    )
+    node_selector: Mapping[str, str] = selector(ON_NODES.format("TensorBoard"))
+    tolerations: tuple[Mapping[str, Any], ...] = tolerated(DEDICATED_POOL.format("TensorBoard"))
 
 
 @dataclass(frozen=True)
