@@ -222,9 +222,7 @@ class Settings(Derived, Config):
 
     @property
     def creates_namespace(self) -> bool:
-        """createNamespace, or, unset, whether namespace is the stack's own default (which no
-        other stack shares unless told to: infra/ownership.py refuses a namespace another
-        stack created)."""
+        """Whether the stack creates its namespace (``creates_namespace``)."""
         return creates_namespace(self)
 
     @property
@@ -257,6 +255,7 @@ class Settings(Derived, Config):
 
 
 def creates_namespace(c: Config) -> bool:
-    """Whether the stack creates its namespace: createNamespace, or, unset, whether the
-    namespace is the stack's own default (constants.DEFAULT_NAMESPACE)."""
+    """Whether the stack creates its namespace: createNamespace, or, unset, whether namespace is
+    the stack's own default (constants.DEFAULT_NAMESPACE), which no other stack shares unless
+    told to: infra/ownership.py refuses a namespace another stack created."""
     return c.namespace == DEFAULT_NAMESPACE if c.create_namespace is None else c.create_namespace
