@@ -174,6 +174,21 @@ class KubeconfigCluster:
             raise Refused(status, reason)
         return endpoint_ports(json.loads(body).get("items") or [])
 
+    def config_map_data(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The ``data`` of ConfigMap ``namespace/name``, or None when the cluster has none (404).
+
+        Raises:
+            Unreachable, Refused: as ``read`` (403: the kubeconfig may not read it).
+        """
+        status, reason, body = self._get(
+            f"/api/v1/namespaces/{namespace}/configmaps/{name}", "application/json"
+        )
+        if status == 404:
+            return None
+        if status != 200:
+            raise Refused(status, reason)
+        return dict(json.loads(body).get("data") or {})
+
     def _get(self, path: str, accept: str) -> tuple[int, str, bytes]:
         """One GET of ``path``: (HTTP status, reason phrase, body)."""
         import urllib3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import ssl
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -176,3 +177,21 @@ def unreachable(server: str, prefix: str, egress: str, tries: int, seconds: floa
         f"{seconds:.0f} s, the last: {err}. The run is NOT watched. {policy}; `pulumi up` then starts a "
         "new monitor."
     )
+
+
+#: The file the kubelet takes a container's termination message from (the pod's default
+#: terminationMessagePath). Written, the message is exactly the monitor's last word; with
+#: FallbackToLogsOnError, an empty one would make it the log's tail, where a stderr line and the
+#: stdout line before it may come in either order (the two streams are merged by time).
+TERMINATION_LOG = "/dev/termination-log"
+
+
+def give_up(message: str, termination_log: str = TERMINATION_LOG) -> None:
+    """Print the monitor's last word on stderr and, where the kubelet provides the file, make
+    it the container's termination message (what `kubectl get pod` and infra.status show)."""
+    print(printable(message), file=sys.stderr, flush=True)
+    try:
+        with open(termination_log, "w", encoding="utf-8") as file:
+            file.write(printable(message) + "\n")
+    except OSError:
+        pass  # outside a pod, or a read-only path: stderr has it

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import image_pins, monitor_egress, nas_zones, ownership
+from infra import image_pins, monitor_egress, nas_zones, ownership, terway_policy
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -32,9 +32,12 @@ from infra.target import deploy_target, existing_volume_server
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
 
 
-class ExistingCluster(ownership.ClusterView, monitor_egress.EndpointsView, Protocol):
+class ExistingCluster(
+    ownership.ClusterView, monitor_egress.EndpointsView, terway_policy.ConfigMapView, Protocol
+):
     """What the program reads from an existing cluster before it registers anything: the objects
-    it would create (infra/ownership.py) and the API server's endpoint ports (infra/monitor_egress.py)."""
+    it would create (infra/ownership.py), the API server's endpoint ports
+    (infra/monitor_egress.py) and Terway's policy setting (infra/terway_policy.py)."""
 
 
 def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None = None) -> dict[str, Any]:
@@ -84,6 +87,7 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
             dry_run=dry_run,
             state=state,
         )
+    terway_policy.check(settings.network_policy.enabled, existing)
     monitor_ports = (
         monitor_egress.monitor_ports(settings, existing) if settings.network_policy.enabled else []
     )

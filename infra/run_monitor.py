@@ -104,7 +104,8 @@ kube = _sibling("monitor_api")
 reports = _sibling("trainer_status")
 contract = _sibling("progress", "trainer.contract")
 # The names the program, infra.status and the tests know this module by.
-Api, ApiError, api_server, unreachable = kube.Api, kube.ApiError, kube.api_server, kube.unreachable
+Api, ApiError, api_server = kube.Api, kube.ApiError, kube.api_server
+unreachable, give_up = kube.unreachable, kube.give_up
 ENDED_BECAUSE, SERVICE_ACCOUNT_DIR, printable = kube.ENDED_BECAUSE, kube.SERVICE_ACCOUNT_DIR, kube.printable
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
@@ -438,7 +439,7 @@ def main(
             for job in ("STAGING", "SETUP")
         ]
     except (KeyError, ValueError) as err:
-        print(f"run monitor: bad environment: {err!r}", file=sys.stderr)
+        give_up(f"run monitor: bad environment: {err!r}")
         return EXIT_BAD_ENVIRONMENT
     server = api_server(env)
     api = api or Api(server, f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
@@ -474,10 +475,10 @@ def main(
             log(f"cannot read the run ({failures} of {limit}): {err}")
             if failures >= limit and not answered:
                 egress = env.get("MONITOR_EGRESS_PORTS", "")
-                print(unreachable(server, prefix, egress, failures, clock() - started, err), file=sys.stderr)
+                give_up(unreachable(server, prefix, egress, failures, clock() - started, err))
                 return EXIT_UNREACHABLE
             if failures >= limit:
-                print(f"run monitor: giving up after {failures} failed polls: {err}", file=sys.stderr)
+                give_up(f"run monitor: giving up after {failures} failed polls: {err}")
                 return 1
         else:
             if not polled:

@@ -5,15 +5,11 @@ is tests/infra/test_infra_network_policy.py's."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
-
 import mock_engine as me
 import pytest
+from recorded_api import RecordedApi, api_server  # noqa: F401 - the fixture
 
 from infra.cluster_objects import API_SERVER_SLICES, KubeconfigCluster, Refused, Unreachable, endpoint_ports
-from tests.loopback_http import serving
 
 
 def _slice(ports: list[dict], addresses: tuple[str, ...] = ("192.168.0.250",)) -> dict:
@@ -34,40 +30,13 @@ def test_the_ports_are_the_tcp_ports_of_slices_with_endpoints():
     assert endpoint_ports([]) == []
 
 
-class _Api(BaseHTTPRequestHandler):
-    """Answers GETs from ``answers`` (path with query -> status, body); records each path."""
-
-    answers: dict = {}
-    seen: list = []
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        status, body = self.answers.get(self.path, (404, {"kind": "Status", "code": 404}))
-        self.seen.append((self.path, self.headers.get("Authorization")))
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def api_server() -> Iterator[str]:
-    _Api.seen = []
-    with serving(_Api) as url:
-        yield url
-
-
 def test_the_client_reads_the_kubernetes_services_slices_with_the_kubeconfigs_token(api_server):
-    _Api.answers = {
+    RecordedApi.answers = {
         API_SERVER_SLICES: (200, {"kind": "EndpointSliceList", "items": [_slice([{"port": 16443}])]})
     }
     cluster = KubeconfigCluster(me.kubeconfig_content(server=api_server, token="t-42"))
     assert cluster.api_server_ports() == [16443]
-    assert _Api.seen == [
+    assert [(path, auth) for path, _, auth in RecordedApi.seen] == [
         (
             "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
             "?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes",
@@ -75,12 +44,12 @@ def test_the_client_reads_the_kubernetes_services_slices_with_the_kubeconfigs_to
         )
     ]
     # A cluster whose API server publishes no endpoints (tools/local-cluster's reconciler is off).
-    _Api.answers = {API_SERVER_SLICES: (200, {"kind": "EndpointSliceList", "items": []})}
+    RecordedApi.answers = {API_SERVER_SLICES: (200, {"kind": "EndpointSliceList", "items": []})}
     assert cluster.api_server_ports() == []
 
 
 def test_a_refused_list_is_refused(api_server):
-    _Api.answers = {API_SERVER_SLICES: (403, {"kind": "Status", "code": 403})}
+    RecordedApi.answers = {API_SERVER_SLICES: (403, {"kind": "Status", "code": 403})}
     cluster = KubeconfigCluster(me.kubeconfig_content(server=api_server))
     with pytest.raises(Refused) as refused:
         cluster.api_server_ports()

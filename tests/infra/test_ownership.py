@@ -3,17 +3,13 @@ refusing before it registers anything, and the real kubernetes client against a 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
-
 import mock_engine as me
 import pytest
+from recorded_api import RecordedApi, api_server  # noqa: F401 - the fixture
 
 from infra import ownership, stack_state
 from infra.cluster_objects import KubeconfigCluster, LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import LABEL_VALUE, STACK_LABEL, stack_mark
-from tests.loopback_http import serving
 
 MARK = "organization.tf-mnist.dev"
 OTHER = "organization.tf-mnist.other"
@@ -297,35 +293,9 @@ def test_a_stack_that_creates_its_cluster_reads_nothing(dev_config):
 # --- the kubernetes client against a recorded API server -----------------------------------------------
 
 
-class _Api(BaseHTTPRequestHandler):
-    """Answers GETs from ``answers`` (path -> status, body) and records the Accept header."""
-
-    answers: dict = {}
-    seen: list = []
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        status, body = self.answers.get(self.path, (404, {"kind": "Status", "code": 404}))
-        self.seen.append((self.path, self.headers.get("Accept"), self.headers.get("Authorization")))
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def api_server() -> Iterator[str]:
-    with serving(_Api) as url:
-        yield url
-
-
 def test_the_client_reads_metadata_only_with_the_kubeconfigs_token(api_server):
-    _Api.seen = []
-    _Api.answers = {
+    RecordedApi.seen = []
+    RecordedApi.answers = {
         "/api/v1/namespaces/tf-mnist/configmaps/mnist-run": (
             200,
             {
@@ -341,7 +311,7 @@ def test_the_client_reads_metadata_only_with_the_kubeconfigs_token(api_server):
     with pytest.raises(Refused) as refused:
         cluster.read(CHIEF)
     assert refused.value.status == 403
-    assert [(path, accept.split(";")[1], auth) for path, accept, auth in _Api.seen] == [
+    assert [(path, accept.split(";")[1], auth) for path, accept, auth in RecordedApi.seen] == [
         ("/api/v1/namespaces/tf-mnist/configmaps/mnist-run", "as=PartialObjectMetadata", "Bearer t-42"),
         ("/api/v1/persistentvolumes/absent", "as=PartialObjectMetadata", "Bearer t-42"),
         ("/apis/batch/v1/namespaces/tf-mnist/jobs/mnist-chief-0", "as=PartialObjectMetadata", "Bearer t-42"),

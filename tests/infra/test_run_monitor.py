@@ -486,3 +486,13 @@ def test_the_api_tells_a_connection_that_failed_from_an_answer(tmp_path):
     with serving(Forbidden) as url, pytest.raises(rm.ApiError) as forbidden:
         rm.Api(url, str(token), None, timeout_s=5).items("/api/v1/pods", "a=b")
     assert forbidden.value.reached is True and "HTTP 403" in str(forbidden.value)
+
+
+def test_the_last_word_is_the_termination_message_without_control_characters(tmp_path, capsys):
+    # With FallbackToLogsOnError an empty file would make the message the log's tail, whose
+    # stderr and stdout lines may come in either order.
+    log = tmp_path / "termination-log"
+    rm.give_up("run monitor: giving up \x1b[2J after 60 failed polls", termination_log=str(log))
+    assert log.read_text() == "run monitor: giving up \\x1b[2J after 60 failed polls\n"
+    assert capsys.readouterr().err == "run monitor: giving up \\x1b[2J after 60 failed polls\n"
+    rm.give_up("no such directory", termination_log=str(tmp_path / "missing" / "log"))  # no raise

@@ -275,7 +275,7 @@ def run_program(
     plain = {k: str(v) if isinstance(v, SecretConfig) else v for k, v in config.items()}
     pulumi.runtime.set_all_config(plain, [*secret_keys, *marked])
 
-    from infra import image_pins, program, settings
+    from infra import image_pins, program, settings, terway_policy
 
     lookup = (registry or FakeRegistry()).lookup
 
@@ -284,7 +284,12 @@ def run_program(
 
         try:
             outputs = program.run(cluster if cluster is not None else FakeCluster(), lookup)
-        except (settings.ConfigError, ownership.OwnershipError, image_pins.ImageDigestError) as error:
+        except (
+            settings.ConfigError,
+            ownership.OwnershipError,
+            image_pins.ImageDigestError,
+            terway_policy.PolicyNotEnforced,
+        ) as error:
             run.error = error
             return None
 
