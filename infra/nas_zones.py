@@ -34,9 +34,9 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
-from infra.deployed import read_deployed
+from infra.deployed import NAS_STORAGE_TYPES, read_deployed
 from infra.settings import ConfigError, Settings
-from infra.settings.constants import NAS_STORAGE_TYPES, PROJECT
+from infra.settings.constants import PROJECT
 from infra.stack_state import StateUnreadable
 from trainer.contract.printable import printable
 

@@ -23,8 +23,9 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.constants import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_PS, MAX_WORKERS
+from infra.settings.constants import MAX_POOL_NODES, MAX_PS, MAX_WORKERS
 from infra.source_ranges import too_wide
+from infra.values.gpu_families import MAX_GPUS_PER_INSTANCE
 
 SERVICE = "kubernetes:core/v1:Service"
 NODE_POOL = "alicloud:cs/nodePool:NodePool"

@@ -10,28 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.settings.constants import (
-    CREDENTIAL_MINUTES,
-    DEFAULT_GPU_INSTANCE_TYPES,
-    GPU_DRIVER_VERSION,
-    GPU_IMAGE_TYPES,
-    MAX_GPUS_PER_INSTANCE,
-    MAX_POOL_NODES,
-    MAX_WORKERS,
-    NAS_STORAGE_TYPES,
-    NAS_ZONE_CHECKS,
-    NETWORK_PLUGINS,
-    NEW_NAS_STORAGE_TYPE,
-)
+from infra.deployed import NAS_STORAGE_TYPES, NETWORK_PLUGINS, NEW_NAS_STORAGE_TYPE
+from infra.settings.constants import MAX_POOL_NODES, MAX_WORKERS, NAS_ZONE_CHECKS
 from infra.settings.keys import key
 from infra.values.alicloud import (
+    CREDENTIAL_MINUTES,
     ack_version,
     instance_types,
     nvidia_driver_version,
     optional_choice,
     vswitch_id,
 )
-from infra.values.gpu_families import GPU_SYSTEM_DISK_CATEGORIES
+from infra.values.gpu_families import (
+    DEFAULT_GPU_INSTANCE_TYPES,
+    GPU_DRIVER_VERSION,
+    GPU_IMAGE_TYPES,
+    MAX_GPUS_PER_INSTANCE,
+    SYSTEM_DISK_CATEGORIES,
+)
 from infra.values.parsers import (
     absolute_path,
     boolean,
@@ -148,7 +144,7 @@ class GpuPool:
     )
     system_disk_category: str = key(
         "cloud_efficiency",
-        one_of(GPU_SYSTEM_DISK_CATEGORIES),
+        one_of(SYSTEM_DISK_CATEGORIES),
         "System disk category of GPU nodes; every type of gpuPool.instanceTypes must take it (GN5: no ESSD; "
         "gn7i and newer: ESSD only).",
     )
@@ -184,7 +180,7 @@ class CpuPool:
     )
     system_disk_category: str = key(
         "cloud_essd",
-        one_of(("cloud_efficiency", "cloud_ssd", "cloud_essd")),
+        one_of(SYSTEM_DISK_CATEGORIES),
         "System disk category of CPU nodes.",
     )
     system_disk_size: int = key(120, integer(40, 2048), "System disk GiB of CPU nodes.")

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from infra.settings.config import Config, section_keys
-from infra.settings.constants import GPU_DRIVER_VERSION, PROJECT
+from infra.settings.constants import PROJECT
 from infra.settings.derive import creates_cluster, creates_file_system
 from infra.settings.model import Derived
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
-from infra.values.alicloud import driver_branch
-from infra.values.gpu_families import known_families
+from infra.values.alicloud import CREDENTIAL_MINUTES, driver_branch
+from infra.values.gpu_families import GPU_DRIVER_VERSION, SYSTEM_DISK_CATEGORIES, known_families
 
 #: Every key of the cloud layer the stack creates without kubeconfig: with kubeconfig they
 #: would shape nothing, so they are refused there. Not zone: the committed Pulumi.dev.yaml sets
@@ -125,9 +125,7 @@ def gpu_pool(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
         return  # no GPU pool (mode_keys refuses the keys)
     families = known_families(c.gpu_pool.instance_types)
     common = [
-        disk
-        for disk in ("cloud_efficiency", "cloud_ssd", "cloud_essd")
-        if all(disk in f.system_disks for f in families.values())
+        disk for disk in SYSTEM_DISK_CATEGORIES if all(disk in f.system_disks for f in families.values())
     ]
     disks = "; ".join(f"{t} takes {', '.join(f.system_disks)}" for t, f in families.items())
     if not common:
@@ -197,7 +195,7 @@ def credential_lifetime(c: Config, _: Derived, __: Reading) -> Iterator[Problem]
             f"must exceed job.waitTimeoutMinutes ({wait}) with job.waitForChief: the kubeconfig would expire "
             "while `pulumi up` waits for the chief"
         )
-        yield Problem("cluster.credentialMinutes", rule, fix=str(min(wait + 60, 4320)))
+        yield Problem("cluster.credentialMinutes", rule, fix=str(min(wait + 60, CREDENTIAL_MINUTES[1])))
 
 
 #: ACK's longest names: a cluster's 63 characters (terraform-provider-alicloud's

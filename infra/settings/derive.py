@@ -7,19 +7,12 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-from infra.bundle import PACKAGE_FILES
-from infra.deployed import Deployed
+from infra.bundle import PACKAGE_FILES, regional_runtime
+from infra.deployed import NEW_CLUSTER_NETWORK_PLUGIN, NEW_NAS_STORAGE_TYPE, Deployed
 from infra.kubeconfig import kubeconfig_server
 from infra.pull_policy import pull_policy
 from infra.settings.config import Config
-from infra.settings.constants import (
-    NEW_CLUSTER_NETWORK_PLUGIN,
-    NEW_NAS_STORAGE_TYPE,
-    TENSORBOARD_TAG,
-    TRAINER_CPU_TAG,
-    TRAINER_GPU_TAG,
-    regional_runtime,
-)
+from infra.settings.constants import TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_GPU_TAG
 from infra.settings.model import (
     Derived,
     ImageSettings,

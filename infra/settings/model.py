@@ -93,7 +93,7 @@ class RuntimeSettings:
     """What the pods without images of their own run on (baseImage, packageIndex): the base
     image, and the package sets the setup Job installs for them (infra/components/setup.py)."""
 
-    #: baseImage, or the region's (infra/settings/constants.py regional_runtime).
+    #: baseImage, or the region's (infra/bundle.py regional_runtime).
     base_image: str
     #: The setup Job's pull policy of it: ps.imagePullPolicy, or derived from the reference.
     image_pull_policy: str

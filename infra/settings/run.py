@@ -14,7 +14,6 @@ from typing import Any
 from infra.settings.constants import (
     ADDRESS_TYPES,
     DEFAULT_REGISTRY,
-    MAX_GPUS_PER_INSTANCE,
     MAX_PS,
     MAX_WORKERS,
     POD_ID,
@@ -27,6 +26,7 @@ from infra.settings.constants import (
 )
 from infra.settings.keys import key
 from infra.values.alicloud import optional_choice
+from infra.values.gpu_families import MAX_GPUS_PER_INSTANCE
 from infra.values.labels import label_map, node_selector, tolerations
 from infra.values.parsers import (
     boolean,

@@ -26,6 +26,10 @@ VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
 #: ``ack.aliyun.com/nvidia-driver-version``: ``<branch>.<minor>[.<patch>]`` (550.144.03, 570.169).
 NVIDIA_DRIVER_VERSION = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
+#: The range of an ACK temporary credential's lifetime, minutes (cs DescribeClusterUserKubeconfig
+#: TemporaryDurationMinutes: 15 to 4320).
+CREDENTIAL_MINUTES = (15, 4320)
+
 
 def ack_version(raw: Any) -> str | None:
     """An ACK Kubernetes version such as ``1.33.3-aliyun.1``, or None (unset: the newest)."""

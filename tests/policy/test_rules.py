@@ -149,8 +149,7 @@ def test_gpu_instance_types(instance_type: str, gpu: bool) -> None:
 
 
 def test_every_gpu_family_the_settings_know_is_a_gpu_type() -> None:
-    from infra.settings.constants import DEFAULT_GPU_INSTANCE_TYPES
-    from infra.values.gpu_families import GPU_FAMILIES
+    from infra.values.gpu_families import DEFAULT_GPU_INSTANCE_TYPES, GPU_FAMILIES
 
     assert all(rules.is_gpu_instance_type(f"ecs.{family}-c4g1.xlarge") for family in GPU_FAMILIES)
     assert all(rules.is_gpu_instance_type(t) for t in DEFAULT_GPU_INSTANCE_TYPES)
