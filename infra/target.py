@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.components.cluster import Cluster, ClusterArgs
 from infra.components.nas import NasStorage, NasStorageArgs
 from infra.components.network import Network, NetworkArgs
-from infra.components.node_pools import NodePools, NodePoolsArgs
+from infra.components.node_pools import NodePools, NodePoolsArgs, gpu_nodes
 from infra.settings import PROJECT, Settings
 
 
@@ -92,7 +92,7 @@ def created_cluster(settings: Settings) -> Target:
             vswitch_id=network.vswitch_id,
             cpu_pool=settings.cpu_pool,
             gpu_pool=settings.gpu_pool if settings.worker.gpu_count > 0 else None,
-            gpu_nodes=target.gpu_nodes,
+            gpu_nodes=gpu_nodes(settings.gpu_pool, _gpu_pods(settings), settings.worker.gpu_count),
             node_pools=settings.node_pools,
         ),
         opts=opts,
@@ -143,6 +143,12 @@ def created_cluster(settings: Settings) -> Target:
         # The PV must not exist before its NFS server does.
         volume_after=[file_system.mount_target],
     )
+
+
+def _gpu_pods(settings: Settings) -> int:
+    """The pods that request GPUs: the workers, and the chief when it trains beside them."""
+    training = settings.training
+    return training.replicas.worker + (1 if training.chief_uses_gpu else 0)
 
 
 def _cluster(name: str, settings: Settings, network: Network, opts: pulumi.ResourceOptions) -> Cluster:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pulumi
@@ -23,6 +24,14 @@ POOL_LABEL = "tf-mnist/pool"
 DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
 
 
+def gpu_nodes(pool: GpuPool, gpu_pods: int, gpus_per_pod: int) -> int:
+    """The GPU pool's nodes (its most, while it autoscales): gpuPool.size, else as many as
+    ``gpu_pods`` pods of ``gpus_per_pod`` GPUs need, gpuPool.gpusPerInstance a node, at least 1."""
+    if pool.size is not None:
+        return pool.size
+    return max(1, math.ceil(gpu_pods * gpus_per_pod / pool.gpus_per_instance))
+
+
 @dataclass
 class NodePoolsArgs:
     """The node pools of a cluster the stack manages (cpuPool.*, gpuPool.*, nodePools.keyName).
@@ -32,8 +41,7 @@ class NodePoolsArgs:
         vswitch_id: the node vSwitch.
         cpu_pool: the CPU pool's keys (instance types tried in order, size, disk).
         gpu_pool: the GPU pool's keys; None = no GPU pool (no GPU workers).
-        gpu_nodes: GPU nodes (the most, with ``gpu_pool.autoscaling``): gpuPool.size, or as
-            many as the GPU pods need.
+        gpu_nodes: GPU nodes (the most, with ``gpu_pool.autoscaling``): ``gpu_nodes``.
         node_pools: what both pools share (the ECS key pair for node login, if any).
     """
 

@@ -40,7 +40,8 @@ from infra import bundle
 from infra.components import checker_suppressions as suppress
 from infra.components import pods, staging
 from infra.components.labels import recommended_labels
-from infra.settings import Placement, PodIdentity, RuntimeSettings
+from infra.components.pods import Placement
+from infra.settings import PodIdentity, RuntimeSettings
 
 #: Where the pods see the code ConfigMap: ``CODE_DIR/trainer/...``, first on PYTHONPATH.
 CODE_DIR = "/opt/tf-mnist"

@@ -12,8 +12,9 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
+from infra.components.pods import Placement
 from infra.components.tags import cloud_tags
-from infra.settings import ImageSettings, Placement, PodIdentity
+from infra.settings import ImageSettings, PodIdentity
 from infra.settings.run import TensorBoard as TensorBoardKeys
 
 TENSORBOARD_PORT = 6006

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import chief_await, pods, staging
 from infra.components.labels import recommended_labels, task_selector
+from infra.components.pods import Placement
 from infra.components.setup import DATA_VOLUME, Runtime
 from infra.components.task_jobs import (
     CONTAINER_NAME,
@@ -24,7 +25,7 @@ from infra.components.task_jobs import (
     templates_hash,
     trainer_args,
 )
-from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
+from infra.settings import PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 
 #: The shared volume in every pod (the same name as in the setup Job's, whose Runtime mounts

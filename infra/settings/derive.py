@@ -4,7 +4,6 @@ rules, which check some of it, and kept in the Settings once they pass."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 
 from infra.bundle import PACKAGE_FILES, regional_runtime
@@ -16,7 +15,6 @@ from infra.settings.constants import TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_G
 from infra.settings.model import (
     Derived,
     ImageSettings,
-    Placement,
     RegistryCredentials,
     RegistrySettings,
     RuntimeSettings,
@@ -75,11 +73,10 @@ def derive(c: Config, read_deployed: Callable[[], Deployed] = Deployed, region: 
     )
     worker = role(worker_image, "gpu" if gpu else "cpu", c.worker.image_pull_policy)
     board = role(own(c.tensorboard.image, TENSORBOARD_TAG), "tensorboard", c.ps.image_pull_policy)
-    training = _training(c, cpu, worker)
     used = {cpu.packages, worker.packages, board.packages}
     return Derived(
-        target=_target(c, training, read_deployed),
-        training=training,
+        target=_target(c, read_deployed),
+        training=_training(c, cpu, worker),
         tensorboard_image=board,
         registry=_registry(c, c.registry_credentials.server or image_host(registry or base_image)),
         runtime=RuntimeSettings(
@@ -88,7 +85,6 @@ def derive(c: Config, read_deployed: Callable[[], Deployed] = Deployed, region: 
             package_index=c.package_index or index,
             package_sets=tuple(s for s in PACKAGE_FILES if s in used),
         ),
-        placement=_placement(c, training.chief_uses_gpu),
     )
 
 
@@ -120,7 +116,7 @@ def _training(c: Config, cpu: ImageSettings, worker: ImageSettings) -> TrainingS
     )
 
 
-def _target(c: Config, training: TrainingSettings, read_deployed: Callable[[], Deployed]) -> TargetSettings:
+def _target(c: Config, read_deployed: Callable[[], Deployed]) -> TargetSettings:
     """The cluster: its identity with a kubeconfig; the network plugin and NAS type of what the
     stack creates, from their keys, else from the stack's state (read only when an unset key of
     a resource the stack creates needs it), else today's default for a new resource."""
@@ -142,10 +138,6 @@ def _target(c: Config, training: TrainingSettings, read_deployed: Callable[[], D
         plugin = deployed.network_plugin or NEW_CLUSTER_NETWORK_PLUGIN
     if creates_file_system(c) and storage_type is None:
         storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
-    gpu_nodes = c.gpu_pool.size
-    if gpu_nodes is None:
-        gpu_pods = c.worker.number + (1 if training.chief_uses_gpu else 0)
-        gpu_nodes = max(1, math.ceil(gpu_pods * c.worker.gpu_count / c.gpu_pool.gpus_per_instance))
     return TargetSettings(
         create_cloud=c.kubeconfig is None,
         identifier=identifier if c.kubeconfig is not None else None,
@@ -154,7 +146,6 @@ def _target(c: Config, training: TrainingSettings, read_deployed: Callable[[], D
         network_plugin=plugin,
         deployed_network_plugin=deployed.network_plugin,
         creates_pod_vswitch=creates_cluster(c) and plugin == "terway" and c.cluster.pod_vswitch_id is None,
-        gpu_nodes=gpu_nodes,
         nas_storage_type=storage_type,
         nas_deployed=deployed.nas_storage_type is not None if state_read else None,
         state_error=state_error,
@@ -168,13 +159,3 @@ def _registry(c: Config, server: str) -> RegistrySettings:
     credentials = RegistryCredentials(server, username, password) if username and password else None
     pull_secret = c.image_pull_secret or (f"{c.name_prefix}-registry" if username or password else None)
     return RegistrySettings(image_pull_secret=pull_secret, server=server, credentials=credentials)
-
-
-def _placement(c: Config, chief_uses_gpu: bool) -> dict[str, Placement]:
-    """Role -> Placement: the staging Job takes the chief.* keys, a GPU chief the workers'."""
-    roles = (("chief", c.chief), ("worker", c.worker), ("ps", c.ps), ("tensorboard", c.tensorboard))
-    placement = {role: Placement(dict(keys.node_selector), tuple(keys.tolerations)) for role, keys in roles}
-    placement["stage-data"] = placement["chief"]
-    if chief_uses_gpu:
-        placement["chief"] = placement["worker"]
-    return placement

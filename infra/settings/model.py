@@ -48,21 +48,6 @@ class TaskSettings(ImageSettings):
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where one role's pods may run: ``<role>.nodeSelector`` and ``<role>.tolerations``.
-
-    Attributes:
-        node_selector: node label -> value (pod spec nodeSelector); empty = any node.
-        tolerations: core/v1 Toleration objects, camelCase fields as Kubernetes spells them.
-            The GPU pool's taint toleration is not among them: the training component adds
-            it to every pod that requests a GPU.
-    """
-
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
 class RegistryCredentials:
     """Login for the pull Secret the stack creates (registryCredentials.*, the server resolved).
 
@@ -135,8 +120,6 @@ class TargetSettings:
     #: without cluster.podVswitchId (the rules then made sure it creates the node vSwitch too,
     #: so the VPC is known).
     creates_pod_vswitch: bool
-    #: gpuPool.size, or as many nodes as the GPU pods need (see the key's description).
-    gpu_nodes: int
     #: The type of the NAS file system the stack creates: nas.storageType, else the one the
     #: stack's state records, else Capacity; None when it creates none.
     nas_storage_type: str | None
@@ -192,9 +175,6 @@ class Derived:
     tensorboard_image: ImageSettings
     registry: RegistrySettings
     runtime: RuntimeSettings
-    #: Role (chief, worker, ps, tensorboard, stage-data) -> Placement, resolved: a GPU chief has
-    #: the workers' placement, the staging Job the chief.* keys'.
-    placement: Mapping[str, Placement]
 
 
 @dataclass(frozen=True, kw_only=True)
