@@ -78,7 +78,7 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
     # kubeconfig is an output of the cluster resource, which exists only once registered.
     # Another stack pointed at that cluster by a kubeconfig reads it itself.
     existing = None
-    if not settings.target.create_cloud:
+    if not settings.creates_cloud:
         existing = cluster or KubeconfigCluster(settings.kubeconfig or "")
         ownership.check(
             planned_objects(settings, existing_volume_server(settings)),
@@ -296,7 +296,7 @@ def _tensorboard(
             log_dir=settings.runs_dir,
             placement=settings.tensorboard,
             image_pull_secret=settings.registry.image_pull_secret,
-            cloud_acl=settings.target.create_cloud,
+            cloud_acl=settings.creates_cloud,
             identity=settings.pods,
             after=[*pods_after, volume.pvc],
             packages_dir=runtime.package_dirs[packages] if runtime and packages else None,

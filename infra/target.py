@@ -48,8 +48,8 @@ class Target:
 
 def deploy_target(settings: Settings) -> Target:
     """The cluster to deploy into: created with the cloud layer when no kubeconfig names one
-    (``TargetSettings.create_cloud``), else the kubeconfig's."""
-    return created_cluster(settings) if settings.target.create_cloud else existing_cluster(settings)
+    (``creates_cloud``), else the kubeconfig's."""
+    return created_cluster(settings) if settings.creates_cloud else existing_cluster(settings)
 
 
 def cloud_name(settings: Settings) -> str:

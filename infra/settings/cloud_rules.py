@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 from infra.settings.config import Config, section_keys
 from infra.settings.constants import PROJECT
-from infra.settings.derive import creates_cluster, creates_file_system
 from infra.settings.model import Derived
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
@@ -111,9 +110,9 @@ def unread_state(c: Config, d: Derived, _: Reading) -> Iterator[Problem]:
         f"this stack's state could not be read ({d.target.state_error}), and the default depends on whether the stack "
         "already has {what} (a change replaces it): set the value it has, or {new} for a new one"
     )
-    if creates_cluster(c) and c.cluster.network_plugin is None:
+    if c.creates_cluster and c.cluster.network_plugin is None:
         yield Problem("cluster.networkPlugin", why.format(what="its ACK cluster", new="terway"), MISSING)
-    if creates_file_system(c) and c.nas.storage_type is None:
+    if c.creates_file_system and c.nas.storage_type is None:
         yield Problem("nas.storageType", why.format(what="its NAS file system", new="Capacity"), MISSING)
 
 

@@ -134,6 +134,37 @@ class Config:
     nfs: Nfs = part("nfs")
     host_path: HostPath = part("hostPath")
 
+    @property
+    def creates_cloud(self) -> bool:
+        """Whether the stack creates the cloud layer (network, ACK cluster, node pools, NAS): no
+        kubeconfig names a cluster to deploy into."""
+        return self.kubeconfig is None
+
+    @property
+    def creates_network(self) -> bool:
+        """Whether the stack creates the vSwitch (and, without vpc.id, the VPC)."""
+        return self.creates_cloud and self.vswitch.id is None
+
+    @property
+    def creates_cluster(self) -> bool:
+        """Whether the stack creates the ACK cluster: no kubeconfig and no cluster.id."""
+        return self.creates_cloud and self.cluster.id is None
+
+    @property
+    def creates_file_system(self) -> bool:
+        """Whether the stack creates a NAS file system: cloud mode on NAS, neither
+        nas.mountTargetDomain nor nas.fileSystemId naming an existing one."""
+        nas = self.nas
+        existing = nas.mount_target_domain is not None or nas.file_system_id is not None
+        return self.creates_cloud and self.volume.type == "nas" and not existing
+
+    @property
+    def creates_namespace(self) -> bool:
+        """Whether the stack creates its namespace: createNamespace, or, unset, whether namespace
+        is the stack's own default (constants.DEFAULT_NAMESPACE), which no other stack shares
+        unless told to: infra/ownership.py refuses a namespace another stack created."""
+        return self.namespace == DEFAULT_NAMESPACE if self.create_namespace is None else self.create_namespace
+
 
 #: Every key, in the schema's order.
 KEYS: tuple[Key, ...] = tuple(keys_of(Config))

@@ -27,22 +27,6 @@ from infra.values.parsers import image_host
 from trainer.contract import cluster_spec as cs
 
 
-def creates_cluster(c: Config) -> bool:
-    """Whether the stack creates the ACK cluster: no kubeconfig and no cluster.id."""
-    return c.kubeconfig is None and c.cluster.id is None
-
-
-def creates_file_system(c: Config) -> bool:
-    """Whether the stack creates a NAS file system: cloud mode on NAS, neither
-    nas.mountTargetDomain nor nas.fileSystemId naming an existing one."""
-    return (
-        c.kubeconfig is None
-        and c.volume.type == "nas"
-        and c.nas.mount_target_domain is None
-        and c.nas.file_system_id is None
-    )
-
-
 def derive(c: Config, read_deployed: Callable[[], Deployed] = Deployed, region: str | None = None) -> Derived:
     """What several keys give together, for the rules and the Settings.
 
@@ -126,26 +110,25 @@ def _target(c: Config, read_deployed: Callable[[], Deployed]) -> TargetSettings:
             identifier = kubeconfig_server(c.kubeconfig)
         except ValueError as why:
             identifier_error = str(why)
-    plugin = c.cluster.network_plugin if creates_cluster(c) else None
-    storage_type = c.nas.storage_type if creates_file_system(c) else None
+    plugin = c.cluster.network_plugin if c.creates_cluster else None
+    storage_type = c.nas.storage_type if c.creates_file_system else None
     deployed, state_error, state_read = Deployed(), None, False
-    if (creates_cluster(c) and plugin is None) or (creates_file_system(c) and storage_type is None):
+    if (c.creates_cluster and plugin is None) or (c.creates_file_system and storage_type is None):
         try:
             deployed, state_read = read_deployed(), True
         except StateUnreadable as why:
             state_error = str(why)
-    if creates_cluster(c) and plugin is None:
+    if c.creates_cluster and plugin is None:
         plugin = deployed.network_plugin or NEW_CLUSTER_NETWORK_PLUGIN
-    if creates_file_system(c) and storage_type is None:
+    if c.creates_file_system and storage_type is None:
         storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
     return TargetSettings(
-        create_cloud=c.kubeconfig is None,
         identifier=identifier if c.kubeconfig is not None else None,
         identifier_from_kubeconfig=c.kubeconfig is not None and c.cluster_identifier is None,
         identifier_error=identifier_error,
         network_plugin=plugin,
         deployed_network_plugin=deployed.network_plugin,
-        creates_pod_vswitch=creates_cluster(c) and plugin == "terway" and c.cluster.pod_vswitch_id is None,
+        creates_pod_vswitch=c.creates_cluster and plugin == "terway" and c.cluster.pod_vswitch_id is None,
         nas_storage_type=storage_type,
         nas_deployed=deployed.nas_storage_type is not None if state_read else None,
         state_error=state_error,

@@ -10,7 +10,6 @@ from typing import Any
 
 from infra import runs
 from infra.settings.config import Config
-from infra.settings.constants import DEFAULT_NAMESPACE
 from infra.settings.run import Data, Job, Monitor
 from trainer.contract import cluster_spec as cs
 from trainer.contract import recipe
@@ -99,11 +98,10 @@ class TargetSettings:
     """The cluster the stack deploys into and the cloud layer it creates, as worked out from
     several keys and the stack's state.
 
-    Without ``kubeconfig`` the stack creates the cloud layer (``create_cloud``): a network
+    Without ``kubeconfig`` the stack creates the cloud layer (``Config.creates_cloud``): a network
     (or uses vswitch.id), an ACK cluster (or uses cluster.id), its node pools and NAS.
     """
 
-    create_cloud: bool
     #: The kubernetes provider's cluster_identifier with a kubeconfig: clusterIdentifier, or
     #: the API server URL of the kubeconfig's current context; None without one.
     identifier: str | None
@@ -201,11 +199,6 @@ class Settings(Derived, Config):
         return path
 
     @property
-    def creates_namespace(self) -> bool:
-        """Whether the stack creates its namespace (``creates_namespace``)."""
-        return creates_namespace(self)
-
-    @property
     def runs_dir(self) -> str:
         """The directory of this stack's runs: ``<mountPath>/runs/<stack>-<namespace>-<prefix>``
         (TensorBoard's --logdir: it shows every run of the stack)."""
@@ -232,10 +225,3 @@ class Settings(Derived, Config):
     def log_dir(self) -> str:
         """This configuration's run directory, ``<runs_dir>/<run_key>``: the trainer's --log_dir."""
         return f"{self.runs_dir}/{self.run_key}"
-
-
-def creates_namespace(c: Config) -> bool:
-    """Whether the stack creates its namespace: createNamespace, or, unset, whether namespace is
-    the stack's own default (constants.DEFAULT_NAMESPACE), which no other stack shares unless
-    told to: infra/ownership.py refuses a namespace another stack created."""
-    return c.namespace == DEFAULT_NAMESPACE if c.create_namespace is None else c.create_namespace

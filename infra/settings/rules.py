@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from infra.kubeconfig import is_kubeconfig_path
 from infra.settings.cloud_rules import CLOUD_RULES
 from infra.settings.config import Config, section_keys
-from infra.settings.model import Derived, creates_namespace
+from infra.settings.model import Derived
 from infra.settings.problems import MISSING, NOT_APPLICABLE, Problem
 from infra.settings.read import Reading
 from infra.source_ranges import too_wide
@@ -29,11 +29,6 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 VOLUME_KEYS = {"nas": section_keys("nas"), "nfs": section_keys("nfs"), "hostPath": section_keys("host_path")}
 
 Rule = Callable[[Config, Derived, Reading], Iterable[Problem]]
-
-
-def creates_network(c: Config) -> bool:
-    """Whether the stack creates the vSwitch (and, without vpc.id, the VPC)."""
-    return c.kubeconfig is None and c.vswitch.id is None
 
 
 def ports(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
@@ -55,13 +50,13 @@ def cloud_layer(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
             "larger gpuPool.instanceTypes and set gpuPool.gpusPerInstance)",
             fix=str(per_node),
         )
-    if creates_network(c) and c.cluster.id is not None:
+    if c.creates_network and c.cluster.id is not None:
         yield Problem(
             "cluster.id",
             "needs vswitch.id (and vswitch.cidr) of the cluster's node vSwitch",
             fix_key="vswitch.id",
         )
-    if creates_network(c) and not c.zone:
+    if c.creates_network and not c.zone:
         yield Problem("zone", "required when the stack creates the vSwitch", MISSING)
 
 
@@ -99,7 +94,7 @@ def volume(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
 
 def namespace(c: Config, _: Derived, __: Reading) -> Iterator[Problem]:
     """The stack creates (and on destroy deletes) no namespace that every cluster has."""
-    if creates_namespace(c) and c.namespace in SYSTEM_NAMESPACES:
+    if c.creates_namespace and c.namespace in SYSTEM_NAMESPACES:
         yield Problem(
             "createNamespace",
             f"must be false with namespace {c.namespace}, which every cluster has: the stack would try "
@@ -112,16 +107,16 @@ def cidrs(c: Config, d: Derived, __: Reading) -> Iterator[Problem]:
     """A new vSwitch lies in its new VPC; a new cluster's pod addresses (cluster.podCidr with
     Flannel, a pod vSwitch the stack creates with Terway) and Service CIDR overlap no node
     network and each other; a created pod vSwitch lies in a new VPC too."""
-    if creates_network(c) and c.vpc.id is None:
+    if c.creates_network and c.vpc.id is None:
         if not ipaddress.IPv4Network(c.vswitch.cidr).subnet_of(ipaddress.IPv4Network(c.vpc.cidr)):
             yield Problem("vswitch.cidr", f"must lie inside vpc.cidr ({c.vpc.cidr})")
     if c.kubeconfig is not None or c.cluster.id is not None:
         return
-    vpc = {"vpc.cidr": c.vpc.cidr} if c.vpc.id is None and creates_network(c) else {}
+    vpc = {"vpc.cidr": c.vpc.cidr} if c.vpc.id is None and c.creates_network else {}
     nodes = {**vpc, "vswitch.cidr": c.vswitch.cidr}
     if d.target.network_plugin == "terway":
         yield from _first_overlap("cluster.serviceCidr", c.cluster.service_cidr, nodes)
-        if creates_network(c) and c.cluster.pod_vswitch_id is None:
+        if c.creates_network and c.cluster.pod_vswitch_id is None:
             yield from _pod_vswitch_cidr(c)
         return
     yield from _first_overlap("cluster.podCidr", c.cluster.pod_cidr, nodes)
