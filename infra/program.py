@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import image_pins, monitor_egress, nas_zones, ownership, terway_policy
+from infra import image_pins, monitor_egress, nas_zones, ownership, runs, terway_policy
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -26,7 +26,7 @@ from infra.kubeconfig import is_kubeconfig_path
 from infra.pull_policy import stale_tag_warnings
 from infra.settings import PROJECT, Settings, load_settings
 from infra.stack_state import read_once
-from infra.target import deploy_target, existing_volume_server
+from infra.target import deploy_target, existing_volume_server, volume_path
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
@@ -151,10 +151,10 @@ def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequ
         "monitorJobName": monitor.job_name,
         "runId": training.run_id,
         "runDir": training.run_dir,
-        "runsDir": settings.runs_dir,
-        "dataDir": settings.data_dir,
+        "runsDir": runs.runs_dir(settings),
+        "dataDir": runs.data_dir(settings),
         # Where the chief writes the SavedModel at the end (trainer/training/finish.py).
-        "exportPath": f"{settings.log_dir}/export",
+        "exportPath": f"{runs.log_dir(settings)}/export",
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }
@@ -180,9 +180,9 @@ def _training_job(
             namespace_name=settings.namespace,
             claim_name=volume.claim_name,
             mount_path=settings.mount_path,
-            data_dir=settings.data_dir,
-            log_dir=settings.log_dir,
-            run_key=settings.run_key,
+            data_dir=runs.data_dir(settings),
+            log_dir=runs.log_dir(settings),
+            run_key=runs.run_key(settings),
             image_pull_secret=registry.image_pull_secret,
             identity=settings.pods,
             data_source_secret="data.source" in settings.secret_keys,
@@ -293,7 +293,7 @@ def _tensorboard(
             namespace=namespace,
             pvc_name=volume.claim_name,
             mount_path=settings.mount_path,
-            log_dir=settings.runs_dir,
+            log_dir=runs.runs_dir(settings),
             placement=settings.tensorboard,
             image_pull_secret=settings.registry.image_pull_secret,
             cloud_acl=settings.creates_cloud,
@@ -383,7 +383,7 @@ def _volume_args(
 ) -> SharedVolumeArgs:
     """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
     name, see storage.volume_name) at the configured path."""
-    path_key = settings.volume_path
+    path_key = volume_path(settings)
     path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & VOLUME_SECRET_KEYS:
         # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
@@ -420,7 +420,7 @@ def _volume_hint(settings: Settings) -> str:
     """The end of the staging Job's error on a volume its pods cannot write
     (``storage.unwritable_hint``); a path set with --secret is not shown (it would be in the
     Job's pod spec)."""
-    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else settings.volume_path
+    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else volume_path(settings)
     return storage.unwritable_hint(
         settings.volume.type, path, settings.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
     )

@@ -174,6 +174,15 @@ def existing_volume_server(settings: Settings) -> str | None:
     return {"nas": settings.nas.mount_target_domain, "nfs": settings.nfs.server}.get(settings.volume.type)
 
 
+def volume_path(settings: Settings) -> str:
+    """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
+    path = {"nas": settings.nas.path, "nfs": settings.nfs.path, "hostPath": settings.host_path.path}[
+        settings.volume.type
+    ]
+    assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
+    return path
+
+
 def existing_cluster(settings: Settings) -> Target:
     """A provider for the kubeconfig's cluster; the volume's server as configured."""
     # With a kubeconfig the rules made sure that it names the cluster's API server.

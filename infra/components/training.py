@@ -102,7 +102,7 @@ class TrainingJobArgs:
         data_dir: where staging puts MNIST and the trainer reads it (``--data_dir``).
         log_dir: the trainer's ``--log_dir``: this configuration's run directory
             (checkpoints, summaries, markers; infra/runs.py).
-        run_key: the run directory's key (``Settings.run_key``), the start of the run id.
+        run_key: the run directory's key (``runs.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
         identity: the uid and gid every pod runs as (pods.*).
         data_source_secret: data.source was set with ``--secret``: staging reads it from a

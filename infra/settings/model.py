@@ -8,11 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import runs
 from infra.settings.config import Config
 from infra.settings.run import Data, Job, Monitor
 from trainer.contract import cluster_spec as cs
-from trainer.contract import recipe
 
 
 @dataclass(frozen=True)
@@ -190,38 +188,3 @@ class Settings(Derived, Config):
     project: str
     stack: str
     secret_keys: frozenset[str]
-
-    @property
-    def volume_path(self) -> str:
-        """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
-        path = {"nas": self.nas.path, "nfs": self.nfs.path, "hostPath": self.host_path.path}[self.volume.type]
-        assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
-        return path
-
-    @property
-    def runs_dir(self) -> str:
-        """The directory of this stack's runs: ``<mountPath>/runs/<stack>-<namespace>-<prefix>``
-        (TensorBoard's --logdir: it shows every run of the stack)."""
-        return f"{self.mount_path}/runs/{self.stack}-{self.namespace}-{self.name_prefix}"
-
-    @property
-    def data_dir(self) -> str:
-        """Where staging puts MNIST and the trainer reads it (``--data_dir``), by data.source:
-        ``<mountPath>/mnist/<source key>`` (infra/runs.py)."""
-        return f"{self.mount_path}/mnist/{runs.source_key(self.data.source)}"
-
-    @property
-    def run_key(self) -> str:
-        """The key of this configuration's run directory (``runs.run_key``)."""
-        t = self.training
-        return runs.run_key(
-            recipe.run_key_recipe(self.hyperparams),
-            runs.source_key(self.data.source),
-            runs.layout(t.replicas, t.worker.gpus),
-            runs.trainer_images(t.worker.reference, t.ps.reference, t.worker.packages, t.ps.packages),
-        )
-
-    @property
-    def log_dir(self) -> str:
-        """This configuration's run directory, ``<runs_dir>/<run_key>``: the trainer's --log_dir."""
-        return f"{self.runs_dir}/{self.run_key}"
