@@ -33,9 +33,10 @@ from typing import Any
 
 import pulumi
 
+from infra.components.registry import registry_login
 from infra.pull_policy import IF_NOT_PRESENT, has_digest
-from infra.registry_digests import DigestUnavailable, lookup_digest
-from infra.settings import RegistryCredentials, Settings, TaskSettings
+from infra.registry_digests import DigestUnavailable, RegistryCredentials, lookup_digest
+from infra.settings import Settings, TaskSettings
 from infra.stack_state import StateUnreadable, read_stack_resources
 
 #: ``(image by tag, the stack's registry login or None) -> digest``; raises DigestUnavailable.
@@ -141,7 +142,7 @@ def resolve(
     Raises:
         ImageDigestError: some tag has no digest and none kept; lists every such image at once.
     """
-    login = settings.registry.credentials
+    login = registry_login(settings)
     pins: dict[str, str] = {}
     problems = []
     for image, found in tags_to_resolve(settings).items():

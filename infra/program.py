@@ -16,7 +16,7 @@ from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
 from infra.components.network_policy import RunNetworkPolicies, RunNetworkPoliciesArgs
-from infra.components.registry import SECRET, PullSecret, PullSecretArgs
+from infra.components.registry import SECRET, PullSecret, PullSecretArgs, pull_secret_name, registry_login
 from infra.components.setup import PackageSetup, PackageSetupArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
@@ -170,7 +170,7 @@ def _training_job(
     runtime: setup.Runtime | None,
 ) -> TrainingJob:
     """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
-    prefix, registry = settings.name_prefix, settings.registry
+    prefix = settings.name_prefix
     return TrainingJob(
         prefix,
         TrainingJobArgs(
@@ -183,7 +183,7 @@ def _training_job(
             data_dir=runs.data_dir(settings),
             log_dir=runs.log_dir(settings),
             run_key=runs.run_key(settings),
-            image_pull_secret=registry.image_pull_secret,
+            image_pull_secret=pull_secret_name(settings),
             identity=settings.pods,
             data_source_secret="data.source" in settings.secret_keys,
             volume_hint=_volume_hint(settings),
@@ -228,7 +228,7 @@ def _package_setup(
             identity=settings.pods,
             placement=settings.chief,
             image_pull_policy=settings.runtime.image_pull_policy,
-            image_pull_secret=settings.registry.image_pull_secret,
+            image_pull_secret=pull_secret_name(settings),
             priority_class_name=t.job.priority_class_name,
             start_timeout_seconds=t.data.start_timeout_seconds,
             after=[*pods_after, volume.pvc],
@@ -262,7 +262,7 @@ def _run_monitor(
             image=training.staging_image,
             image_pull_policy=training.ps.image_pull_policy,
             placement=settings.chief,
-            image_pull_secret=settings.registry.image_pull_secret,
+            image_pull_secret=pull_secret_name(settings),
             priority_class_name=training.job.priority_class_name,
             after=pods_after,
             staging_job_name=staging_name(prefix),
@@ -295,7 +295,7 @@ def _tensorboard(
             mount_path=settings.mount_path,
             log_dir=runs.runs_dir(settings),
             placement=settings.tensorboard,
-            image_pull_secret=settings.registry.image_pull_secret,
+            image_pull_secret=pull_secret_name(settings),
             cloud_acl=settings.creates_cloud,
             identity=settings.pods,
             after=[*pods_after, volume.pvc],
@@ -330,13 +330,13 @@ def _before_pods(
     """What every pod of the stack waits for: the image pull Secret (a pod started before it
     pulls, is refused and backs off) and the NetworkPolicies (the task pods' ports are closed
     to other pods from their first packet)."""
-    prefix, registry = settings.name_prefix, settings.registry
+    prefix, login, pull_secret = settings.name_prefix, registry_login(settings), pull_secret_name(settings)
     before: list[pulumi.Resource] = []
-    if registry.credentials is not None and registry.image_pull_secret is not None:
+    if login is not None and pull_secret is not None:
         before.append(
             PullSecret(
-                registry.image_pull_secret,
-                PullSecretArgs(namespace=namespace, credentials=registry.credentials, name_prefix=prefix),
+                pull_secret,
+                PullSecretArgs(namespace=namespace, credentials=login, name_prefix=prefix),
                 opts=k8s_opts,
             )
         )
@@ -442,9 +442,9 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
         ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
         for rtype, name in storage.object_names(prefix, volume)
     ]
-    registry = settings.registry
-    if registry.credentials is not None and registry.image_pull_secret is not None:
-        objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
+    pull_secret = pull_secret_name(settings)
+    if registry_login(settings) is not None and pull_secret is not None:
+        objects.append(ObjectRef(SECRET, namespace, pull_secret))
     if "data.source" in settings.secret_keys:
         objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
     named = (

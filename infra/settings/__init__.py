@@ -26,7 +26,6 @@ from infra.settings.keys import project_config_schema as _schema
 from infra.settings.load import load_settings
 from infra.settings.model import (
     ImageSettings,
-    RegistryCredentials,
     RuntimeSettings,
     Settings,
     TargetSettings,
@@ -53,7 +52,6 @@ __all__ = [
     "ConfigError",
     "ImageSettings",
     "PodIdentity",
-    "RegistryCredentials",
     "RuntimeSettings",
     "Settings",
     "TargetSettings",

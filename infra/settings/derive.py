@@ -15,8 +15,6 @@ from infra.settings.constants import TENSORBOARD_TAG, TRAINER_CPU_TAG, TRAINER_G
 from infra.settings.model import (
     Derived,
     ImageSettings,
-    RegistryCredentials,
-    RegistrySettings,
     RuntimeSettings,
     TargetSettings,
     TaskSettings,
@@ -62,7 +60,7 @@ def derive(c: Config, read_deployed: Callable[[], Deployed] = Deployed, region: 
         target=_target(c, read_deployed),
         training=_training(c, cpu, worker),
         tensorboard_image=board,
-        registry=_registry(c, c.registry_credentials.server or image_host(registry or base_image)),
+        registry_server=c.registry_credentials.server or image_host(registry or base_image),
         runtime=RuntimeSettings(
             base_image=base_image,
             image_pull_policy=pull_policy(c.ps.image_pull_policy, base_image),
@@ -133,12 +131,3 @@ def _target(c: Config, read_deployed: Callable[[], Deployed]) -> TargetSettings:
         nas_deployed=deployed.nas_storage_type is not None if state_read else None,
         state_error=state_error,
     )
-
-
-def _registry(c: Config, server: str) -> RegistrySettings:
-    """The pull Secret: imagePullSecret, or with registryCredentials.* ``<namePrefix>-registry``,
-    created from the login for ``server`` (registryCredentials.server or imageRegistry's host)."""
-    username, password = c.registry_credentials.username, c.registry_credentials.password
-    credentials = RegistryCredentials(server, username, password) if username and password else None
-    pull_secret = c.image_pull_secret or (f"{c.name_prefix}-registry" if username or password else None)
-    return RegistrySettings(image_pull_secret=pull_secret, server=server, credentials=credentials)

@@ -5,7 +5,7 @@ dataclasses the program and its components read."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from infra.settings.config import Config
@@ -42,32 +42,6 @@ class TaskSettings(ImageSettings):
     memory: str
     #: nvidia.com/gpu of each pod: worker.gpuCount for the workers and a GPU chief, else 0.
     gpus: int = 0
-
-
-@dataclass(frozen=True)
-class RegistryCredentials:
-    """Login for the pull Secret the stack creates (registryCredentials.*, the server resolved).
-
-    Never printed: ``repr`` leaves the fields out, and the program passes them to Kubernetes
-    only inside ``pulumi.Output.secret``.
-    """
-
-    server: str = field(repr=False)
-    username: str = field(repr=False)
-    password: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class RegistrySettings:
-    """How pods pull their images (imagePullSecret, registryCredentials.*)."""
-
-    #: The docker-registry Secret every pod pulls with; None = the nodes' own credentials.
-    image_pull_secret: str | None
-    #: The registry the pull Secret logs in to: registryCredentials.server, or the host of
-    #: imageRegistry (of the base image without one).
-    server: str
-    #: When set, the stack creates ``image_pull_secret`` from these.
-    credentials: RegistryCredentials | None
 
 
 @dataclass(frozen=True)
@@ -169,7 +143,9 @@ class Derived:
     #: TensorBoard's image: tensorboard.image, <imageRegistry>/tensorboard:<version>, or the
     #: base image with TensorBoard's packages.
     tensorboard_image: ImageSettings
-    registry: RegistrySettings
+    #: The registry the stack's registry login is for: registryCredentials.server, or the host of
+    #: imageRegistry (of the base image without one).
+    registry_server: str
     runtime: RuntimeSettings
 
 

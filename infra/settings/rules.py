@@ -180,19 +180,19 @@ def registry_credentials(c: Config, d: Derived, r: Reading) -> Iterator[Problem]
     hosts = sorted(
         {image_host(i) for i in (d.training.worker.image, d.training.ps.image, d.tensorboard_image.image)}
     )
-    if d.registry.server in hosts:
+    if d.registry_server in hosts:
         return
     # Kubelet offers a Secret's login only to the registry it names.
     listed = ", ".join(hosts)
     if login.server is None:
         rule = (
-            f"required when no image comes from the host of imageRegistry ({d.registry.server}): the "
+            f"required when no image comes from the host of imageRegistry ({d.registry_server}): the "
             f"images come from {listed}"
         )
         yield Problem("registryCredentials.server", rule, MISSING, fix=hosts[0])
     else:
         rule = (
-            f"names registry {d.registry.server}, which no image of the stack comes from ({listed}), so "
+            f"names registry {d.registry_server}, which no image of the stack comes from ({listed}), so "
             "the pull Secret would never be used"
         )
         yield Problem("registryCredentials.server", rule, fix=hosts[0])
