@@ -217,7 +217,6 @@ def pinned(settings: Settings, pins: Mapping[str, str]) -> Settings:
         chief=_pinned_task(
             t.chief, pins, settings.worker.image_pull_policy if t.chief_uses_gpu else ps_policy
         ),
-        staging_image=pins.get(t.staging_image, t.staging_image) if ps_policy is None else t.staging_image,
     )
     if ps_policy is None and board.image in pins:
         board = replace(board, image=pins[board.image], image_pull_policy=IF_NOT_PRESENT)

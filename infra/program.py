@@ -259,7 +259,7 @@ def _run_monitor(
             start_timeout_seconds=training.job.start_timeout_seconds,
             api_server=training.monitor.api_server,
             egress_ports=egress_ports,
-            image=training.staging_image,
+            image=training.ps.image,
             image_pull_policy=training.ps.image_pull_policy,
             placement=settings.chief,
             image_pull_secret=pull_secret_name(settings),

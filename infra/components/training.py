@@ -264,7 +264,7 @@ class TrainingJob(pulumi.ComponentResource):
                 "stage-data",
                 annotations,
                 role=suppress.STAGE if secret is None else suppress.STAGE_SECRET_SOURCE,
-                pulls=[(training.staging_image, training.ps.image_pull_policy)],
+                pulls=[(training.ps.image, training.ps.image_pull_policy)],
             ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=staging.STAGE_BACKOFF_LIMIT,
@@ -308,7 +308,7 @@ class TrainingJob(pulumi.ComponentResource):
         sample = args.runtime.sample_dir if args.runtime and training.ps.packages else None
         return k8s.core.v1.ContainerArgs(
             name=STAGE_CONTAINER,
-            image=training.staging_image,
+            image=training.ps.image,
             image_pull_policy=training.ps.image_pull_policy,
             # It also makes the run's directory, which the task pods then mount alone.
             command=staging.stage_command(

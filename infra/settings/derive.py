@@ -90,7 +90,6 @@ def _training(c: Config, cpu: ImageSettings, worker: ImageSettings) -> TrainingS
         worker=worker_task,
         ps=ps_task,
         chief_uses_gpu=chief_uses_gpu,
-        staging_image=cpu.image,
         hyperparams=c.hyperparams,
         job=c.job,
         data=c.data,

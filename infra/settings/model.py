@@ -111,12 +111,11 @@ class TrainingSettings:
     ports: Mapping[str, int]
     chief: TaskSettings
     worker: TaskSettings
+    #: The ps tasks' container; the data-staging Job runs its image too (the CPU trainer's).
     ps: TaskSettings
     #: Whether the chief trains on GPUs like the workers (ps.number 0, worker.gpuCount > 0):
     #: MultiWorkerMirroredStrategy's collectives refuse a group mixing CPU and GPU devices.
     chief_uses_gpu: bool
-    #: The data-staging Job's image: the CPU trainer's (it pulls with ps.imagePullPolicy).
-    staging_image: str
     #: The recipe: argparse dest -> parsed value, one per row of trainer/contract/recipe.py's
     #: table (``hyperparams["learning_rate"]`` is hyperparams.learningrate's value).
     hyperparams: Mapping[str, Any]
