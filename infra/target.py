@@ -189,7 +189,7 @@ def existing_cluster(settings: Settings) -> Target:
     assert settings.kubeconfig is not None and settings.target.identifier is not None
     kubeconfig = pulumi.Output.secret(settings.kubeconfig)
     identifier: pulumi.Input[str] = settings.target.identifier
-    if "kubeconfig" in settings.secret_keys and settings.target.identifier_from_kubeconfig:
+    if "kubeconfig" in settings.secret_keys and settings.cluster_identifier is None:
         # Derived from a secret kubeconfig (its API server URL): as secret as its source.
         identifier = pulumi.Output.secret(identifier)
     # cluster_identifier: the provider (and with it every Kubernetes object) is replaced

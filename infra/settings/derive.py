@@ -121,7 +121,6 @@ def _target(c: Config, read_deployed: Callable[[], Deployed]) -> TargetSettings:
         storage_type = deployed.nas_storage_type or NEW_NAS_STORAGE_TYPE
     return TargetSettings(
         identifier=identifier if c.kubeconfig is not None else None,
-        identifier_from_kubeconfig=c.kubeconfig is not None and c.cluster_identifier is None,
         identifier_error=identifier_error,
         network_plugin=plugin,
         deployed_network_plugin=deployed.network_plugin,

@@ -77,8 +77,6 @@ class TargetSettings:
     #: The kubernetes provider's cluster_identifier with a kubeconfig: clusterIdentifier, or
     #: the API server URL of the kubeconfig's current context; None without one.
     identifier: str | None
-    #: Whether ``identifier`` was read from the kubeconfig (not set as clusterIdentifier).
-    identifier_from_kubeconfig: bool
     #: Why the kubeconfig names no API server (a rule reports it); None in valid Settings.
     identifier_error: str | None = None
     #: The plugin of the cluster the stack creates (flannel or terway): cluster.networkPlugin, else
