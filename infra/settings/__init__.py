@@ -22,7 +22,6 @@ The program, its components and tools import the names below from ``infra.settin
 
 from infra.settings.config import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS, Config
 from infra.settings.constants import DEFAULT_REGISTRY, PROJECT, TRAINER_CPU_TAG
-from infra.settings.keys import project_config_schema as _schema
 from infra.settings.load import load_settings
 from infra.settings.model import (
     ImageSettings,
@@ -34,12 +33,6 @@ from infra.settings.model import (
 )
 from infra.settings.problems import ConfigError
 from infra.settings.run import PodIdentity
-
-
-def project_config_schema() -> dict:
-    """Pulumi.yaml's ``config:`` section, from the schema (``keys.project_config_schema``)."""
-    return _schema(KEYS)
-
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -58,5 +51,4 @@ __all__ = [
     "TaskSettings",
     "TrainingSettings",
     "load_settings",
-    "project_config_schema",
 ]

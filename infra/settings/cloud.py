@@ -70,9 +70,10 @@ class Cluster:
     version: str | None = key(
         None, ack_version, "Kubernetes version of a new cluster; default the newest.", fix="1.33.3-aliyun.1"
     )
-    # Not declared in Pulumi.yaml (schema type None): the CLI would write a declared default into
-    # every stack's config, and the program could no longer tell an unset key, whose value comes
-    # from the stack's state (NEW_CLUSTER_NETWORK_PLUGIN), from one the user set.
+    # Not declared in Pulumi.yaml (a default of None: infra/schema.py): the CLI would write a
+    # declared default into every stack's config, and the program could no longer tell an unset
+    # key, whose value comes from the stack's state (NEW_CLUSTER_NETWORK_PLUGIN), from one the
+    # user set.
     network_plugin: str | None = key(
         None,
         optional_choice(NETWORK_PLUGINS),

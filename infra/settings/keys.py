@@ -5,8 +5,7 @@ A key is a field of a section class (infra/settings/config.py), declared once wi
 is the section's prefix and the field's name in camelCase (``worker.port``); its type is the
 field's annotation; its default, rule (a parser of infra/values/) and description are the
 arguments. ``keys_of`` walks the schema in declaration order: Pulumi.yaml's ``config:`` section
-(``project_config_schema``, written by ``python -m infra.schema``) and docs/configuration.md's
-table (scripts/config_table.py) come from it.
+(infra/schema.py) and docs/configuration.md's table (scripts/config_table.py) come from it.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def key(
     """A section field that holds one key's parsed value (``default`` while it is unset).
 
     Args:
-        default: a parsed value; its type gives the Pulumi.yaml schema type.
+        default: a parsed value; its type gives the Pulumi.yaml schema type (infra/schema.py).
         parse: raw value -> typed value, raising ValueError(rule).
         description: one line for Pulumi.yaml and docs/configuration.md.
         fix: the value the fix command suggests; unset, the default as a user writes it (a key
@@ -88,13 +87,6 @@ class Key:
     secret: bool
     name: str = ""
     path: tuple[str, ...] = ()
-
-    @property
-    def schema_type(self) -> str | None:
-        """The Pulumi.yaml ``config:`` type, by the default's type: boolean, integer or string;
-        None where the schema cannot express the key (no float or object type there, and a
-        declared key without a default is required)."""
-        return _SCHEMA_TYPES.get(type(self.default))
 
 
 def camel(name: str) -> str:
@@ -151,19 +143,3 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-_SCHEMA_TYPES: dict[type, str] = {bool: "boolean", int: "integer", str: "string"}
-
-
-def project_config_schema(keys: tuple[Key, ...]) -> dict[str, dict[str, Any]]:
-    """The ``config:`` section of Pulumi.yaml (tests keep the file equal).
-
-    Only keys the schema can express (string, integer, boolean) are declared, each with its
-    default: a declared key without one is *required* by the CLI.
-    """
-    return {
-        k.name: {"type": k.schema_type, "description": k.description, "default": k.default}
-        for k in keys
-        if k.schema_type is not None
-    }
