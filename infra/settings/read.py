@@ -130,15 +130,12 @@ class Reading:
             self.problems.append(text)
 
     def is_set(self, name: str) -> bool:
-        """Set by the user: flat at all, or with --path to other than the default (which the
-        CLI writes there by itself for keys Pulumi.yaml declares)."""
-        flat, structured = self.raw_config.forms(name)
-        if flat is not None or structured is None:
-            return flat is not None
-        try:
-            return KEYS_BY_NAME[name].parse(structured) != KEYS_BY_NAME[name].default
-        except ValueError:
-            return True
+        """Set by the user: flat at all, or with --path to a bad value or other than the default
+        (which the CLI writes there by itself for keys Pulumi.yaml declares)."""
+        given = self.given[name]
+        if given.form == PATH:
+            return name in self.own_problem or given.value != KEYS_BY_NAME[name].default
+        return given.form == FLAT
 
 
 def read(raw_config: RawConfig) -> Reading:
