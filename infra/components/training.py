@@ -15,7 +15,6 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import chief_await, pods, staging
 from infra.components.labels import recommended_labels, task_selector
-from infra.components.pods import Placement
 from infra.components.setup import DATA_VOLUME, Runtime
 from infra.components.task_jobs import (
     CONTAINER_NAME,
@@ -118,7 +117,7 @@ class TrainingJobArgs:
     """
 
     training: TrainingSettings
-    placement: Mapping[str, Placement]
+    placement: Mapping[str, pods.Placement]
     namespace: pulumi.Input[str]
     namespace_name: str
     claim_name: str
