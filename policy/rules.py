@@ -8,9 +8,9 @@ configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
 Where the numbers come from: the replica and node pool bounds are the configuration's own upper
-bounds (infra/settings/constants.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES, MAX_GPUS_PER_INSTANCE),
-the tag keys are the
-ones every cloud resource of the stack carries (infra/components/tags.py).
+bounds (infra/settings/constants.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES; the GPUs of one node,
+infra/values/gpu_families.py MAX_GPUS_PER_INSTANCE), the tag keys are the ones every cloud
+resource of the stack carries (infra/components/tags.py).
 """
 
 from __future__ import annotations

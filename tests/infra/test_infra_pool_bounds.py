@@ -1,6 +1,6 @@
 """The bounds of the node pools and of a pod's GPUs (infra/settings/constants.py MAX_POOL_NODES,
-infra/values/gpu_families.py MAX_GPUS_PER_INSTANCE): the configuration refuses what passes them, structured values too, and
-the largest run they allow plans pools the policy pack admits."""
+infra/values/gpu_families.py MAX_GPUS_PER_INSTANCE): the configuration refuses what passes them,
+structured values too, and the largest run they allow plans pools the policy pack admits."""
 
 from __future__ import annotations
 
