@@ -12,7 +12,7 @@
 # device plugin narrows it to the pod's nvidia.com/gpu) and which driver libraries to mount
 # (compute: libcuda; utility: nvidia-smi and NVML).
 #
-# Why these versions work on the stack's GPU nodes (infra/settings/keys.py):
+# Why these versions work on the stack's GPU nodes (infra/settings/constants.py):
 # - GN5 is the NVIDIA P100, compute capability 6.0. TensorFlow 2.21's wheel is built with
 #   CUDA 12.5 for sm_60, sm_70, sm_80, sm_89 and compute_90 (tf.sysconfig.get_build_info()),
 #   so the P100 runs TensorFlow's own kernels as shipped machine code.

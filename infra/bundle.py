@@ -1,12 +1,13 @@
-"""What the pods of a stack without images of its own get from the stack: the trainer's code
-and its bundled sample (as ConfigMaps, infra/components/setup.py) and the hash-pinned package
-files the setup Job installs, each named by the SHA-256 of its content.
+"""What the pods of a stack without images of its own run on: a public Python image, by region
+(``regional_runtime``), and what they get from the stack: the trainer's code and its bundled
+sample (as ConfigMaps, infra/components/setup.py) and the hash-pinned package files the setup
+Job installs, from a package index by region, each named by the SHA-256 of its content.
 
 Read from the project's own files at ``pulumi up`` (the repository holding infra/):
 ``trainer/**/*.py``, ``trainer/data/mnist-10k/*.gz`` and the requirement files of docker/
 (``PACKAGE_FILES``), the same files the images built from docker/ install. A change to any of
 them is a new name (a ConfigMap, a package folder) and, because the hashes are part of the run
-key (infra/settings/runs.py), a new run.
+key (infra/runs.py), a new run.
 
 Standard library only; nothing here talks to Pulumi or a cluster.
 """
@@ -32,17 +33,45 @@ PACKAGE_FILES = {
     "gpu": "docker/trainer-gpu-requirements.txt",
     "tensorboard": "docker/tensorboard-requirements.txt",
 }
+#: The public Python 3.11 image the pods run without images of your own (baseImage unset), by
+#: region (``alicloud:region``): the code comes from ConfigMaps and the packages from the
+#: shared volume (infra/components/setup.py), so it holds neither.
+#: - elsewhere (and with no region): Docker Hub's official python:3.11-slim, by the digest of its
+#:   multi-arch index. Not resolved here (no registry was reachable where this was written): the
+#:   digest is the one public repositories' lock records give for python:3.11-slim, also
+#:   tagged 3.11.16-slim-trixie (Python 3.11.16 on Debian trixie) when it was pinned.
+#:   Check it with `skopeo inspect docker://python:3.11-slim` before relying on it.
+#: - cn-* regions: Alibaba Cloud Linux 3's public Python 3.11 image, on a registry in mainland
+#:   China (Docker Hub is slow or out of reach from there). By TAG, not digest: no digest of it
+#:   could be looked up where this was written and none is invented; `pulumi up` resolves the
+#:   tag to its digest, which every pod runs (infra/image_pins.py). baseImage <image>@sha256:...
+#:   pins one for good.
+PYTHON_SLIM_IMAGE = "python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7"
+ALINUX_PYTHON_IMAGE = "alibaba-cloud-linux-3-registry.cn-hangzhou.cr.aliyuncs.com/alinux3/python:3.11.1"
+#: The package index the setup Job installs from (packageIndex unset), by region: PyPI, or in
+#: cn-* regions Alibaba Cloud's public PyPI mirror (PyPI is slow or out of reach from mainland
+#: China). pip's --require-hashes checks every wheel against its pinned sha256, so a mirror can
+#: only fail an install, never change what is installed.
+PYPI_INDEX = "https://pypi.org/simple/"
+ALIYUN_PYPI_MIRROR = "https://mirrors.aliyun.com/pypi/simple/"
 #: The bundled sample staged when data.source is unset (trainer/data/mnist-10k/README.md).
 SAMPLE_DIR = "trainer/data/mnist-10k"
 #: The folder of a set's folder that holds its packages (trainer/install.py SITE).
 SITE = "site"
-#: Hex digits of a content name: 48 bits, as the run key's (infra/settings/runs.py KEY_DIGITS)
+#: Hex digits of a content name: 48 bits, as the run key's (infra/runs.py KEY_DIGITS)
 #: and the package folders' (trainer/contract/package_folder.py).
 HASH_DIGITS = package_folder_mod.DIGEST_DIGITS
 #: The most bytes of file content one ConfigMap holds. The API server refuses a ConfigMap over
 #: 1 MiB (data and binaryData together, core/v1 validation), and binaryData travels base64 (4/3
 #: larger) in a request that etcd caps at 1.5 MiB: 768 KiB is 1 MiB in base64, under both.
 CONFIG_MAP_BYTES = 768 * 1024
+
+
+def regional_runtime(region: str | None) -> tuple[str, str]:
+    """``(base image, package index)`` for ``region`` (alicloud:region; None without one)."""
+    if region is not None and region.startswith("cn-"):
+        return ALINUX_PYTHON_IMAGE, ALIYUN_PYPI_MIRROR
+    return PYTHON_SLIM_IMAGE, PYPI_INDEX
 
 
 def _hash(files: Mapping[str, bytes]) -> str:

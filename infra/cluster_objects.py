@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.settings import is_kubeconfig_path
+from infra.kubeconfig import is_kubeconfig_path
 from trainer.contract.printable import printable
 
 #: The API server answers with the object's metadata only (its kind PartialObjectMetadata).

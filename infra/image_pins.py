@@ -33,9 +33,10 @@ from typing import Any
 
 import pulumi
 
-from infra.registry_digests import DigestUnavailable, lookup_digest
-from infra.settings import RegistryCredentials, Settings, TaskSettings
-from infra.settings.images import IF_NOT_PRESENT, has_digest
+from infra.components.registry import registry_login
+from infra.pull_policy import IF_NOT_PRESENT, has_digest
+from infra.registry_digests import DigestUnavailable, RegistryCredentials, lookup_digest
+from infra.settings import Settings, TaskSettings
 from infra.stack_state import StateUnreadable, read_stack_resources
 
 #: ``(image by tag, the stack's registry login or None) -> digest``; raises DigestUnavailable.
@@ -72,20 +73,27 @@ class Use:
 def uses(settings: Settings) -> list[Use]:
     """Every kind of container of the stack: the workers (and a GPU chief), the CPU trainer
     image's pods (ps, a CPU chief, staging, the run monitor), TensorBoard and the setup Job."""
-    t, board = settings.training, settings.tensorboard
+    t, board = settings.training, settings.tensorboard_image
     worker_key = "baseImage" if t.worker.packages else "worker.image"
     found = [
-        Use(worker_key, "worker.imagePullPolicy", t.worker.image, t.worker_pull_policy),
-        Use("baseImage" if t.ps.packages else "ps.image", "ps.imagePullPolicy", t.ps.image, t.ps_pull_policy),
+        Use(worker_key, "worker.imagePullPolicy", t.worker.image, settings.worker.image_pull_policy),
+        Use(
+            "baseImage" if t.ps.packages else "ps.image",
+            "ps.imagePullPolicy",
+            t.ps.image,
+            settings.ps.image_pull_policy,
+        ),
         Use(
             "baseImage" if board.packages else "tensorboard.image",
             "ps.imagePullPolicy",
             board.image,
-            t.ps_pull_policy,
+            settings.ps.image_pull_policy,
         ),
     ]
     if settings.runtime.used:
-        found.append(Use("baseImage", "ps.imagePullPolicy", settings.runtime.base_image, t.ps_pull_policy))
+        found.append(
+            Use("baseImage", "ps.imagePullPolicy", settings.runtime.base_image, settings.ps.image_pull_policy)
+        )
     return found
 
 
@@ -134,7 +142,7 @@ def resolve(
     Raises:
         ImageDigestError: some tag has no digest and none kept; lists every such image at once.
     """
-    login = settings.registry.credentials
+    login = registry_login(settings)
     pins: dict[str, str] = {}
     problems = []
     for image, found in tags_to_resolve(settings).items():
@@ -200,20 +208,21 @@ def _pinned_task(task: TaskSettings, pins: Mapping[str, str], policy: str | None
 def pinned(settings: Settings, pins: Mapping[str, str]) -> Settings:
     """``settings`` with every container whose pull policy is derived running the pinned
     reference of its image (``pins``: image -> ``<image>@<digest>``), pulled IfNotPresent."""
-    t, board, runtime = settings.training, settings.tensorboard, settings.runtime
-    ps_policy = t.ps_pull_policy
+    t, board, runtime = settings.training, settings.tensorboard_image, settings.runtime
+    ps_policy = settings.ps.image_pull_policy
     training = replace(
         t,
-        worker=_pinned_task(t.worker, pins, t.worker_pull_policy),
+        worker=_pinned_task(t.worker, pins, settings.worker.image_pull_policy),
         ps=_pinned_task(t.ps, pins, ps_policy),
-        chief=_pinned_task(t.chief, pins, t.worker_pull_policy if t.chief_uses_gpu else ps_policy),
-        staging_image=pins.get(t.staging_image, t.staging_image) if ps_policy is None else t.staging_image,
+        chief=_pinned_task(
+            t.chief, pins, settings.worker.image_pull_policy if t.chief_uses_gpu else ps_policy
+        ),
     )
     if ps_policy is None and board.image in pins:
         board = replace(board, image=pins[board.image], image_pull_policy=IF_NOT_PRESENT)
     if ps_policy is None and runtime.used and runtime.base_image in pins:
         runtime = replace(runtime, base_image=pins[runtime.base_image], image_pull_policy=IF_NOT_PRESENT)
-    return replace(settings, training=training, tensorboard=board, runtime=runtime)
+    return replace(settings, training=training, tensorboard_image=board, runtime=runtime)
 
 
 def pin(

@@ -60,11 +60,11 @@ def monitor_ports(settings: Settings, cluster: EndpointsView | None) -> list[int
         cluster: the existing cluster (kubeconfig mode); None when the stack creates it.
     """
     training = settings.training
-    if training.monitor_api_server_port is not None:
-        return [training.monitor_api_server_port]
-    if training.monitor_api_server:
-        port = url_port(training.monitor_api_server)
-        assert port is not None, "monitor.apiServer is an https URL (infra.settings.parsers.https_url)"
+    if training.monitor.api_server_port is not None:
+        return [training.monitor.api_server_port]
+    if training.monitor.api_server:
+        port = url_port(training.monitor.api_server)
+        assert port is not None, "monitor.apiServer is an https URL (infra.values.parsers.https_url)"
         return [port]
     if cluster is None:
         return [ACK_API_SERVER_PORT]

@@ -34,9 +34,9 @@ from typing import Any
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infra.deployed import NAS_STORAGE_TYPES, read_deployed
 from infra.settings import ConfigError, Settings
-from infra.settings.deployed import read_deployed
-from infra.settings.key_values import NAS_STORAGE_TYPES, PROJECT
+from infra.settings.constants import PROJECT
 from infra.stack_state import StateUnreadable
 from trainer.contract.printable import printable
 
@@ -120,10 +120,9 @@ def refusal(offered: Mapping[str, Sequence[str]], zone: str | None, storage_type
 def asks(settings: Settings, dry_run: bool) -> bool:
     """Whether this run asks NAS: the stack creates a file system (nas_storage_type set),
     nas.zoneCheck is ``always``, or ``up`` outside a preview."""
-    storage = settings.storage
-    if storage.nas_storage_type is None or storage.nas_zone_check == "off":
+    if settings.target.nas_storage_type is None or settings.nas.zone_check == "off":
         return False
-    return storage.nas_zone_check == "always" or not dry_run
+    return settings.nas.zone_check == "always" or not dry_run
 
 
 def _ask() -> Sequence[Any]:
@@ -152,8 +151,8 @@ def check(
     """
     if not asks(settings, dry_run):
         return
-    storage, zone = settings.storage, settings.cluster.zone
-    exists = storage.nas_deployed
+    target, zone = settings.target, settings.zone
+    exists = target.nas_deployed
     if exists is None:
         try:
             exists = deployed()
@@ -161,7 +160,7 @@ def check(
             exists = False
     if exists:
         return
-    storage_type = storage.nas_storage_type
+    storage_type = target.nas_storage_type
     assert storage_type is not None  # asks() returned True
     try:
         offered = offers(ask())

@@ -34,7 +34,7 @@ import pulumi
 
 from infra.cluster_objects import LiveObject, ObjectRef, Refused, Unreachable
 from infra.components.labels import APP_NAME, STACK_LABEL, current_stack_mark
-from infra.settings.key_values import DEFAULT_NAMESPACE
+from infra.settings.constants import DEFAULT_NAMESPACE
 from infra.stack_state import StateUnreadable, read_stack_resources
 
 NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"

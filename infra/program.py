@@ -9,23 +9,24 @@ from typing import Any, Protocol
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import image_pins, monitor_egress, nas_zones, ownership, terway_policy
+from infra import image_pins, monitor_egress, nas_zones, ownership, runs, terway_policy
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
 from infra.components.monitor import RunMonitor, RunMonitorArgs
 from infra.components.monitor import object_names as monitor_object_names
 from infra.components.network_policy import RunNetworkPolicies, RunNetworkPoliciesArgs
-from infra.components.registry import SECRET, PullSecret, PullSecretArgs
+from infra.components.registry import SECRET, PullSecret, PullSecretArgs, pull_secret_name, registry_login
 from infra.components.setup import PackageSetup, PackageSetupArgs
 from infra.components.storage import SharedVolume, SharedVolumeArgs
 from infra.components.tensorboard import TensorBoard, TensorBoardArgs
 from infra.components.training import TrainingJob, TrainingJobArgs, staging_name, task_names
-from infra.settings import PROJECT, Settings, is_kubeconfig_path, load_settings
-from infra.settings.deployed import deployed_from
-from infra.settings.images import stale_tag_warnings
+from infra.deployed import deployed_from
+from infra.kubeconfig import is_kubeconfig_path
+from infra.pull_policy import stale_tag_warnings
+from infra.settings import PROJECT, Settings, load_settings
 from infra.stack_state import read_once
-from infra.target import deploy_target, existing_volume_server
+from infra.target import deploy_target, existing_volume_server, volume_path
 
 #: Keys whose --secret value reaches the PV (its server or path): kept secret there.
 VOLUME_SECRET_KEYS = frozenset({"nas.mountTargetDomain", "nfs.server", "nfs.path"})
@@ -77,8 +78,8 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
     # kubeconfig is an output of the cluster resource, which exists only once registered.
     # Another stack pointed at that cluster by a kubeconfig reads it itself.
     existing = None
-    if not settings.cluster.create_cloud:
-        existing = cluster or KubeconfigCluster(settings.cluster.kubeconfig or "")
+    if not settings.creates_cloud:
+        existing = cluster or KubeconfigCluster(settings.kubeconfig or "")
         ownership.check(
             planned_objects(settings, existing_volume_server(settings)),
             existing,
@@ -86,10 +87,12 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
             dry_run=dry_run,
             state=state,
         )
-    terway_policy.check(settings.network_policy, existing)
-    monitor_ports = monitor_egress.monitor_ports(settings, existing) if settings.network_policy else []
+    terway_policy.check(settings.network_policy.enabled, existing)
+    monitor_ports = (
+        monitor_egress.monitor_ports(settings, existing) if settings.network_policy.enabled else []
+    )
     # Before anything is registered: what the state says of the Jobs before this run.
-    failed_before = chief_await.failed_before(state) if settings.training.wait_for_chief else frozenset()
+    failed_before = chief_await.failed_before(state) if settings.training.job.wait_for_chief else frozenset()
     outputs = build(settings, failed_before, monitor_ports)
     for name, value in outputs.items():
         pulumi.export(name, value)
@@ -135,7 +138,7 @@ def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequ
         "kubeconfig": target.kubeconfig,
         "nasFileSystemId": target.nas_file_system_id,
         "mountTargetDomain": pulumi.Output.from_input(
-            volume_args.server if settings.storage.volume_type == "nas" else None
+            volume_args.server if settings.volume.type == "nas" else None
         ),
         "namespace": settings.namespace,
         "pvName": volume.pv_name,
@@ -148,10 +151,10 @@ def build(settings: Settings, failed_before: frozenset[str], monitor_ports: Sequ
         "monitorJobName": monitor.job_name,
         "runId": training.run_id,
         "runDir": training.run_dir,
-        "runsDir": settings.runs_dir,
-        "dataDir": settings.data_dir,
+        "runsDir": runs.runs_dir(settings),
+        "dataDir": runs.data_dir(settings),
         # Where the chief writes the SavedModel at the end (trainer/training/finish.py).
-        "exportPath": f"{settings.log_dir}/export",
+        "exportPath": f"{runs.log_dir(settings)}/export",
         "tensorboardUrl": tensorboard.url,
         "followChiefLog": _follow_chief_log(settings),
     }
@@ -167,20 +170,20 @@ def _training_job(
     runtime: setup.Runtime | None,
 ) -> TrainingJob:
     """The run's TrainingJob on ``volume``; its pods wait for ``pods_after`` and the claim."""
-    prefix, registry = settings.name_prefix, settings.registry
+    prefix = settings.name_prefix
     return TrainingJob(
         prefix,
         TrainingJobArgs(
             training=settings.training,
-            placement=settings.placement,
+            placement=pods.placements(settings),
             namespace=namespace,
             namespace_name=settings.namespace,
             claim_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
-            data_dir=settings.data_dir,
-            log_dir=settings.log_dir,
-            run_key=settings.run_key,
-            image_pull_secret=registry.image_pull_secret,
+            mount_path=settings.mount_path,
+            data_dir=runs.data_dir(settings),
+            log_dir=runs.log_dir(settings),
+            run_key=runs.run_key(settings),
+            image_pull_secret=pull_secret_name(settings),
             identity=settings.pods,
             data_source_secret="data.source" in settings.secret_keys,
             volume_hint=_volume_hint(settings),
@@ -196,9 +199,9 @@ def pods_runtime(settings: Settings) -> setup.Runtime | None:
     """What the pods on the base image add (setup.runtime); None when no pod runs it."""
     return setup.runtime(
         settings.name_prefix,
-        settings.storage.mount_path,
+        settings.mount_path,
         settings.runtime,
-        sample=settings.training.data_source is None,
+        sample=settings.training.data.source is None,
     )
 
 
@@ -221,13 +224,13 @@ def _package_setup(
             runtime=runtime,
             settings=settings.runtime,
             claim_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
+            mount_path=settings.mount_path,
             identity=settings.pods,
-            placement=settings.placement["stage-data"],
+            placement=settings.chief,
             image_pull_policy=settings.runtime.image_pull_policy,
-            image_pull_secret=settings.registry.image_pull_secret,
-            priority_class_name=t.priority_class_name,
-            start_timeout_seconds=t.staging_start_timeout_seconds,
+            image_pull_secret=pull_secret_name(settings),
+            priority_class_name=t.job.priority_class_name,
+            start_timeout_seconds=t.data.start_timeout_seconds,
             after=[*pods_after, volume.pvc],
         ),
         opts=k8s_opts,
@@ -252,21 +255,21 @@ def _run_monitor(
             namespace_name=settings.namespace,
             run_id=run_id,
             task_job_names=task_names(prefix, training.replicas),
-            schedule_timeout_seconds=training.schedule_timeout_seconds,
-            start_timeout_seconds=training.start_timeout_seconds,
-            api_server=training.monitor_api_server,
+            schedule_timeout_seconds=training.job.schedule_timeout_seconds,
+            start_timeout_seconds=training.job.start_timeout_seconds,
+            api_server=training.monitor.api_server,
             egress_ports=egress_ports,
-            image=training.staging_image,
+            image=training.ps.image,
             image_pull_policy=training.ps.image_pull_policy,
-            placement=settings.placement["stage-data"],
-            image_pull_secret=settings.registry.image_pull_secret,
-            priority_class_name=training.priority_class_name,
+            placement=settings.chief,
+            image_pull_secret=pull_secret_name(settings),
+            priority_class_name=training.job.priority_class_name,
             after=pods_after,
             staging_job_name=staging_name(prefix),
             staging_deadline_seconds=staging.STAGING_TIMEOUT_SECONDS,
             setup_job_name=setup.setup_name(prefix) if settings.runtime.used else None,
             setup_deadline_seconds=setup.SETUP_TIMEOUT_SECONDS,
-            watched_start_timeout_seconds=training.staging_start_timeout_seconds,
+            watched_start_timeout_seconds=training.data.start_timeout_seconds,
         ),
         opts=k8s_opts,
     )
@@ -281,18 +284,19 @@ def _tensorboard(
     runtime: setup.Runtime | None,
 ) -> TensorBoard:
     """TensorBoard over every run's directory on ``volume``."""
-    packages = settings.tensorboard.packages
+    packages = settings.tensorboard_image.packages
     return TensorBoard(
         settings.name_prefix,
         TensorBoardArgs(
             tensorboard=settings.tensorboard,
+            image=settings.tensorboard_image,
             namespace=namespace,
             pvc_name=volume.claim_name,
-            mount_path=settings.storage.mount_path,
-            log_dir=settings.runs_dir,
-            placement=settings.placement["tensorboard"],
-            image_pull_secret=settings.registry.image_pull_secret,
-            cloud_acl=settings.cluster.create_cloud,
+            mount_path=settings.mount_path,
+            log_dir=runs.runs_dir(settings),
+            placement=settings.tensorboard,
+            image_pull_secret=pull_secret_name(settings),
+            cloud_acl=settings.creates_cloud,
             identity=settings.pods,
             after=[*pods_after, volume.pvc],
             packages_dir=runtime.package_dirs[packages] if runtime and packages else None,
@@ -309,7 +313,11 @@ def image_pulls(settings: Settings) -> list[tuple[str, str, str]]:
     return [
         ("worker.imagePullPolicy", t.worker.image, t.worker.image_pull_policy),
         ("ps.imagePullPolicy", t.ps.image, t.ps.image_pull_policy),
-        ("ps.imagePullPolicy", settings.tensorboard.image, settings.tensorboard.image_pull_policy),
+        (
+            "ps.imagePullPolicy",
+            settings.tensorboard_image.image,
+            settings.tensorboard_image.image_pull_policy,
+        ),
     ]
 
 
@@ -322,17 +330,17 @@ def _before_pods(
     """What every pod of the stack waits for: the image pull Secret (a pod started before it
     pulls, is refused and backs off) and the NetworkPolicies (the task pods' ports are closed
     to other pods from their first packet)."""
-    prefix, registry = settings.name_prefix, settings.registry
+    prefix, login, pull_secret = settings.name_prefix, registry_login(settings), pull_secret_name(settings)
     before: list[pulumi.Resource] = []
-    if registry.credentials is not None and registry.image_pull_secret is not None:
+    if login is not None and pull_secret is not None:
         before.append(
             PullSecret(
-                registry.image_pull_secret,
-                PullSecretArgs(namespace=namespace, credentials=registry.credentials, name_prefix=prefix),
+                pull_secret,
+                PullSecretArgs(namespace=namespace, credentials=login, name_prefix=prefix),
                 opts=k8s_opts,
             )
         )
-    if settings.network_policy:
+    if settings.network_policy.enabled:
         before.append(
             RunNetworkPolicies(
                 prefix,
@@ -354,7 +362,7 @@ def _namespace(settings: Settings, provider: k8s.Provider) -> pulumi.Input[str]:
     """The namespace name for namespaced objects: from the Namespace resource when the stack
     creates it, which orders them after it. A created namespace enforces the Pod Security
     Standard "restricted", which every pod of the stack passes (pods.POD_SECURITY_LABELS)."""
-    if not settings.create_namespace:
+    if not settings.creates_namespace:
         return settings.namespace
     return k8s.core.v1.Namespace(
         settings.namespace,
@@ -375,8 +383,7 @@ def _volume_args(
 ) -> SharedVolumeArgs:
     """The shared volume on ``server`` (none for hostPath; ``server_key`` stands for it in the
     name, see storage.volume_name) at the configured path."""
-    storage = settings.storage
-    path_key = storage.path
+    path_key = volume_path(settings)
     path: pulumi.Input[str] = path_key
     if server is not None and settings.secret_keys & VOLUME_SECRET_KEYS:
         # Set with --secret: keep it secret in the PV's inputs and the stack outputs.
@@ -385,20 +392,20 @@ def _volume_args(
     return SharedVolumeArgs(
         namespace=namespace,
         namespace_name=settings.namespace,
-        volume_type=storage.volume_type,
+        volume_type=settings.volume.type,
         server=server,
         server_key=server_key,
         path=path,
         path_key=path_key,
-        storage=storage.capacity,
-        match_labels=storage.match_labels,
+        storage=settings.pvc.storage,
+        match_labels=settings.pvc.match_labels,
         after=after,
     )
 
 
 def _source_ports(settings: Settings) -> list[int]:
     """The ports the staging Job fetches data.source on (network_policy.url_ports)."""
-    source = settings.training.data_source
+    source = settings.training.data.source
     return network_policy.url_ports(
         [] if source is None else [source] if isinstance(source, str) else list(source)
     )
@@ -413,10 +420,9 @@ def _volume_hint(settings: Settings) -> str:
     """The end of the staging Job's error on a volume its pods cannot write
     (``storage.unwritable_hint``); a path set with --secret is not shown (it would be in the
     Job's pod spec)."""
-    storage_ = settings.storage
-    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else storage_.path
+    path = None if settings.secret_keys & VOLUME_SECRET_KEYS else volume_path(settings)
     return storage.unwritable_hint(
-        storage_.volume_type, path, storage_.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
+        settings.volume.type, path, settings.mount_path, settings.pods.run_as_user, settings.pods.run_as_group
     )
 
 
@@ -430,23 +436,27 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
         volume_server: the volume's server (``target.existing_volume_server``).
     """
     prefix, namespace = settings.name_prefix, settings.namespace
-    objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.create_namespace else []
+    objects = [ObjectRef(ownership.NAMESPACE_TYPE, None, namespace)] if settings.creates_namespace else []
     volume = _volume_args(settings, volume_server, volume_server or "", namespace)
     objects += [
         ObjectRef(rtype, namespace if rtype != storage.PERSISTENT_VOLUME else None, name)
         for rtype, name in storage.object_names(prefix, volume)
     ]
-    registry = settings.registry
-    if registry.credentials is not None and registry.image_pull_secret is not None:
-        objects.append(ObjectRef(SECRET, namespace, registry.image_pull_secret))
+    pull_secret = pull_secret_name(settings)
+    if registry_login(settings) is not None and pull_secret is not None:
+        objects.append(ObjectRef(SECRET, namespace, pull_secret))
     if "data.source" in settings.secret_keys:
         objects.append(ObjectRef(SECRET, namespace, staging.source_secret_name(prefix)))
     named = (
         training.object_names(prefix, settings.training.replicas)
-        + setup.object_names(prefix, settings.runtime, sample=settings.training.data_source is None)
+        + setup.object_names(prefix, settings.runtime, sample=settings.training.data.source is None)
         + tensorboard.object_names(prefix)
         + monitor_object_names(prefix)
-        + (network_policy.object_names(prefix, settings.runtime.used) if settings.network_policy else [])
+        + (
+            network_policy.object_names(prefix, settings.runtime.used)
+            if settings.network_policy.enabled
+            else []
+        )
     )
     return objects + [ObjectRef(rtype, namespace, name) for rtype, name in named]
 
@@ -454,7 +464,7 @@ def planned_objects(settings: Settings, volume_server: str | None) -> list[Objec
 def _follow_chief_log(settings: Settings) -> Any:
     """The commands that follow the chief's log: with the kubeconfig output written to a file,
     or, when the kubeconfig setting is a path, with that path."""
-    ns, kubeconfig = settings.namespace, settings.cluster.kubeconfig
+    ns, kubeconfig = settings.namespace, settings.kubeconfig
     chief = f"{settings.name_prefix}-chief-0"
     if kubeconfig is None or not is_kubeconfig_path(kubeconfig):
         return [

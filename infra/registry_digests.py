@@ -29,9 +29,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-
-from infra.settings import RegistryCredentials
+from dataclasses import dataclass, field
 
 #: The manifest types a tag may name, most general first (an index lists per-platform manifests).
 MANIFEST_TYPES = (
@@ -51,6 +49,20 @@ TIMEOUT_S = 20.0
 _DIGEST = re.compile(r"^(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$")
 #: One ``key="value"`` parameter of a WWW-Authenticate challenge.
 _PARAM = re.compile(r'([A-Za-z]+)="([^"]*)"')
+
+
+@dataclass(frozen=True)
+class RegistryCredentials:
+    """A registry login: registryCredentials.* with the server resolved (Settings.registry_server),
+    for the pull Secret the stack creates and the digests `pulumi up` asks for.
+
+    Never printed: ``repr`` leaves the fields out, and the program passes them to Kubernetes
+    only inside ``pulumi.Output.secret``.
+    """
+
+    server: str = field(repr=False)
+    username: str = field(repr=False)
+    password: str = field(repr=False)
 
 
 def basic(login: RegistryCredentials) -> str:

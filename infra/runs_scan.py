@@ -4,7 +4,7 @@ Standard library only: ``python -m infra.status --runs`` runs this file's source
 stack's TensorBoard pod (``kubectl exec ... python -c SOURCE RUNS_DIR``), which mounts the
 volume and has Python but not this repository; ``--volume`` reads a local copy the same way.
 
-A run directory is ``<runs dir>/<key>`` (infra/settings/runs.py). Its state, from the files:
+A run directory is ``<runs dir>/<key>`` (infra/runs.py). Its state, from the files:
 ``finished`` (``result.json``, written by the chief at the end), ``running`` (a chief
 heartbeat younger than ``HEARTBEAT_FRESH_S``), else ``stopped`` (checkpoints but no live
 chief: interrupted, failed, or waiting for pods) or ``empty``.

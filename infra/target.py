@@ -13,8 +13,8 @@ import pulumi_kubernetes as k8s
 from infra.components.cluster import Cluster, ClusterArgs
 from infra.components.nas import NasStorage, NasStorageArgs
 from infra.components.network import Network, NetworkArgs
-from infra.components.node_pools import NodePools, NodePoolsArgs
-from infra.settings import PROJECT, ClusterSettings, Settings
+from infra.components.node_pools import NodePools, NodePoolsArgs, gpu_nodes
+from infra.settings import PROJECT, Settings
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,8 @@ class Target:
 
 def deploy_target(settings: Settings) -> Target:
     """The cluster to deploy into: created with the cloud layer when no kubeconfig names one
-    (``ClusterSettings.create_cloud``), else the kubeconfig's."""
-    return created_cluster(settings) if settings.cluster.create_cloud else existing_cluster(settings)
+    (``creates_cloud``), else the kubeconfig's."""
+    return created_cluster(settings) if settings.creates_cloud else existing_cluster(settings)
 
 
 def cloud_name(settings: Settings) -> str:
@@ -74,112 +74,95 @@ def _moved_from_prefix(settings: Settings) -> pulumi.ResourceOptions:
 def created_cluster(settings: Settings) -> Target:
     """The cloud layer: network (with a Terway cluster's pod vSwitch), ACK cluster, node pools
     and NAS, named ``cloud_name``."""
-    c, storage = settings.cluster, settings.storage
-    name = cloud_name(settings)
+    name, nas, target = cloud_name(settings), settings.nas, settings.target
     opts = _moved_from_prefix(settings)
+    pod_vswitch_cidr = settings.cluster.pod_vswitch_cidr if target.creates_pod_vswitch else None
     network = Network(
         name,
         NetworkArgs(
-            zone=c.zone,
-            vpc_id=c.vpc_id,
-            vpc_cidr=c.vpc_cidr,
-            vswitch_id=c.vswitch_id,
-            vswitch_cidr=c.vswitch_cidr,
-            pod_vswitch_cidr=c.pod_vswitch_cidr if c.creates_pod_vswitch else None,
+            zone=settings.zone, vpc=settings.vpc, vswitch=settings.vswitch, pod_vswitch_cidr=pod_vswitch_cidr
         ),
         opts=opts,
     )
-    cluster = _cluster(name, c, network, opts)
-    pools = _node_pools(name, settings, cluster, network, opts)
+    cluster = _cluster(name, settings, network, opts)
+    pools = NodePools(
+        name,
+        NodePoolsArgs(
+            cluster_id=cluster.cluster_id,
+            vswitch_id=network.vswitch_id,
+            cpu_pool=settings.cpu_pool,
+            gpu_pool=settings.gpu_pool if settings.worker.gpu_count > 0 else None,
+            gpu_nodes=gpu_nodes(settings.gpu_pool, _gpu_pods(settings), settings.worker.gpu_count),
+            node_pools=settings.node_pools,
+        ),
+        opts=opts,
+    )
     common: dict[str, Any] = {
         "provider": cluster.provider,
         "kubeconfig": cluster.kubeconfig,
         "cluster_id": cluster.cluster_id,
         "pods_after": [pools],
     }  # pods need nodes to run on
-    if storage.nas_mount_target_domain is not None:
+    if nas.mount_target_domain is not None:
         # An existing mount target (in the VPC of vpc.id or vswitch.id, the rules made sure):
         # the stack creates no NAS resource and reports no file system of its own.
         return Target(
             **common,
             nas_file_system_id=None,
-            volume_server=storage.nas_mount_target_domain,
-            volume_server_key=storage.nas_mount_target_domain,
+            volume_server=nas.mount_target_domain,
+            volume_server_key=nas.mount_target_domain,
         )
-    nas = NasStorage(
+    storage_type = settings.target.nas_storage_type
+    file_system = NasStorage(
         name,
         NasStorageArgs(
             vswitch_id=network.vswitch_id,
             vswitch_cidr=network.vswitch_cidr,
-            storage_type=storage.nas_storage_type or "Capacity",
-            retain_on_destroy=storage.nas_retain_on_destroy,
-            file_system_id=storage.nas_file_system_id,
-            zone=c.zone,
+            storage_type=storage_type or "Capacity",
+            nas=nas,
+            zone=settings.zone,
         ),
         opts=opts,
     )
-    file_system = (
-        f"fileSystem={storage.nas_file_system_id}"
-        if storage.nas_file_system_id is not None
-        else f"storageType={storage.nas_storage_type}"
+    which = (
+        f"fileSystem={nas.file_system_id}"
+        if nas.file_system_id is not None
+        else f"storageType={storage_type}"
     )
+    vpc, vswitch = settings.vpc, settings.vswitch
     return Target(
         **common,
-        nas_file_system_id=nas.file_system_id,
-        volume_server=nas.mount_target_domain,
+        nas_file_system_id=file_system.file_system_id,
+        volume_server=file_system.mount_target_domain,
         # The domain is unknown until the mount target exists, and the volume's name must be
         # known at preview: it stands for what gives a new domain (a new file system or vSwitch).
         volume_server_key=(
-            f"nas {settings.name_prefix}-{settings.stack} {file_system} zone={c.zone} "
-            f"vpc={c.vpc_id or c.vpc_cidr} vswitch={c.vswitch_id or c.vswitch_cidr}"
+            f"nas {settings.name_prefix}-{settings.stack} {which} zone={settings.zone} "
+            f"vpc={vpc.id or vpc.cidr} vswitch={vswitch.id or vswitch.cidr}"
         ),
         # The PV must not exist before its NFS server does.
-        volume_after=[nas.mount_target],
+        volume_after=[file_system.mount_target],
     )
 
 
-def _cluster(name: str, c: ClusterSettings, network: Network, opts: pulumi.ResourceOptions) -> Cluster:
+def _gpu_pods(settings: Settings) -> int:
+    """The pods that request GPUs: the workers, and the chief when it trains beside them."""
+    training = settings.training
+    return training.replicas.worker + (1 if training.chief_uses_gpu else 0)
+
+
+def _cluster(name: str, settings: Settings, network: Network, opts: pulumi.ResourceOptions) -> Cluster:
     """The ACK cluster in ``network``'s vSwitch (a Terway cluster's pods in its pod vSwitch,
     configured or created)."""
+    target = settings.target
     return Cluster(
         name,
         ClusterArgs(
             vswitch_id=network.vswitch_id,
-            cluster_id=c.cluster_id,
-            version=c.version,
-            pod_cidr=c.pod_cidr,
-            service_cidr=c.service_cidr,
-            api_server_public=c.api_server_public,
-            credential_minutes=c.credential_minutes,
-            network_plugin=c.network_plugin or "terway",
-            pod_vswitch_id=c.pod_vswitch_id or network.pod_vswitch_id,
-            deployed_network_plugin=c.deployed_network_plugin,
-        ),
-        opts=opts,
-    )
-
-
-def _node_pools(
-    name: str, settings: Settings, cluster: Cluster, network: Network, opts: pulumi.ResourceOptions
-) -> NodePools:
-    """The CPU node pool, and the GPU one when the workers train on GPUs (worker.gpuCount > 0)."""
-    c = settings.cluster
-    return NodePools(
-        name,
-        NodePoolsArgs(
-            cluster_id=cluster.cluster_id,
-            vswitch_id=network.vswitch_id,
-            cpu_instance_types=c.cpu_instance_types,
-            cpu_size=c.cpu_pool_size,
-            cpu_system_disk_category=c.cpu_system_disk_category,
-            gpu_instance_types=c.gpu_instance_types,
-            gpu_size=c.gpu_pool_size if settings.training.gpu_count > 0 else None,
-            gpu_autoscaling=c.gpu_autoscaling,
-            gpu_system_disk_category=c.gpu_system_disk_category,
-            gpu_system_disk_size=c.gpu_system_disk_size,
-            key_name=c.key_name,
-            gpu_driver_version=c.gpu_driver_version,
-            gpu_image_type=c.gpu_image_type,
+            cluster=settings.cluster,
+            network_plugin=target.network_plugin or "terway",
+            pod_vswitch_id=settings.cluster.pod_vswitch_id or network.pod_vswitch_id,
+            deployed_network_plugin=target.deployed_network_plugin,
         ),
         opts=opts,
     )
@@ -188,17 +171,25 @@ def _node_pools(
 def existing_volume_server(settings: Settings) -> str | None:
     """The volume's server on a cluster the stack does not create: nas.mountTargetDomain or
     nfs.server by persistence.volume.type; None for hostPath."""
-    storage = settings.storage
-    return {"nas": storage.nas_mount_target_domain, "nfs": storage.nfs_server}.get(storage.volume_type)
+    return {"nas": settings.nas.mount_target_domain, "nfs": settings.nfs.server}.get(settings.volume.type)
+
+
+def volume_path(settings: Settings) -> str:
+    """The directory the PV mounts: nas.path, nfs.path or hostPath.path, by volume type."""
+    path = {"nas": settings.nas.path, "nfs": settings.nfs.path, "hostPath": settings.host_path.path}[
+        settings.volume.type
+    ]
+    assert path is not None, "the rules require nfs.path with persistence.volume.type nfs"
+    return path
 
 
 def existing_cluster(settings: Settings) -> Target:
     """A provider for the kubeconfig's cluster; the volume's server as configured."""
     # With a kubeconfig the rules made sure that it names the cluster's API server.
-    assert settings.cluster.kubeconfig is not None and settings.cluster.identifier is not None
-    kubeconfig = pulumi.Output.secret(settings.cluster.kubeconfig)
-    identifier: pulumi.Input[str] = settings.cluster.identifier
-    if "kubeconfig" in settings.secret_keys and settings.cluster.identifier_from_kubeconfig:
+    assert settings.kubeconfig is not None and settings.target.identifier is not None
+    kubeconfig = pulumi.Output.secret(settings.kubeconfig)
+    identifier: pulumi.Input[str] = settings.target.identifier
+    if "kubeconfig" in settings.secret_keys and settings.cluster_identifier is None:
         # Derived from a secret kubeconfig (its API server URL): as secret as its source.
         identifier = pulumi.Output.secret(identifier)
     # cluster_identifier: the provider (and with it every Kubernetes object) is replaced

@@ -8,9 +8,9 @@ configuration can. policy/__main__.py wraps each in a mandatory Pulumi policy;
 tests/policy/test_rules.py calls them with dicts.
 
 Where the numbers come from: the replica and node pool bounds are the configuration's own upper
-bounds (infra/settings/key_values.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES, MAX_GPUS_PER_INSTANCE),
-the tag keys are the
-ones every cloud resource of the stack carries (infra/components/tags.py).
+bounds (infra/settings/constants.py MAX_WORKERS, MAX_PS, MAX_POOL_NODES; the GPUs of one node,
+infra/values/gpu_families.py MAX_GPUS_PER_INSTANCE), the tag keys are the ones every cloud
+resource of the stack carries (infra/components/tags.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from functools import cache
 from typing import Any
 
 from infra.components.tags import PROJECT_TAG, STACK_TAG
-from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_PS, MAX_WORKERS
-from infra.settings.source_ranges import too_wide
+from infra.settings.constants import MAX_POOL_NODES, MAX_PS, MAX_WORKERS
+from infra.source_ranges import too_wide
+from infra.values.gpu_families import MAX_GPUS_PER_INSTANCE
 
 SERVICE = "kubernetes:core/v1:Service"
 NODE_POOL = "alicloud:cs/nodePool:NodePool"
@@ -117,7 +118,7 @@ def tensorboard_source_ranges(name: str, props: Mapping[str, Any]) -> list[str]:
     LoadBalancer (anything but ACK's ``intranet`` address type) needs
     ``spec.loadBalancerSourceRanges``; and the ranges of any LoadBalancer, intranet too, must not
     admit the internet: together at most a /8 of public IPv4 and a /32 of public IPv6 addresses
-    (infra/settings/source_ranges.py, the rule the settings apply), so neither ``0.0.0.0/0`` nor
+    (infra/source_ranges.py, the rule the settings apply), so neither ``0.0.0.0/0`` nor
     ``0.0.0.0/1`` with ``128.0.0.0/1`` passes. ClusterIP passes.
     """
     labels = _get(props, "metadata", "labels") or {}
@@ -284,7 +285,7 @@ def job_count_bound(jobs: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
             )
             found.append(
                 f"run {instance or '(unnamed)'} in namespace {namespace}: {count} {task} Jobs; rule: at "
-                f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/key_values.py).{fix}"
+                f"most {MAX_TASKS[task]} {task} Jobs a run (infra/settings/constants.py).{fix}"
             )
     return found
 
@@ -341,7 +342,7 @@ def gpu_request_bound(resource_type: str, name: str, props: Mapping[str, Any]) -
     """Every container (and init container) of a pod or pod template asks at most
     MAX_GPUS_PER_INSTANCE GPUs (``nvidia.com/gpu`` in its limits or requests, an int or a
     string): a pod's GPUs come from one node, and no Alibaba Cloud GPU instance type has more
-    (infra/settings/key_values.py), so a larger ask stays Pending on every node. A value the
+    (infra/settings/constants.py), so a larger ask stays Pending on every node. A value the
     preview does not know yet passes."""
     spec = _pod_spec(resource_type, props)
     if not isinstance(spec, Mapping):

@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Iterator
 
-#: The stack's key for the size of the run's volume (infra/settings/keys.py).
+#: The stack's key for the size of the run's volume (persistence.pvc.storage, infra/settings/run.py).
 VOLUME_SIZE_KEY = "persistence.pvc.storage"
 _NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from infra.settings.images import ALWAYS, has_digest
+from infra.pull_policy import ALWAYS, has_digest
 
 #: Roles: the objects a suppression applies to. A task's Job (chief, worker, ps), the staging
 #: Job (STAGE_SECRET_SOURCE when data.source was set with --secret, which the staging Job then

@@ -10,6 +10,7 @@ import pulumi_alicloud as alicloud
 import pulumi_kubernetes as k8s
 
 from infra.components.tags import cloud_tags
+from infra.settings.cloud import Cluster as ClusterKeys
 
 
 @dataclass
@@ -18,27 +19,21 @@ class ClusterArgs:
 
     Attributes:
         vswitch_id: the node vSwitch of a new cluster.
-        cluster_id: an existing ACK cluster; then only the provider is created.
-        version: the Kubernetes version of a new cluster; None = the newest.
-        network_plugin: the network plugin of a new cluster: ``flannel`` (pods on ``pod_cidr``)
+        cluster: the cluster.* keys: ``id``, an existing ACK cluster (then only the provider
+            is created); of a new cluster ``version`` (None = the newest), ``pod_cidr``
+            (Flannel's), ``service_cidr``, ``api_server_public`` (an internet load balancer
+            for the API server) and ``credential_minutes`` (lifetime of the temporary
+            kubeconfig read for the provider; ACK: 15 to 4320 minutes).
+        network_plugin: the network plugin of a new cluster: ``flannel`` (pods on ``cluster.pod_cidr``)
             or ``terway`` (pods on ``pod_vswitch_id``; enforces NetworkPolicy).
         deployed_network_plugin: the plugin of the cluster in the stack's state, if any: a
             different ``network_plugin`` replaces that cluster (a warning says so).
-        pod_cidr: the Flannel pod CIDR of a new cluster.
-        pod_vswitch_id: the pod vSwitch of a new Terway cluster; None with Flannel.
-        service_cidr: the Service CIDR of a new cluster.
-        api_server_public: whether a new cluster's API server gets an internet load balancer.
-        credential_minutes: lifetime of the temporary kubeconfig read for the provider
-            (ACK: 15 to 4320 minutes).
+        pod_vswitch_id: the pod vSwitch of a new Terway cluster, configured or created; None
+            with Flannel.
     """
 
     vswitch_id: pulumi.Input[str]
-    cluster_id: str | None
-    version: str | None
-    pod_cidr: str
-    service_cidr: str
-    api_server_public: bool
-    credential_minutes: int
+    cluster: ClusterKeys
     network_plugin: str = "terway"
     pod_vswitch_id: pulumi.Input[str] | None = None
     deployed_network_plugin: str | None = None
@@ -63,13 +58,13 @@ def _pod_network(args: ClusterArgs) -> dict:
                 "stack creates of cluster.podVswitchCidr)"
             )
         return {"pod_vswitch_ids": [args.pod_vswitch_id]}
-    return {"pod_cidr": args.pod_cidr}
+    return {"pod_cidr": args.cluster.pod_cidr}
 
 
 def _warn(name: str, args: ClusterArgs, cluster: pulumi.Resource) -> None:
     """Warnings about a cluster the stack creates: a public API server, and Flannel, which
     enforces no NetworkPolicy (Terway does; neither can be switched on an existing cluster)."""
-    if args.api_server_public:
+    if args.cluster.api_server_public:
         # The provider cannot put an allowlist on ACK's own API server load balancer.
         pulumi.log.warn(
             f"The API server of {name} is reachable from the internet (cluster.apiServerPublic): its "
@@ -100,7 +95,7 @@ def _warn(name: str, args: ClusterArgs, cluster: pulumi.Resource) -> None:
 class Cluster(pulumi.ComponentResource):
     """ACK managed Kubernetes cluster and the Kubernetes provider that deploys into it.
 
-    Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``args.cluster_id`` is given) and
+    Children: ``cluster`` (alicloud.cs.ManagedKubernetes, unless ``args.cluster.id`` is given) and
     ``provider`` (kubernetes.Provider). A new cluster gets the addon of its network plugin
     (``NETWORK_ADDONS``) and the CSI plugin and provisioner.
 
@@ -122,7 +117,7 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("tf-mnist:index:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        if args.cluster_id is None:
+        if args.cluster.id is None:
             cluster = alicloud.cs.ManagedKubernetes(
                 f"{name}-ack",
                 name=name,
@@ -131,11 +126,11 @@ class Cluster(pulumi.ComponentResource):
                 # Flannel's pod_cidr or Terway's pod_vswitch_ids: ACK cannot switch the plugin of
                 # an existing cluster, and pod_cidr is ForceNew.
                 **_pod_network(args),
-                service_cidr=args.service_cidr,
+                service_cidr=args.cluster.service_cidr,
                 # Nodes have no public IPs: the NAT gateway lets them pull images.
                 new_nat_gateway=True,
                 # Pulumi talks to the API server from outside the VPC.
-                slb_internet_enabled=args.api_server_public,
+                slb_internet_enabled=args.cluster.api_server_public,
                 addons=[
                     alicloud.cs.ManagedKubernetesAddonArgs(
                         name=NETWORK_ADDONS[args.network_plugin],
@@ -144,7 +139,7 @@ class Cluster(pulumi.ComponentResource):
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-plugin"),
                     alicloud.cs.ManagedKubernetesAddonArgs(name="csi-provisioner"),
                 ],
-                version=args.version,
+                version=args.cluster.version,
                 # ACK puts the cluster's tags on its nodes too.
                 tags=cloud_tags(),
                 opts=child,
@@ -152,7 +147,7 @@ class Cluster(pulumi.ComponentResource):
             self.cluster_id = cluster.id
             _warn(name, args, self)
         else:
-            self.cluster_id = pulumi.Output.from_input(args.cluster_id)
+            self.cluster_id = pulumi.Output.from_input(args.cluster.id)
         # A temporary credential: the kubeconfig in the state and the stack output stops
         # working after credential_minutes instead of holding a long-lived client certificate;
         # every run of the program reads a new one (a provider update: cluster_identifier
@@ -160,7 +155,7 @@ class Cluster(pulumi.ComponentResource):
         # without it they use the one in the state, which the API server refuses once expired.
         credential = alicloud.cs.get_cluster_credential_output(
             cluster_id=self.cluster_id,
-            temporary_duration_minutes=args.credential_minutes,
+            temporary_duration_minutes=args.cluster.credential_minutes,
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         self.kubeconfig = pulumi.Output.secret(credential.kube_config)

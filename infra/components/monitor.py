@@ -14,7 +14,7 @@ from infra import monitor_api, pod_progress, run_monitor, trainer_status
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
-from infra.settings import Placement
+from infra.components.pods import Placement
 from trainer.contract import progress
 
 COMPONENT = "monitor"

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from infra.components.tags import cloud_tags
+from infra.settings.cloud import Nas
 
 
 @dataclass
@@ -19,17 +20,16 @@ class NasStorageArgs:
         vswitch_id: the node vSwitch, where the mount target goes.
         vswitch_cidr: its CIDR, which the access rule authorises.
         storage_type: the standard NAS storage type (Performance, Capacity, Premium).
+        nas: the nas.* keys: ``retain_on_destroy`` keeps the file system and its data on
+            `pulumi destroy`; ``file_system_id``, an existing standard NAS file system, makes
+            the stack create only the access group, rule and mount target for it.
         zone: the zone of a new file system: the nodes' (zone); None lets NAS pick one.
-        retain_on_destroy: keep the file system and its data on `pulumi destroy`.
-        file_system_id: an existing standard NAS file system (nas.fileSystemId); then the
-            stack creates only the access group, rule and mount target for it.
     """
 
     vswitch_id: pulumi.Input[str]
     vswitch_cidr: pulumi.Input[str]
     storage_type: str
-    retain_on_destroy: bool
-    file_system_id: str | None = None
+    nas: Nas
     zone: str | None = None
 
 
@@ -37,8 +37,8 @@ class NasStorage(pulumi.ComponentResource):
     """Shared storage for data, checkpoints and TensorBoard logs.
 
     Children: ``file_system`` (standard NFS, in ``args.zone``, tagged with the stack; with
-    ``args.retain_on_destroy`` a `pulumi destroy` leaves it and its data in place; none with
-    ``args.file_system_id``), ``access_group`` (VPC), ``access_rule`` (the node vSwitch CIDR,
+    ``args.nas.retain_on_destroy`` a `pulumi destroy` leaves it and its data in place; none with
+    ``args.nas.file_system_id``), ``access_group`` (VPC), ``access_rule`` (the node vSwitch CIDR,
     RDWR, no_squash: CSI mounts come from node IPs and chown needs no_squash) and
     ``mount_target`` in the node vSwitch.
 
@@ -55,8 +55,8 @@ class NasStorage(pulumi.ComponentResource):
         super().__init__("tf-mnist:index:NasStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         file_system_id: pulumi.Input[str]
-        if args.file_system_id is not None:
-            file_system_id = args.file_system_id
+        if args.nas.file_system_id is not None:
+            file_system_id = args.nas.file_system_id
         else:
             # No vpc_id/vswitch_id on a standard NAS: those belong to CPFS and force replacement.
             file_system_id = alicloud.nas.FileSystem(
@@ -72,7 +72,7 @@ class NasStorage(pulumi.ComponentResource):
                 zone_id=args.zone,
                 tags=cloud_tags(),
                 opts=pulumi.ResourceOptions(
-                    parent=self, retain_on_delete=args.retain_on_destroy, ignore_changes=["zoneId"]
+                    parent=self, retain_on_delete=args.nas.retain_on_destroy, ignore_changes=["zoneId"]
                 ),
             ).id
         access_group = alicloud.nas.AccessGroup(

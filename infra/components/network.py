@@ -9,6 +9,7 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from infra.components.tags import cloud_tags
+from infra.settings.cloud import Vpc, Vswitch
 
 
 @dataclass
@@ -17,27 +18,25 @@ class NetworkArgs:
 
     Attributes:
         zone: the zone of a new vSwitch (the rules require it when one is created).
-        vpc_id: an existing VPC to create the vSwitch in; None creates a VPC of ``vpc_cidr``.
-        vpc_cidr: the CIDR of a new VPC.
-        vswitch_id: an existing node vSwitch; then nothing is created.
-        vswitch_cidr: the node vSwitch's CIDR, new or existing.
+        vpc: ``vpc.id``, an existing VPC to create the vSwitch in; None creates a VPC of
+            ``vpc.cidr``.
+        vswitch: ``vswitch.id``, an existing node vSwitch (then nothing is created), and
+            ``vswitch.cidr``, the node vSwitch's CIDR, new or existing.
         pod_vswitch_cidr: the CIDR of a pod vSwitch to create beside the node vSwitch (a
             Terway cluster's pods get addresses from it); None creates none.
     """
 
     zone: str | None
-    vpc_id: str | None
-    vpc_cidr: str
-    vswitch_id: str | None
-    vswitch_cidr: str
+    vpc: Vpc
+    vswitch: Vswitch
     pod_vswitch_cidr: str | None = None
 
 
 class Network(pulumi.ComponentResource):
     """VPC + vSwitch for the cluster nodes and the NAS mount target.
 
-    Children: ``vpc`` (alicloud.vpc.Network, unless ``args.vpc_id`` is given), ``vswitch``
-    (alicloud.vpc.Switch, unless ``args.vswitch_id`` is given; then nothing is created) and,
+    Children: ``vpc`` (alicloud.vpc.Network, unless ``args.vpc.id`` is given), ``vswitch``
+    (alicloud.vpc.Switch, unless ``args.vswitch.id`` is given; then nothing is created) and,
     with ``args.pod_vswitch_cidr``, ``vswitch-pods`` (alicloud.vpc.Switch named
     ``<name>-pods``, in the node vSwitch's VPC and zone: Terway takes a node's pod addresses
     from a pod vSwitch of the node's zone).
@@ -48,7 +47,7 @@ class Network(pulumi.ComponentResource):
         pod_vswitch_id: the pod vSwitch created; None without ``args.pod_vswitch_cidr``.
 
     Raises:
-        ValueError: ``args.pod_vswitch_cidr`` with ``args.vswitch_id`` (the VPC is not known
+        ValueError: ``args.pod_vswitch_cidr`` with ``args.vswitch.id`` (the VPC is not known
             then; the configuration rules refuse that as cluster.podVswitchCidr).
     """
 
@@ -60,27 +59,27 @@ class Network(pulumi.ComponentResource):
         super().__init__("tf-mnist:index:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.pod_vswitch_id = None
-        if args.vswitch_id is not None:
+        if args.vswitch.id is not None:
             if args.pod_vswitch_cidr is not None:
                 raise ValueError(
                     f"cluster.podVswitchCidr {args.pod_vswitch_cidr}: no pod vSwitch can be created "
-                    f"beside vswitch.id {args.vswitch_id}, whose VPC is not known; set "
+                    f"beside vswitch.id {args.vswitch.id}, whose VPC is not known; set "
                     "cluster.podVswitchId"
                 )
-            self.vswitch_id = pulumi.Output.from_input(args.vswitch_id)
+            self.vswitch_id = pulumi.Output.from_input(args.vswitch.id)
         else:
             vpc_id: pulumi.Input[str]
-            if args.vpc_id is None:
+            if args.vpc.id is None:
                 vpc_id = alicloud.vpc.Network(
-                    f"{name}-vpc", vpc_name=name, cidr_block=args.vpc_cidr, tags=cloud_tags(), opts=child
+                    f"{name}-vpc", vpc_name=name, cidr_block=args.vpc.cidr, tags=cloud_tags(), opts=child
                 ).id
             else:
-                vpc_id = args.vpc_id
+                vpc_id = args.vpc.id
             vswitch = alicloud.vpc.Switch(
                 f"{name}-vswitch",
                 vswitch_name=name,
                 vpc_id=vpc_id,
-                cidr_block=args.vswitch_cidr,
+                cidr_block=args.vswitch.cidr,
                 zone_id=args.zone,
                 tags=cloud_tags(),
                 opts=child,
@@ -96,7 +95,7 @@ class Network(pulumi.ComponentResource):
                     tags=cloud_tags(),
                     opts=child,
                 ).id
-        self.vswitch_cidr = pulumi.Output.from_input(args.vswitch_cidr)
+        self.vswitch_cidr = pulumi.Output.from_input(args.vswitch.cidr)
         outputs = {"vswitch_id": self.vswitch_id, "vswitch_cidr": self.vswitch_cidr}
         if self.pod_vswitch_id is not None:
             outputs["pod_vswitch_id"] = self.pod_vswitch_id

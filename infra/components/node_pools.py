@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_alicloud as alicloud
 
 from infra.components.tags import cloud_tags
+from infra.settings.cloud import CpuPool, GpuPool
+from infra.settings.cloud import NodePools as NodePoolsSection
 
 #: Taint on GPU nodes so only pods that tolerate it (GPU workers) land there.
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -22,6 +24,14 @@ POOL_LABEL = "tf-mnist/pool"
 DRIVER_LABEL = "ack.aliyun.com/nvidia-driver-version"
 
 
+def gpu_nodes(pool: GpuPool, gpu_pods: int, gpus_per_pod: int) -> int:
+    """The GPU pool's nodes (its most, while it autoscales): gpuPool.size, else as many as
+    ``gpu_pods`` pods of ``gpus_per_pod`` GPUs need, gpuPool.gpusPerInstance a node, at least 1."""
+    if pool.size is not None:
+        return pool.size
+    return max(1, math.ceil(gpu_pods * gpus_per_pod / pool.gpus_per_instance))
+
+
 @dataclass
 class NodePoolsArgs:
     """The node pools of a cluster the stack manages (cpuPool.*, gpuPool.*, nodePools.keyName).
@@ -29,45 +39,31 @@ class NodePoolsArgs:
     Attributes:
         cluster_id: the ACK cluster.
         vswitch_id: the node vSwitch.
-        cpu_instance_types: ECS types of the CPU pool, tried in order.
-        cpu_size: CPU nodes.
-        cpu_system_disk_category: the CPU nodes' system disk category.
-        gpu_instance_types: ECS types of the GPU pool, tried in order.
-        gpu_size: GPU nodes (the most, with ``gpu_autoscaling``); None = no GPU pool.
-        gpu_autoscaling: scale the GPU pool between 0 and ``gpu_size`` nodes.
-        gpu_system_disk_category: the GPU nodes' system disk category.
-        gpu_system_disk_size: the GPU nodes' system disk, GiB.
-        key_name: the ECS key pair for node login, if any.
-        gpu_driver_version: the NVIDIA driver of new GPU nodes (DRIVER_LABEL); None = ACK's default.
-        gpu_image_type: the GPU nodes' OS image (ACK image_type), on which ACK installs the driver.
+        cpu_pool: the CPU pool's keys (instance types tried in order, size, disk).
+        gpu_pool: the GPU pool's keys; None = no GPU pool (no GPU workers).
+        gpu_nodes: GPU nodes (the most, with ``gpu_pool.autoscaling``): ``gpu_nodes``.
+        node_pools: what both pools share (the ECS key pair for node login, if any).
     """
 
     cluster_id: pulumi.Input[str]
     vswitch_id: pulumi.Input[str]
-    cpu_instance_types: Sequence[str]
-    cpu_size: int
-    cpu_system_disk_category: str
-    gpu_instance_types: Sequence[str]
-    gpu_size: int | None
-    gpu_autoscaling: bool
-    gpu_system_disk_category: str
-    gpu_system_disk_size: int
-    key_name: str | None
-    gpu_driver_version: str | None = None
-    gpu_image_type: str = "AliyunLinux3"
+    cpu_pool: CpuPool
+    gpu_pool: GpuPool | None
+    gpu_nodes: int
+    node_pools: NodePoolsSection
 
 
 class NodePools(pulumi.ComponentResource):
     """Node pools of the training run.
 
     Children: ``cpu`` (ps, chief, TensorBoard, staging and CPU workers) and, when
-    ``args.gpu_size`` is not None, ``gpu`` (GPU workers: tainted, labelled with its pool and the
-    pinned driver, of ``args.gpu_instance_types`` in order, autoscaled from 0 unless
-    ``args.gpu_autoscaling`` is off). Both pools are tagged with the stack. ACK refuses to create
+    ``args.gpu_pool`` is not None, ``gpu`` (GPU workers: tainted, labelled with its pool and the
+    pinned driver, of ``gpuPool.instanceTypes`` in order, autoscaled from 0 unless
+    ``gpuPool.autoscaling`` is off). Both pools are tagged with the stack. ACK refuses to create
     two pools of one cluster at once ("cannot operate cluster where state is scaling"), so the
     GPU pool depends on the CPU pool.
 
-    With ``args.gpu_autoscaling`` also ``autoscaler`` (alicloud.cs.AutoscalingConfig): a pool's
+    With ``gpuPool.autoscaling`` also ``autoscaler`` (alicloud.cs.AutoscalingConfig): a pool's
     scaling_config only marks it scalable; ACK scales it (from 0 too) only once the
     cluster's autoscaler is configured, which this resource does (cluster-autoscaler, scale
     up from zero, GPU nodes released when idle).
@@ -87,51 +83,51 @@ class NodePools(pulumi.ComponentResource):
             node_pool_name=f"{name}-cpu",
             cluster_id=args.cluster_id,
             vswitch_ids=[args.vswitch_id],
-            instance_types=list(args.cpu_instance_types),
-            desired_size=str(args.cpu_size),
-            system_disk_category=args.cpu_system_disk_category,
-            system_disk_size=120,  # ACK's default system disk
+            instance_types=list(args.cpu_pool.instance_types),
+            desired_size=str(args.cpu_pool.size),
+            system_disk_category=args.cpu_pool.system_disk_category,
+            system_disk_size=args.cpu_pool.system_disk_size,
             labels=[alicloud.cs.NodePoolLabelArgs(key=POOL_LABEL, value="cpu")],
-            key_name=args.key_name,
+            key_name=args.node_pools.key_name,
             install_cloud_monitor=False,
             tags=cloud_tags(),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.gpu = None
         self.autoscaler = None
-        if args.gpu_size is not None:
+        if (gpu := args.gpu_pool) is not None:
             sizing: dict = (
                 # Autoscaling from 0: idle GPU nodes are released and cost nothing.
                 {
                     "scaling_config": alicloud.cs.NodePoolScalingConfigArgs(
-                        enable=True, min_size=0, max_size=args.gpu_size, type="gpu"
+                        enable=True, min_size=0, max_size=args.gpu_nodes, type="gpu"
                     )
                 }
-                if args.gpu_autoscaling
-                else {"desired_size": str(args.gpu_size)}
+                if gpu.autoscaling
+                else {"desired_size": str(args.gpu_nodes)}
             )
             self.gpu = alicloud.cs.NodePool(
                 f"{name}-gpu",
                 node_pool_name=f"{name}-gpu",
                 cluster_id=args.cluster_id,
                 vswitch_ids=[args.vswitch_id],
-                instance_types=list(args.gpu_instance_types),
-                system_disk_category=args.gpu_system_disk_category,
-                system_disk_size=args.gpu_system_disk_size,
-                image_type=args.gpu_image_type,
-                labels=_gpu_labels(args.gpu_driver_version),
+                instance_types=list(gpu.instance_types),
+                system_disk_category=gpu.system_disk_category,
+                system_disk_size=gpu.system_disk_size,
+                image_type=gpu.image_type,
+                labels=_gpu_labels(gpu.driver_version),
                 taints=[
                     alicloud.cs.NodePoolTaintArgs(
                         key=GPU_TAINT_KEY, value=GPU_TAINT_VALUE, effect=GPU_TAINT_EFFECT
                     )
                 ],
-                key_name=args.key_name,
+                key_name=args.node_pools.key_name,
                 install_cloud_monitor=False,
                 tags=cloud_tags(),
                 **sizing,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.cpu]),
             )
-            if args.gpu_autoscaling:
+            if gpu.autoscaling:
                 self.autoscaler = _autoscaler(name, args.cluster_id, parent=self, after=self.gpu)
         self.ready = (self.gpu or self.cpu).id
         self.register_outputs({"ready": self.ready})

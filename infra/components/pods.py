@@ -3,18 +3,49 @@ the "restricted" security context."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi_kubernetes as k8s
 
 from infra.components.node_pools import GPU_TAINT_EFFECT, GPU_TAINT_KEY
-from infra.settings import Placement, PodIdentity
-from infra.settings.key_values import POD_ID
+from infra.settings import PodIdentity, Settings
+from infra.settings.constants import POD_ID
 
 #: The toleration of the GPU pool's taint (infra/components/node_pools.py).
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
+
+
+class Placement(Protocol):
+    """Where one role's pods may run: the section of its ``<role>.nodeSelector`` and
+    ``<role>.tolerations`` keys (worker, ps, chief, tensorboard).
+
+    Attributes:
+        node_selector: node label -> value (pod spec nodeSelector); empty = any node.
+        tolerations: core/v1 Toleration objects, camelCase fields as Kubernetes spells them.
+            The GPU pool's taint toleration is not among them: ``tolerations`` adds it to
+            every pod that requests a GPU.
+    """
+
+    @property
+    def node_selector(self) -> Mapping[str, str]: ...
+
+    @property
+    def tolerations(self) -> tuple[Mapping[str, Any], ...]: ...
+
+
+def placements(settings: Settings) -> dict[str, Placement]:
+    """Role (chief, worker, ps, stage-data) -> the section that places its pods:
+    the staging Job takes the chief.* keys, and a GPU chief (``training.chief_uses_gpu``) the
+    workers', beside whom it trains."""
+    chief = settings.worker if settings.training.chief_uses_gpu else settings.chief
+    return {
+        "chief": chief,
+        "worker": settings.worker,
+        "ps": settings.ps,
+        "stage-data": settings.chief,
+    }
 
 
 def node_selector(placement: Placement) -> dict[str, str] | None:

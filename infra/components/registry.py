@@ -11,12 +11,31 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components.labels import recommended_labels
-from infra.settings import RegistryCredentials
+from infra.registry_digests import RegistryCredentials
+from infra.settings import Settings
 
 #: The Pulumi type token of the Secret.
 SECRET = "kubernetes:core/v1:Secret"
 #: The Secret type kubelet reads image pull credentials from (a ``.dockerconfigjson`` key).
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
+
+
+def registry_login(settings: Settings) -> RegistryCredentials | None:
+    """The stack's registry login: registryCredentials.username and .password for
+    ``settings.registry_server``; None without both (the rules refuse one alone)."""
+    login = settings.registry_credentials
+    if not (login.username and login.password):
+        return None
+    return RegistryCredentials(settings.registry_server, login.username, login.password)
+
+
+def pull_secret_name(settings: Settings) -> str | None:
+    """The docker-registry Secret every pod pulls with: imagePullSecret, or with
+    registryCredentials.* ``<namePrefix>-registry``, which the stack creates from
+    ``registry_login``; None = the nodes' own credentials."""
+    login = settings.registry_credentials
+    created = f"{settings.name_prefix}-registry" if login.username or login.password else None
+    return settings.image_pull_secret or created
 
 
 def docker_config_json(credentials: RegistryCredentials) -> str:

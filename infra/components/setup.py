@@ -22,7 +22,7 @@ project's code nor TensorFlow). Then:
   (REPLACE_UNREADY);
 - each pod's PYTHONPATH is CODE_DIR and its set's folder: the package folder's name, in the
   pod template, changes with the requirement file, so a new set is a new run (and the run key
-  holds both hashes: infra/settings/runs.py trainer_images).
+  holds both hashes: infra/runs.py trainer_images).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from infra import bundle
 from infra.components import checker_suppressions as suppress
 from infra.components import pods, staging
 from infra.components.labels import recommended_labels
-from infra.settings import Placement, PodIdentity, RuntimeSettings
+from infra.components.pods import Placement
+from infra.settings import PodIdentity, RuntimeSettings
 
 #: Where the pods see the code ConfigMap: ``CODE_DIR/trainer/...``, first on PYTHONPATH.
 CODE_DIR = "/opt/tf-mnist"

@@ -11,7 +11,7 @@ STAGING_TIMEOUT_SECONDS, the bound of `pulumi up`'s wait, so that a long downloa
 Either way the Job fails with reason BackoffLimitExceeded or DeadlineExceeded, the two that
 pulumi-kubernetes's Job await reports at once, printing the pod's messages with it.
 
-A data.source set with ``--secret`` (a presigned URL: infra/settings/url_credentials.py) never
+A data.source set with ``--secret`` (a presigned URL: infra/url_credentials.py) never
 enters the Job's command, which ``kubectl get job -o yaml`` shows and the state stores in plain
 text: the stack writes it into the Secret ``<prefix>-data-source`` (a Pulumi secret, so the
 state holds it encrypted), and the staging container reads it from the environment variable
@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components import pods
-from infra.settings.parsers import source_list
+from infra.values.parsers import source_list
 
 #: Staging copies or downloads about 11 MB (55 MB for the full set) with one Python thread.
 STAGE_REQUESTS = {"cpu": "100m", "memory": "256Mi"}

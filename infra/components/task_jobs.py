@@ -55,10 +55,13 @@ def trainer_args(
         "--log_dir",
         log_dir,
         *recipe.flag_args(
-            {**training.recipe, "precision": task_precision(training.recipe["precision"], training.gpu_count)}
+            {
+                **training.hyperparams,
+                "precision": task_precision(training.hyperparams["precision"], training.worker.gpus),
+            }
         ),
         "--peer_timeout",
-        str(training.peer_timeout_seconds),
+        str(training.job.peer_timeout_seconds),
     ]
     return flags if run_id is None else [*flags, "--run_id", run_id]
 

@@ -12,8 +12,10 @@ import pulumi_kubernetes as k8s
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
+from infra.components.pods import Placement
 from infra.components.tags import cloud_tags
-from infra.settings import Placement, PodIdentity, TensorBoardSettings
+from infra.settings import ImageSettings, PodIdentity
+from infra.settings.run import TensorBoard as TensorBoardKeys
 
 TENSORBOARD_PORT = 6006
 REQUESTS = {"cpu": "250m", "memory": "512Mi"}
@@ -55,7 +57,8 @@ class TensorBoardArgs:
     """What TensorBoard shows and how it is reached.
 
     Attributes:
-        tensorboard: its image, pull policy and Service (tensorboard.*).
+        tensorboard: its Service's keys (tensorboard.*).
+        image: its image and pull policy, resolved.
         namespace: the namespace (an Output when the stack creates it).
         pvc_name: the run's claim, mounted read-only (its plain name: known at preview).
         mount_path: where the claim is mounted.
@@ -70,7 +73,8 @@ class TensorBoardArgs:
             (infra/components/setup.py), which the pod runs from; None: an image of your own.
     """
 
-    tensorboard: TensorBoardSettings
+    tensorboard: TensorBoardKeys
+    image: ImageSettings
     namespace: pulumi.Input[str]
     pvc_name: pulumi.Input[str]
     mount_path: str
@@ -113,7 +117,7 @@ class TensorBoard(pulumi.ComponentResource):
                 namespace=args.namespace,
                 labels=labels,
                 annotations=suppress.merged(
-                    None, suppress.TENSORBOARD, [(args.tensorboard.image, args.tensorboard.image_pull_policy)]
+                    None, suppress.TENSORBOARD, [(args.image.image, args.image.image_pull_policy)]
                 ),
             ),
             spec=k8s.apps.v1.DeploymentSpecArgs(
@@ -127,7 +131,7 @@ class TensorBoard(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
         service_type = args.tensorboard.service_type
-        source_ranges = args.tensorboard.source_ranges
+        source_ranges = args.tensorboard.allowed_source_ranges
         if service_type == "NodePort":
             pulumi.log.warn(
                 f"TensorBoard ({full_name}) is a NodePort Service: every node serves it, without login, to "
@@ -175,7 +179,7 @@ class TensorBoard(pulumi.ComponentResource):
         if settings.service_type != "LoadBalancer":
             return annotations
         annotations[LB_ANNOTATION + "address-type"] = settings.address_type
-        if settings.source_ranges and args.cloud_acl:
+        if settings.allowed_source_ranges and args.cloud_acl:
             acl = alicloud.slb.Acl(
                 f"{full_name}-acl",
                 name=full_name,
@@ -183,7 +187,7 @@ class TensorBoard(pulumi.ComponentResource):
                 tags=cloud_tags(),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for i, cidr in enumerate(settings.source_ranges):
+            for i, cidr in enumerate(settings.allowed_source_ranges):
                 alicloud.slb.AclEntryAttachment(
                     f"{full_name}-acl-{i}",
                     acl_id=acl.id,
@@ -216,8 +220,8 @@ def _pod(args: TensorBoardArgs) -> k8s.core.v1.PodSpecArgs:
         containers=[
             k8s.core.v1.ContainerArgs(
                 name="tensorboard",
-                image=args.tensorboard.image,
-                image_pull_policy=args.tensorboard.image_pull_policy,
+                image=args.image.image,
+                image_pull_policy=args.image.image_pull_policy,
                 command=command,
                 args=["--logdir", args.log_dir, "--bind_all", "--port", str(TENSORBOARD_PORT)],
                 ports=[k8s.core.v1.ContainerPortArgs(name="http", container_port=TENSORBOARD_PORT)],

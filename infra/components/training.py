@@ -24,7 +24,7 @@ from infra.components.task_jobs import (
     templates_hash,
     trainer_args,
 )
-from infra.settings import Placement, PodIdentity, TaskSettings, TrainingSettings
+from infra.settings import PodIdentity, TaskSettings, TrainingSettings
 from trainer.contract import cluster_spec as cs
 
 #: The shared volume in every pod (the same name as in the setup Job's, whose Runtime mounts
@@ -100,8 +100,8 @@ class TrainingJobArgs:
         mount_path: where the volume is mounted in every pod.
         data_dir: where staging puts MNIST and the trainer reads it (``--data_dir``).
         log_dir: the trainer's ``--log_dir``: this configuration's run directory
-            (checkpoints, summaries, markers; infra/settings/runs.py).
-        run_key: the run directory's key (``Settings.run_key``), the start of the run id.
+            (checkpoints, summaries, markers; infra/runs.py).
+        run_key: the run directory's key (``runs.run_key``), the start of the run id.
         image_pull_secret: the docker-registry Secret every pod pulls with, if any.
         identity: the uid and gid every pod runs as (pods.*).
         data_source_secret: data.source was set with ``--secret``: staging reads it from a
@@ -117,7 +117,7 @@ class TrainingJobArgs:
     """
 
     training: TrainingSettings
-    placement: Mapping[str, Placement]
+    placement: Mapping[str, pods.Placement]
     namespace: pulumi.Input[str]
     namespace_name: str
     claim_name: str
@@ -251,10 +251,10 @@ class TrainingJob(pulumi.ComponentResource):
         placement = args.placement["stage-data"]
         annotations = {TIMEOUT_SECONDS: str(staging.STAGING_TIMEOUT_SECONDS), REPLACE_UNREADY: "true"}
         secret = None
-        if args.data_source_secret and training.data_source is not None:
+        if args.data_source_secret and training.data.source is not None:
             # data.source set with --secret: staging reads it from this Secret.
             secret = staging.source_secret(
-                secret_name, training.data_source, self._metadata(secret_name, "stage-data"), self
+                secret_name, training.data.source, self._metadata(secret_name, "stage-data"), self
             )
         return k8s.batch.v1.Job(
             name,
@@ -263,11 +263,11 @@ class TrainingJob(pulumi.ComponentResource):
                 "stage-data",
                 annotations,
                 role=suppress.STAGE if secret is None else suppress.STAGE_SECRET_SOURCE,
-                pulls=[(training.staging_image, training.ps.image_pull_policy)],
+                pulls=[(training.ps.image, training.ps.image_pull_policy)],
             ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=staging.STAGE_BACKOFF_LIMIT,
-                active_deadline_seconds=staging.start_deadline(training.staging_start_timeout_seconds),
+                active_deadline_seconds=staging.start_deadline(training.data.start_timeout_seconds),
                 pod_failure_policy=staging.stage_failure_policy(),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=recommended_labels(self._name, "stage-data")),
@@ -275,7 +275,7 @@ class TrainingJob(pulumi.ComponentResource):
                         restart_policy="Never",
                         node_selector=pods.node_selector(placement),
                         tolerations=pods.tolerations(placement, uses_gpu=False),
-                        priority_class_name=training.priority_class_name,
+                        priority_class_name=training.job.priority_class_name,
                         image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
                         security_context=pods.pod_security_context(args.identity),
                         automount_service_account_token=False,
@@ -307,12 +307,12 @@ class TrainingJob(pulumi.ComponentResource):
         sample = args.runtime.sample_dir if args.runtime and training.ps.packages else None
         return k8s.core.v1.ContainerArgs(
             name=STAGE_CONTAINER,
-            image=training.staging_image,
+            image=training.ps.image,
             image_pull_policy=training.ps.image_pull_policy,
             # It also makes the run's directory, which the task pods then mount alone.
             command=staging.stage_command(
                 args.data_dir,
-                training.data_source or sample,
+                training.data.source or sample,
                 args.volume_hint,
                 from_secret=from_secret,
                 run_dir=args.log_dir,
@@ -355,9 +355,9 @@ class TrainingJob(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        waits = task_type == "chief" and training.wait_for_chief
+        waits = task_type == "chief" and training.job.wait_for_chief
         annotations = (
-            {TIMEOUT_SECONDS: str(training.wait_timeout_minutes * 60), WAIT_FOR: chief_await.WAIT_FOR_END}
+            {TIMEOUT_SECONDS: str(training.job.wait_timeout_minutes * 60), WAIT_FOR: chief_await.WAIT_FOR_END}
             if waits
             else TASK_JOB_AWAIT
         )
@@ -372,8 +372,8 @@ class TrainingJob(pulumi.ComponentResource):
                 pulls=[(task.image, task.image_pull_policy)],
             ),
             spec=k8s.batch.v1.JobSpecArgs(
-                backoff_limit=training.backoff_limit,
-                active_deadline_seconds=training.active_deadline_seconds,
+                backoff_limit=training.job.backoff_limit,
+                active_deadline_seconds=training.job.active_deadline_seconds,
                 pod_failure_policy=pod_failure_policy(),
                 # A replacement starts only once the failed pod is gone: two pods of one
                 # task would both answer at its address. (The only value a
@@ -456,7 +456,7 @@ class TrainingJob(pulumi.ComponentResource):
         uses_gpu = training.uses_gpu(task_type)
         limits = {"memory": task.memory}
         if uses_gpu:
-            limits["nvidia.com/gpu"] = str(training.gpu_count)
+            limits["nvidia.com/gpu"] = str(task.gpus)
         else:
             # ps, a CPU chief and CPU workers must not grab a GPU even on a GPU node.
             env += [
@@ -474,7 +474,7 @@ class TrainingJob(pulumi.ComponentResource):
             automount_service_account_token=False,
             node_selector=pods.node_selector(placement),
             tolerations=pods.tolerations(placement, uses_gpu),
-            priority_class_name=training.priority_class_name,
+            priority_class_name=training.job.priority_class_name,
             image_pull_secrets=pods.image_pull_secrets(args.image_pull_secret),
             containers=[
                 k8s.core.v1.ContainerArgs(

@@ -1,47 +1,38 @@
-"""Stack configuration: every key, its default and its rule, read and validated in one place.
+"""Stack configuration: every key, its default and its rule, declared once, read and validated
+in one place.
 
 ``load_settings()`` reads each key of the ``tf-mnist`` namespace in both forms the Pulumi CLI
-stores (``raw.RawConfig``), checks every value, and either returns a frozen ``Settings`` or
-raises one ``ConfigError`` that lists every violation, before the program registers any
-resource. The modules:
+stores, checks every value, and either returns a frozen ``Settings`` or raises one
+``ConfigError`` that lists every violation, before the program registers any resource. The
+modules:
 
-    keys.py        the key table (KEYS): name, default, rule, fix, description; its Markdown
-      key.py         one key (Key), and the recipe's keys (recipe_key)
-      key_values.py  the values the rows name: images, choices, bounds
-      keys_chart.py, keys_deployment.py, keys_cloud.py, keys_storage.py
-                     the table's parts, in its order
-    parsers.py     one raw value -> a typed value, or the rule it breaks
-      label_parsers.py  labels, node selectors, tolerations
-      cloud_parsers.py  ACK's versions, instance types, vSwitch ids, NVIDIA drivers
-    raw.py         a key in its two CLI forms (flat, --path)
-    messages.py    the violations in Pulumi's wording, and ConfigError
-    kubeconfig.py  the kubeconfig setting and the API server it names
+    config.py      the schema: ``Config``, its top-level keys and sections, in table order
+      run.py, cloud.py  the sections (worker, ps, ..., gpuPool, nas, ...): a field per key
+      keys.py        how a key is declared (``key``), the table it gives (``Key``, ``keys_of``)
+      constants.py   the values the keys name: images, choices, bounds
     load.py        load_settings(), in phases:
-      read.py        every key parsed on its own
-      derive.py      what several keys give together (resolve), the Settings (assemble)
-      rules.py       the rules between keys
-    model.py       Settings and its sections (a field per key: from_key)
+      read.py        every key parsed on its own (parsers: infra/values/)
+      derive.py      what several keys give together (model.Derived), before the rules
+      rules.py, cloud_rules.py  the rules between keys, which yield problems
+      problems.py    a problem worded as Pulumi words it (key, value, rule, fix), ConfigError
+    model.py       Settings: the configuration and what comes of it
 
-The program, its components and tools import the names below from ``infra.settings``; the
-modules of this package import each name from the module that defines it.
+The program, its components and tools import the names below from ``infra.settings``.
 """
 
-from infra.settings.key_values import DEFAULT_REGISTRY, PROJECT, TRAINER_CPU_TAG
-from infra.settings.keys import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS, project_config_schema
-from infra.settings.kubeconfig import is_kubeconfig_path
+from infra.settings.config import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS, Config
+from infra.settings.constants import DEFAULT_REGISTRY, PROJECT, TRAINER_CPU_TAG
 from infra.settings.load import load_settings
-from infra.settings.messages import ConfigError
 from infra.settings.model import (
-    ClusterSettings,
-    Placement,
-    PodIdentity,
-    RegistryCredentials,
+    ImageSettings,
     RuntimeSettings,
     Settings,
+    TargetSettings,
     TaskSettings,
-    TensorBoardSettings,
     TrainingSettings,
 )
+from infra.settings.problems import ConfigError
+from infra.settings.run import PodIdentity
 
 __all__ = [
     "DEFAULT_REGISTRY",
@@ -50,17 +41,14 @@ __all__ = [
     "PROJECT",
     "SECRET_CAPABLE_KEYS",
     "TRAINER_CPU_TAG",
-    "ClusterSettings",
+    "Config",
     "ConfigError",
-    "Placement",
+    "ImageSettings",
     "PodIdentity",
-    "RegistryCredentials",
     "RuntimeSettings",
     "Settings",
+    "TargetSettings",
     "TaskSettings",
-    "TensorBoardSettings",
     "TrainingSettings",
-    "is_kubeconfig_path",
     "load_settings",
-    "project_config_schema",
 ]

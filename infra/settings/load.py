@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
 import pulumi
 
+from infra.deployed import Deployed, read_deployed
 from infra.settings.cloud_rules import stack_name, zone_in_region
-from infra.settings.deployed import Deployed, read_deployed
-from infra.settings.derive import assemble, resolve
-from infra.settings.key_values import PROJECT
-from infra.settings.messages import ConfigError
+from infra.settings.config import SECRET_CAPABLE_KEYS, Config
+from infra.settings.constants import PROJECT
+from infra.settings.derive import derive
+from infra.settings.keys import build
 from infra.settings.model import Settings
-from infra.settings.raw import RawConfig
-from infra.settings.read import read
+from infra.settings.problems import ConfigError
+from infra.settings.read import RawConfig, read
 from infra.settings.rules import cross_check
 
 
@@ -26,11 +28,11 @@ def load_settings(
     """Read and validate the whole stack configuration.
 
     In phases: ``read`` parses every key on its own (and finds keys that are none of the
-    stack's); ``resolve`` works out what several keys give together (images, the base image
-    and package index by region, the cluster's identity, and from the stack's state the
-    network plugin and NAS storage type of what it already created, where their keys are
-    unset); ``cross_check`` applies the rules between
-    keys; ``assemble`` builds the Settings, only once no phase found a violation.
+    stack's), and the values become the typed ``Config``; ``derive`` works out what several
+    keys give together (images, the base image and package index by region, the cluster's
+    identity, and from the stack's state the network plugin and NAS storage type of what it
+    already created, where their keys are unset); ``cross_check`` applies the rules between
+    keys; the Settings are both, once no phase found a violation.
 
     Args:
         config: the ``tf-mnist`` config bag (default ``pulumi.Config("tf-mnist")``).
@@ -45,13 +47,20 @@ def load_settings(
         ConfigError: listing every invalid key at once, each with key, value, rule and fix.
     """
     reading = read(RawConfig(config or pulumi.Config(PROJECT)))
+    c: Config = build(Config, reading.values)
     # The provider's region: its config, else the environment variable it also reads.
     region = pulumi.Config("alicloud").get("region") or os.environ.get("ALICLOUD_REGION")
-    resolved = resolve(reading.values, deployed, region)
-    cross_check(reading, resolved)
+    derived = derive(c, deployed, region)
+    cross_check(c, derived, reading)
     stack = stack or pulumi.get_stack()
-    stack_name(reading, stack)
-    zone_in_region(reading, region)
+    reading.add(stack_name(c, stack))
+    reading.add(zone_in_region(c, region))
     if reading.problems:
         raise ConfigError(reading.problems)
-    return assemble(reading, resolved, stack)
+    return Settings(
+        **{f.name: getattr(c, f.name) for f in dataclasses.fields(c)},
+        **{f.name: getattr(derived, f.name) for f in dataclasses.fields(derived)},
+        project=PROJECT,
+        stack=stack,
+        secret_keys=frozenset(reading.secrets & set(SECRET_CAPABLE_KEYS)),
+    )

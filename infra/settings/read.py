@@ -1,22 +1,30 @@
-"""The read phase: every key parsed on its own, in the form it was set, and the violations found."""
+"""The read phase: every key in both forms the Pulumi CLI stores, parsed on its own, and the
+violations found (``Reading``), which the later phases add theirs to."""
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi.runtime.config import is_config_secret
+import pulumi
+from pulumi.runtime.config import CONFIG, get_config_env, is_config_secret
 
-from infra.settings import messages
-from infra.settings.key import Key
-from infra.settings.key_values import PROJECT
-from infra.settings.keys import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS
-from infra.settings.messages import conflict, fix_args, not_applicable, secret_refused, shown, violation
-from infra.settings.raw import FLAT, PATH, RawConfig, conflicting, project_config
+from infra.settings.config import KEYS, KEYS_BY_NAME, SECRET_CAPABLE_KEYS
+from infra.settings.constants import PROJECT
+from infra.settings.keys import Key
+from infra.settings.problems import FLAT, NOT_APPLICABLE, PATH, Given, Problem, shown, wording
 
+#: The keys that may stay secret, as the refusal of any other secret lists them.
+SECRET_CAPABLE_SHOWN = (
+    "kubeconfig",
+    "nas.mountTargetDomain",
+    "nfs.*",
+    "data.source",
+    "registryCredentials.*",
+)
 #: Top-level names under which every key can stay secret (registryCredentials): a
 #: `pulumi config set --secret --path a.b` makes all of `a` secret, which is refused elsewhere.
 _SECRET_CAPABLE_HEADS = {k.split(".")[0] for k in SECRET_CAPABLE_KEYS if "." in k} - {
@@ -24,131 +32,182 @@ _SECRET_CAPABLE_HEADS = {k.split(".")[0] for k in SECRET_CAPABLE_KEYS if "." in 
 }
 
 
+class RawConfig:
+    """Reads a key in both forms the CLI stores.
+
+    `pulumi config set worker.number 4` stores the flat key ``tf-mnist:worker.number`` = "4";
+    `pulumi config set --path worker.number 4` stores ``tf-mnist:worker`` = {"number": 4}.
+    The flat key is the one used when both exist: the CLI writes Pulumi.yaml's defaults through
+    the structured form, so a structured value equal to the default beside a flat one may be
+    that default. Any other pair of different values is a conflict (``conflicting``):
+    silently dropping one would ignore a command the user ran.
+    """
+
+    def __init__(self, config: pulumi.Config) -> None:
+        self._config = config
+
+    @staticmethod
+    def is_secret(name: str, form: str | None) -> bool:
+        """Whether ``name`` in ``form`` was set with ``--secret``: the CLI names the flat key,
+        or for a structured value the top-level key that holds it."""
+        if form is None:
+            return False
+        return is_config_secret(f"{PROJECT}:{name if form == FLAT else name.split('.')[0]}")
+
+    def forms(self, name: str) -> tuple[Any, Any]:
+        """``(flat value, structured value)`` of a key, None where that form is not set."""
+        flat = self._config.get(name)
+        head, *path = name.split(".")
+        raw = self._config.get(head) if path else None
+        try:
+            node: Any = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return flat, None
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return flat, None
+            node = node[part]
+        return flat, node
+
+
+def conflicting(key: Key, flat: Any, structured: Any) -> bool:
+    """True when a key set both flat and with --path holds two different values.
+
+    A valid structured value equal to the key's default is not a conflict: the CLI writes
+    Pulumi.yaml's default there by itself (and the flat value is then the user's).
+    """
+
+    def parsed(raw: Any) -> tuple[bool, Any]:
+        try:
+            return True, key.parse(raw)
+        except ValueError:
+            return False, None
+
+    structured_ok, structured_value = parsed(structured)
+    if structured_ok and structured_value == key.default:
+        return False
+    flat_ok, flat_value = parsed(flat)
+    return not (structured_ok and flat_ok and flat_value == structured_value)
+
+
 @dataclass
 class Reading:
-    """Every key of one run as read, and the violations found so far.
-
-    The later phases add their violations here too, through ``bad``, ``refuse`` and
-    ``missing``, so that one ``ConfigError`` lists them all in the order they were found.
+    """Every key of one run as read, and the violations found so far, worded in report order.
 
     Attributes:
         raw_config: the config bag, both forms.
-        values: key -> parsed value; the key's default where it is unset, set twice, or bad.
-        raws: key -> the raw value the program uses (None when unset).
-        forms: key -> FLAT, PATH, or None when unset.
-        secrets: keys whose used value was set with ``--secret``.
-        problems: the violations, in report order.
-        own_problem: key -> index in ``problems`` of its own value's violation, which
-            ``refuse`` replaces where a later rule finds that the key does not apply at all
-            (removing it is then the one fix).
+        given: key -> how it was set and its parsed value; a key that is unset, set twice or
+            bad holds its default, so that the later phases can still run on it.
+        problems: the violations, worded (``problems.wording``), in report order.
+        own_problem: key -> index in ``problems`` of its own value's violation, which a
+            NOT_APPLICABLE problem of the key replaces (removing it is then the one fix).
     """
 
     raw_config: RawConfig
-    values: dict[str, Any] = field(default_factory=dict)
-    raws: dict[str, Any] = field(default_factory=dict)
-    forms: dict[str, str | None] = field(default_factory=dict)
-    secrets: set[str] = field(default_factory=set)
+    given: dict[str, Given] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     own_problem: dict[str, int] = field(default_factory=dict)
 
-    def bad(
-        self,
-        name: str,
-        rule: str,
-        fix_key: str | None = None,
-        fix_value: str | None = None,
-        shown_as: str | None = None,
-    ) -> None:
-        """``name``'s value breaks ``rule``; the fix sets ``fix_key`` (default ``name``) to
-        ``fix_value`` (default that key's fix), in the form that key was set in.
+    @property
+    def values(self) -> dict[str, Any]:
+        """Key -> parsed value (its default where unset, set twice or bad)."""
+        return {name: given.value for name, given in self.given.items()}
 
-        ``shown_as`` replaces the value in the message (kubeconfig content is shown by its size).
-        """
-        fix_name = fix_key or name
-        args, value = fix_args(KEYS_BY_NAME[fix_name], self.forms[fix_name])
-        raw = self.raws[name] if self.raws[name] is not None else self.values[name]
-        self.problems.append(
-            violation(name, shown_as or raw, rule, args, fix_value or value, secret=name in self.secrets)
-        )
+    @property
+    def secrets(self) -> set[str]:
+        """The keys whose used value was set with ``--secret``."""
+        return {name for name, given in self.given.items() if given.secret}
 
-    def refuse(self, name: str, rule: str) -> None:
-        """``name`` does not apply: this violation replaces its own one, if any."""
-        message = not_applicable(name, self.raws[name], rule, self.forms[name], secret=name in self.secrets)
-        if name in self.own_problem:
-            self.problems[self.own_problem[name]] = message
-        else:
-            self.problems.append(message)
-
-    def missing(self, name: str, rule: str, fix: str | None = None, secret: bool = False) -> None:
-        """``name`` is required (by ``rule``) and not set."""
-        self.problems.append(messages.missing(name, rule, fix, secret))
+    def add(self, problems: Iterable[Problem], own: bool = False) -> None:
+        """Word ``problems`` in; ``own``: each is its key's own value's violation."""
+        for problem in problems:
+            text = wording(problem, self.given, KEYS_BY_NAME)
+            if problem.kind == NOT_APPLICABLE and problem.key in self.own_problem:
+                self.problems[self.own_problem[problem.key]] = text
+                continue
+            if own:
+                self.own_problem[problem.key] = len(self.problems)
+            self.problems.append(text)
 
     def is_set(self, name: str) -> bool:
-        """Set by the user: flat at all, or with --path to other than the default (which the
-        CLI writes there by itself for keys Pulumi.yaml declares)."""
-        flat, structured = self.raw_config.forms(name)
-        if flat is not None:
-            return True
-        if structured is None:
-            return False
-        try:
-            return KEYS_BY_NAME[name].parse(structured) != KEYS_BY_NAME[name].default
-        except ValueError:
-            return True
+        """Set by the user: flat at all, or with --path to a bad value or other than the default
+        (which the CLI writes there by itself for keys Pulumi.yaml declares)."""
+        given = self.given[name]
+        if given.form == PATH:
+            return name in self.own_problem or given.value != KEYS_BY_NAME[name].default
+        return given.form == FLAT
 
 
 def read(raw_config: RawConfig) -> Reading:
-    """Parse every key of KEYS on its own, then report the project keys that are none of them.
-
-    A key that is bad, or set twice (flat and --path) to different values, keeps its default
-    in ``values`` so that the later phases can still run on it; its violation is recorded.
-    """
+    """Parse every key on its own, then report the project keys that are none of them."""
     reading = Reading(raw_config)
     refused_heads: set[str] = set()
     for key in KEYS:
         _read_key(reading, key, refused_heads)
-    reading.problems += unknown_keys(project_config())
+    reading.add(unknown_keys(project_config()))
     return reading
 
 
 def _read_key(reading: Reading, key: Key, refused_heads: set[str]) -> None:
     """One key into ``reading``; ``refused_heads``: top-level names already refused as secrets."""
-    raw, form = reading.raw_config.get(key.name)
-    reading.raws[key.name] = raw
-    reading.forms[key.name] = form
-    reading.values[key.name] = key.default
     flat, structured = reading.raw_config.forms(key.name)
+    form = FLAT if flat is not None else PATH if structured is not None else None
+    raw = flat if flat is not None else structured
     flat_secret = flat is not None and reading.raw_config.is_secret(key.name, FLAT)
     structured_secret = structured is not None and reading.raw_config.is_secret(key.name, PATH)
+    secret = flat_secret if form == FLAT else structured_secret
+    reading.given[key.name] = Given(raw, key.default, form, secret)
     head = key.name.split(".")[0]
     if structured_secret and head not in refused_heads and head not in _SECRET_CAPABLE_HEADS:
         refused_heads.add(head)
-        reading.problems.append(secret_refused(head, structured=True))
-    if flat_secret and key.name not in SECRET_CAPABLE_KEYS:
-        reading.problems.append(secret_refused(key.name, structured=False))
-    if flat_secret if form == FLAT else structured_secret:
-        reading.secrets.add(key.name)
+        reading.add([_secret_refused(head, structured=True)])
+    if flat_secret and not key.secret:
+        reading.add([_secret_refused(key.name, structured=False)])
     if flat is not None and structured is not None and conflicting(key, flat, structured):
-        reading.own_problem[key.name] = len(reading.problems)
-        reading.problems.append(conflict(key.name, flat, structured, flat_secret, structured_secret))
+        flat_shown, structured_shown = shown(flat, flat_secret), shown(structured, structured_secret)
+        conflict = Problem(
+            key.name,
+            "a key must be set one way only",
+            kind=f"is set twice, to '{flat_shown}' (flat) and to '{structured_shown}' (--path)",
+            command=f"pulumi config rm {key.name} (keeps '{structured_shown}'), "
+            f"or pulumi config rm --path {key.name} (keeps '{flat_shown}')",
+        )
+        reading.add([conflict], own=True)
     elif raw is not None:
         try:
-            reading.values[key.name] = key.parse(raw)
+            reading.given[key.name] = Given(raw, key.parse(raw), form, secret)
         except ValueError as error:
-            reading.own_problem[key.name] = len(reading.problems)
-            reading.problems.append(
-                violation(key.name, raw, str(error), *fix_args(key, form), secret=key.name in reading.secrets)
-            )
+            reading.add([Problem(key.name, str(error))], own=True)
 
 
-def unknown_keys(config: Mapping[str, Any]) -> list[str]:
-    """Violations for project keys the program does not read (typos such as worker.numbr).
+def _secret_refused(name: str, structured: bool) -> Problem:
+    """A secret the stack would write out in plain text (its value is not shown)."""
+    capable = ", ".join(SECRET_CAPABLE_SHOWN[:-1]) + " and " + SECRET_CAPABLE_SHOWN[-1]
+    written = f"writes {name}.* values" if structured else "writes this value"
+    return Problem(
+        name,
+        f"the stack {written} into Kubernetes objects and stack outputs in plain text, so "
+        f"{'they' if structured else 'it'} cannot stay secret (only {capable} can)",
+        kind="holds a secret" if structured else "is a secret",
+        command=f"pulumi config set {f'--path {name}.<key>' if structured else name} <value> (again, without --secret)",
+    )
+
+
+def project_config() -> dict[str, Any]:
+    """Every ``tf-mnist:`` key of this run (the engine's config), without the prefix."""
+    merged = {**get_config_env(), **CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in merged.items() if key.startswith(prefix)}
+
+
+def unknown_keys(config: Mapping[str, Any]) -> list[Problem]:
+    """Project keys the program does not read (typos such as worker.numbr).
 
     Args:
         config: every ``tf-mnist:`` key the engine passed, without the prefix, as the CLI
             hands them over (a structured value as its JSON text).
 
-    A flat key must be a name in KEYS; a structured value (under the first segment of a dotted
+    A flat key must be a key's name; a structured value (under the first segment of a dotted
     name) may hold only paths that lead to one. Values of keys that are maps (matchLabels) are
     not looked into.
     """
@@ -156,13 +215,10 @@ def unknown_keys(config: Mapping[str, Any]) -> list[str]:
     heads = {name.split(".")[0] for name in names if "." in name}
     found: list[tuple[str, Any, bool, bool]] = []  # path, value, structured, secret
 
-    def leads_to_a_key(path: str) -> bool:
-        return any(name.startswith(path + ".") for name in names)
-
     def walk(path: str, node: Any, secret: bool) -> None:
         if path in names:
             return
-        if isinstance(node, dict) and leads_to_a_key(path):
+        if isinstance(node, dict) and any(name.startswith(path + ".") for name in names):
             for part, child in node.items():
                 walk(f"{path}.{part}", child, secret)
             return
@@ -188,8 +244,12 @@ def unknown_keys(config: Mapping[str, Any]) -> list[str]:
         close = difflib.get_close_matches(path, sorted(names | heads), n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
         out.append(
-            f"Configuration '{PROJECT}:{path}' value '{shown(raw, secret)}' is not a setting of this "
-            f"stack{hint}: the program would ignore it.\n"
-            f"    fix: pulumi config rm {'--path ' if structured else ''}{path}"
+            Problem(
+                path,
+                "the program would ignore it",
+                kind=f"is not a setting of this stack{hint}",
+                command=f"pulumi config rm {'--path ' if structured else ''}{path}",
+                shown=shown(raw, secret),
+            )
         )
     return out

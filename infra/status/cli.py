@@ -15,7 +15,7 @@ each defaulting to the current stack's outputs (``pulumi stack output --json
 PATH (``--kubectl`` to name another).
 
 ``--runs`` lists instead every run of the stack on the shared volume (one directory per
-training configuration; infra/settings/runs.py) with its state, test accuracy and epochs, read
+training configuration; infra/runs.py) with its state, test accuracy and epochs, read
 through the TensorBoard pod (``kubectl exec``; infra/runs_scan.py) or, with ``--volume DIR``,
 from a local directory that holds the volume's files (a hostPath, a mounted NFS export).
 

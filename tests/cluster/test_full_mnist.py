@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.keys import KEYS_BY_NAME
+from infra.settings import KEYS_BY_NAME
 from tests.preview.engine import PulumiProject
 from tests.trainer.trainer_test_helpers import FULL_MNIST, full_mnist_or_skip
 from trainer import data

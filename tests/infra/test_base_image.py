@@ -14,7 +14,6 @@ import mock_engine as me
 import pytest
 
 from infra import bundle
-from infra.settings import key_values
 
 JOB = "kubernetes:batch/v1:Job"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -53,7 +52,7 @@ def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config
     assert run.error is None, run.error
     found = containers(run)
     # By tag: `pulumi up` resolves it to its digest, which every pod runs (infra/image_pins.py).
-    assert {c["image"] for c in found.values()} == {me.pinned(key_values.ALINUX_PYTHON_IMAGE)}
+    assert {c["image"] for c in found.values()} == {me.pinned(bundle.ALINUX_PYTHON_IMAGE)}
     assert {c["imagePullPolicy"] for c in found.values()} == {"IfNotPresent"}
     cpu = f"/data/packages/cpu-{bundle.lock_hash('cpu')}/site"
     gpu = f"/data/packages/gpu-{bundle.lock_hash('gpu')}/site"
@@ -70,7 +69,7 @@ def test_the_dev_stack_runs_the_regional_base_image_with_its_packages(dev_config
         "volumeMounts"
     ]
     assert run.outputs["setupJobName"] == "mnist-setup"
-    assert run.outputs["baseImage"] == me.pinned(key_values.ALINUX_PYTHON_IMAGE)
+    assert run.outputs["baseImage"] == me.pinned(bundle.ALINUX_PYTHON_IMAGE)
 
 
 def test_the_setup_job_installs_every_set_from_the_regional_mirror(dev_config):
@@ -79,7 +78,7 @@ def test_the_setup_job_installs_every_set_from_the_regional_mirror(dev_config):
     (container,) = job.inputs["spec"]["template"]["spec"]["containers"]
     command = container["command"]
     assert command[:5] == ["python", "-m", "trainer.install", "--dest", "/data/packages"]
-    assert command[command.index("--index_url") + 1] == key_values.ALIYUN_PYPI_MIRROR
+    assert command[command.index("--index_url") + 1] == bundle.ALIYUN_PYPI_MIRROR
     locks = [command[i + 1] for i, a in enumerate(command) if a == "--lock"]
     assert locks == [f"{s}=/opt/tf-mnist-locks/{s}.txt" for s in ("cpu", "gpu", "tensorboard")]
     assert command[command.index("--sample_dest") + 1] == f"/data/sample/{bundle.sample_hash()}"
@@ -133,12 +132,12 @@ def test_without_a_region_python_slim_by_digest_and_pypi(dev_config):
     run = me.run_program(kubeconfig_mode(dev_config), registry=registry)
     assert run.error is None, run.error
     found = containers(run)
-    assert {c["image"] for c in found.values()} == {key_values.PYTHON_SLIM_IMAGE}
-    assert "@sha256:" in key_values.PYTHON_SLIM_IMAGE
+    assert {c["image"] for c in found.values()} == {bundle.PYTHON_SLIM_IMAGE}
+    assert "@sha256:" in bundle.PYTHON_SLIM_IMAGE
     assert {c["imagePullPolicy"] for c in found.values()} == {"IfNotPresent"}
     assert registry.asked == []  # a digest is not asked for
     command = found["mnist-setup"]["command"]
-    assert command[command.index("--index_url") + 1] == key_values.PYPI_INDEX
+    assert command[command.index("--index_url") + 1] == bundle.PYPI_INDEX
 
 
 def test_base_image_and_index_can_be_set(dev_config):

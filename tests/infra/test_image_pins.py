@@ -8,9 +8,8 @@ import mock_engine as me
 import pytest
 import registry_stub as stub
 
-from infra import image_pins, stack_state
+from infra import bundle, image_pins, stack_state
 from infra.registry_digests import DigestUnavailable, lookup_digest
-from infra.settings import key_values
 
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -126,7 +125,7 @@ def test_tags_without_a_digest_fail_up_before_anything_with_each_answer_and_fix(
 
 def test_the_default_base_image_by_tag_is_pinned_with_the_setup_job(dev_config):
     # The dev stack is in cn-hangzhou: Alibaba Cloud Linux 3's Python, by tag.
-    tag = key_values.ALINUX_PYTHON_IMAGE
+    tag = bundle.ALINUX_PYTHON_IMAGE
     registry = me.FakeRegistry(digests={tag: stub.digest(7)})
     run = me.run_program(dev_config, registry=registry)
     assert run.error is None, run.error
@@ -137,7 +136,7 @@ def test_the_default_base_image_by_tag_is_pinned_with_the_setup_job(dev_config):
 
 
 def test_a_base_image_without_a_digest_names_base_image_and_both_policy_keys(dev_config):
-    tag = key_values.ALINUX_PYTHON_IMAGE
+    tag = bundle.ALINUX_PYTHON_IMAGE
     refused = DigestUnavailable("https://example.invalid/v2/x/manifests/1 answered HTTP 403", 403)
     run = me.run_program(dev_config, registry=me.FakeRegistry(errors={tag: refused}))
     message = str(run.error)
@@ -170,7 +169,7 @@ def test_a_preview_after_up_shows_the_digests_of_the_state(dev_config, caplog):
 def test_an_up_the_registry_does_not_answer_keeps_the_states_digest_with_a_warning(dev_config, caplog):
     # `pulumi destroy --run-program` runs the program as an up does: a registry out of reach
     # must not stop it, nor a re-up of the same images.
-    tag = key_values.ALINUX_PYTHON_IMAGE
+    tag = bundle.ALINUX_PYTHON_IMAGE
     up = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(7)}))
     state = {
         reg.urn: {"type": reg.type, "outputs": reg.inputs}
@@ -190,7 +189,7 @@ def test_an_up_the_registry_does_not_answer_keeps_the_states_digest_with_a_warni
 
 
 def test_a_tag_pushed_again_replaces_the_pods_and_keeps_the_run_directory(dev_config):
-    tag = key_values.ALINUX_PYTHON_IMAGE
+    tag = bundle.ALINUX_PYTHON_IMAGE
     first = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(7)}))
     pushed = me.run_program(dev_config, registry=me.FakeRegistry(digests={tag: stub.digest(8)}))
     # The run key holds the reference as configured: the same run directory, resumed by new

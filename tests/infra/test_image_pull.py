@@ -1,4 +1,4 @@
-"""The pull policy follows the image reference (infra/settings/images.py) on every container
+"""The pull policy follows the image reference (infra/pull_policy.py) on every container
 the stack creates: `pulumi up` resolves a tag to its digest (infra/image_pins.py) unless its
 pull policy is set, and warns about a tag that a node may hold stale."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import mock_engine as me
 import pytest
 
-from infra.settings import images
+from infra import pull_policy as images
 
 REGISTRY = "registry.cn-hangzhou.aliyuncs.com/tf-mnist"
 

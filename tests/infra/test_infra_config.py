@@ -11,8 +11,9 @@ import pulumi
 import pytest
 import yaml
 
+from infra import schema
 from infra import settings as st
-from infra.settings import parsers
+from infra.values import parsers
 
 HEADER_1 = "1 invalid configuration value; nothing was deployed:"
 
@@ -250,7 +251,7 @@ def test_pulumi_yaml_declares_the_code_defaults():
     assert project["name"] == "tf-mnist"
     assert project["main"] == "infra"
     assert project["runtime"] == {"name": "python", "options": {"virtualenv": ".venv"}}
-    assert project["config"] == st.project_config_schema()
+    assert project["config"] == schema.project_config_schema()
     for key, spec in project["config"].items():
         assert spec["type"] in ("string", "integer", "boolean"), key
         assert spec["default"] == st.KEYS_BY_NAME[key].default, key

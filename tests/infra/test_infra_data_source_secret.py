@@ -10,8 +10,8 @@ import json
 import mock_engine as me
 import pytest
 
-from infra.settings import runs
-from infra.settings.url_credentials import not_plain, redacted, without_credentials
+from infra import runs
+from infra.url_credentials import not_plain, redacted, without_credentials
 
 JOB = "kubernetes:batch/v1:Job"
 SECRET = "kubernetes:core/v1:Secret"

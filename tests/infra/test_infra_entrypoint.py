@@ -8,7 +8,7 @@ import textwrap
 
 import mock_engine as me
 
-from infra.settings.key_values import ALINUX_PYTHON_IMAGE
+from infra.bundle import ALINUX_PYTHON_IMAGE
 
 # Emulates pulumi-language-python-exec: run_path on the program directory from inside it,
 # with the repository root NOT importable, under mocks so no engine is needed.

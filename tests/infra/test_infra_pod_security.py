@@ -122,7 +122,7 @@ def test_an_internet_load_balancer_without_source_ranges_is_refused(dev_config, 
 
 
 #: Source ranges that admit the internet, however they are written: the rule counts the
-#: public addresses of their union (infra/settings/source_ranges.py), not the text "/0".
+#: public addresses of their union (infra/source_ranges.py), not the text "/0".
 WIDE = {
     "everyone": ('["0.0.0.0/0"]', "3,702,258,688", " (every one)"),
     "everyone-beside-one": ('["198.51.100.7/32","0.0.0.0/0"]', "3,702,258,688", " (every one)"),

@@ -1,6 +1,6 @@
-"""The bounds of the node pools and of a pod's GPUs (infra/settings/key_values.py MAX_POOL_NODES,
-MAX_GPUS_PER_INSTANCE): the configuration refuses what passes them, structured values too, and
-the largest run they allow plans pools the policy pack admits."""
+"""The bounds of the node pools and of a pod's GPUs (infra/settings/constants.py MAX_POOL_NODES,
+infra/values/gpu_families.py MAX_GPUS_PER_INSTANCE): the configuration refuses what passes them,
+structured values too, and the largest run they allow plans pools the policy pack admits."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 import mock_engine as me
 import pytest
 
-from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
+from infra.settings.constants import MAX_POOL_NODES, MAX_WORKERS
+from infra.values.gpu_families import MAX_GPUS_PER_INSTANCE
 from policy import rules
 
 NODE_POOL = "alicloud:cs/nodePool:NodePool"

@@ -10,7 +10,7 @@ import mock_engine as me
 import pytest
 
 from infra import settings as st
-from infra.settings import parsers
+from infra.values import parsers
 from trainer import flags
 from trainer.contract import recipe
 from trainer.launcher import cli

@@ -11,12 +11,12 @@ import registry_stub as stub
 from infra.registry_digests import (
     MANIFEST_TYPES,
     DigestUnavailable,
+    RegistryCredentials,
     Repository,
     bearer_token,
     lookup_digest,
     repository,
 )
-from infra.settings import RegistryCredentials
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The trainer images are part of the run key (infra/settings/runs.py: trainer_images): a
+"""The trainer images are part of the run key (infra/runs.py: trainer_images): a
 trainer image named by a new digest is a new run; TensorBoard's image is not."""
 
 from __future__ import annotations

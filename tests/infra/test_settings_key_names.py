@@ -1,9 +1,11 @@
-"""Every key that the settings pipeline names in a string is a key of the table.
+"""Every key that the settings pipeline names in a string is a key of the table, and no value
+is read by its key's name.
 
-The rules and the derive phase read values by key name (``v["worker.port"]``,
-``r.bad("ps.port", ...)``) and group keys in tuples (``CREATED_CLUSTER_KEYS``). A misspelt name
-would otherwise fail only when its rule runs on a configuration that reaches it; this reads the
-modules' source, so it fails on any configuration.
+The rules read values as typed attributes (``c.worker.port``), which mypy checks; they name
+keys only in what they report (``Problem("ps.port", ...)``, ``r.is_set("clusterIdentifier")``,
+how a key was set: ``r.given["data.source"].form``) and in tuples of keys
+(``POD_VSWITCH_KEYS``; whole sections come from the schema: ``section_keys``). A misspelt name would otherwise fail only when its rule runs on a
+configuration that reaches it; this reads the modules' source, so it fails on any configuration.
 """
 
 from __future__ import annotations
@@ -13,19 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.keys import KEYS_BY_NAME
+from infra.settings import KEYS_BY_NAME
 
-SETTINGS = Path(__file__).resolve().parents[2] / "infra" / "settings"
-#: Reading's methods whose first argument (and bad's fix_key) names a key.
-KEY_METHODS = {"bad", "refuse", "missing", "is_set"}
-#: The names a key lookup reads from: ``values``, ``v`` (its short name) and ``r.values``.
-VALUE_MAPS = {"values", "v"}
+REPO = Path(__file__).resolve().parents[2]
+SETTINGS = REPO / "infra" / "settings"
+#: Calls whose first argument (and fix_key) names a key: a problem, and Reading.is_set.
+KEY_CALLS = {"Problem", "is_set"}
+#: What a key's name may index besides the table: how the key was set (``r.given``).
+KEY_INDEXED = {"given", "KEYS_BY_NAME"}
 
 
-def _is_value_map(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Name) and node.id in VALUE_MAPS) or (
-        isinstance(node, ast.Attribute) and node.attr == "values"
-    )
+def _is_given(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "given"
+
+
+def _call_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _listed_strings(node: ast.AST) -> list[str]:
@@ -39,20 +45,25 @@ def _listed_strings(node: ast.AST) -> list[str]:
 
 
 def key_names_in(tree: ast.Module) -> list[str]:
-    """The key names a module's code spells out: value lookups, Reading calls, *_KEYS tuples."""
+    """The key names a module's code spells out: problems, Reading lookups, *_KEYS tuples."""
     found: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and _is_value_map(node.value):
+        if isinstance(node, ast.Subscript) and _is_given(node.value):
             if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
                 found.append(node.slice.value)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in KEY_METHODS
-        ):
-            named = node.args[:1] + (node.args[2:3] if node.func.attr == "bad" else [])
-            named += [k.value for k in node.keywords if k.arg == "fix_key"]
+        elif isinstance(node, ast.Call) and _call_name(node) in KEY_CALLS:
+            named = node.args[:1] + [k.value for k in node.keywords if k.arg == "fix_key"]
             found += [n.value for n in named if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        elif isinstance(node, ast.Call) and _call_name(node) == "_refused":
+            found += _listed_strings(node.args[1])
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+            watched = [
+                c
+                for c in node.comparators
+                if isinstance(c, ast.Attribute) and c.attr in ("secrets", "own_problem")
+            ]
+            if watched and isinstance(node.left.value, str):
+                found.append(node.left.value)
     for statement in tree.body:
         targets = statement.targets if isinstance(statement, ast.Assign) else []
         if isinstance(statement, ast.AnnAssign):
@@ -71,14 +82,48 @@ def test_every_key_named_in_the_pipeline_is_a_key(module: Path):
     assert [name for name in names if name not in KEYS_BY_NAME] == []
 
 
-def test_the_scan_finds_the_lookups_it_guards():
-    """Counted over the whole package, so that a change of spelling (a rename of ``v``) that
-    hides the lookups from the scan fails here."""
+def test_the_scan_finds_the_names_it_guards():
+    """Counted over the whole package, so that a change of spelling that hides the names from
+    the scan fails here."""
     names = [name for module in MODULES for name in key_names_in(ast.parse(module.read_text()))]
-    assert len(names) >= 100
-    assert {"worker.port", "ps.port", "cluster.podVswitchId", "nfs.server"} <= set(names)
+    assert len(names) >= 40
+    assert {
+        "worker.gpuCount",
+        "ps.port",
+        "cluster.podVswitchId",
+        "nas.mountTargetDomain",
+        "vswitch.id",
+    } <= set(names)
 
 
 def test_a_misspelt_key_is_found():
-    tree = ast.parse('def rule(r, d):\n    if r.values["worker.prot"] > 0:\n        r.bad("ps.prt", "x")\n')
+    tree = ast.parse(
+        'def rule(c, d, r):\n    if r.is_set("worker.prot"):\n        yield Problem("ps.prt", "x")\n'
+    )
     assert [n for n in key_names_in(tree) if n not in KEYS_BY_NAME] == ["worker.prot", "ps.prt"]
+
+
+def _value_lookups(tree: ast.AST) -> list[str]:
+    """Subscripts by a key's name of anything but the table and how a key was set."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            base = node.value
+            name = (
+                base.id
+                if isinstance(base, ast.Name)
+                else base.attr
+                if isinstance(base, ast.Attribute)
+                else ""
+            )
+            if node.slice.value in KEYS_BY_NAME and "." in node.slice.value and name not in KEY_INDEXED:
+                found.append(f"{name}[{node.slice.value!r}]")
+    return found
+
+
+def test_no_value_is_read_by_its_key_name():
+    """The program reads typed attributes (``settings.worker.port``), never ``v["worker.port"]``."""
+    modules = sorted((REPO / "infra").rglob("*.py")) + sorted((REPO / "account").rglob("*.py"))
+    found = {str(p.relative_to(REPO)): _value_lookups(ast.parse(p.read_text())) for p in modules}
+    assert {path: names for path, names in found.items() if names} == {}
+    assert _value_lookups(ast.parse('v["worker.port"]')) == ["v['worker.port']"]

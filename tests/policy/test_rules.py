@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from infra.settings.key_values import MAX_PS, MAX_WORKERS
+from infra.settings.constants import MAX_PS, MAX_WORKERS
 from policy import checks, rules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,8 +149,7 @@ def test_gpu_instance_types(instance_type: str, gpu: bool) -> None:
 
 
 def test_every_gpu_family_the_settings_know_is_a_gpu_type() -> None:
-    from infra.settings.gpu_families import GPU_FAMILIES
-    from infra.settings.key_values import DEFAULT_GPU_INSTANCE_TYPES
+    from infra.values.gpu_families import DEFAULT_GPU_INSTANCE_TYPES, GPU_FAMILIES
 
     assert all(rules.is_gpu_instance_type(f"ecs.{family}-c4g1.xlarge") for family in GPU_FAMILIES)
     assert all(rules.is_gpu_instance_type(t) for t in DEFAULT_GPU_INSTANCE_TYPES)
@@ -257,9 +256,9 @@ def test_job_counts_past_the_bounds_are_refused_per_task_type() -> None:
     messages = rules.job_count_bound(jobs)
     assert messages == [
         f"run mnist in namespace default: {MAX_PS + 2} ps Jobs; rule: at most {MAX_PS} ps Jobs a run "
-        f"(infra/settings/key_values.py).\n    fix: pulumi config set ps.number {MAX_PS}",
+        f"(infra/settings/constants.py).\n    fix: pulumi config set ps.number {MAX_PS}",
         f"run mnist in namespace default: {MAX_WORKERS + 1} worker Jobs; rule: at most {MAX_WORKERS} worker Jobs "
-        f"a run (infra/settings/key_values.py).\n    fix: pulumi config set worker.number {MAX_WORKERS}",
+        f"a run (infra/settings/constants.py).\n    fix: pulumi config set worker.number {MAX_WORKERS}",
     ]
 
 

@@ -13,7 +13,7 @@ def inputs_of(preview: PreviewResult, rtype: str) -> list[dict]:
 
 #: The tags of every cloud resource that takes them (infra/components/tags.py).
 STACK_TAGS = {"pulumi:project": "tf-mnist", "pulumi:stack": "dev"}
-#: What a GPU pool falls back to, in order, and its pinned driver (infra/settings/key_values.py).
+#: What a GPU pool falls back to, in order, and its pinned driver (infra/settings/constants.py).
 GPU_TYPES = ["ecs.gn5-c4g1.xlarge", "ecs.gn6i-c4g1.xlarge", "ecs.gn6i-c8g1.2xlarge", "ecs.gn6v-c8g1.2xlarge"]
 DRIVER = "550.163.01"
 

@@ -21,7 +21,6 @@ from collections import Counter
 import yaml
 
 from infra import bundle
-from infra.settings import key_values
 
 from .cloud_layer import assert_cloud_layer
 from .conftest import require_binary
@@ -146,7 +145,7 @@ def assert_base_image(preview: PreviewResult) -> None:
     pods += [
         r["inputs"]["spec"]["template"]["spec"] for r in preview.resources("kubernetes:apps/v1:Deployment")
     ]
-    assert {c["image"] for p in pods for c in p["containers"]} == {key_values.ALINUX_PYTHON_IMAGE}
+    assert {c["image"] for p in pods for c in p["containers"]} == {bundle.ALINUX_PYTHON_IMAGE}
     maps = {
         r["inputs"]["metadata"]["name"]: r["inputs"]
         for r in preview.resources("kubernetes:core/v1:ConfigMap")

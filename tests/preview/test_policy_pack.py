@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.settings.key_values import MAX_GPUS_PER_INSTANCE, MAX_POOL_NODES, MAX_WORKERS
+from infra.settings.constants import MAX_POOL_NODES, MAX_WORKERS
+from infra.values.gpu_families import MAX_GPUS_PER_INSTANCE
 
 from .conftest import REPO
 from .dev_stack import configure

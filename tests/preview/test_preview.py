@@ -27,7 +27,7 @@ import json
 
 import pytest
 
-from infra.settings import key_values
+from infra import bundle
 
 from .cloud_layer import inputs_of
 from .conftest import REPO
@@ -57,7 +57,7 @@ MODES = ["cloud", "cluster"]
 #: The region's base image by a made-up digest, for the targeted `pulumi up`s below: an up runs
 #: the whole program, which resolves a tag at its registry (infra/image_pins.py), and no
 #: registry is reachable here.
-OFFLINE_BASE_IMAGE = f"{key_values.ALINUX_PYTHON_IMAGE}@sha256:{'0' * 64}"
+OFFLINE_BASE_IMAGE = f"{bundle.ALINUX_PYTHON_IMAGE}@sha256:{'0' * 64}"
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -62,7 +62,7 @@ def kubeconfig_content(
 
 
 CREDENTIAL_TOKEN = "alicloud:cs/getClusterCredential:getClusterCredential"
-#: The engine's function that returns this stack's state (infra/settings/deployed.py, infra/ownership.py).
+#: The engine's function that returns this stack's state (infra/deployed.py, infra/ownership.py).
 STATE_TOKEN = "pulumi:pulumi:readStackResourceOutputs"
 #: The provider's NAS zones lookup (infra/nas_zones.py) and what the mock cloud answers by default:
 #: every zone of cn-hangzhou that the dev stack may name offers both general-purpose types over NFS.

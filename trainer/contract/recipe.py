@@ -2,7 +2,7 @@
 
 Every place a hyperparameter appears is derived from ``HYPERPARAMETERS``: the trainer's flags
 (trainer/flags.py: ``python -m trainer`` and ``python -m trainer.local``, their defaults,
-help and checks), the stack's ``hyperparams.*`` keys (infra/settings/key.py recipe_key: default, parser,
+help and checks), the stack's ``hyperparams.*`` keys (infra/settings/keys.py recipe_key: default, parser,
 fix, description; from them Pulumi.yaml's schema and docs/configuration.md), the pods' trainer
 arguments (infra/components/task_jobs.py), the run key (infra/settings/model.py) and the
 benchmark's flags (benchmarks/bench_runs.py). A new hyperparameter is a row here and the code
@@ -86,7 +86,7 @@ class Hyperparameter:
         default: the one default, of ``type`` (see the module's docstring for the recipe).
         help: one text for the flag's ``--help`` and the key's description, without the
             default (each adds it its own way) and without a final period.
-        run_key: whether the value enters the run key (infra/settings/runs.py): true for what
+        run_key: whether the value enters the run key (infra/runs.py): true for what
             changes what is learnt; false for what a run may change and still resume its
             checkpoints (epochs, the arithmetic, the exchange period).
         choices: the allowed values of a str row; empty for a number.
@@ -137,7 +137,7 @@ class Hyperparameter:
     def rule(self) -> str:
         """The trainer's words for a number's limits (``must be an integer >= 1``, ``must be > 0
         and finite``, ``must be an integer from 0 to 7 pixels``); the stack's parsers word
-        them their own way (infra/settings/parsers.py)."""
+        them their own way (infra/values/parsers.py)."""
         maximum = None if self.maximum_flag else self.maximum
         if self.type is int:
             if maximum is None:

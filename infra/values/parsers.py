@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from infra.settings.key_values import MAX_POOL_NODES
 from trainer.contract import cluster_spec as cs
 from trainer.contract import recipe
 
@@ -96,12 +95,6 @@ def boolean(raw: Any) -> bool:
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
         return raw.strip().lower() == "true"
     raise ValueError("must be true or false")
-
-
-def optional_boolean(raw: Any) -> bool | None:
-    """true/false (``boolean``), or None when unset or empty (the key's description says what
-    the program uses then)."""
-    return None if raw in (None, "") else boolean(raw)
 
 
 def one_of(choices: Sequence[str]) -> Parser:
@@ -376,20 +369,10 @@ def raw_list(raw: Any) -> list:
     return raw
 
 
-def optional_positive_int(raw: Any) -> int | None:
-    """An integer >= 1, or None when unset."""
-    return None if raw in (None, "") else integer(1)(raw)
-
-
-def optional_port(raw: Any) -> int | None:
-    """A TCP port, an integer in [1, 65535], or None when unset."""
-    return None if raw in (None, "") else integer(1, 65535)(raw)
-
-
-def optional_pool_size(raw: Any) -> int | None:
-    """A node pool's size (gpuPool.size): an integer in [1, MAX_POOL_NODES], or None when unset
-    (the description says what the program uses then). The bound: key_values.MAX_POOL_NODES."""
-    return None if raw in (None, "") else integer(1, MAX_POOL_NODES)(raw)
+def optional(parse: Parser) -> Parser:
+    """``parse``, or None when the value is unset or empty (the key's description says what the
+    program uses then)."""
+    return lambda raw: None if raw is None or raw == "" else parse(raw)
 
 
 #: The largest uid or gid a pod's securityContext takes (Kubernetes validates them as int32).

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from infra.settings.parsers import integer, raw_list
+from infra.values.parsers import integer, raw_list
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -24,8 +24,10 @@ import json
 from typing import Any
 
 from infra import bundle
-from infra.settings.url_credentials import without_credentials
+from infra.settings import Settings
+from infra.url_credentials import without_credentials
 from trainer.contract import cluster_spec as cs
+from trainer.contract import recipe
 
 #: Hex digits of a directory key: 48 bits, so two configurations of one stack collide with a
 #: chance of about 1e-14 (the key is not a security boundary: the stack writes it).
@@ -95,15 +97,34 @@ def trainer_images(
     return {"worker": code(worker_image, worker_packages), "ps": code(cpu_image, cpu_packages)}
 
 
-def run_key(recipe: dict[str, Any], data_key: str, run_layout: dict[str, Any], images: dict[str, Any]) -> str:
+def run_key(settings: Settings) -> str:
     """The run directory's key: 12 hex digits of the SHA-256 of the recipe (every trainer flag
-    that changes what is learnt, except the epochs), the data key, the layout and the trainer
-    images.
+    that changes what is learnt, except the epochs: ``recipe.run_key_recipe``), the data key
+    (``source_key``), the ``layout`` and the trainer images (``trainer_images``: the code that
+    trains is part of what is learnt)."""
+    t = settings.training
+    return _digest(
+        {
+            "recipe": recipe.run_key_recipe(settings.hyperparams),
+            "data": source_key(settings.data.source),
+            "layout": layout(t.replicas, t.worker.gpus),
+            "images": trainer_images(t.worker.reference, t.ps.reference, t.worker.packages, t.ps.packages),
+        }
+    )
 
-    Args:
-        recipe: trainer flag -> value (``--model`` ... as ``model`` ...).
-        data_key: ``source_key`` of the data.
-        run_layout: ``layout``.
-        images: ``trainer_images``: the code that trains is part of what is learnt.
-    """
-    return _digest({"recipe": recipe, "data": data_key, "layout": run_layout, "images": images})
+
+def runs_dir(settings: Settings) -> str:
+    """The directory of a stack's runs: ``<mountPath>/runs/<stack>-<namespace>-<prefix>``
+    (TensorBoard's --logdir: it shows every run of the stack)."""
+    return f"{settings.mount_path}/runs/{settings.stack}-{settings.namespace}-{settings.name_prefix}"
+
+
+def data_dir(settings: Settings) -> str:
+    """Where staging puts MNIST and the trainer reads it (``--data_dir``), by data.source:
+    ``<mountPath>/mnist/<source key>``."""
+    return f"{settings.mount_path}/mnist/{source_key(settings.data.source)}"
+
+
+def log_dir(settings: Settings) -> str:
+    """The configuration's run directory, ``<runs_dir>/<run_key>``: the trainer's --log_dir."""
+    return f"{runs_dir(settings)}/{run_key(settings)}"

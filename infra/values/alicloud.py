@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infra.settings.parsers import Parser, string_list
+from infra.values.parsers import Parser, string_list
 
 #: ACK Kubernetes versions: ``<major>.<minor>.<patch>-aliyun.<n>`` (DescribeKubernetesVersionMetadata,
 #: e.g. 1.33.3-aliyun.1); a bare upstream version ("1.33") or a "v" prefix is refused by ACK.
@@ -25,6 +25,10 @@ VSWITCH_ID = re.compile(r"^vsw-[a-z0-9]+$")
 #: NVIDIA Linux driver versions as ACK lists them for its node label
 #: ``ack.aliyun.com/nvidia-driver-version``: ``<branch>.<minor>[.<patch>]`` (550.144.03, 570.169).
 NVIDIA_DRIVER_VERSION = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
+
+#: The range of an ACK temporary credential's lifetime, minutes (cs DescribeClusterUserKubeconfig
+#: TemporaryDurationMinutes: 15 to 4320).
+CREDENTIAL_MINUTES = (15, 4320)
 
 
 def ack_version(raw: Any) -> str | None:

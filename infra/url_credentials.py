@@ -12,7 +12,7 @@ Kubernetes Secret (infra/components/staging.py). A token inside the path cannot 
 directory name: such a URL must be set with ``--secret`` by whoever knows it is one.
 
 ``without_credentials`` is not a check: it names the file a URL downloads, for the data
-directory's key (infra/settings/runs.py), so that a presigned URL signed again keeps its run.
+directory's key (infra/runs.py), so that a presigned URL signed again keeps its run.
 It drops the user info and the signing parameters the providers document:
 
 - Alibaba Cloud OSS: V1 ``OSSAccessKeyId``, ``Expires``, ``Signature``, ``security-token``;

@@ -1,10 +1,11 @@
-"""What this stack's state says about the cloud resources it already created: the network
-plugin of its ACK cluster and the storage type of its NAS file system.
+"""The network plugin of the stack's ACK cluster and the storage type of its NAS file system:
+the choices, the default of a new resource, and what this stack's state says of the ones it
+already created.
 
 Both are fixed once the resource exists (the provider replaces the cluster for another
 pod_cidr, the file system for another storage_type), so while their keys are unset, a stack
 that already has the resource keeps what it has, and only a new resource gets the current
-default (keys.NEW_CLUSTER_NETWORK_PLUGIN, keys.NEW_NAS_STORAGE_TYPE). A default that changes
+default (NEW_CLUSTER_NETWORK_PLUGIN, NEW_NAS_STORAGE_TYPE). A default that changes
 between versions of this program therefore never replaces a deployed cluster or file system.
 """
 
@@ -15,6 +16,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.stack_state import read_stack_resources
+
+#: ACK network plugins (cluster.networkPlugin): only Terway enforces Kubernetes NetworkPolicy.
+NETWORK_PLUGINS = ("flannel", "terway")
+#: The plugin of a cluster the stack creates while cluster.networkPlugin is unset: Terway, which
+#: enforces the stack's NetworkPolicies. A cluster the stack already created keeps the plugin its
+#: state records instead (``Deployed``): ACK cannot change the plugin of a cluster,
+#: and pod_cidr is ForceNew (terraform-provider-alicloud cs_managed_kubernetes), so a new default
+#: must not reach a stack deployed with the old one.
+NEW_CLUSTER_NETWORK_PLUGIN = "terway"
+#: Standard (general-purpose) NAS storage types.
+NAS_STORAGE_TYPES = ("Performance", "Capacity", "Premium")
+#: The storage type of a NAS file system the stack creates while nas.storageType is unset.
+#: Capacity: general-purpose NAS bills the used GiB by the hour and Capacity has the lowest
+#: price per GiB (Alibaba's billing example; Performance and Premium cost more per GiB for lower
+#: latency), while this job moves megabytes (the data set staged once, checkpoints and event
+#: files), far below what any of them serves. Extreme NAS is no candidate: it bills a provisioned capacity whether used or not and
+#: mounts over NFSv3 only. A file system the stack already created keeps its type (its state
+#: says which; storage_type is ForceNew, and a new file system would start empty).
+NEW_NAS_STORAGE_TYPE = "Capacity"
 
 CLUSTER_TYPE = "alicloud:cs/managedKubernetes:ManagedKubernetes"
 FILE_SYSTEM_TYPE = "alicloud:nas/fileSystem:FileSystem"
