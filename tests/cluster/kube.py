@@ -92,9 +92,13 @@ class Kube:
         return self.run("logs", what, *args).stdout
 
     def wait_for(
-        self, what: str, predicate: Callable[[], Any], timeout: float = 180, every: float = 0.5
+        self, what: str, predicate: Callable[[], Any], timeout: float = 180, every: float = 1.0
     ) -> Any:
-        """Polls ``predicate`` until it returns a truthy value; fails naming ``what``."""
+        """Polls ``predicate`` every ``every`` s until it returns a truthy value; fails naming
+        ``what`` after ``timeout`` s. A poll is usually a kubectl process (a program's start, a
+        TLS handshake, a request the API server answers), CPU that a 2-core CI shares with the
+        run it waits for: the default polls once a second, and a wait for a state that passes
+        in under a second says so with a shorter ``every``."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
