@@ -201,7 +201,7 @@ def test_vendored_sources_build_the_provider_when_the_proxy_refuses_it(sandbox: 
     calls = sandbox.go_calls()
     assert calls[-2:] == [
         f"{build_dir} | go mod download",
-        f"{build_dir} | go build -trimpath -gcflags all=-dwarf=false -l -gcflags std=-dwarf=false -ldflags -s -w -X "
+        f"{build_dir} | go build -trimpath -gcflags all=-dwarf=false -l -c=1 -gcflags std=-dwarf=false -c=1 -ldflags -s -w -X "
         f"github.com/pulumi/pulumi-alicloud/provider/v3/pkg/version.Version={VERSION} "
         f"-o {sandbox.cache}/{ALICLOUD}/v{VERSION}/{ALICLOUD}.tmp ./cmd/{ALICLOUD}",
     ]

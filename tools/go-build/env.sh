@@ -17,6 +17,9 @@
 #   standard library (the runtime, the garbage collector, sync, encoding) keeps its inlining: the
 #   later -gcflags pattern wins for the packages it matches (a cold build of the etcd server
 #   measures it: docs/benchmarks.md).
+# - One backend goroutine per compile (-c=1; Go's default on 2 cores is 2): `go build` already
+#   compiles two packages at once (-p 2), so the second one buys little wall time and costs the
+#   compiler's coordination (the etcd server's cold build again: docs/benchmarks.md).
 # - No garbage collection in the compiler and linker until a process reaches GOMEMLIMIT=3GiB,
 #   past which it collects as often as it must (GOGC=off: most compile processes end long before;
 #   the alicloud provider's link, about 6 GiB at Go's default, stays near the limit); fewer
@@ -30,7 +33,7 @@ case " ${GOFLAGS:-} " in *" -buildvcs=false "*) ;; *) export GOFLAGS="${GOFLAGS:
 export GOGC="${GOGC:-off}"
 export GOMEMLIMIT="${GOMEMLIMIT:-3GiB}"
 # shellcheck disable=SC2034  # used by the scripts that source this file
-GO_COMPILE_FLAGS=(-trimpath -gcflags "all=-dwarf=false -l" -gcflags "std=-dwarf=false")
+GO_COMPILE_FLAGS=(-trimpath -gcflags "all=-dwarf=false -l -c=1" -gcflags "std=-dwarf=false -c=1")
 GO_NO_DEBUG_LDFLAGS="-s -w"
 
 # hold_build_lock FILE MESSAGE [HOOK]: one run at a time per build cache. Takes FILE's flock(1)
