@@ -29,7 +29,7 @@ Every ``MONITOR_POLL_S`` seconds it lists the run's Jobs and task pods (label
 Each poll it also writes the chief's progress under Kubeflow Trainer v2's names (progress,
 time left, metrics) in an annotation of the chief's Job, read from the tail of the chief pod's
 log, and a last time at 100 % once that Job completed, before it exits
-(infra/trainer_status.py).
+(infra/trainer_status.py), and the task pods' spans on their nodes, for the cost (infra/run_cost.py).
 
 It also watches the run's data staging Job (``MONITOR_STAGING_JOB``), which the stack creates
 with a short ``activeDeadlineSeconds`` (data.startTimeoutSeconds), so that a staging pod that never
@@ -102,6 +102,7 @@ def _sibling(name: str, package: str | None = None) -> ModuleType:
 progress = _sibling("pod_progress")
 kube = _sibling("monitor_api")
 reports = _sibling("trainer_status")
+usage = _sibling("run_cost")
 contract = _sibling("progress", "trainer.contract")
 # The names the program, infra.status and the tests know this module by.
 Api, ApiError, api_server = kube.Api, kube.ApiError, kube.api_server
@@ -445,6 +446,7 @@ def main(
     api = api or Api(server, f"{SERVICE_ACCOUNT_DIR}/token", f"{SERVICE_ACCOUNT_DIR}/ca.crt")
     selector = f"{INSTANCE_LABEL}={prefix}"
     reporter = reports.Reporter(api, namespace, contract.parse_log, log)
+    recorder = usage.Recorder(api, namespace, log)
     log(
         f"watching run {run_id} of {prefix} in namespace {namespace} through the API server at {server} "
         f"(schedule timeout {timeout_s:g} s, start timeout {start_timeout_s:g} s)"
@@ -465,6 +467,7 @@ def main(
                 api.end_job(namespace, name, reason)
                 log(f"ended Job {name}: {reason}")
             reporter.poll(chief_job(jobs, run_id), pods, clock())
+            recorder.poll(chief_job(jobs, run_id), jobs, pods, clock())
             failures = 0
         except Exception as err:  # noqa: BLE001 - any failed poll is tried again, up to MAX_FAILURES
             # ApiError (the API server refused or was out of reach), or an answer this script

@@ -10,7 +10,7 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import monitor_api, pod_progress, run_monitor, trainer_status
+from infra import monitor_api, pod_progress, run_cost, run_monitor, trainer_status
 from infra.components import checker_suppressions as suppress
 from infra.components import pods
 from infra.components.labels import recommended_labels
@@ -23,6 +23,7 @@ SCRIPT_KEY = "run_monitor.py"
 MODULE_KEY = "pod_progress.py"
 API_MODULE_KEY = "monitor_api.py"
 TRAINER_STATUS_KEY = "trainer_status.py"
+RUN_COST_KEY = "run_cost.py"
 #: trainer/contract/progress.py, the chief's progress lines' parser (standard library only).
 PROGRESS_KEY = "progress.py"
 SCRIPT_DIR = "/monitor"
@@ -201,6 +202,7 @@ class RunMonitor(pulumi.ComponentResource):
                 MODULE_KEY: Path(pod_progress.__file__).read_text(encoding="utf-8"),
                 API_MODULE_KEY: Path(monitor_api.__file__).read_text(encoding="utf-8"),
                 TRAINER_STATUS_KEY: Path(trainer_status.__file__).read_text(encoding="utf-8"),
+                RUN_COST_KEY: Path(run_cost.__file__).read_text(encoding="utf-8"),
                 PROGRESS_KEY: Path(progress.__file__).read_text(encoding="utf-8"),
             },
             opts=child,

@@ -19,6 +19,7 @@ SCRIPT = Path(me.REPO, "infra", "run_monitor.py").read_text(encoding="utf-8")
 MODULE = Path(me.REPO, "infra", "pod_progress.py").read_text(encoding="utf-8")
 API_MODULE = Path(me.REPO, "infra", "monitor_api.py").read_text(encoding="utf-8")
 TRAINER_STATUS = Path(me.REPO, "infra", "trainer_status.py").read_text(encoding="utf-8")
+RUN_COST = Path(me.REPO, "infra", "run_cost.py").read_text(encoding="utf-8")
 PROGRESS = Path(me.REPO, "trainer", "contract", "progress.py").read_text(encoding="utf-8")
 #: The ConfigMap's files: the script and the modules it loads from beside it.
 FILES = {
@@ -26,6 +27,7 @@ FILES = {
     "pod_progress.py": MODULE,
     "monitor_api.py": API_MODULE,
     "trainer_status.py": TRAINER_STATUS,
+    "run_cost.py": RUN_COST,
     "progress.py": PROGRESS,
 }
 
