@@ -5,8 +5,9 @@ Prints one row per task (Job, its state, the pod's phase, restarts, node, age); 
 does not run (a container's waiting reason with its image, the scheduler's message, a claim
 not bound, a failed exit, the run monitor's reason for ending it); the newest Warning events
 of the run's objects; the chief's latest progress (epoch of total, cost, test accuracy,
-examples/s, an estimate of the time left) parsed from its log; the run monitor's state; and
-where the logs and TensorBoard are. ``-o json`` prints the same facts as one JSON object.
+examples/s, an estimate of the time left) parsed from its log; the run monitor's state; an
+estimate of the run's cost at list prices (infra/status/cost.py); and where the logs and
+TensorBoard are. ``-o json`` prints the same facts as one JSON object.
 ``--watch`` refreshes until the run ends (with ``-o json``, one object per line).
 
 Where the run is: ``--kubeconfig``, ``--namespace`` and ``--prefix`` (the stack's namePrefix),

@@ -9,6 +9,7 @@ from typing import Any
 
 from infra import trainer_status as trainer
 from infra.run_monitor import ENDED_BECAUSE
+from infra.status.cost import run_cost_of
 from infra.status.kubectl import Cluster, StatusError
 from trainer.contract.progress import ParsedLog, parse_log
 
@@ -89,6 +90,8 @@ class RunStatus:
     trainer_status: dict[str, Any] | None = None
     #: Where trainer_status comes from: "annotation", "log", or None.
     trainer_status_source: str | None = None
+    #: The run's cost estimate (infra/status/cost.py's run_cost_of), None before a task pod started.
+    cost: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -276,6 +279,11 @@ def collect(
     )
     staging = _staging_row(staging_job, pods, claims, now)
     trainer_status, source = _trainer_status(jobs, progress, now)
+    chief = next((j for j in jobs.values() if j["metadata"]["labels"][TASK_TYPE_LABEL] == "chief"), None)
+    task_pods = [o for o in objects if o.get("kind") == "Pod"]
+    cost = run_cost_of(
+        chief, list(jobs.values()), task_pods, cluster.nodes() if jobs else [], now.timestamp()
+    )
     return RunStatus(
         prefix=prefix,
         namespace=namespace,
@@ -295,6 +303,7 @@ def collect(
         staging=staging,
         trainer_status=trainer_status,
         trainer_status_source=source,
+        cost=cost,
     )
 
 

@@ -21,6 +21,9 @@ class Cluster(Protocol):
     def events(self) -> list[dict]:
         """The namespace's Warning events (``kubectl get events --field-selector type=Warning``)."""
 
+    def nodes(self) -> list[dict]:
+        """The cluster's nodes (``kubectl get nodes``; [] when they cannot be listed)."""
+
     def logs(self, pod: str) -> str:
         """The whole log of ``pod``'s container ("" when it has none yet)."""
 
@@ -55,6 +58,12 @@ class Kubectl:
                 self._run("get", "events", "--field-selector", "type=Warning", "--output", "json")
             )["items"]
         except StatusError:  # a user who may read the run but not events still gets the rest
+            return []
+
+    def nodes(self) -> list[dict]:
+        try:
+            return json.loads(self._run("get", "nodes", "--output", "json"))["items"]
+        except StatusError:  # a user who may read the run but not the nodes: no instance types
             return []
 
     def logs(self, pod: str) -> str:

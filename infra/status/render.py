@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from infra.status.collect import RunStatus
+from infra.status.cost import cost_lines
 from infra.trainer_status import ANNOTATION, position, time_left
 from trainer.contract.progress import ParsedLog
 
@@ -127,6 +128,7 @@ def render(status: RunStatus) -> str:
     lines += ["", f"Chief:       {progress_line(status.progress)}"]
     if status.trainer_status is not None:
         lines.append(f"Progress:    {trainer_status_line(status)}")
+    lines += cost_lines(status.cost)
     if status.monitor:
         lines.append(
             f"Monitor:     {status.monitor} (job {status.prefix}-monitor; kubectl --namespace "

@@ -105,8 +105,15 @@ def pod(
 class Recorded:
     """A Cluster answering with recorded objects; records what it was asked."""
 
-    def __init__(self, objects: list[dict], logs: dict[str, str], events: list[dict] | None = None) -> None:
+    def __init__(
+        self,
+        objects: list[dict],
+        logs: dict[str, str],
+        events: list[dict] | None = None,
+        nodes: list[dict] | None = None,
+    ) -> None:
         self.objects, self.log_texts, self.asked, self.event_list = objects, logs, [], events or []
+        self.node_list = nodes or []
 
     def get(self, kinds: str, selector: str) -> list[dict]:
         self.asked.append((kinds, selector))
@@ -117,6 +124,9 @@ class Recorded:
 
     def events(self) -> list[dict]:
         return json.loads(json.dumps(self.event_list))
+
+    def nodes(self) -> list[dict]:
+        return json.loads(json.dumps(self.node_list))
 
 
 def running_run() -> Recorded:
@@ -232,6 +242,9 @@ def test_watch_refreshes_until_the_run_ends(capsys):
             return self.now.logs(pod)
 
         def events(self):
+            return []
+
+        def nodes(self):
             return []
 
     sleeps = []
