@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.cluster
 PREFIX = "prog"
 CHIEF = f"{PREFIX}-chief-0"
 JSONPATH = r"jsonpath={.metadata.annotations.tf-mnist\.io/trainer-status}"
+USAGE_JSONPATH = r"jsonpath={.metadata.annotations.tf-mnist\.io/run-usage}"
 #: The chief's cost and test accuracy as it prints them (trainer/contract/progress.py's lines).
 COST = re.compile(r"(?:Cost: |done: cost |Final Cost: )(\S+?)[,\s]")
 EPOCH_ACCURACY = re.compile(r"^Epoch \d+ of \d+ done: .*, test accuracy (\S+),", re.MULTILINE)
@@ -100,3 +102,59 @@ def test_the_chiefs_job_carries_its_progress_while_it_runs_and_its_final_accurac
     # infra.status shows the annotation as it is.
     shown = json.loads(run_status(kube, PREFIX, "-o", "json").stdout)
     assert (shown["trainer_status"], shown["trainer_status_source"]) == (final, "annotation"), shown
+    _check_the_cost(kube, shown)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _check_the_cost(kube: Kube, shown: dict) -> None:
+    """The monitor's record of the task pods' spans and infra.status' estimate equal a hand
+    computation from the pods' timestamps as kubectl reads them: each pod from status.startTime
+    to its container's finishedAt, each node busy for the union of its pods' spans. The local
+    cluster's node has no instance-type label: no price, no total, and the estimate says why."""
+    pods = [
+        p
+        for p in kube.get("pods", "")["items"]
+        if p["metadata"].get("labels", {}).get("tf-replica-type")
+        and p["metadata"]["labels"].get("job-name", "").startswith(f"{PREFIX}-")
+    ]
+    spans = {
+        p["metadata"]["name"]: (
+            p["spec"]["nodeName"],
+            p["status"]["startTime"],
+            max(c["state"]["terminated"]["finishedAt"] for c in p["status"]["containerStatuses"]),
+        )
+        for p in pods
+    }
+    assert len(spans) == len(TASKS), spans
+    record = json.loads(kube.run("get", "job", CHIEF, "-o", USAGE_JSONPATH).stdout)
+    print(f"the monitor's record: {record}; the pods: {spans}")
+    # The monitor exits once the chief's Job completed: a ps or worker may still have run then.
+    for entry in record["pods"]:
+        node, start, end = spans[entry["pod"]]
+        assert (entry["node"], entry["start"]) == (node, start), (entry, spans)
+        assert entry["end"] in (end, None), (entry, spans)
+        if entry["pod"].startswith(CHIEF):
+            assert entry["end"] == end, (entry, spans)
+    assert {e["pod"] for e in record["pods"]} == set(spans), record
+    nodes = {node for node, _, _ in spans.values()}
+    for node in nodes:
+        labels = kube.get("node", node)["metadata"].get("labels", {})
+        assert "node.kubernetes.io/instance-type" not in labels, labels
+    busy = {}
+    for node in nodes:
+        mine = sorted((_seconds(s), _seconds(e)) for n, s, e in spans.values() if n == node)
+        total, reach = 0.0, mine[0][0]
+        for start, end in mine:
+            total += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        busy[node] = round(total)
+    cost = shown["cost"]
+    assert cost["total"] is None and cost["priced"] == 0, cost
+    assert cost["missing"] == [f"node {n} has no instance-type label" for n in sorted(nodes)], cost
+    assert {n["node"]: n["busySeconds"] for n in cost["nodes"]} == busy, (cost, spans)
+    assert cost["start"] == min(s for _, s, _ in spans.values()), cost
+    assert cost["end"] == max(e for _, _, e in spans.values()), cost
+    assert cost["prices"].startswith("list prices of infra/values/prices.py, read "), cost
