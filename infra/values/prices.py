@@ -35,7 +35,7 @@ class Price:
         amount: CURRENCY per ``unit``.
         unit: ``hour`` (an instance, a cluster) or ``GiB-month`` (NAS capacity used).
         source: the page it is documented on.
-        read: the date it was read, ISO 8601 (``2026-12-07``).
+        read: the date it was read, ISO 8601 (YYYY-MM-DD).
         verified: whether it was checked against the provider's quote (GetPayAsYouGoPrice).
     """
 
@@ -46,7 +46,7 @@ class Price:
     verified: bool = False
 
     def label(self) -> str:
-        """The price as the estimate prints it: ``8.55 CNY/hour (source, read 2026-12-07,
+        """The price as the estimate prints it: ``8.55 CNY/hour (source, read <read>,
         UNVERIFIED)``."""
         checked = "verified against BSS GetPayAsYouGoPrice" if self.verified else UNVERIFIED
         return f"{self.amount:g} {CURRENCY}/{self.unit} ({self.source}, read {self.read}, {checked})"
