@@ -110,8 +110,9 @@ class ObservabilityArgs:
 class Observability(pulumi.ComponentResource):
     """The add-ons of ``addon_names`` and, with logs, the collection config.
 
-    Children: ``<name>-addon-<addon>`` (alicloud.cs.KubernetesAddon, version unset: ACK's
-    current one) per add-on; with logs, ``<name>-trainer-logs``, a ClusterAliyunPipelineConfig
+    Children: ``<name>-addon-<addon>`` (alicloud.cs.KubernetesAddon; no version: the provider
+    documents none as required and leaves the choice to ACK, unverified on a live cluster) per
+    add-on; with logs, ``<name>-trainer-logs``, a ClusterAliyunPipelineConfig
     named ``<namePrefix>-trainer-logs`` (after the log add-on, whose operator serves its CRD).
 
     Attributes:
