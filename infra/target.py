@@ -14,6 +14,7 @@ from infra.components.cluster import Cluster, ClusterArgs
 from infra.components.nas import NasStorage, NasStorageArgs
 from infra.components.network import Network, NetworkArgs
 from infra.components.node_pools import NodePools, NodePoolsArgs, gpu_nodes
+from infra.components.observability import Observability, ObservabilityArgs
 from infra.settings import PROJECT, Settings
 
 
@@ -101,8 +102,8 @@ def created_cluster(settings: Settings) -> Target:
         "provider": cluster.provider,
         "kubeconfig": cluster.kubeconfig,
         "cluster_id": cluster.cluster_id,
-        "pods_after": [pools],
-    }  # pods need nodes to run on
+        "pods_after": [pools, *_observability(name, settings, cluster, pools, opts)],
+    }  # pods need nodes to run on (and, with observability.logs, the log collection)
     if nas.mount_target_domain is not None:
         # An existing mount target (in the VPC of vpc.id or vswitch.id, the rules made sure):
         # the stack creates no NAS resource and reports no file system of its own.
@@ -143,6 +144,29 @@ def created_cluster(settings: Settings) -> Target:
         # The PV must not exist before its NFS server does.
         volume_after=[file_system.mount_target],
     )
+
+
+def _observability(
+    name: str, settings: Settings, cluster: Cluster, pools: NodePools, opts: pulumi.ResourceOptions
+) -> list[pulumi.Resource]:
+    """The add-ons of observability.* on the cluster (none when both keys are false), after its
+    node pools; returns what the pods wait for (Observability.ready)."""
+    keys = settings.observability
+    if not (keys.gpu_metrics or keys.logs):
+        return []
+    return Observability(
+        name,
+        ObservabilityArgs(
+            cluster_id=cluster.cluster_id,
+            provider=cluster.provider,
+            gpu_metrics=keys.gpu_metrics,
+            logs=keys.logs,
+            name_prefix=settings.name_prefix,
+            namespace=settings.namespace,
+            after=[pools],
+        ),
+        opts=opts,
+    ).ready
 
 
 def _gpu_pods(settings: Settings) -> int:

@@ -8,6 +8,8 @@ import re
 
 import pulumi
 
+from infra.settings import TrainingSettings
+
 #: app.kubernetes.io/name of every object; the instance label carries the name prefix.
 APP_NAME = "tf-mnist"
 MANAGED_BY = "pulumi"
@@ -74,3 +76,30 @@ def task_selector(name_prefix: str, task_type: str, task_index: int) -> dict[str
         "tf-replica-type": task_type,
         "tf-replica-index": str(task_index),
     }
+
+
+#: ACK Pro's gang-scheduling labels: kube-scheduler creates a PodGroup named by the first and
+#: binds its pods only once it can place min-available of them, a count written as a string
+#: ("Work with gang scheduling", https://www.alibabacloud.com/help/doc-detail/178169.htm: the
+#: labels ``pod-group.scheduling.sigs.k8s.io/name: tf-smoke-gpu`` and
+#: ``pod-group.scheduling.sigs.k8s.io/min-available: "3"``; the name must be a DNS subdomain).
+POD_GROUP_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+POD_GROUP_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+def gang_labels(name_prefix: str, training: TrainingSettings) -> dict[str, str]:
+    """The gang-scheduling labels of every task pod of a run: none without scheduling.gang.
+
+    Args:
+        name_prefix: the run's name prefix, which names its pod group: a DNS label (so a DNS
+            subdomain and a label value), unique in the namespace among the stacks there.
+        training: the run; its task pods, chief + workers + ps, are min-available: all of
+            them, since none trains without the others (a worker without its ps, or the chief
+            alone, waits for ever).
+
+    Returns:
+        ``{POD_GROUP_NAME: name_prefix, POD_GROUP_MIN_AVAILABLE: "<tasks>"}``, or ``{}``.
+    """
+    if not training.gang:
+        return {}
+    return {POD_GROUP_NAME: name_prefix, POD_GROUP_MIN_AVAILABLE: str(len(list(training.replicas.tasks())))}

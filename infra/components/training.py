@@ -1,7 +1,6 @@
 """TrainingJob: cluster-spec ConfigMap, data staging Job, and one headless Service + Job per task.
 
-What every task Job shares (the trainer's flags, the failure policy, the templates' hash) is in
-task_jobs.py."""
+What every task Job shares (the trainer's flags, failure policy, templates' hash): task_jobs.py."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import checker_suppressions as suppress
 from infra.components import chief_await, pods, staging
-from infra.components.labels import recommended_labels, task_selector
+from infra.components.labels import gang_labels, recommended_labels, task_selector
 from infra.components.setup import DATA_VOLUME, Runtime
 from infra.components.task_jobs import (
     CONTAINER_NAME,
@@ -433,10 +432,11 @@ class TrainingJob(pulumi.ComponentResource):
         self, task_type: str, index: int, spec: cs.ClusterSpec, run_id: pulumi.Input[str] | None
     ) -> k8s.core.v1.PodTemplateSpecArgs:
         """One task's pod template; ``run_id`` None leaves ``--run_id`` out (see templates_hash)."""
+        training = self._args.training
         labels = {**recommended_labels(self._name, task_type), **task_selector(self._name, task_type, index)}
         return k8s.core.v1.PodTemplateSpecArgs(
-            metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-            spec=self._task_pod(task_type, index, self._args.training.task(task_type), spec, run_id),
+            metadata=k8s.meta.v1.ObjectMetaArgs(labels={**labels, **gang_labels(self._name, training)}),
+            spec=self._task_pod(task_type, index, training.task(task_type), spec, run_id),
         )
 
     def _task_pod(

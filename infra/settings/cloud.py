@@ -276,3 +276,25 @@ class HostPath:
         "pods.runAsUser (created root-owned, mode 0755, when missing: the staging Job then fails and says how "
         "to fix it).",
     )
+
+
+@dataclass(frozen=True)
+class Observability:
+    """ACK add-ons that watch the run (observability.*); only on a cluster the stack creates,
+    whose add-ons it owns (infra/components/observability.py)."""
+
+    gpu_metrics: bool = key(
+        False,
+        boolean,
+        "Install ACK's Managed Service for Prometheus agent and GPU exporter (add-ons arms-prometheus and "
+        "ack-gpu-exporter) on the cluster the stack creates: GPU metrics (DCGM_FI_*) in ARMS Prometheus.",
+        fix="true",
+    )
+    logs: bool = key(
+        False,
+        boolean,
+        "Install ACK's log collector (add-on loongcollector) on the cluster the stack creates and collect the "
+        "task pods' stdout and stderr into Simple Log Service: project k8s-log-<cluster id>, logstore "
+        "<namePrefix>-trainer.",
+        fix="true",
+    )

@@ -27,6 +27,10 @@ NAS_CREATE_KEYS = ("nas.storageType", "nas.zoneCheck", "nas.retainOnDestroy")
 CREATED_CLUSTER_KEYS = tuple(
     k for k in section_keys("cluster") if k not in ("cluster.id", "cluster.credentialMinutes")
 )
+#: ACK add-ons the stack installs, only on a cluster it creates: it owns that cluster's add-ons,
+#: and removing the key or destroying the stack uninstalls them, which on a cluster it does not
+#: own would remove what others may use (infra/components/observability.py).
+OBSERVABILITY_KEYS = section_keys("observability")
 #: The keys of a Terway cluster's pod vSwitch (refused with Flannel).
 POD_VSWITCH_KEYS = ("cluster.podVswitchId", "cluster.podVswitchCidr")
 
@@ -38,13 +42,15 @@ def _refused(r: Reading, names: tuple[str, ...], rule: str) -> Iterator[Problem]
 
 def mode_keys(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
     """With kubeconfig the stack creates no cloud layer: its keys would shape nothing. Without
-    GPU pods (worker.gpuCount 0) the stack creates no GPU pool: gpuPool.* would shape nothing."""
+    GPU pods (worker.gpuCount 0) the stack creates no GPU pool: gpuPool.* would shape nothing.
+    On a cluster the stack does not create (kubeconfig, cluster.id) it installs no add-on:
+    observability.* is refused there (``OBSERVABILITY_KEYS``)."""
     if c.kubeconfig is not None:
         # NAS keys with another volume type: the volume rule refuses them already.
         nas = ("nas.fileSystemId", *NAS_CREATE_KEYS) if c.volume.type == "nas" else ()
         yield from _refused(
             r,
-            (*CLOUD_KEYS, *nas),
+            (*CLOUD_KEYS, *nas, *OBSERVABILITY_KEYS),
             "applies only without kubeconfig (with kubeconfig the stack deploys into that cluster and "
             "creates no VPC, cluster, node pool or NAS)",
         )
@@ -54,7 +60,7 @@ def mode_keys(c: Config, _: Derived, r: Reading) -> Iterator[Problem]:
         yield from _refused(r, GPU_POOL_KEYS, rule)
     if c.cluster.id is not None:
         rule = "applies only when the stack creates the ACK cluster (cluster.id names an existing one)"
-        yield from _refused(r, CREATED_CLUSTER_KEYS, rule)
+        yield from _refused(r, (*CREATED_CLUSTER_KEYS, *OBSERVABILITY_KEYS), rule)
     if c.vswitch.id is not None:
         rule = "applies only when the stack creates the vSwitch (vswitch.id names an existing one, in its own VPC)"
         yield from _refused(r, ("vpc.id", "vpc.cidr"), rule)

@@ -15,7 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infra.settings.cloud import Cluster, CpuPool, GpuPool, HostPath, Nas, Nfs, NodePools, Vpc, Vswitch
+from infra.settings.cloud import (
+    Cluster,
+    CpuPool,
+    GpuPool,
+    HostPath,
+    Nas,
+    Nfs,
+    NodePools,
+    Observability,
+    Vpc,
+    Vswitch,
+)
 from infra.settings.constants import DEFAULT_NAMESPACE, DEFAULT_REGISTRY
 from infra.settings.keys import Key, key, keys_of, part, recipe_part
 from infra.settings.run import (
@@ -28,6 +39,7 @@ from infra.settings.run import (
     Ps,
     Pvc,
     RegistryLogin,
+    Scheduling,
     TensorBoard,
     Volume,
     Worker,
@@ -101,6 +113,7 @@ class Config:
     )
     registry_credentials: RegistryLogin = part("registryCredentials")
     job: Job = part("job")
+    scheduling: Scheduling = part("scheduling")
     monitor: Monitor = part("monitor")
     zone: str | None = key(
         None,
@@ -130,6 +143,7 @@ class Config:
     gpu_pool: GpuPool = part("gpuPool")
     cpu_pool: CpuPool = part("cpuPool")
     node_pools: NodePools = part("nodePools")
+    observability: Observability = part("observability")
     nas: Nas = part("nas")
     nfs: Nfs = part("nfs")
     host_path: HostPath = part("hostPath")

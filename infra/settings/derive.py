@@ -94,6 +94,7 @@ def _training(c: Config, cpu: ImageSettings, worker: ImageSettings) -> TrainingS
         job=c.job,
         data=c.data,
         monitor=c.monitor,
+        gang=c.scheduling.gang,
     )
 
 

@@ -120,6 +120,8 @@ class TrainingSettings:
     job: Job
     data: Data
     monitor: Monitor
+    #: scheduling.gang: the task pods carry ACK's gang-scheduling labels (labels.gang_labels).
+    gang: bool = False
 
     def task(self, task_type: str) -> TaskSettings:
         """The container settings of ``task_type`` (chief, worker or ps)."""

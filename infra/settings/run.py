@@ -195,6 +195,20 @@ class NetworkPolicy:
 
 
 @dataclass(frozen=True)
+class Scheduling:
+    """How the scheduler places the run's task pods (scheduling.*)."""
+
+    gang: bool = key(
+        False,
+        boolean,
+        "Gang-schedule the task pods (chief, workers, ps) with ACK Pro's pod-group labels: the scheduler "
+        "binds none of them until it can place all of them; a gang that never fits stays Pending until "
+        "job.scheduleTimeoutSeconds fails the run. Other schedulers ignore the labels.",
+        fix="true",
+    )
+
+
+@dataclass(frozen=True)
 class PodIdentity:
     """The uid and gid of the pods that mount the volume (pods.*): the staging Job, the task
     Jobs and TensorBoard. Their fsGroup is ``run_as_group`` too, which NFS, hostPath and the

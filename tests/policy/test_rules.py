@@ -165,6 +165,7 @@ STACK_TYPES = {
     "alicloud:cs/managedKubernetes:ManagedKubernetes": True,
     "alicloud:cs/nodePool:NodePool": True,
     "alicloud:cs/autoscalingConfig:AutoscalingConfig": False,
+    "alicloud:cs/kubernetesAddon:KubernetesAddon": False,
     "alicloud:nas/fileSystem:FileSystem": True,
     "alicloud:nas/accessGroup:AccessGroup": False,
     "alicloud:nas/accessRule:AccessRule": False,

@@ -118,3 +118,34 @@ def test_an_unanswered_nas_zones_question_warns_and_the_preview_plans_on(
         "creating the file system fails if the zone lacks Capacity. Not to ask: pulumi config set nas.zoneCheck off"
     ), asked
     assert [r["inputs"]["storageType"] for r in preview.resources("alicloud:nas/fileSystem:")] == ["Capacity"]
+
+
+def test_gang_labels_and_observability_addons_are_planned(
+    dev_project: PulumiProject, toolchain: Toolchain
+) -> None:
+    """scheduling.gang, observability.gpuMetrics and observability.logs on a cluster the stack
+    creates: the real providers plan the three ACK add-ons (KubernetesAddon on the new cluster),
+    the ClusterAliyunPipelineConfig for the task pods' stdout, and the pod-group labels on the
+    task Jobs' pods (the dev stack's chief, 2 workers and 2 ps: min-available "5"), not on the
+    staging Job's."""
+    configure(dev_project, toolchain, "cloud")
+    for key in ("scheduling.gang", "observability.gpuMetrics", "observability.logs"):
+        dev_project.set_config(key, "true")
+    preview = dev_project.preview()
+    assert preview.returncode == 0, preview.messages()
+    addons = preview.resources("alicloud:cs/kubernetesAddon:KubernetesAddon")
+    assert sorted(a["inputs"]["name"] for a in addons) == [
+        "ack-gpu-exporter",
+        "arms-prometheus",
+        "loongcollector",
+    ]
+    (pipeline,) = preview.resources(
+        "kubernetes:telemetry.alibabacloud.com/v1alpha1:ClusterAliyunPipelineConfig"
+    )
+    assert pipeline["inputs"]["metadata"]["name"] == "mnist-trainer-logs"
+    jobs = {r["inputs"]["metadata"]["name"]: r for r in preview.resources("kubernetes:batch/v1:Job")}
+    labels = {name: job["inputs"]["spec"]["template"]["metadata"]["labels"] for name, job in jobs.items()}
+    for task in ("mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-ps-0", "mnist-ps-1"):
+        assert labels[task]["pod-group.scheduling.sigs.k8s.io/name"] == "mnist"
+        assert labels[task]["pod-group.scheduling.sigs.k8s.io/min-available"] == "5"
+    assert "pod-group.scheduling.sigs.k8s.io/name" not in labels["mnist-stage-data"]
