@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra import image_pins, monitor_egress, nas_zones, ownership, runs, terway_policy
+from infra import image_pins, instance_prices, monitor_egress, nas_zones, ownership, runs, terway_policy
 from infra.cluster_objects import KubeconfigCluster, ObjectRef
 from infra.components import chief_await, network_policy, pods, setup, staging, storage, tensorboard, training
 from infra.components.labels import recommended_labels
@@ -94,6 +94,8 @@ def run(cluster: ExistingCluster | None = None, lookup: image_pins.Lookup | None
     # Before anything is registered: what the state says of the Jobs before this run.
     failed_before = chief_await.failed_before(state) if settings.training.job.wait_for_chief else frozenset()
     outputs = build(settings, failed_before, monitor_ports)
+    # The pools' prices, for a run's cost (infra/status/cost.py): at `pulumi up`; never fails.
+    outputs[instance_prices.OUTPUT] = instance_prices.lookup(settings, dry_run=dry_run)
     for name, value in outputs.items():
         pulumi.export(name, value)
     return outputs

@@ -23,6 +23,8 @@ from program_mocks import (  # noqa: E402, F401  (re-exported: the tests' one na
     CLUSTER_ID,
     CLUSTER_SERVER,
     CREDENTIAL_TOKEN,
+    INSTANCE_PRICE,
+    INSTANCE_TYPES_TOKEN,
     KUBECONFIG,
     LOAD_BALANCER_IP,
     MOUNT_TARGET_DOMAIN,

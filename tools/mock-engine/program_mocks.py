@@ -78,6 +78,10 @@ NAS_ZONES = [
     }
     for letter in "bghijk"
 ]
+#: The provider's ECS instance types lookup (infra/instance_prices.py asks it for a price). The
+#: mock cloud answers each type asked with INSTANCE_PRICE, a test's own figure, not a real price.
+INSTANCE_TYPES_TOKEN = "alicloud:ecs/getInstanceTypes:getInstanceTypes"
+INSTANCE_PRICE = "1.5000"
 
 
 @dataclass
@@ -112,6 +116,9 @@ class Run:
     #: What NAS answers for the region's zones (NAS_ZONES_TOKEN's ``zones``); an Exception: the
     #: lookup fails with it.
     nas_zones: list[dict] | Exception = field(default_factory=lambda: list(NAS_ZONES))
+    #: Instance type -> the price the ECS lookup answers (INSTANCE_TYPES_TOKEN; a type missing:
+    #: INSTANCE_PRICE; None: not returned); an Exception: the lookup fails with it.
+    instance_prices: dict[str, str | None] | Exception = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     secret_outputs: dict[str, bool] = field(default_factory=dict)
     error: BaseException | None = None
@@ -187,6 +194,13 @@ class _Mocks(pulumi.runtime.Mocks):
                 "fileSystemType": args.args.get("fileSystemType"),
                 "zones": self.run.nas_zones,
             }
+        if args.token == INSTANCE_TYPES_TOKEN:
+            if isinstance(self.run.instance_prices, Exception):
+                return {}, [("instanceType", str(self.run.instance_prices))]
+            kind = args.args.get("instanceType")
+            price = self.run.instance_prices.get(kind, INSTANCE_PRICE)
+            found = [] if price is None else [{"id": kind, "price": price}]
+            return {"id": "types", "instanceTypes": found, "ids": [t["id"] for t in found]}
         if args.token == STATE_TOKEN:
             failing = self.unreadable_reads is None or self.state_reads() <= self.unreadable_reads
             if self.unreadable_state is not None and failing:
@@ -241,6 +255,7 @@ def run_program(
     unreadable_reads: int | None = None,
     nas_zones: list[dict] | Exception | None = None,
     registry: Any = None,
+    instance_prices: dict[str, str | None] | Exception | None = None,
 ) -> Run:
     """Run ``infra.program.run()`` once under fresh mocks.
 
@@ -264,11 +279,16 @@ def run_program(
             or the Exception its lookup fails with.
         registry: what registries answer at `pulumi up` (a preview asks none): an object whose
             ``lookup(image, login)`` answers as registry_digests.py's; default FakeRegistry().
+        instance_prices: what the ECS price lookup answers (``Run.instance_prices``; None: {}).
 
     Returns:
         The Run; ``error`` holds an exception the program raised (nothing else is caught).
     """
-    run = Run(state=dict(state or {}), nas_zones=list(NAS_ZONES) if nas_zones is None else nas_zones)
+    run = Run(
+        state=dict(state or {}),
+        nas_zones=list(NAS_ZONES) if nas_zones is None else nas_zones,
+        instance_prices={} if instance_prices is None else instance_prices,
+    )
     mocks = _Mocks(run, preview, creation, unreadable_state, unreadable_reads)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=_Monitor(mocks))
     marked = [key for key, value in config.items() if isinstance(value, SecretConfig)]
