@@ -57,8 +57,8 @@ class PodSpan:
 
 @dataclass(frozen=True)
 class NodePrice:
-    """A node's price: ``per_hour`` in the table's currency, None with ``missing`` saying why
-    (``no price for ecs.x in cn-hangzhou``); ``source`` the price's source and date."""
+    """A node's price: ``per_hour`` in the prices' currency, None with ``missing`` saying why
+    (``no price for ecs.x: ...``); ``source`` the price's source and date."""
 
     instance_type: str | None
     per_hour: float | None
@@ -121,7 +121,7 @@ def estimate(
         spans: the run's pods' spans; a running one (``end`` None) counts to ``now``.
         prices: node name -> its price (a node missing here: its type is unknown).
         now: seconds since the epoch.
-        currency: the prices' currency (``CNY``).
+        currency: the prices' currency, as printed after an amount.
         cluster_fee: the cluster's fee per hour, counted over the run's span; None: none.
 
     Returns:
@@ -181,19 +181,29 @@ def estimate(
     }
 
 
-def node_price(node: Mapping | None, name: str, table: Mapping[str, Any], region: str | None) -> NodePrice:
-    """The price of the node ``name`` (its object as listed, None: not readable) from ``table``
-    (instance type -> an object with ``amount`` and ``label()``: infra/values/prices.Price)."""
+def node_price(
+    node: Mapping | None, name: str, per_hour: Mapping[str, float], source: str, why: Mapping[str, str]
+) -> NodePrice:
+    """The price of the node ``name`` (its object as listed, None: not readable).
+
+    Args:
+        per_hour: instance type -> its price per hour.
+        source: what produced ``per_hour`` and when, printed beside each price.
+        why: instance type -> why it has no price; a type in neither: ``why[""]``, else
+            "not looked up".
+    """
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     kind = next((labels[k] for k in INSTANCE_TYPE_LABELS if labels.get(k)), None)
     if node is None:
         return NodePrice(None, None, missing=f"node {name} not readable (gone, or nodes not listable)")
     if kind is None:
         return NodePrice(None, None, missing=f"node {name} has no instance-type label")
-    price = table.get(kind)
-    if price is None:
-        return NodePrice(kind, None, missing=f"no price for {kind} in {region or 'an unknown region'}")
-    return NodePrice(kind, price.amount, price.label())
+    amount = per_hour.get(kind)
+    if amount is None:
+        return NodePrice(
+            kind, None, missing=f"no price for {kind}: {why.get(kind) or why.get('') or 'not looked up'}"
+        )
+    return NodePrice(kind, amount, source)
 
 
 def region_of(nodes: Sequence[Mapping]) -> str | None:

@@ -42,8 +42,6 @@ DATE = re.compile(r"(?<![\w.-])20[0-9]{2}-[0-9]{2}-[0-9]{2}(?!T[0-9])")
 ALLOWED_DATES = (
     ("account/github_ci.py", "GitHub changelog 2023-06-27"),
     ("trainer/README.md", "started 2026-12-05 17:20:01 UTC"),
-    # The price table's date: the estimate prints it beside every price it uses.
-    ("infra/values/prices.py", 'TABLE_READ = "2026-12-07"'),
 )
 
 

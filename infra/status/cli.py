@@ -200,8 +200,14 @@ def main(
     args = build_parser().parse_args(argv)
     if args.runs:
         return _main_runs(args, outputs)
+    read: list[dict] = []  # the stack's outputs, once resolve asked for them
+
+    def remembered() -> dict:
+        read.append(outputs())
+        return read[-1]
+
     try:
-        kubeconfig, namespace, prefix, url, run_id = resolve(args, outputs)
+        kubeconfig, namespace, prefix, url, run_id = resolve(args, remembered)
         with kubeconfig_file(kubeconfig) as kubeconfig_path:
             return _show(
                 args,
@@ -212,6 +218,9 @@ def main(
                 run_id,
                 clock,
                 sleep,
+                # The prices `pulumi up` looked up (infra/instance_prices.py), for the cost.
+                prices=read[0].get("prices") if read else None,
+                outputs_read=bool(read),
             )
     except StatusError as err:
         print(f"error: {printable(str(err))}", file=sys.stderr)
@@ -229,11 +238,15 @@ def _show(
     run_id: str | None,
     clock: Callable[[], datetime],
     sleep: Callable[[float], None],
+    prices: dict | None = None,
+    outputs_read: bool = False,
 ) -> int:
-    """Prints the run's status once, or with ``--watch`` until it ends; returns the exit code."""
+    """Prints the run's status once, or with ``--watch`` until it ends; returns the exit code.
+    ``prices``: the stack output ``prices``, ``outputs_read``: whether the outputs were read
+    (infra/status/cost.py ``prices_of``)."""
     started = time.monotonic()
     while True:
-        status = collect(cluster, prefix, namespace, clock(), url, run_id)
+        status = collect(cluster, prefix, namespace, clock(), url, run_id, prices, outputs_read)
         if args.output == "json":
             print(json.dumps(as_json(status), sort_keys=True), flush=True)
         else:

@@ -3,6 +3,7 @@ monitor's verdict and the newest warnings, read from the objects ``kubectl get``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -237,8 +238,11 @@ def collect(
     now: datetime,
     tensorboard_url: str | None = None,
     run_id: str | None = None,
+    prices: Mapping[str, Any] | None = None,
+    outputs_read: bool = False,
 ) -> RunStatus:
-    """Read the run of ``prefix`` through ``cluster``.
+    """Read the run of ``prefix`` through ``cluster``; ``prices`` and ``outputs_read`` price the
+    run's nodes (infra/status/cost.py ``run_cost_of``).
 
     Before the task Jobs exist (staging runs first, and they wait for it), the run's state is
     its staging Job's (``_staging_state``): Staging pending, running or failed, with the staging
@@ -279,11 +283,7 @@ def collect(
     )
     staging = _staging_row(staging_job, pods, claims, now)
     trainer_status, source = _trainer_status(jobs, progress, now)
-    chief = next((j for j in jobs.values() if j["metadata"]["labels"][TASK_TYPE_LABEL] == "chief"), None)
-    task_pods = [o for o in objects if o.get("kind") == "Pod"]
-    cost = run_cost_of(
-        chief, list(jobs.values()), task_pods, cluster.nodes() if jobs else [], now.timestamp()
-    )
+    cost = _cost(cluster, objects, jobs, now, prices, outputs_read)
     return RunStatus(
         prefix=prefix,
         namespace=namespace,
@@ -305,6 +305,22 @@ def collect(
         trainer_status_source=source,
         cost=cost,
     )
+
+
+def _cost(
+    cluster: Cluster,
+    objects: list[dict],
+    jobs: dict[str, dict],
+    now: datetime,
+    prices: Mapping[str, Any] | None,
+    outputs_read: bool,
+) -> dict[str, Any] | None:
+    """The run's cost estimate (``run_cost_of``) of its task ``jobs`` and the pods in ``objects``,
+    with the cluster's nodes (listed only once there are task Jobs)."""
+    chief = next((j for j in jobs.values() if j["metadata"]["labels"][TASK_TYPE_LABEL] == "chief"), None)
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    nodes = cluster.nodes() if jobs else []
+    return run_cost_of(chief, list(jobs.values()), pods, nodes, now.timestamp(), prices, outputs_read)
 
 
 def _trainer_status(

@@ -1,6 +1,9 @@
 """The run's cost as ``infra.status`` shows it: the run monitor's record of the task pods' spans
 (infra/run_cost.py), overridden by the task pods still listed, priced with each node's instance
-type from the node's labels and infra/values/prices.py's dated table."""
+type from the node's labels and the prices that `pulumi up` looked up through the provider (the
+stack output ``prices``, infra/instance_prices.py). The repository holds no price: without the
+output (kubeconfig mode, a preview only, a failed lookup, the outputs not read) the estimate has
+node-hours and says why it has no price."""
 
 from __future__ import annotations
 
@@ -8,11 +11,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra import run_cost
-from infra.values import prices
 
-#: A node label that ACK puts on every node of a node pool: the run's nodes are ACK's, so the
-#: cluster's management fee (ACK Pro, the spec of the clusters the stack creates) counts.
-ACK_NODE_LABEL = "alibabacloud.com/nodepool-id"
+#: Where the prices come from, when the stack's outputs were not read.
+NOT_READ = "the stack's outputs were not read (--kubeconfig, --namespace and --prefix given)"
+#: When the outputs hold no ``prices``: a stack last updated before the lookup existed.
+NO_OUTPUT = "the stack's outputs hold no prices (pulumi up looks them up)"
+#: The prices' currency: the lookup's answer names none.
+CURRENCY = "in the account's currency"
+
+
+def prices_of(
+    output: Mapping[str, Any] | None, outputs_read: bool
+) -> tuple[dict[str, float], str, dict[str, str]]:
+    """(instance type -> price per hour, the prices' source and date, instance type -> why it has
+    no price, ``""``: why any other type has none) of the stack output ``prices``
+    (infra/instance_prices.py's ``lookup``); ``outputs_read``: whether the stack's outputs were
+    read at all (``output`` None then: NOT_READ, else NO_OUTPUT)."""
+    if output is None:
+        reason = NOT_READ if not outputs_read else NO_OUTPUT
+        return {}, f"no price: {reason}", {"": reason}
+    if output.get("none"):
+        return {}, f"no price: {output['none']}", {"": str(output["none"])}
+    per_hour = {str(k): float(v) for k, v in (output.get("perHour") or {}).items()}
+    source = f"{output.get('source')}, looked up {output.get('date')}"
+    why = {str(k): str(v) for k, v in (output.get("missing") or {}).items()}
+    return per_hour, source, {**why, "": f"not a node pool's type when looked up {output.get('date')}"}
 
 
 def run_cost_of(
@@ -21,16 +44,20 @@ def run_cost_of(
     pods: Sequence[Mapping],
     nodes: Sequence[Mapping],
     now: float,
+    prices: Mapping[str, Any] | None = None,
+    outputs_read: bool = False,
 ) -> dict[str, Any] | None:
     """The estimate (``run_cost.estimate``'s object, plus ``region``, ``spansFrom`` ("record",
-    "pods", or "record and pods"), ``prices``: the table's source and date, ``nasPrice``: the
-    NAS capacity price per GiB-month of the region, or None) of the run whose chief Job is ``chief``; None before any task pod started.
+    "pods", or "record and pods"), ``prices``: the prices' source and date, or "no price: why")
+    of the run whose chief Job is ``chief``; None before any task pod started.
 
     Args:
         chief: the run's chief Job as listed (its ``run_cost.ANNOTATION`` holds the record).
         jobs: the run's Jobs; pods: the run's pods, as listed.
         nodes: the cluster's nodes as listed ([] when the user may not list them).
         now: seconds since the epoch (a running pod counts to it).
+        prices: the stack output ``prices``; None: none (``prices_of``).
+        outputs_read: whether the stack's outputs were read.
     """
     written = run_cost.spans_of(run_cost.read(chief)) if chief is not None else []
     live = {s.pod: s for s in (run_cost.pod_span(p) for p in run_cost.task_pods(jobs, pods)) if s}
@@ -40,39 +67,28 @@ def run_cost_of(
     source = " and ".join(n for n, has in (("record", bool(written)), ("pods", bool(live))) if has)
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
     used = [by_name[s.node] for s in spans.values() if s.node in by_name]
-    region = run_cost.region_of(used)
-    table = prices.instance_prices(region)
+    per_hour, prices_source, why = prices_of(prices, outputs_read)
     node_prices = {
-        s.node: run_cost.node_price(by_name.get(s.node), s.node, table, region) for s in spans.values()
+        s.node: run_cost.node_price(by_name.get(s.node), s.node, per_hour, prices_source, why)
+        for s in spans.values()
     }
-    ack = any(ACK_NODE_LABEL in ((n.get("metadata") or {}).get("labels") or {}) for n in used)
-    fee = prices.ACK_PRO_FEE.get(region or "") if ack else None
-    found = run_cost.estimate(
-        list(spans.values()),
-        node_prices,
-        now,
-        currency=prices.CURRENCY,
-        cluster_fee=run_cost.NodePrice(None, fee.amount, fee.label()) if fee else None,
-    )
-    nas = prices.NAS_CAPACITY.get(region or "")
-    return {
-        **found,
-        "region": region,
-        "spansFrom": source,
-        "prices": prices.TABLE_SOURCE,
-        "nasPrice": nas.label() if nas else None,
-    }
+    found = run_cost.estimate(list(spans.values()), node_prices, now, currency=CURRENCY)
+    return {**found, "region": run_cost.region_of(used), "spansFrom": source, "prices": prices_source}
 
 
 def cost_lines(cost: Mapping[str, Any] | None) -> list[str]:
-    """The estimate as the text view prints it: a total (or what has a price and what lacks
-    one), then one line per node with its busy time and price source, the cluster fee, NAS."""
+    """The estimate as the text view prints it: a total (or the node-hours, what has a price and
+    what lacks one), the prices' source and date (or "no price: why"), then one line per node
+    with its busy time and price, and what the estimate leaves out."""
     if cost is None:
         return []
     money = cost["currency"]
     state = "so far, running" if cost["running"] else f"{cost['start']} to {cost['end']}"
+    hours = sum(n["busySeconds"] for n in cost["nodes"]) / 3600
     if cost["total"] is not None:
         head = f"{cost['total']:.2f} {money} ({state}; list prices, not the bill)"
+    elif all(n["cost"] is None for n in cost["nodes"]):
+        head = f"{hours:.3f} node-hours, no total ({state})"
     else:
         head = f"no total: {'; '.join(cost['missing'])} ({cost['priced']:.2f} {money} priced; {state})"
     lines = [f"Cost:        {head}", f"             prices: {cost['prices']}"]
@@ -84,14 +100,7 @@ def cost_lines(cost: Mapping[str, Any] | None) -> list[str]:
         else:
             lines.append(
                 f"             {node['node']} ({kind}): {busy} x {node['pricePerHour']:g} = "
-                f"{node['cost']:.2f} {money}; {node['source']}"
+                f"{node['cost']:.2f} {money}"
             )
-    fee = cost["clusterFee"]
-    if fee:
-        lines.append(
-            f"             cluster fee: {fee['hours']:.3f} h x {fee['pricePerHour']:g} = "
-            f"{fee['cost']:.2f} {money}; {fee['source']}"
-        )
-    if cost.get("nasPrice"):
-        lines.append(f"             NAS not included: {cost['nasPrice']} of the capacity used")
+    lines.append("             not included: the cluster's fee, NAS, disks, traffic (no price source)")
     return lines

@@ -3,6 +3,5 @@
 message quotes. parsers.py: numbers, names, paths, URLs, images, CIDRs and lists; labels.py:
 labels, node selectors and tolerations; alicloud.py: ACK's versions, instance types, vSwitch
 ids, NVIDIA drivers and credential lifetimes; gpu_families.py: what the stack knows of the GPU
-instance families, and the GPU pool's defaults and bounds chosen from them; prices.py: a dated
-table of list prices, for the cost estimate of a run (no key parses it). The schema
+instance families, and the GPU pool's defaults and bounds chosen from them. The schema
 (infra/settings) names one parser per key."""

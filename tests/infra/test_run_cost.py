@@ -70,9 +70,10 @@ def finished_run() -> list[dict]:
     ]
 
 
-CPU = rc.NodePrice("ecs.g6.xlarge", 1.07, "cpu page, read 2026-12-07")
-GPU = rc.NodePrice("ecs.gn5-c4g1.xlarge", 8.55, "gpu page, read 2026-12-07")
-FEE = rc.NodePrice(None, 0.64, "ack page, read 2026-12-07")
+#: This test's own prices per hour, made up for the arithmetic: no provider's figures.
+CPU = rc.NodePrice("ecs.g6.xlarge", 1.07, "test price")
+GPU = rc.NodePrice("ecs.gn5-c4g1.xlarge", 8.55, "test price")
+FEE = rc.NodePrice(None, 0.64, "test price")
 
 
 def spans(pods: list[dict]) -> list[rc.PodSpan]:
@@ -118,7 +119,7 @@ def test_the_estimate_equals_the_hand_computation_from_the_pods_timestamps():
         (C, 750, 1.78),
     ]
     assert found["nodes"][0]["pods"] == ["mnist-chief-0-x1", "mnist-ps-0-x1"]
-    assert found["nodes"][1]["source"] == "gpu page, read 2026-12-07"
+    assert found["nodes"][1]["source"] == "test price"
     assert found["clusterFee"] == {"pricePerHour": 0.64, "hours": 0.2167, "cost": 0.14, "source": FEE.source}
     assert (found["total"], found["priced"], found["missing"]) == (3.86, 3.86, [])
     assert (found["start"], found["end"], found["running"]) == (
@@ -137,26 +138,32 @@ def test_a_running_pod_counts_to_now():
 
 
 def test_an_instance_type_without_a_price_or_a_node_without_a_type_gives_no_total_but_says_why():
-    table = {"ecs.g6.xlarge": type("P", (), {"amount": 1.07, "label": lambda self: "cpu page"})()}
+    # This test's own price and reasons, not real ones: it checks the arithmetic and the words.
+    table, why = {"ecs.g6.xlarge": 1.07}, {"ecs.gn7i-c8g1.2xlarge": "none returned"}
     gpu_node = {
         "metadata": {"name": B, "labels": {"node.kubernetes.io/instance-type": "ecs.gn7i-c8g1.2xlarge"}}
     }
     cpu_node = {"metadata": {"name": A, "labels": {"beta.kubernetes.io/instance-type": "ecs.g6.xlarge"}}}
     local_node = {"metadata": {"name": C, "labels": {"kubernetes.io/hostname": C}}}
     prices = {
-        A: rc.node_price(cpu_node, A, table, "cn-hangzhou"),
-        B: rc.node_price(gpu_node, B, table, "cn-hangzhou"),
-        C: rc.node_price(local_node, C, table, "cn-hangzhou"),
+        A: rc.node_price(cpu_node, A, table, "lookup, 2026-01-02", why),
+        B: rc.node_price(gpu_node, B, table, "lookup, 2026-01-02", why),
+        C: rc.node_price(local_node, C, table, "lookup, 2026-01-02", why),
     }
-    assert prices[A] == rc.NodePrice("ecs.g6.xlarge", 1.07, "cpu page")
-    assert prices[B].missing == "no price for ecs.gn7i-c8g1.2xlarge in cn-hangzhou"
+    assert prices[A] == rc.NodePrice("ecs.g6.xlarge", 1.07, "lookup, 2026-01-02")
+    assert prices[B].missing == "no price for ecs.gn7i-c8g1.2xlarge: none returned"
     assert prices[C].missing == f"node {C} has no instance-type label"
-    assert rc.node_price(None, C, table, None).missing.startswith(f"node {C} not readable")
+    assert rc.node_price(None, C, table, "", why).missing.startswith(f"node {C} not readable")
+    # A type with no reason of its own: the general one, else "not looked up".
+    assert (
+        rc.node_price(cpu_node, A, {}, "", {"": "offline"}).missing == "no price for ecs.g6.xlarge: offline"
+    )
+    assert rc.node_price(cpu_node, A, {}, "", {}).missing == "no price for ecs.g6.xlarge: not looked up"
     found = rc.estimate(spans(finished_run()), prices, NOW, currency="CNY")
     # Only node A has a price: 0.23 CNY (above), and no total.
     assert (found["total"], found["priced"]) == (None, 0.23)
     assert found["missing"] == [
-        "no price for ecs.gn7i-c8g1.2xlarge in cn-hangzhou",
+        "no price for ecs.gn7i-c8g1.2xlarge: none returned",
         f"node {C} has no instance-type label",
     ]
     assert [n["cost"] for n in found["nodes"]] == [0.23, None, None]

@@ -1,6 +1,7 @@
 """infra.status's cost estimate (infra/status/cost.py) over recorded objects: the task pods'
 spans (live, or the run monitor's record on the chief's Job once the pods are gone) priced with
-the nodes' instance-type labels and a price table, always with its source and date. Expected
+the nodes' instance-type labels and the stack output ``prices`` that `pulumi up` looked up
+(infra/instance_prices.py), always with its source and date, or "no price" and why. Expected
 numbers are computed by hand in the comments."""
 
 from __future__ import annotations
@@ -8,32 +9,23 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pytest
 from test_status import Recorded, job
 
 from infra import run_cost, status
-from infra.values import prices
+from infra.status import cost as status_cost
 
 #: 2026-01-02T10:20:00Z, after the run.
 NOW = datetime(2026, 1, 2, 10, 20, 0, tzinfo=UTC)
 CPU_NODE, GPU_NODE = "cn-hangzhou.10.0.1.5", "cn-hangzhou.10.0.1.6"
 ARGS = ["--kubeconfig", "k.yaml", "--namespace", "default", "--prefix", "mnist"]
-
-
-@pytest.fixture(autouse=True)
-def table(monkeypatch):
-    """Prices of this test's own, so that a new entry of the real table changes nothing here."""
-
-    def price(amount: float, unit: str = "hour") -> prices.Price:
-        return prices.Price(amount, unit, "test page", "2026-12-07")
-
-    monkeypatch.setattr(
-        prices,
-        "INSTANCE_PRICES",
-        {"cn-hangzhou": {"ecs.g6.xlarge": price(1.0), "ecs.gn5-c4g1.xlarge": price(8.0)}},
-    )
-    monkeypatch.setattr(prices, "ACK_PRO_FEE", {"cn-hangzhou": price(0.6)})
-    monkeypatch.setattr(prices, "NAS_CAPACITY", {"cn-hangzhou": price(0.35, "GiB-month")})
+#: A stack output ``prices`` of this test's own, made up for the arithmetic: no provider's figures.
+PRICES = {
+    "source": "alicloud.ecs.get_instance_types (test), region cn-hangzhou",
+    "date": "2026-01-02",
+    "perHour": {"ecs.g6.xlarge": 1.0, "ecs.gn5-c4g1.xlarge": 8.0},
+    "missing": {"ecs.gn6i-c4g1.xlarge": "none returned (test)"},
+}
+SOURCE = "alicloud.ecs.get_instance_types (test), region cn-hangzhou, looked up 2026-01-02"
 
 
 def task_job(task_type: str) -> dict:
@@ -96,38 +88,38 @@ def finished() -> tuple[list[dict], list[dict]]:
     return objects, [ack_node(CPU_NODE, "ecs.g6.xlarge"), ack_node(GPU_NODE, "ecs.gn5-c4g1.xlarge")]
 
 
-def test_the_view_and_its_json_show_the_estimate_with_its_sources_and_date(capsys):
+def test_the_view_and_its_json_show_the_estimate_with_its_source_and_date(capsys):
     objects, nodes = finished()
     cluster = Recorded(objects, {}, nodes=nodes)
-    run = status.collect(cluster, "mnist", "default", NOW)
+    run = status.collect(cluster, "mnist", "default", NOW, prices=PRICES, outputs_read=True)
     # CPU node: chief 10:00:00-10:12:30 and ps 10:00:10-10:13:00, one span of 780 s
-    #   = 0.21667 h x 1.0 = 0.2167 -> 0.22 CNY.
-    # GPU node: worker 10:00:20-10:12:20 = 720 s = 0.2 h x 8.0 = 1.60 CNY.
-    # ACK Pro fee over the run 10:00:00-10:13:00 = 0.21667 h x 0.6 = 0.13 CNY.
-    # Total 0.22 + 1.60 + 0.13 = 1.95 CNY.
+    #   = 0.21667 h x 1.0 = 0.2167 -> 0.22.
+    # GPU node: worker 10:00:20-10:12:20 = 720 s = 0.2 h x 8.0 = 1.60.
+    # Total 0.22 + 1.60 = 1.82; no cluster fee (no source for one).
     cost = run.cost
     assert cost is not None
-    assert (cost["total"], cost["region"], cost["spansFrom"]) == (1.95, "cn-hangzhou", "pods")
+    assert (cost["total"], cost["region"], cost["spansFrom"]) == (1.82, "cn-hangzhou", "pods")
     assert [(n["instanceType"], n["busySeconds"], n["cost"]) for n in cost["nodes"]] == [
         ("ecs.g6.xlarge", 780, 0.22),
         ("ecs.gn5-c4g1.xlarge", 720, 1.6),
     ]
-    assert cost["clusterFee"]["cost"] == 0.13
+    assert cost["clusterFee"] is None and cost["prices"] == SOURCE
+    assert {n["source"] for n in cost["nodes"]} == {SOURCE}
     lines = [line for line in status.render(run).splitlines() if line.startswith(("Cost:", "    "))]
-    assert lines[:3] == [
-        "Cost:        1.95 CNY (2026-01-02T10:00:00Z to 2026-01-02T10:13:00Z; list prices, not the bill)",
-        f"             prices: {prices.TABLE_SOURCE}",
-        f"             {CPU_NODE} (ecs.g6.xlarge): 0.217 h x 1 = 0.22 CNY; 1 CNY/hour (test page, read 2026-12-07, "
-        f"{prices.UNVERIFIED})",
+    assert lines[:5] == [
+        "Cost:        1.82 in the account's currency (2026-01-02T10:00:00Z to 2026-01-02T10:13:00Z; "
+        "list prices, not the bill)",
+        f"             prices: {SOURCE}",
+        f"             {CPU_NODE} (ecs.g6.xlarge): 0.217 h x 1 = 0.22 in the account's currency",
+        f"             {GPU_NODE} (ecs.gn5-c4g1.xlarge): 0.200 h x 8 = 1.60 in the account's currency",
+        "             not included: the cluster's fee, NAS, disks, traffic (no price source)",
     ]
-    assert (
-        "             cluster fee: 0.217 h x 0.6 = 0.13 CNY; 0.6 CNY/hour (test page, read 2026-12-07, "
-        f"{prices.UNVERIFIED})"
-    ) in lines
-    assert "read 2026-12-07" in prices.TABLE_SOURCE
-    assert status.main([*ARGS, "-o", "json"], cluster=cluster, clock=lambda: NOW) == status.EXIT_FINISHED
+    # The stack's outputs read (no --kubeconfig): their prices price the run.
+    argv = ["--namespace", "default", "--prefix", "mnist", "-o", "json"]
+    code = status.main(argv, cluster=cluster, outputs=lambda: {"prices": PRICES}, clock=lambda: NOW)
+    assert code == status.EXIT_FINISHED
     shown = json.loads(capsys.readouterr().out)
-    assert shown["cost"]["total"] == 1.95 and shown["cost"]["prices"] == prices.TABLE_SOURCE
+    assert shown["cost"]["total"] == 1.82 and shown["cost"]["prices"] == SOURCE
 
 
 def test_once_the_pods_are_gone_the_monitors_record_still_prices_the_run():
@@ -136,12 +128,14 @@ def test_once_the_pods_are_gone_the_monitors_record_still_prices_the_run():
     record = run_cost.record(pods, None, NOW.timestamp())
     jobs = [o for o in objects if o["kind"] == "Job"]
     jobs[0]["metadata"]["annotations"] = {run_cost.ANNOTATION: json.dumps(record)}
-    run = status.collect(Recorded(jobs, {}, nodes=nodes), "mnist", "default", NOW)
+    run = status.collect(
+        Recorded(jobs, {}, nodes=nodes), "mnist", "default", NOW, prices=PRICES, outputs_read=True
+    )
     assert run.cost is not None
-    assert (run.cost["total"], run.cost["spansFrom"]) == (1.95, "record")
+    assert (run.cost["total"], run.cost["spansFrom"]) == (1.82, "record")
 
 
-def test_a_node_without_an_instance_type_label_gives_no_total_and_says_so():
+def test_a_node_without_an_instance_type_label_shows_node_hours_and_says_why_no_price():
     # The local cluster: one node, no instance-type or region label, no ACK pool label.
     objects, _ = finished()
     for found in objects:
@@ -152,35 +146,63 @@ def test_a_node_without_an_instance_type_label_gives_no_total_and_says_so():
         "mnist",
         "default",
         NOW,
+        prices={"none": "a cluster the kubeconfig names (test)"},
+        outputs_read=True,
     )
     cost = run.cost
     assert cost is not None
-    # One node busy 10:00:00-10:13:00: 780 s, no price, no cluster fee.
+    # One node busy 10:00:00-10:13:00: 780 s = 0.217 h, no price, no total.
     assert (cost["total"], cost["priced"], cost["clusterFee"], cost["region"]) == (None, 0.0, None, None)
     assert [(n["busySeconds"], n["missing"]) for n in cost["nodes"]] == [
         (780, "node local has no instance-type label")
     ]
-    head = next(line for line in status.render(run).splitlines() if line.startswith("Cost:"))
-    assert head == (
-        "Cost:        no total: node local has no instance-type label (0.00 CNY priced; "
-        "2026-01-02T10:00:00Z to 2026-01-02T10:13:00Z)"
-    )
+    assert cost["prices"] == "no price: a cluster the kubeconfig names (test)"
+    lines = [line for line in status.render(run).splitlines() if line.startswith(("Cost:", "    "))]
+    assert lines[:3] == [
+        "Cost:        0.217 node-hours, no total (2026-01-02T10:00:00Z to 2026-01-02T10:13:00Z)",
+        "             prices: no price: a cluster the kubeconfig names (test)",
+        "             local (type unknown): 0.217 h, node local has no instance-type label",
+    ]
 
 
-def test_nodes_that_cannot_be_read_and_a_region_without_prices_say_so():
+def test_nodes_that_cannot_be_read_and_a_type_without_a_price_say_so():
     objects, nodes = finished()
-    run = status.collect(Recorded(objects, {}, nodes=[]), "mnist", "default", NOW)
+    run = status.collect(
+        Recorded(objects, {}, nodes=[]), "mnist", "default", NOW, prices=PRICES, outputs_read=True
+    )
     assert run.cost is not None and run.cost["total"] is None
     assert run.cost["missing"][0].startswith(f"node {CPU_NODE} not readable")
-    for found in nodes:
-        found["metadata"]["labels"]["topology.kubernetes.io/region"] = "eu-central-1"
-    run = status.collect(Recorded(objects, {}, nodes=nodes), "mnist", "default", NOW)
+    nodes[1]["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "ecs.gn6i-c4g1.xlarge"
+    nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "ecs.c7.large"
+    run = status.collect(
+        Recorded(objects, {}, nodes=nodes), "mnist", "default", NOW, prices=PRICES, outputs_read=True
+    )
     assert run.cost is not None
     assert run.cost["missing"] == [
-        "no price for ecs.g6.xlarge in eu-central-1",
-        "no price for ecs.gn5-c4g1.xlarge in eu-central-1",
+        "no price for ecs.c7.large: not a node pool's type when looked up 2026-01-02",
+        "no price for ecs.gn6i-c4g1.xlarge: none returned (test)",
     ]
-    assert run.cost["clusterFee"] is None and run.cost["nasPrice"] is None
+
+
+def test_without_the_lookups_output_node_hours_and_why_there_is_no_price(capsys):
+    objects, nodes = finished()
+    cluster = Recorded(objects, {}, nodes=nodes)
+    for prices, read, why in [
+        (None, False, status_cost.NOT_READ),
+        (None, True, status_cost.NO_OUTPUT),
+        ({"none": "the price lookup failed (test)"}, True, "the price lookup failed (test)"),
+    ]:
+        cost = status.collect(cluster, "mnist", "default", NOW, prices=prices, outputs_read=read).cost
+        assert cost is not None
+        assert (cost["total"], cost["prices"]) == (None, f"no price: {why}"), cost
+        assert [n["missing"] for n in cost["nodes"]] == [
+            f"no price for ecs.g6.xlarge: {why}",
+            f"no price for ecs.gn5-c4g1.xlarge: {why}",
+        ]
+        assert [n["busySeconds"] for n in cost["nodes"]] == [780, 720]
+    # --kubeconfig, --namespace and --prefix given: the outputs are not read, nor their prices.
+    assert status.main([*ARGS, "-o", "json"], cluster=cluster, clock=lambda: NOW) == status.EXIT_FINISHED
+    assert json.loads(capsys.readouterr().out)["cost"]["prices"] == f"no price: {status_cost.NOT_READ}"
 
 
 def test_no_started_task_pod_no_estimate():
