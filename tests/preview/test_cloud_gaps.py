@@ -40,7 +40,8 @@ def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(
 ) -> None:
     """cluster.networkPlugin terway: a second vSwitch (``tf-mnist-dev-pods``, cluster.podVswitchCidr's
     default, in the node vSwitch's zone and VPC), and the cluster with pod_vswitch_ids from it, the
-    terway-eniip addon and no pod_cidr, as the real provider checked them; no Flannel warning."""
+    terway-eniip addon and no pod_cidr, as the real provider checked them; no Flannel warning; and
+    no instance price lookup at preview."""
     configure(dev_project, toolchain, "cloud")
     dev_project.set_config("cluster.networkPlugin", "terway")
     preview = dev_project.preview()
@@ -63,6 +64,10 @@ def test_a_terway_cluster_gets_the_pod_vswitch_the_stack_creates(
     # Terway's NetworkPolicy support asked for in the addon's config, as the provider passes it.
     assert inputs["addons"][0]["config"] == '{"NetworkPolicy": "true"}'
     assert "does not enforce Kubernetes NetworkPolicy" not in preview.messages()
+    # No instance price lookup at preview (infra/instance_prices.py; offline it would retry ECS's
+    # endpoint for minutes, then warn): no diagnostic of one.
+    diagnostics = "\n".join(d.get("message", "") for d in preview.plan.get("diagnostics", []))
+    assert "prices: " not in diagnostics and "getInstanceTypes" not in diagnostics, diagnostics
 
 
 @pytest.mark.parametrize(
