@@ -143,9 +143,14 @@ def _check_the_cost(kube: Kube, shown: dict) -> None:
             assert entry["end"] == end, (entry, spans)
     assert {e["pod"] for e in record["pods"]} == set(spans), record
     nodes = {node for node, _, _ in spans.values()}
+    # The local node carries ACK's labels (tools/local-cluster's NODE_LABELS), an instance type
+    # among them, read here with kubectl as infra.status reads it (either label, the GA one first).
+    kinds = {}
     for node in nodes:
         labels = kube.get("node", node)["metadata"].get("labels", {})
-        assert "node.kubernetes.io/instance-type" not in labels, labels
+        kinds[node] = (
+            labels.get("node.kubernetes.io/instance-type") or labels["beta.kubernetes.io/instance-type"]
+        )
     busy = {}
     for node in nodes:
         mine = sorted((_seconds(s), _seconds(e)) for n, s, e in spans.values() if n == node)
@@ -156,7 +161,7 @@ def _check_the_cost(kube: Kube, shown: dict) -> None:
         busy[node] = round(total)
     cost = shown["cost"]
     assert cost["total"] is None and cost["priced"] == 0, cost
-    assert cost["missing"] == [f"node {n} has no instance-type label" for n in sorted(nodes)], cost
+    assert cost["missing"] == [f"no price for {kinds[n]}: {NOT_READ}" for n in sorted(nodes)], cost
     assert {n["node"]: n["busySeconds"] for n in cost["nodes"]} == busy, (cost, spans)
     assert cost["start"] == min(s for _, s, _ in spans.values()), cost
     assert cost["end"] == max(e for _, _, e in spans.values()), cost
